@@ -1,0 +1,2 @@
+/* placeholder: being written */
+typedef int pcinuma_placeholder_hostmap_sysfs_c;

@@ -1,0 +1,132 @@
+/* The host map: what pcinuma knows about the host's PCI devices, mdevs,
+ * NUMA nodes and sockets (design §4).  It is read from sysfs once, through
+ * a root directory fd (so tests pass a fixture tree, as hwloc does with
+ * HWLOC_FSROOT), and then only looked up.  Lookups never touch the OS.
+ *
+ * hostmap.c holds the data structure and the lookups (pure);
+ * hostmap-sysfs.c holds the reader (the only part that does I/O). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pciaddr.h"
+#include "util.h"
+
+#define HOSTMAP_NO_NODE (-1)
+#define HOSTMAP_NO_SOCKET (-1)
+#define HOSTMAP_N_BARS 6
+
+enum hostmap_bar_type {
+        HOSTMAP_BAR_NONE = 0,
+        HOSTMAP_BAR_IO,
+        HOSTMAP_BAR_MEM32,
+        HOSTMAP_BAR_MEM64,
+};
+
+struct hostmap_bar {
+        enum hostmap_bar_type type;
+        bool prefetchable;
+        uint64_t size;            /* bytes; end - start + 1 from 'resource' */
+};
+
+struct hostmap_device {
+        struct pci_addr addr;
+        char name[PCI_ADDR_STRLEN];       /* "0000:3b:00.0" */
+        uint32_t class;                   /* 24-bit class code; 0 if unreadable */
+        uint16_t vendor;                  /* 0 if unreadable */
+        uint16_t device;
+        int sysfs_node;                   /* numa_node as read; -1 if absent, unreadable or garbage */
+        int node;                         /* effective node (design §4 inheritance); -1 = none */
+        char *driver;                     /* bound driver's name, or NULL */
+        int iommu_group;                  /* -1 if none */
+        bool has_physfn;                  /* an SR-IOV VF */
+        struct pci_addr physfn;           /* its PF */
+        unsigned n_vfs;                   /* number of virtfnN links (a PF) */
+        struct hostmap_bar bars[HOSTMAP_N_BARS];
+        /* The device's place in the tree, from its real path under
+         * devices/pci*: the host bridge ("pci0000:3a") and the bridges
+         * between it and the device, top first (root port first).  NULL /
+         * 0 when bus/pci/devices/X is not a symlink, as on some captures. */
+        char *host_bridge;
+        struct pci_addr *upstream;
+        size_t n_upstream;
+};
+
+struct hostmap_mdev {
+        char uuid[37];
+        struct pci_addr parent;
+        char *type;                       /* mdev_type name, or NULL */
+        int node;                         /* the parent's effective node */
+};
+
+struct hostmap_node {
+        int id;
+        struct bitmap cpus;
+        int socket;                       /* physical_package_id of its CPUs; -1 for a CPU-less node */
+};
+
+struct hostmap {
+        /* sorted by id */
+        struct hostmap_node *nodes;
+        size_t n_nodes;
+        /* distance[i * n_nodes + j] between nodes[i] and nodes[j] (SLIT);
+         * -1 where unknown */
+        int *distance;
+        /* sorted by address */
+        struct hostmap_device *devices;
+        size_t n_devices;
+        /* sorted by uuid */
+        struct hostmap_mdev *mdevs;
+        size_t n_mdevs;
+        /* true when there is no devices/system/node directory: one node 0
+         * holding every CPU is synthesised */
+        bool single_node;
+};
+
+/* Read the host map from the tree under rootfd (laid out like /sys: it
+ * holds bus/ and devices/).  Missing or garbage files are tolerated as
+ * design §4 says.  Returns 0, or a negative errno with *ret_error set when
+ * the root itself is unusable (no bus/pci/devices and no devices/system).
+ * The caller owns *ret (free with hostmap_free). */
+int hostmap_load(int rootfd, struct hostmap **ret, char **ret_error);
+
+/* Same, opening 'root' (a path) first. */
+int hostmap_load_path(const char *root, struct hostmap **ret, char **ret_error);
+
+/* Accepts NULL; returns NULL. */
+struct hostmap *hostmap_free(struct hostmap *h);
+static inline void hostmap_freep(struct hostmap **h) { hostmap_free(*h); }
+#define _cleanup_hostmap_ _cleanup_(hostmap_freep)
+
+/* Lookups: binary searches, never a rescan.  NULL / -1 when unknown. */
+const struct hostmap_device *hostmap_find_device(const struct hostmap *h, const struct pci_addr *a);
+const struct hostmap_mdev *hostmap_find_mdev(const struct hostmap *h, const char *uuid);
+const struct hostmap_node *hostmap_find_node(const struct hostmap *h, int id);
+int hostmap_node_socket(const struct hostmap *h, int node);
+/* SLIT distance between two node ids; 10 for a == b when unknown; -1 when unknown. */
+int hostmap_distance(const struct hostmap *h, int a, int b);
+/* Node holding CPU 'cpu', or -1. */
+int hostmap_cpu_node(const struct hostmap *h, unsigned cpu);
+
+/* A short human name for a PCI class code ("3D controller", "Ethernet
+ * controller", "Non-Volatile memory controller", ...). Never NULL. */
+const char *hostmap_class_name(uint32_t class);
+
+/* True for a bridge or host bridge (class 0x0600xx / 0x0604xx ...), which
+ * cannot be passed through. */
+bool hostmap_device_is_bridge(const struct hostmap_device *d);
+
+/* Build helpers, used by the sysfs reader and by unit tests that build a
+ * map in memory.  hostmap_finish() sorts, applies the node inheritance of
+ * design §4 (VF from PF, mdev from parent, -1 = the only node on a
+ * single-node host) and must be called once after the last add. */
+struct hostmap *hostmap_new(void);
+struct hostmap_node *hostmap_add_node(struct hostmap *h, int id);
+struct hostmap_device *hostmap_add_device(struct hostmap *h, const struct pci_addr *a);
+struct hostmap_mdev *hostmap_add_mdev(struct hostmap *h, const char *uuid, const struct pci_addr *parent);
+/* Set the distance row of a node: values[k] is the distance to the k-th
+ * node in ascending id order, as in sysfs. */
+void hostmap_set_distances(struct hostmap *h, int node, const int *values, size_t n);
+void hostmap_finish(struct hostmap *h);

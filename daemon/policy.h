@@ -1,0 +1,88 @@
+/* The admin's policy file, /etc/pcinuma/policy.json (design §6, §11):
+ * which placement policy applies to which domain, and the hook settings.
+ * Parsing is pure (a buffer in, a struct out); policy_load_file() is the
+ * one function that reads a file. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util.h"
+
+/* Ordered from weakest to strictest; values follow Nova's
+ * hw:pci_numa_affinity_policy, plus 'off'. */
+enum policy_mode {
+        POLICY_OFF,
+        POLICY_LEGACY,
+        POLICY_PREFERRED,
+        POLICY_SOCKET,
+        POLICY_REQUIRE,
+        _POLICY_MODE_MAX,
+};
+
+/* "off", "legacy", "preferred", "socket", "require". */
+const char *policy_mode_to_string(enum policy_mode m);
+/* Accepts the names above and the alias "required". 0 or -EINVAL. */
+int policy_mode_from_string(const char *s, enum policy_mode *ret);
+
+/* What a rule (or the default) sets for a domain.  Later issues add the
+ * feature switches here. */
+struct policy_settings {
+        enum policy_mode mode;
+};
+
+struct policy_rule {
+        /* Each non-NULL field must match (AND); at least one is set. */
+        char *name_glob;        /* fnmatch(3) glob on the domain name */
+        char *uuid;             /* exact, case-insensitive */
+        char *tag;              /* the tag attribute of the domain's <pcinuma:policy> metadata */
+        struct policy_settings settings;
+};
+
+enum policy_unreachable {
+        POLICY_UNREACHABLE_ALLOW,
+        POLICY_UNREACHABLE_REFUSE,
+};
+
+struct policy {
+        struct policy_settings def;   /* "default" */
+        bool allow_domain_policy;     /* may a domain's own <pcinuma:policy name=...> choose? */
+        struct policy_rule *rules;
+        size_t n_rules;
+        unsigned hook_timeout_ms;     /* "hook": {"timeout_ms"} */
+        enum policy_unreachable hook_on_unreachable;
+};
+
+/* What a domain tells about itself, for rule matching. Any field may be NULL. */
+struct policy_subject {
+        const char *name;
+        const char *uuid;
+        const char *tag;              /* <pcinuma:policy tag=...> */
+        const char *requested;        /* <pcinuma:policy name=...> */
+};
+
+/* The built-in policy used when no file is given: default legacy, no rules. */
+struct policy *policy_new_default(void);
+
+/* Parse the JSON text buf[0..len).  'source' names the file in messages.
+ * Unknown keys, wrong types and unknown policy names are errors, and
+ * *ret_error names the file, the key path (e.g. "rules[1].policy") or the
+ * line and column of a syntax error, and the problem.  Returns 0 or
+ * -EINVAL; the caller owns *ret. */
+int policy_parse(const char *buf, size_t len, const char *source, struct policy **ret, char **ret_error);
+
+/* Read and parse a file.  -errno (with *ret_error naming the file) when
+ * it cannot be read. */
+int policy_load_file(const char *path, struct policy **ret, char **ret_error);
+
+struct policy *policy_free(struct policy *p);
+static inline void policy_freep(struct policy **p) { policy_free(*p); }
+#define _cleanup_policy_ _cleanup_(policy_freep)
+
+/* The settings for a subject: the first matching rule, else the default.
+ * If the policy allows it and the subject requests a valid mode, that mode
+ * replaces the rule's.  *ret_origin (if non-NULL) gets a malloc'ed phrase
+ * saying where the decision came from, e.g. "rule 2 (name 'gpu-*')",
+ * "default", "domain metadata".  Never fails. */
+void policy_resolve(const struct policy *p, const struct policy_subject *s,
+                    struct policy_settings *ret, char **ret_origin);

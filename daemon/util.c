@@ -1,0 +1,323 @@
+/* Implementation of the small helpers declared in util.h. */
+#include "util.h"
+
+#include <inttypes.h>
+#include <limits.h>
+
+void *xmalloc(size_t n) {
+        void *p = malloc(n ? n : 1);
+        if (!p)
+                abort();
+        return p;
+}
+
+void *xcalloc(size_t n, size_t size) {
+        void *p = calloc(n ? n : 1, size ? size : 1);
+        if (!p)
+                abort();
+        return p;
+}
+
+void *xrealloc(void *p, size_t n) {
+        p = realloc(p, n ? n : 1);
+        if (!p)
+                abort();
+        return p;
+}
+
+void *xreallocarray(void *p, size_t n, size_t size) {
+        if (size && n > SIZE_MAX / size)
+                abort();
+        return xrealloc(p, n * size);
+}
+
+char *xstrdup(const char *s) {
+        char *r = strdup(s);
+        if (!r)
+                abort();
+        return r;
+}
+
+char *xstrndup(const char *s, size_t n) {
+        char *r = strndup(s, n);
+        if (!r)
+                abort();
+        return r;
+}
+
+char *xvasprintf(const char *fmt, va_list ap) {
+        char *r = NULL;
+        if (vasprintf(&r, fmt, ap) < 0)
+                abort();
+        return r;
+}
+
+char *xasprintf(const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        char *r = xvasprintf(fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+void *grow_array(void *array_ptr, size_t *n, size_t size) {
+        void **a = array_ptr;
+        /* The capacity is implied by the count: 4, then doubling, so
+         * appending stays amortised O(1) without storing it. */
+        if (*n == 0 || (*n >= 4 && (*n & (*n - 1)) == 0))
+                *a = xreallocarray(*a, *n == 0 ? 4 : *n * 2, size);
+        char *e = (char *) *a + *n * size;
+        memset(e, 0, size);
+        (*n)++;
+        return e;
+}
+
+int set_error(char **ret_error, int err, const char *fmt, ...) {
+        if (ret_error) {
+                va_list ap;
+                va_start(ap, fmt);
+                free(*ret_error);
+                *ret_error = xvasprintf(fmt, ap);
+                va_end(ap);
+        }
+        return err;
+}
+
+static void strbuf_reserve(struct strbuf *b, size_t extra) {
+        if (b->len + extra + 1 <= b->cap)
+                return;
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + extra + 1)
+                cap *= 2;
+        b->buf = xrealloc(b->buf, cap);
+        b->cap = cap;
+}
+
+void strbuf_appendn(struct strbuf *b, const char *s, size_t n) {
+        strbuf_reserve(b, n);
+        memcpy(b->buf + b->len, s, n);
+        b->len += n;
+        b->buf[b->len] = 0;
+}
+
+void strbuf_append(struct strbuf *b, const char *s) {
+        strbuf_appendn(b, s, strlen(s));
+}
+
+void strbuf_printf(struct strbuf *b, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        char *s = xvasprintf(fmt, ap);
+        va_end(ap);
+        strbuf_append(b, s);
+        free(s);
+}
+
+char *strbuf_steal(struct strbuf *b) {
+        char *r = b->buf ? b->buf : xstrdup("");
+        b->buf = NULL;
+        b->len = b->cap = 0;
+        return r;
+}
+
+void strbuf_done(struct strbuf *b) {
+        free(b->buf);
+        b->buf = NULL;
+        b->len = b->cap = 0;
+}
+
+int parse_uint(const char *s, int base, uint64_t max, uint64_t *ret) {
+        if (!s)
+                return -EINVAL;
+        while (*s == ' ' || *s == '\t' || *s == '\n')
+                s++;
+        if (!*s || *s == '-' || *s == '+')
+                return -EINVAL;
+        errno = 0;
+        char *end = NULL;
+        unsigned long long v = strtoull(s, &end, base);
+        if (errno == ERANGE)
+                return -ERANGE;
+        if (errno || end == s)
+                return -EINVAL;
+        while (*end == ' ' || *end == '\t' || *end == '\n')
+                end++;
+        if (*end)
+                return -EINVAL;
+        if (v > max)
+                return -ERANGE;
+        *ret = v;
+        return 0;
+}
+
+int parse_int(const char *s, int base, int64_t min, int64_t max, int64_t *ret) {
+        if (!s)
+                return -EINVAL;
+        while (*s == ' ' || *s == '\t' || *s == '\n')
+                s++;
+        if (!*s)
+                return -EINVAL;
+        errno = 0;
+        char *end = NULL;
+        long long v = strtoll(s, &end, base);
+        if (errno == ERANGE)
+                return -ERANGE;
+        if (errno || end == s)
+                return -EINVAL;
+        while (*end == ' ' || *end == '\t' || *end == '\n')
+                end++;
+        if (*end)
+                return -EINVAL;
+        if (v < min || v > max)
+                return -ERANGE;
+        *ret = v;
+        return 0;
+}
+
+void bitmap_set(struct bitmap *b, unsigned i) {
+        size_t w = i / 64;
+        if (w >= b->n_words) {
+                size_t n = w + 1;
+                b->bits = xreallocarray(b->bits, n, sizeof(uint64_t));
+                memset(b->bits + b->n_words, 0, (n - b->n_words) * sizeof(uint64_t));
+                b->n_words = n;
+        }
+        b->bits[w] |= UINT64_C(1) << (i % 64);
+}
+
+bool bitmap_test(const struct bitmap *b, unsigned i) {
+        size_t w = i / 64;
+        return w < b->n_words && (b->bits[w] & (UINT64_C(1) << (i % 64)));
+}
+
+bool bitmap_isempty(const struct bitmap *b) {
+        for (size_t i = 0; i < b->n_words; i++)
+                if (b->bits[i])
+                        return false;
+        return true;
+}
+
+unsigned bitmap_count(const struct bitmap *b) {
+        unsigned n = 0;
+        for (size_t i = 0; i < b->n_words; i++)
+                n += (unsigned) __builtin_popcountll(b->bits[i]);
+        return n;
+}
+
+int bitmap_next(const struct bitmap *b, unsigned from) {
+        for (size_t w = from / 64; w < b->n_words; w++) {
+                uint64_t v = b->bits[w];
+                if (w == from / 64)
+                        v &= ~UINT64_C(0) << (from % 64);
+                if (v)
+                        return (int) (w * 64 + (size_t) __builtin_ctzll(v));
+        }
+        return -1;
+}
+
+bool bitmap_intersects(const struct bitmap *a, const struct bitmap *b) {
+        size_t n = a->n_words < b->n_words ? a->n_words : b->n_words;
+        for (size_t i = 0; i < n; i++)
+                if (a->bits[i] & b->bits[i])
+                        return true;
+        return false;
+}
+
+void bitmap_or(struct bitmap *dst, const struct bitmap *src) {
+        for (int i = bitmap_next(src, 0); i >= 0; i = bitmap_next(src, (unsigned) i + 1))
+                bitmap_set(dst, (unsigned) i);
+}
+
+bool bitmap_equal(const struct bitmap *a, const struct bitmap *b) {
+        size_t n = a->n_words > b->n_words ? a->n_words : b->n_words;
+        for (size_t i = 0; i < n; i++) {
+                uint64_t x = i < a->n_words ? a->bits[i] : 0;
+                uint64_t y = i < b->n_words ? b->bits[i] : 0;
+                if (x != y)
+                        return false;
+        }
+        return true;
+}
+
+void bitmap_done(struct bitmap *b) {
+        free(b->bits);
+        b->bits = NULL;
+        b->n_words = 0;
+}
+
+static void bitmap_clear(struct bitmap *b, unsigned i) {
+        size_t w = i / 64;
+        if (w < b->n_words)
+                b->bits[w] &= ~(UINT64_C(1) << (i % 64));
+}
+
+int bitmap_parse(const char *s, unsigned max, struct bitmap *ret) {
+        struct bitmap b = {0};
+        struct bitmap neg = {0};
+        const char *p = s;
+
+        while (*p == ' ' || *p == '\t' || *p == '\n')
+                p++;
+        while (*p) {
+                bool exclude = false;
+                if (*p == '^') {
+                        exclude = true;
+                        p++;
+                }
+                char *end;
+                if (*p < '0' || *p > '9')
+                        goto fail;
+                errno = 0;
+                unsigned long lo = strtoul(p, &end, 10);
+                unsigned long hi = lo;
+                if (errno || lo > max)
+                        goto fail;
+                p = end;
+                if (*p == '-') {
+                        p++;
+                        if (*p < '0' || *p > '9')
+                                goto fail;
+                        hi = strtoul(p, &end, 10);
+                        if (errno || hi > max || hi < lo)
+                                goto fail;
+                        p = end;
+                }
+                for (unsigned long i = lo; i <= hi; i++)
+                        bitmap_set(exclude ? &neg : &b, (unsigned) i);
+                while (*p == ' ' || *p == '\t' || *p == '\n')
+                        p++;
+                if (*p == ',') {
+                        p++;
+                        if (!*p)
+                                goto fail;
+                } else if (*p)
+                        goto fail;
+        }
+        for (int i = bitmap_next(&neg, 0); i >= 0; i = bitmap_next(&neg, (unsigned) i + 1))
+                bitmap_clear(&b, (unsigned) i);
+        bitmap_done(&neg);
+        *ret = b;
+        return 0;
+fail:
+        bitmap_done(&b);
+        bitmap_done(&neg);
+        return -EINVAL;
+}
+
+char *bitmap_format(const struct bitmap *b) {
+        struct strbuf out = {0};
+        int i = bitmap_next(b, 0);
+        while (i >= 0) {
+                int j = i;
+                while (bitmap_test(b, (unsigned) j + 1))
+                        j++;
+                if (out.len)
+                        strbuf_append(&out, ",");
+                if (j == i)
+                        strbuf_printf(&out, "%d", i);
+                else
+                        strbuf_printf(&out, "%d-%d", i, j);
+                i = bitmap_next(b, (unsigned) j + 1);
+        }
+        return strbuf_steal(&out);
+}

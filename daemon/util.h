@@ -1,0 +1,125 @@
+/* Small helpers shared by every pcinuma module: cleanup attributes in the
+ * style of libnvme's cleanup.h and systemd's TAKE_PTR, and a few string
+ * and number helpers.  Nothing here does I/O. */
+#pragma once
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _unused_ __attribute__((unused))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _nonnull_ __attribute__((nonnull))
+
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+
+/* Take ownership of a pointer (or fd) out of a _cleanup_ variable.
+ * Functions rather than statement expressions, to stay within ISO C11. */
+static inline void *take_ptr(void *pp) {
+        void **p = pp;
+        void *r = *p;
+        *p = NULL;
+        return r;
+}
+static inline int take_fd(int *fd) {
+        int r = *fd;
+        *fd = -1;
+        return r;
+}
+#define TAKE_PTR(p) take_ptr(&(p))
+#define TAKE_FD(fd) take_fd(&(fd))
+
+static inline void freep(void *p) { free(*(void **) p); }
+#define _cleanup_free_ _cleanup_(freep)
+
+static inline void closep(int *fd) {
+        if (*fd >= 0) {
+                int saved = errno;
+                (void) close(*fd);
+                errno = saved;
+        }
+}
+#define _cleanup_close_ _cleanup_(closep)
+
+static inline void fclosep(FILE **f) {
+        if (*f)
+                (void) fclose(*f);
+}
+#define _cleanup_fclose_ _cleanup_(fclosep)
+
+static inline bool streq(const char *a, const char *b) { return strcmp(a, b) == 0; }
+static inline bool streq_ptr(const char *a, const char *b) {
+        if (!a || !b)
+                return a == b;
+        return strcmp(a, b) == 0;
+}
+static inline const char *strempty(const char *s) { return s ? s : ""; }
+static inline const char *strna(const char *s) { return s ? s : "n/a"; }
+
+/* Allocation that aborts on failure: out-of-memory is not a condition this
+ * project tries to recover from. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+void *xreallocarray(void *p, size_t n, size_t size);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+char *xasprintf(const char *fmt, ...) _printf_(1, 2);
+char *xvasprintf(const char *fmt, va_list ap) _printf_(1, 0);
+
+/* Grow *array (of *n elements of size 'size') by one zeroed element and
+ * return a pointer to it. */
+void *grow_array(void *array_ptr, size_t *n, size_t size);
+#define GROW(array, n) ((__typeof__(*(array)) *) grow_array(&(array), &(n), sizeof(*(array))))
+
+/* Set *ret_error to a formatted message (if ret_error is non-NULL) and
+ * return 'err', which must be a negative errno.  Used by the pure modules,
+ * which report errors to their caller instead of logging. */
+int set_error(char **ret_error, int err, const char *fmt, ...) _printf_(3, 4);
+
+/* A growable string buffer. */
+struct strbuf {
+        char *buf;
+        size_t len, cap;
+};
+void strbuf_append(struct strbuf *b, const char *s);
+void strbuf_appendn(struct strbuf *b, const char *s, size_t n);
+void strbuf_printf(struct strbuf *b, const char *fmt, ...) _printf_(2, 3);
+char *strbuf_steal(struct strbuf *b);
+void strbuf_done(struct strbuf *b);
+
+/* Parse an unsigned integer; base 0 accepts "0x" hex as libvirt does.
+ * Rejects empty strings, trailing garbage (but allows trailing white
+ * space) and overflow past 'max'. */
+int parse_uint(const char *s, int base, uint64_t max, uint64_t *ret);
+int parse_int(const char *s, int base, int64_t min, int64_t max, int64_t *ret);
+
+/* A set of small non-negative integers (CPU numbers, node ids), kept as a
+ * sorted array of ranges-expanded bits. */
+struct bitmap {
+        uint64_t *bits;
+        size_t n_words;
+};
+void bitmap_set(struct bitmap *b, unsigned i);
+bool bitmap_test(const struct bitmap *b, unsigned i);
+bool bitmap_isempty(const struct bitmap *b);
+unsigned bitmap_count(const struct bitmap *b);
+/* Index of the first bit set at or after 'from', or -1. */
+int bitmap_next(const struct bitmap *b, unsigned from);
+bool bitmap_intersects(const struct bitmap *a, const struct bitmap *b);
+void bitmap_or(struct bitmap *dst, const struct bitmap *src);
+bool bitmap_equal(const struct bitmap *a, const struct bitmap *b);
+void bitmap_done(struct bitmap *b);
+/* Parse a Linux/libvirt list such as "0-3,8,10-11" (libvirt's "^N"
+ * exclusions are honoured).  'max' bounds each number.  An empty string
+ * yields an empty set. */
+int bitmap_parse(const char *s, unsigned max, struct bitmap *ret);
+/* Format as a compact list "0-3,8". */
+char *bitmap_format(const struct bitmap *b);

@@ -1,0 +1,41 @@
+#!/bin/sh
+# Install, with apt, every Debian 12 package that building, testing and the
+# demo need, and create the users and directories that libvirt's packages
+# expect when they are installed without their recommends.  Safe to re-run:
+# it installs only what is missing.
+set -eu
+
+PKGS="gcc meson ninja-build pkg-config python3
+      libxml2-dev libjson-c-dev libsystemd-dev libvirt-dev libcmocka-dev
+      libxml2-utils libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu
+      qemu-system-x86 qemu-utils
+      linux-image-amd64 busybox-static cpio
+      sudo procps"
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: must run as root to install packages with apt" >&2
+    exit 1
+fi
+
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+
+if [ -n "$missing" ]; then
+    echo "install-deps: installing:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    # shellcheck disable=SC2086
+    apt-get install -y -q --no-install-recommends $missing
+else
+    echo "install-deps: all packages present"
+fi
+
+# libvirt's packages, installed without recommends, do not create these.
+getent group kvm >/dev/null || groupadd -r kvm
+getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu
+getent passwd libvirt-qemu >/dev/null || useradd -r -g libvirt-qemu -G kvm -d /var/lib/libvirt -s /usr/sbin/nologin libvirt-qemu
+mkdir -p /var/log/libvirt /var/run/libvirt
