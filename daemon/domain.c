@@ -1,2 +1,641 @@
-/* placeholder: being written */
-typedef int pcinuma_placeholder_domain_c;
+/* Parsing of a libvirt domain XML into the model the planner reads
+ * (design §5).  The libxml2 document is kept so the rewriter can edit it;
+ * nothing here does I/O. */
+#include "domain.h"
+
+#include <libxml/parser.h>
+#include <libxml/xmlsave.h>
+#include <inttypes.h>
+#include <strings.h>
+
+xmlNodePtr xml_child(xmlNodePtr parent, const char *name) {
+        if (!parent)
+                return NULL;
+        for (xmlNodePtr c = parent->children; c; c = c->next)
+                if (xml_is(c, name))
+                        return c;
+        return NULL;
+}
+
+bool xml_is(xmlNodePtr n, const char *name) {
+        return n && n->type == XML_ELEMENT_NODE && !n->ns && xmlStrEqual(n->name, (const xmlChar *) name);
+}
+
+char *xml_prop(xmlNodePtr n, const char *name) {
+        if (!n)
+                return NULL;
+        xmlChar *v = xmlGetNoNsProp(n, (const xmlChar *) name);
+        if (!v)
+                return NULL;
+        char *r = xstrdup((const char *) v);
+        xmlFree(v);
+        return r;
+}
+
+static char *xml_text(xmlNodePtr n) {
+        if (!n)
+                return NULL;
+        xmlChar *v = xmlNodeGetContent(n);
+        if (!v)
+                return NULL;
+        /* trim */
+        char *s = (char *) v;
+        while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r')
+                s++;
+        size_t l = strlen(s);
+        while (l > 0 && (s[l - 1] == ' ' || s[l - 1] == '\n' || s[l - 1] == '\t' || s[l - 1] == '\r'))
+                l--;
+        char *r = xstrndup(s, l);
+        xmlFree(v);
+        return r;
+}
+
+/* Parse one attribute of a PCI <address> as libvirt does (base 0, so
+ * "0x13" and "19" both work).  An absent attribute is 0. */
+static int addr_attr(xmlNodePtr addr, const char *name, uint64_t max, uint64_t *ret) {
+        _cleanup_free_ char *v = xml_prop(addr, name);
+        if (!v) {
+                *ret = 0;
+                return 0;
+        }
+        return parse_uint(v, 0, max, ret);
+}
+
+int xml_parse_pci_address(xmlNodePtr addr, struct pci_addr *ret) {
+        uint64_t dom, bus, slot, fn;
+        if (addr_attr(addr, "domain", UINT32_MAX, &dom) < 0 ||
+            addr_attr(addr, "bus", 0xff, &bus) < 0 ||
+            addr_attr(addr, "slot", 0x1f, &slot) < 0 ||
+            addr_attr(addr, "function", 7, &fn) < 0)
+                return -EINVAL;
+        *ret = (struct pci_addr) { .domain = (uint32_t) dom, .bus = (uint8_t) bus, .slot = (uint8_t) slot, .func = (uint8_t) fn };
+        return 0;
+}
+
+static bool is_pci_address(xmlNodePtr n) {
+        if (!xml_is(n, "address"))
+                return false;
+        _cleanup_free_ char *type = xml_prop(n, "type");
+        return type && streq(type, "pci");
+}
+
+/* The guest <address type='pci'> child of a device element. */
+static xmlNodePtr guest_pci_address(xmlNodePtr dev) {
+        for (xmlNodePtr c = dev->children; c; c = c->next)
+                if (is_pci_address(c))
+                        return c;
+        return NULL;
+}
+
+const char *domain_backing_to_string(enum domain_backing b) {
+        switch (b) {
+        case DOMAIN_BACKING_MEMNODE:
+                return "numatune memnode";
+        case DOMAIN_BACKING_VCPUPIN:
+                return "vcpupin";
+        case DOMAIN_BACKING_VCPU_CPUSET:
+                return "vcpu cpuset";
+        case DOMAIN_BACKING_MEMORY:
+                return "numatune memory";
+        case DOMAIN_BACKING_NONE:
+        default:
+                return "nothing";
+        }
+}
+
+const char *domain_hostdev_name(const struct domain_hostdev *hd, char buf[64]) {
+        if (hd->kind == DOMAIN_HOSTDEV_MDEV)
+                snprintf(buf, 64, "mdev %s", hd->mdev_uuid);
+        else {
+                char b[PCI_ADDR_STRLEN];
+                snprintf(buf, 64, "%s", pci_addr_format(&hd->host, b));
+        }
+        return buf;
+}
+
+static void model_clear(struct domain *d) {
+        for (size_t i = 0; i < d->n_cells; i++) {
+                bitmap_done(&d->cells[i].cpus);
+                bitmap_done(&d->cells[i].host_nodes);
+        }
+        free(d->cells);
+        d->cells = NULL;
+        d->n_cells = 0;
+        free(d->hostdevs);
+        d->hostdevs = NULL;
+        d->n_hostdevs = 0;
+        free(d->controllers);
+        d->controllers = NULL;
+        d->n_controllers = 0;
+        free(d->pci_uses);
+        d->pci_uses = NULL;
+        d->n_pci_uses = 0;
+        for (size_t i = 0; i < d->n_vcpupins; i++)
+                bitmap_done(&d->vcpupins[i].cpuset);
+        free(d->vcpupins);
+        d->vcpupins = NULL;
+        d->n_vcpupins = 0;
+        for (size_t i = 0; i < d->n_memnodes; i++)
+                bitmap_done(&d->memnodes[i].nodeset);
+        free(d->memnodes);
+        d->memnodes = NULL;
+        d->n_memnodes = 0;
+        bitmap_done(&d->vcpu_cpuset);
+        bitmap_done(&d->numatune_memory);
+        d->has_vcpu_cpuset = d->has_numatune_memory = false;
+        free(d->name);
+        free(d->uuid);
+        free(d->arch);
+        free(d->machine);
+        free(d->firmware);
+        free(d->requested_policy);
+        free(d->policy_tag);
+        d->name = d->uuid = d->arch = d->machine = d->firmware = NULL;
+        d->requested_policy = d->policy_tag = NULL;
+        d->mark = NULL;
+        d->devices = NULL;
+        d->q35 = d->acpi = false;
+}
+
+struct domain *domain_free(struct domain *d) {
+        if (!d)
+                return NULL;
+        model_clear(d);
+        if (d->doc)
+                xmlFreeDoc(d->doc);
+        free(d);
+        return NULL;
+}
+
+/* Guest CPU and NUMA numbers are bounded so a hostile XML cannot make us
+ * allocate huge bitmaps. */
+#define MAX_CPU 16383
+#define MAX_NODE 1023
+
+static int parse_os(struct domain *d, xmlNodePtr root) {
+        xmlNodePtr os = xml_child(root, "os");
+        xmlNodePtr type = xml_child(os, "type");
+        d->arch = xml_prop(type, "arch");
+        d->machine = xml_prop(type, "machine");
+        /* libvirt's x86 default machine is 'pc' (i440fx); only an explicit
+         * q35 machine type (q35, pc-q35-7.2, ...) has a pcie-root. */
+        d->q35 = d->machine && strstr(d->machine, "q35");
+        d->firmware = xml_prop(os, "firmware");
+        if (!d->firmware) {
+                xmlNodePtr loader = xml_child(os, "loader");
+                if (loader)
+                        d->firmware = xml_text(loader);
+        }
+        d->acpi = xml_child(xml_child(root, "features"), "acpi") != NULL;
+        return 0;
+}
+
+static int parse_cells(struct domain *d, xmlNodePtr root, char **ret_error) {
+        xmlNodePtr numa = xml_child(xml_child(root, "cpu"), "numa");
+        if (!numa)
+                return 0;
+        for (xmlNodePtr c = numa->children; c; c = c->next) {
+                if (!xml_is(c, "cell"))
+                        continue;
+                size_t ordinal = d->n_cells;
+                struct domain_cell *cell = GROW(d->cells, d->n_cells);
+                _cleanup_free_ char *id = xml_prop(c, "id");
+                _cleanup_free_ char *cpus = xml_prop(c, "cpus");
+                uint64_t v = ordinal;
+                if (id && parse_uint(id, 10, MAX_NODE, &v) < 0)
+                        return set_error(ret_error, -EINVAL, "line %ld: <cell id='%s'>: not a NUMA cell number", xmlGetLineNo(c), id);
+                /* libvirt requires ids 0, 1, 2, ... in order; so do we, so that
+                 * cell ids index the array. */
+                if (v != ordinal)
+                        return set_error(ret_error, -EINVAL,
+                                         "line %ld: guest NUMA cell #%zu has id %" PRIu64 ": cell ids must be 0, 1, 2, ... in order, each once",
+                                         xmlGetLineNo(c), ordinal, v);
+                cell->id = (unsigned) v;
+                if (cpus && bitmap_parse(cpus, MAX_CPU, &cell->cpus) < 0)
+                        return set_error(ret_error, -EINVAL, "line %ld: <cell id='%u' cpus='%s'>: not a CPU list", xmlGetLineNo(c), cell->id, cpus);
+        }
+        return 0;
+}
+
+static int parse_pinning(struct domain *d, xmlNodePtr root, char **ret_error) {
+        xmlNodePtr vcpu = xml_child(root, "vcpu");
+        _cleanup_free_ char *cpuset = xml_prop(vcpu, "cpuset");
+        if (cpuset) {
+                if (bitmap_parse(cpuset, MAX_CPU, &d->vcpu_cpuset) < 0)
+                        return set_error(ret_error, -EINVAL, "line %ld: <vcpu cpuset='%s'>: not a CPU list", xmlGetLineNo(vcpu), cpuset);
+                d->has_vcpu_cpuset = true;
+        }
+
+        xmlNodePtr cputune = xml_child(root, "cputune");
+        for (xmlNodePtr c = cputune ? cputune->children : NULL; c; c = c->next) {
+                if (!xml_is(c, "vcpupin"))
+                        continue;
+                _cleanup_free_ char *v = xml_prop(c, "vcpu");
+                _cleanup_free_ char *set = xml_prop(c, "cpuset");
+                uint64_t n;
+                if (!v || parse_uint(v, 10, MAX_CPU, &n) < 0)
+                        return set_error(ret_error, -EINVAL, "line %ld: <vcpupin>: missing or bad vcpu attribute", xmlGetLineNo(c));
+                struct domain_vcpupin *pin = GROW(d->vcpupins, d->n_vcpupins);
+                pin->vcpu = (unsigned) n;
+                if (!set || bitmap_parse(set, MAX_CPU, &pin->cpuset) < 0)
+                        return set_error(ret_error, -EINVAL, "line %ld: <vcpupin vcpu='%s'>: missing or bad cpuset", xmlGetLineNo(c), v);
+        }
+
+        xmlNodePtr numatune = xml_child(root, "numatune");
+        for (xmlNodePtr c = numatune ? numatune->children : NULL; c; c = c->next) {
+                if (xml_is(c, "memory")) {
+                        _cleanup_free_ char *set = xml_prop(c, "nodeset");
+                        if (!set)
+                                continue;
+                        if (bitmap_parse(set, MAX_NODE, &d->numatune_memory) < 0)
+                                return set_error(ret_error, -EINVAL, "line %ld: <numatune><memory nodeset='%s'>: not a node list", xmlGetLineNo(c), set);
+                        d->has_numatune_memory = true;
+                } else if (xml_is(c, "memnode")) {
+                        _cleanup_free_ char *id = xml_prop(c, "cellid");
+                        _cleanup_free_ char *set = xml_prop(c, "nodeset");
+                        uint64_t n;
+                        if (!id || parse_uint(id, 10, MAX_NODE, &n) < 0)
+                                return set_error(ret_error, -EINVAL, "line %ld: <memnode>: missing or bad cellid", xmlGetLineNo(c));
+                        for (size_t i = 0; i < d->n_memnodes; i++)
+                                if (d->memnodes[i].cellid == n)
+                                        return set_error(ret_error, -EINVAL, "line %ld: <memnode cellid='%s'> appears twice", xmlGetLineNo(c), id);
+                        struct domain_memnode *m = GROW(d->memnodes, d->n_memnodes);
+                        m->cellid = (unsigned) n;
+                        if (!set || bitmap_parse(set, MAX_NODE, &m->nodeset) < 0)
+                                return set_error(ret_error, -EINVAL, "line %ld: <memnode cellid='%s'>: missing or bad nodeset", xmlGetLineNo(c), id);
+                }
+        }
+        return 0;
+}
+
+static int parse_controller(struct domain *d, xmlNodePtr c, char **ret_error) {
+        _cleanup_free_ char *type = xml_prop(c, "type");
+        if (!type || !streq(type, "pci"))
+                return 0;
+        _cleanup_free_ char *index = xml_prop(c, "index");
+        uint64_t idx;
+        if (!index || parse_uint(index, 0, 255, &idx) < 0)
+                return set_error(ret_error, -EINVAL, "line %ld: PCI <controller>: missing or bad index '%s'", xmlGetLineNo(c), strempty(index));
+        for (size_t i = 0; i < d->n_controllers; i++)
+                if (d->controllers[i].index == (int) idx)
+                        return set_error(ret_error, -EINVAL, "line %ld: two PCI controllers have index %" PRIu64 " (the other is at line %ld)",
+                                         xmlGetLineNo(c), idx, xmlGetLineNo(d->controllers[i].elem));
+
+        struct domain_controller *ctl = GROW(d->controllers, d->n_controllers);
+        ctl->index = (int) idx;
+        ctl->elem = c;
+        ctl->bus_nr = -1;
+        ctl->node = -1;
+        /* Point at the attribute's own storage so the model needs no copy. */
+        xmlAttrPtr model = xmlHasProp(c, (const xmlChar *) "model");
+        ctl->model = model && model->children && model->children->content ? (const char *) model->children->content : "";
+
+        xmlNodePtr target = xml_child(c, "target");
+        if (target) {
+                _cleanup_free_ char *busnr = xml_prop(target, "busNr");
+                uint64_t v;
+                if (busnr) {
+                        if (parse_uint(busnr, 0, 255, &v) < 0)
+                                return set_error(ret_error, -EINVAL, "line %ld: controller %d: bad busNr '%s'", xmlGetLineNo(target), ctl->index, busnr);
+                        ctl->bus_nr = (int) v;
+                }
+                xmlNodePtr node = xml_child(target, "node");
+                if (node) {
+                        _cleanup_free_ char *t = xml_text(node);
+                        if (parse_uint(t, 10, MAX_NODE, &v) < 0)
+                                return set_error(ret_error, -EINVAL, "line %ld: controller %d: bad <node> '%s'", xmlGetLineNo(node), ctl->index, t);
+                        ctl->node = (int) v;
+                }
+        }
+        xmlNodePtr addr = guest_pci_address(c);
+        if (addr) {
+                if (xml_parse_pci_address(addr, &ctl->addr) < 0)
+                        return set_error(ret_error, -EINVAL, "line %ld: controller %d: bad PCI address", xmlGetLineNo(addr), ctl->index);
+                ctl->has_addr = true;
+        }
+        return 0;
+}
+
+static int parse_uuid(const char *s, char out[37]) {
+        /* 8-4-4-4-12 hex */
+        if (strlen(s) != 36)
+                return -EINVAL;
+        for (int i = 0; i < 36; i++) {
+                bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+                if (dash ? s[i] != '-' : !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') || (s[i] >= 'A' && s[i] <= 'F')))
+                        return -EINVAL;
+                out[i] = (char) (dash ? '-' : (s[i] >= 'A' && s[i] <= 'F' ? s[i] - 'A' + 'a' : s[i]));
+        }
+        out[36] = 0;
+        return 0;
+}
+
+static int parse_hostdev(struct domain *d, xmlNodePtr e, bool is_interface, char **ret_error) {
+        struct domain_hostdev hd = { .elem = e, .is_interface = is_interface };
+        xmlNodePtr source = xml_child(e, "source");
+        xmlNodePtr saddr = xml_child(source, "address");
+        long line = xmlGetLineNo(e);
+        const char *what = is_interface ? "<interface type='hostdev'>" : "<hostdev>";
+
+        if (!is_interface) {
+                _cleanup_free_ char *mode = xml_prop(e, "mode");
+                _cleanup_free_ char *type = xml_prop(e, "type");
+                if (mode && !streq(mode, "subsystem"))
+                        return 0;
+                if (!type)
+                        return 0;
+                if (streq(type, "mdev")) {
+                        /* Only vfio-pci mdevs sit on the guest's PCI bus;
+                         * vfio-ccw and vfio-ap do not. */
+                        _cleanup_free_ char *model = xml_prop(e, "model");
+                        if (!model || !streq(model, "vfio-pci"))
+                                return 0;
+                        hd.kind = DOMAIN_HOSTDEV_MDEV;
+                        _cleanup_free_ char *uuid = xml_prop(saddr, "uuid");
+                        if (!uuid)
+                                return set_error(ret_error, -EINVAL, "line %ld: mdev <hostdev> has no <source><address uuid=...>", line);
+                        if (parse_uuid(uuid, hd.mdev_uuid) < 0)
+                                return set_error(ret_error, -EINVAL, "line %ld: mdev <hostdev>: '%s' is not a UUID", line, uuid);
+                } else if (!streq(type, "pci"))
+                        return 0;
+        }
+
+        if (hd.kind == DOMAIN_HOSTDEV_PCI) {
+                if (!saddr) {
+                        /* <interface type='hostdev'> may name a network
+                         * instead (the VF is chosen at start); we cannot
+                         * know its node, so it is not ours to place. */
+                        if (is_interface)
+                                return 0;
+                        return set_error(ret_error, -EINVAL, "line %ld: %s has no <source><address>", line, what);
+                }
+                _cleanup_free_ char *atype = xml_prop(saddr, "type");
+                if (atype && !streq(atype, "pci"))
+                        return 0;
+                if (xml_parse_pci_address(saddr, &hd.host) < 0)
+                        return set_error(ret_error, -EINVAL, "line %ld: %s: bad source PCI address", line, what);
+        }
+
+        xmlNodePtr gaddr = NULL;
+        for (xmlNodePtr c = e->children; c; c = c->next)
+                if (xml_is(c, "address")) {
+                        gaddr = c;
+                        break;
+                }
+        if (gaddr) {
+                _cleanup_free_ char *gtype = xml_prop(gaddr, "type");
+                /* A device on a non-PCI bus (ccw, ...) is not ours. */
+                if (gtype && !streq(gtype, "pci"))
+                        return 0;
+                if (xml_parse_pci_address(gaddr, &hd.guest) < 0)
+                        return set_error(ret_error, -EINVAL, "line %ld: %s: bad guest PCI address", xmlGetLineNo(gaddr), what);
+                hd.has_guest_addr = true;
+                hd.addr_elem = gaddr;
+        }
+
+        for (size_t i = 0; i < d->n_hostdevs; i++) {
+                const struct domain_hostdev *o = &d->hostdevs[i];
+                bool same = o->kind == hd.kind &&
+                            (hd.kind == DOMAIN_HOSTDEV_MDEV ? streq(o->mdev_uuid, hd.mdev_uuid) : pci_addr_eq(&o->host, &hd.host));
+                if (same) {
+                        char b[64];
+                        return set_error(ret_error, -EINVAL, "line %ld: host device %s is assigned twice (also at line %ld)",
+                                         line, domain_hostdev_name(&hd, b), xmlGetLineNo(o->elem));
+                }
+        }
+        *GROW(d->hostdevs, d->n_hostdevs) = hd;
+        return 0;
+}
+
+/* Record every guest PCI address in the subtree (not <source> ones). */
+static int collect_pci_uses(struct domain *d, xmlNodePtr n, xmlNodePtr owner, char **ret_error) {
+        for (xmlNodePtr c = n->children; c; c = c->next) {
+                if (c->type != XML_ELEMENT_NODE)
+                        continue;
+                if (xml_is(c, "source"))
+                        continue;
+                if (is_pci_address(c)) {
+                        struct pci_addr a;
+                        if (xml_parse_pci_address(c, &a) < 0)
+                                return set_error(ret_error, -EINVAL, "line %ld: bad PCI address", xmlGetLineNo(c));
+                        struct domain_pci_use *u = GROW(d->pci_uses, d->n_pci_uses);
+                        u->addr = a;
+                        u->owner = owner ? owner : c->parent;
+                        continue;
+                }
+                int r = collect_pci_uses(d, c, owner ? owner : c, ret_error);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static void parse_metadata(struct domain *d, xmlNodePtr root) {
+        xmlNodePtr md = xml_child(root, "metadata");
+        for (xmlNodePtr c = md ? md->children : NULL; c; c = c->next) {
+                if (c->type != XML_ELEMENT_NODE || !c->ns || !c->ns->href)
+                        continue;
+                if (xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_TOPOLOGY_NS) && xmlStrEqual(c->name, (const xmlChar *) "topology"))
+                        d->mark = c;
+                else if (xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_POLICY_NS) && xmlStrEqual(c->name, (const xmlChar *) "policy")) {
+                        d->requested_policy = xml_prop(c, "name");
+                        d->policy_tag = xml_prop(c, "tag");
+                }
+        }
+}
+
+int domain_reload(struct domain *d, char **ret_error) {
+        int r;
+        model_clear(d);
+        xmlNodePtr root = xmlDocGetRootElement(d->doc);
+        if (!root || !xml_is(root, "domain"))
+                return set_error(ret_error, -EINVAL, "the document is not a libvirt <domain> (root element is <%s>)",
+                                 root ? (const char *) root->name : "nothing");
+        d->name = xml_text(xml_child(root, "name"));
+        d->uuid = xml_text(xml_child(root, "uuid"));
+        parse_os(d, root);
+        r = parse_cells(d, root, ret_error);
+        if (r < 0)
+                return r;
+        r = parse_pinning(d, root, ret_error);
+        if (r < 0)
+                return r;
+        parse_metadata(d, root);
+
+        d->devices = xml_child(root, "devices");
+        for (xmlNodePtr c = d->devices ? d->devices->children : NULL; c; c = c->next) {
+                if (xml_is(c, "controller"))
+                        r = parse_controller(d, c, ret_error);
+                else if (xml_is(c, "hostdev"))
+                        r = parse_hostdev(d, c, false, ret_error);
+                else if (xml_is(c, "interface")) {
+                        _cleanup_free_ char *type = xml_prop(c, "type");
+                        r = type && streq(type, "hostdev") ? parse_hostdev(d, c, true, ret_error) : 0;
+                } else
+                        r = 0;
+                if (r < 0)
+                        return r;
+        }
+        if (d->devices) {
+                r = collect_pci_uses(d, d->devices, NULL, ret_error);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_error) {
+        if (len > DOMAIN_XML_MAX)
+                return set_error(ret_error, -EFBIG, "domain XML is %zu bytes, more than the %u byte limit", len, DOMAIN_XML_MAX);
+        if (len == 0)
+                return set_error(ret_error, -EINVAL, "domain XML is empty");
+        if (memchr(buf, 0, len))
+                return set_error(ret_error, -EINVAL, "domain XML contains a NUL byte");
+
+        /* No DTDs at all: libvirt never writes one, and refusing them up
+         * front rules out entity expansion attacks whatever the libxml2
+         * version does with the internal subset. */
+        if (memmem(buf, len, "<!DOCTYPE", 9) || memmem(buf, len, "<!ENTITY", 8))
+                return set_error(ret_error, -EINVAL, "domain XML has a DTD or entity declaration, which is not accepted");
+
+        xmlParserCtxtPtr ctxt = xmlNewParserCtxt();
+        if (!ctxt)
+                abort();
+        /* NONET: never fetch anything; no NOENT: never substitute entities;
+         * no HUGE: keep libxml2's depth and size limits. */
+        xmlDocPtr doc = xmlCtxtReadMemory(ctxt, buf, (int) len, "domain.xml", NULL,
+                                          XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+        if (!doc) {
+                const xmlError *e = xmlCtxtGetLastError(ctxt);
+                int r = set_error(ret_error, -EINVAL, "malformed domain XML: line %d: %s",
+                                  e ? e->line : 0, e && e->message ? e->message : "parse error");
+                /* libxml2 messages end in a newline */
+                if (ret_error && *ret_error) {
+                        size_t l = strlen(*ret_error);
+                        while (l && (*ret_error)[l - 1] == '\n')
+                                (*ret_error)[--l] = 0;
+                }
+                xmlFreeParserCtxt(ctxt);
+                return r;
+        }
+        xmlFreeParserCtxt(ctxt);
+
+        _cleanup_domain_ struct domain *d = xcalloc(1, sizeof(*d));
+        d->doc = doc;
+        d->has_xml_decl = len >= 5 && memcmp(buf, "<?xml", 5) == 0;
+        if (doc->intSubset || doc->extSubset)
+                return set_error(ret_error, -EINVAL, "domain XML has a DTD, which is not accepted");
+        int r = domain_reload(d, ret_error);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(d);
+        return 0;
+}
+
+int domain_resolve_backing(struct domain *d, const struct hostmap *h, char **ret_error) {
+        for (size_t i = 0; i < d->n_memnodes; i++) {
+                const struct domain_memnode *m = &d->memnodes[i];
+                if (!domain_find_cell(d, m->cellid))
+                        return set_error(ret_error, -EINVAL, "<numatune><memnode cellid='%u'> names a guest cell that does not exist (the domain has %zu)",
+                                         m->cellid, d->n_cells);
+                for (int n = bitmap_next(&m->nodeset, 0); n >= 0; n = bitmap_next(&m->nodeset, (unsigned) n + 1))
+                        if (!hostmap_find_node(h, n)) {
+                                _cleanup_free_ char *set = bitmap_format(&m->nodeset);
+                                return set_error(ret_error, -EINVAL,
+                                                 "<numatune><memnode cellid='%u' nodeset='%s'> names host node %d, which does not exist on this host",
+                                                 m->cellid, set, n);
+                        }
+        }
+        bool memory_single = d->has_numatune_memory && bitmap_count(&d->numatune_memory) == 1;
+        if (memory_single) {
+                int n = bitmap_next(&d->numatune_memory, 0);
+                if (!hostmap_find_node(h, n))
+                        return set_error(ret_error, -EINVAL, "<numatune><memory nodeset='%d'> names a host node that does not exist on this host", n);
+        }
+
+        for (size_t c = 0; c < d->n_cells; c++) {
+                struct domain_cell *cell = &d->cells[c];
+                bitmap_done(&cell->host_nodes);
+                cell->backing = DOMAIN_BACKING_NONE;
+
+                const struct domain_memnode *mn = NULL;
+                for (size_t i = 0; i < d->n_memnodes; i++)
+                        if (d->memnodes[i].cellid == cell->id)
+                                mn = &d->memnodes[i];
+                if (mn) {
+                        bitmap_or(&cell->host_nodes, &mn->nodeset);
+                        cell->backing = DOMAIN_BACKING_MEMNODE;
+                        continue;
+                }
+
+                /* The host nodes that hold the CPUs this cell's vCPUs run
+                 * on.  vcpupin wins per vCPU; <vcpu cpuset> covers the rest.
+                 * Host CPUs the map does not know are ignored. */
+                bool pinned = false, cpuset_used = false;
+                for (int v = bitmap_next(&cell->cpus, 0); v >= 0; v = bitmap_next(&cell->cpus, (unsigned) v + 1)) {
+                        const struct bitmap *set = NULL;
+                        for (size_t i = 0; i < d->n_vcpupins; i++)
+                                if (d->vcpupins[i].vcpu == (unsigned) v)
+                                        set = &d->vcpupins[i].cpuset;
+                        if (set)
+                                pinned = true;
+                        else if (d->has_vcpu_cpuset) {
+                                set = &d->vcpu_cpuset;
+                                cpuset_used = true;
+                        } else
+                                continue;
+                        for (int cpu = bitmap_next(set, 0); cpu >= 0; cpu = bitmap_next(set, (unsigned) cpu + 1)) {
+                                int n = hostmap_cpu_node(h, (unsigned) cpu);
+                                if (n >= 0)
+                                        bitmap_set(&cell->host_nodes, (unsigned) n);
+                        }
+                }
+                if (!bitmap_isempty(&cell->host_nodes)) {
+                        cell->backing = pinned ? DOMAIN_BACKING_VCPUPIN : DOMAIN_BACKING_VCPU_CPUSET;
+                        (void) cpuset_used;
+                        continue;
+                }
+                if (memory_single) {
+                        bitmap_or(&cell->host_nodes, &d->numatune_memory);
+                        cell->backing = DOMAIN_BACKING_MEMORY;
+                }
+        }
+        return 0;
+}
+
+int domain_format(const struct domain *d, char **ret) {
+        xmlBufferPtr buf = xmlBufferCreate();
+        if (!buf)
+                abort();
+        xmlSaveCtxtPtr save = xmlSaveToBuffer(buf, "UTF-8", d->has_xml_decl ? 0 : XML_SAVE_NO_DECL);
+        if (!save) {
+                xmlBufferFree(buf);
+                return -ENOMEM;
+        }
+        if (xmlSaveDoc(save, d->doc) < 0) {
+                xmlSaveClose(save);
+                xmlBufferFree(buf);
+                return -EIO;
+        }
+        xmlSaveClose(save);
+        struct strbuf out = {0};
+        strbuf_appendn(&out, (const char *) xmlBufferContent(buf), (size_t) xmlBufferLength(buf));
+        xmlBufferFree(buf);
+        /* End with exactly one newline, as libvirt and editors do. */
+        while (out.len && out.buf[out.len - 1] == '\n')
+                out.buf[--out.len] = 0;
+        strbuf_append(&out, "\n");
+        *ret = strbuf_steal(&out);
+        return 0;
+}
+
+const struct domain_controller *domain_find_controller(const struct domain *d, int index) {
+        for (size_t i = 0; i < d->n_controllers; i++)
+                if (d->controllers[i].index == index)
+                        return &d->controllers[i];
+        return NULL;
+}
+
+const struct domain_cell *domain_find_cell(const struct domain *d, unsigned id) {
+        return id < d->n_cells ? &d->cells[id] : NULL;
+}

@@ -1,2 +1,372 @@
-/* placeholder: being written */
-typedef int pcinuma_placeholder_engine_c;
+/* The engine: parse, resolve the policy, undo an old mark, plan, rewrite,
+ * and explain.  Pure: buffers in, buffers out. */
+#include "engine.h"
+
+#include <json.h>
+
+#include "rewrite.h"
+
+struct engine_result *engine_result_free(struct engine_result *r) {
+        if (!r)
+                return NULL;
+        free(r->xml);
+        plan_free(r->plan);
+        domain_free(r->base);
+        free(r->policy_origin);
+        free(r);
+        return NULL;
+}
+
+static char *mark_policy(const struct domain *d) {
+        return d->mark ? xml_prop(d->mark, "policy") : NULL;
+}
+
+int engine_plan(const char *xml, size_t len, const struct hostmap *h, const struct policy *pol,
+                const enum policy_mode *forced, struct engine_result **ret, char **ret_error) {
+        _cleanup_domain_ struct domain *cur = NULL;
+        int r;
+
+        r = domain_parse(xml, len, &cur, ret_error);
+        if (r < 0)
+                return r;
+
+        _cleanup_(engine_result_freep) struct engine_result *res = xcalloc(1, sizeof(*res));
+        if (forced) {
+                res->settings.mode = *forced;
+                res->policy_origin = xstrdup("command line");
+        } else {
+                struct policy_subject subj = {
+                        .name = cur->name,
+                        .uuid = cur->uuid,
+                        .tag = cur->policy_tag,
+                        .requested = cur->requested_policy,
+                };
+                policy_resolve(pol, &subj, &res->settings, &res->policy_origin);
+        }
+
+        /* The plan is always made for the domain as it was before any
+         * earlier plan: a second copy, reverted.  That makes planning
+         * idempotent and lets a changed host map re-plan from scratch. */
+        r = domain_parse(xml, len, &res->base, ret_error);
+        if (r < 0)
+                return r;
+        if (cur->mark) {
+                r = rewrite_revert(res->base, ret_error);
+                if (r < 0)
+                        return r;
+        }
+        if (res->settings.mode != POLICY_OFF && res->base->n_hostdevs > 0) {
+                r = domain_resolve_backing(res->base, h, ret_error);
+                if (r < 0)
+                        return r;
+        }
+        r = planner_run(res->base, h, &res->settings, &res->plan);
+        if (r < 0)
+                return set_error(ret_error, r, "planner failed");
+        res->verdict = res->plan->verdict;
+
+        switch (res->verdict) {
+        case PLAN_REFUSED:
+                break;
+        case PLAN_UNCHANGED:
+        case PLAN_SKIP:
+                if (cur->mark) {
+                        r = domain_format(res->base, &res->xml);
+                        if (r < 0)
+                                return set_error(ret_error, r, "cannot format XML");
+                        res->reverted = res->changed = true;
+                } else
+                        res->xml = xstrndup(xml, len);
+                break;
+        case PLAN_APPLY: {
+                _cleanup_free_ char *old_policy = mark_policy(cur);
+                if (cur->mark && old_policy && streq(old_policy, policy_mode_to_string(res->settings.mode)) &&
+                    planner_matches(cur, res->base, res->plan)) {
+                        res->xml = xstrndup(xml, len);
+                        res->already_planned = true;
+                        break;
+                }
+                /* Apply to a fresh copy so res->base stays the unplanned
+                 * domain the plan's indexes refer to. */
+                _cleanup_domain_ struct domain *out = NULL;
+                _cleanup_free_ char *base_xml = NULL;
+                r = domain_format(res->base, &base_xml);
+                if (r < 0)
+                        return set_error(ret_error, r, "cannot format XML");
+                r = domain_parse(base_xml, strlen(base_xml), &out, ret_error);
+                if (r < 0)
+                        return r;
+                out->has_xml_decl = res->base->has_xml_decl;
+                r = rewrite_apply(out, res->plan, ret_error);
+                if (r < 0)
+                        return r;
+                r = domain_format(out, &res->xml);
+                if (r < 0)
+                        return set_error(ret_error, r, "cannot format XML");
+                res->changed = true;
+                break;
+        }
+        }
+        *ret = TAKE_PTR(res);
+        return 0;
+}
+
+int engine_revert(const char *xml, size_t len, char **ret_xml, bool *ret_changed, char **ret_error) {
+        _cleanup_domain_ struct domain *d = NULL;
+        int r = domain_parse(xml, len, &d, ret_error);
+        if (r < 0)
+                return r;
+        if (!d->mark) {
+                *ret_xml = xstrndup(xml, len);
+                *ret_changed = false;
+                return 0;
+        }
+        r = rewrite_revert(d, ret_error);
+        if (r < 0)
+                return r;
+        r = domain_format(d, ret_xml);
+        if (r < 0)
+                return set_error(ret_error, r, "cannot format XML");
+        *ret_changed = true;
+        return 0;
+}
+
+static const char *fmt_int(int v, char buf[16], const char *none) {
+        if (v < 0)
+                return none;
+        snprintf(buf, 16, "%d", v);
+        return buf;
+}
+
+static const char *device_class_name(const struct plan_device *pd) {
+        if (!pd->known)
+                return "(not on this host)";
+        return hostmap_class_name(pd->class);
+}
+
+static const struct plan_port *port_of(const struct plan *p, int index) {
+        for (size_t i = 0; i < p->n_ports; i++)
+                if (p->ports[i].index == index)
+                        return &p->ports[i];
+        return NULL;
+}
+
+static char *controller_desc(const struct plan *p, const struct plan_device *pd, const struct domain *base) {
+        if (pd->action == PLAN_MOVE && pd->port_index < 0)
+                return xstrdup("-");
+        if (pd->action == PLAN_MOVE) {
+                const struct plan_port *port = port_of(p, pd->port_index);
+                return xasprintf("root port %d on pxb %d", pd->port_index, port ? port->pxb_index : -1);
+        }
+        const struct domain_hostdev *hd = &base->hostdevs[pd->hostdev];
+        if (!hd->has_guest_addr)
+                return xstrdup("(libvirt assigns)");
+        if (hd->guest.bus == 0)
+                return xstrdup("pcie.0");
+        const struct domain_controller *c = domain_find_controller(base, hd->guest.bus);
+        return xasprintf("%s %d", c && c->model[0] ? c->model : "bus", hd->guest.bus);
+}
+
+static const char *verdict_phrase(const struct engine_result *r) {
+        if (r->already_planned)
+                return "already planned: the XML matches the plan, unchanged";
+        if (r->reverted)
+                return r->verdict == PLAN_SKIP ? "reverted: the earlier plan was undone, the domain is not eligible any more"
+                                               : "reverted: the earlier plan was undone";
+        switch (r->verdict) {
+        case PLAN_APPLY:
+                return "apply: the domain gets the NUMA-aware topology";
+        case PLAN_UNCHANGED:
+                return "unchanged";
+        case PLAN_SKIP:
+                return "skip: left untouched";
+        case PLAN_REFUSED:
+                return "refuse";
+        }
+        return "?";
+}
+
+char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
+        const struct plan *p = r->plan;
+        const struct domain *d = r->base;
+        struct strbuf b = {0};
+
+        strbuf_printf(&b, "domain:      %s", d->name ? d->name : "(unnamed)");
+        if (d->uuid)
+                strbuf_printf(&b, " (uuid %s)", d->uuid);
+        strbuf_printf(&b, "\nmachine:     %s, ACPI %s, %zu guest NUMA cell%s\n",
+                      d->machine ? d->machine : "default", d->acpi ? "on" : "off", d->n_cells, d->n_cells == 1 ? "" : "s");
+        strbuf_printf(&b, "policy:      %s (from %s)\n", policy_mode_to_string(r->settings.mode), r->policy_origin ? r->policy_origin : "?");
+        strbuf_printf(&b, "guest cells: %s\n", p->cells_desc ? p->cells_desc : "none");
+        strbuf_printf(&b, "verdict:     %s", verdict_phrase(r));
+        if (p->reason)
+                strbuf_printf(&b, " (%s)", p->reason);
+        strbuf_append(&b, "\n");
+
+        if (p->n_devices) {
+                const char *hdr[] = { "DEVICE", "CLASS", "HOST-NODE", "SOCKET", "GUEST-CELL", "CONTROLLER", "DECISION" };
+                size_t n = p->n_devices;
+                char ***cells = xcalloc(n, sizeof(char **));
+                size_t w[7];
+                for (size_t c = 0; c < 7; c++)
+                        w[c] = strlen(hdr[c]);
+                for (size_t i = 0; i < n; i++) {
+                        const struct plan_device *pd = &p->devices[i];
+                        char nb[16], sb[16], cb[16];
+                        cells[i] = xcalloc(7, sizeof(char *));
+                        cells[i][0] = xstrdup(pd->name);
+                        cells[i][1] = xstrdup(device_class_name(pd));
+                        cells[i][2] = xstrdup(fmt_int(pd->host_node, nb, "none"));
+                        cells[i][3] = xstrdup(fmt_int(pd->host_socket, sb, "none"));
+                        cells[i][4] = xstrdup(fmt_int(pd->cell, cb, "-"));
+                        cells[i][5] = controller_desc(p, pd, d);
+                        cells[i][6] = xasprintf("%s: %s", plan_action_to_string(pd->action), pd->reason ? pd->reason : "");
+                        for (size_t c = 0; c < 6; c++)
+                                if (strlen(cells[i][c]) > w[c])
+                                        w[c] = strlen(cells[i][c]);
+                }
+                strbuf_append(&b, "\n");
+                for (size_t c = 0; c < 7; c++)
+                        strbuf_printf(&b, c < 6 ? "%-*s  " : "%-*s\n", (int) (c < 6 ? w[c] : 0), hdr[c]);
+                for (size_t i = 0; i < n; i++) {
+                        for (size_t c = 0; c < 7; c++) {
+                                strbuf_printf(&b, c < 6 ? "%-*s  " : "%-*s\n", (int) (c < 6 ? w[c] : 0), cells[i][c]);
+                                free(cells[i][c]);
+                        }
+                        free(cells[i]);
+                }
+                free(cells);
+        }
+
+        if (p->n_pxbs) {
+                strbuf_append(&b, "\nexpander buses (pcie-expander-bus, pxb-pcie):\n");
+                for (size_t i = 0; i < p->n_pxbs; i++) {
+                        const struct plan_pxb *x = &p->pxbs[i];
+                        const char *nodes = x->host_nodes;
+                        strbuf_printf(&b, "  controller %d at 0000:00:%02x.0: guest cell %u (host node %s), busNr %d-%d, %u root port%s\n",
+                                      x->index, x->addr.slot, x->cell, nodes, x->bus_nr, x->bus_nr + (int) x->n_ports,
+                                      x->n_ports, x->n_ports == 1 ? "" : "s");
+                }
+                strbuf_printf(&b, "bus numbers: the pcie.0 side uses 0-%d; expander buses use %d-%d\n",
+                              p->pcie0_buses - 1, p->pxbs[p->n_pxbs - 1].bus_nr, p->busnr_limit - 1);
+        }
+        if (p->n_pruned) {
+                strbuf_append(&b, "pruned root ports (emptied by the move):");
+                for (size_t i = 0; i < p->n_pruned; i++)
+                        strbuf_printf(&b, " %d", p->pruned[i]);
+                strbuf_append(&b, "\n");
+        }
+        for (size_t i = 0; i < p->n_warnings; i++)
+                strbuf_printf(&b, "warning: %s\n", p->warnings[i]);
+        (void) h;
+        return strbuf_steal(&b);
+}
+
+static void json_add_str(json_object *o, const char *k, const char *v) {
+        json_object_object_add(o, k, v ? json_object_new_string(v) : NULL);
+}
+
+static void json_add_int(json_object *o, const char *k, int v) {
+        json_object_object_add(o, k, v >= 0 ? json_object_new_int(v) : NULL);
+}
+
+char *engine_json(const struct engine_result *r, const struct hostmap *h) {
+        const struct plan *p = r->plan;
+        const struct domain *d = r->base;
+        json_object *o = json_object_new_object();
+        char buf[PCI_ADDR_STRLEN];
+
+        json_add_str(o, "domain", d->name);
+        json_add_str(o, "uuid", d->uuid);
+        json_add_str(o, "policy", policy_mode_to_string(r->settings.mode));
+        json_add_str(o, "policy_origin", r->policy_origin);
+        json_add_str(o, "verdict", plan_verdict_to_string(r->verdict));
+        json_add_str(o, "reason", p->reason);
+        json_object_object_add(o, "changed", json_object_new_boolean(r->changed));
+        json_object_object_add(o, "already_planned", json_object_new_boolean(r->already_planned));
+        json_object_object_add(o, "reverted", json_object_new_boolean(r->reverted));
+
+        json_object *cells = json_object_new_array();
+        for (size_t i = 0; i < d->n_cells; i++) {
+                json_object *c = json_object_new_object();
+                json_add_int(c, "id", (int) d->cells[i].id);
+                json_object *nodes = json_object_new_array();
+                const struct bitmap *hn = &d->cells[i].host_nodes;
+                for (int n = bitmap_next(hn, 0); n >= 0; n = bitmap_next(hn, (unsigned) n + 1))
+                        json_object_array_add(nodes, json_object_new_int(n));
+                json_object_object_add(c, "host_nodes", nodes);
+                json_add_str(c, "backing", domain_backing_to_string(d->cells[i].backing));
+                json_object_array_add(cells, c);
+        }
+        json_object_object_add(o, "cells", cells);
+
+        json_object *devs = json_object_new_array();
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                json_object *x = json_object_new_object();
+                const struct domain_hostdev *hd = &d->hostdevs[pd->hostdev];
+                if (hd->kind == DOMAIN_HOSTDEV_MDEV)
+                        json_add_str(x, "mdev", hd->mdev_uuid);
+                else
+                        json_add_str(x, "host", pci_addr_format(&hd->host, buf));
+                char cls[16];
+                snprintf(cls, sizeof cls, "0x%06x", pd->class);
+                json_add_str(x, "class", pd->known ? cls : NULL);
+                json_add_str(x, "class_name", device_class_name(pd));
+                json_add_int(x, "host_node", pd->host_node);
+                json_add_int(x, "host_socket", pd->host_socket);
+                json_add_str(x, "action", plan_action_to_string(pd->action));
+                json_add_int(x, "guest_cell", pd->cell);
+                json_add_int(x, "controller", pd->port_index);
+                json_add_str(x, "guest_address", pd->action == PLAN_MOVE ? pci_addr_format(&pd->guest, buf) : NULL);
+                json_add_str(x, "reason", pd->reason);
+                json_object_array_add(devs, x);
+        }
+        json_object_object_add(o, "devices", devs);
+
+        json_object *pxbs = json_object_new_array();
+        for (size_t i = 0; i < p->n_pxbs; i++) {
+                const struct plan_pxb *x = &p->pxbs[i];
+                json_object *e = json_object_new_object();
+                json_add_int(e, "controller", x->index);
+                json_add_int(e, "guest_cell", (int) x->cell);
+                json_add_int(e, "busNr", x->bus_nr);
+                json_add_str(e, "address", pci_addr_format(&x->addr, buf));
+                json_add_int(e, "root_ports", (int) x->n_ports);
+                json_object_array_add(pxbs, e);
+        }
+        json_object_object_add(o, "expanders", pxbs);
+
+        json_object *pruned = json_object_new_array();
+        for (size_t i = 0; i < p->n_pruned; i++)
+                json_object_array_add(pruned, json_object_new_int(p->pruned[i]));
+        json_object_object_add(o, "pruned", pruned);
+
+        json_object *warn = json_object_new_array();
+        for (size_t i = 0; i < p->n_warnings; i++)
+                json_object_array_add(warn, json_object_new_string(p->warnings[i]));
+        json_object_object_add(o, "warnings", warn);
+
+        char *s = xasprintf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+        (void) h;
+        return s;
+}
+
+char *engine_refusal(const struct engine_result *r) {
+        const struct plan *p = r->plan;
+        struct strbuf b = {0};
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                if (pd->action != PLAN_REFUSE)
+                        continue;
+                char nb[16], sb[16];
+                strbuf_printf(&b, "refused: %s (host node %s, socket %s): %s; guest cells: %s; policy %s\n",
+                              pd->name, fmt_int(pd->host_node, nb, "none"), fmt_int(pd->host_socket, sb, "none"),
+                              pd->reason ? pd->reason : "", p->cells_desc ? p->cells_desc : "none",
+                              policy_mode_to_string(p->mode));
+        }
+        if (!b.len)
+                strbuf_printf(&b, "refused: %s; policy %s\n", p->reason ? p->reason : "", policy_mode_to_string(p->mode));
+        return strbuf_steal(&b);
+}

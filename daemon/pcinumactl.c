@@ -1,2 +1,265 @@
-/* placeholder */
-int main(void) { return 0; }
+/* pcinumactl: the administrator's command-line tool.  It links the same
+ * core as the daemon, so `pcinumactl plan` shows exactly what pcinumad
+ * would do. */
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "ctl-policy.h"
+#include "ctl.h"
+#include "domain.h"
+#include "engine.h"
+#include "hostmap.h"
+#include "policy.h"
+#include "util.h"
+
+#define DEFAULT_POLICY_FILE "/etc/pcinuma/policy.json"
+
+enum {
+        EXIT_REFUSED = 1,
+        EXIT_BAD_INPUT = 2,
+};
+
+/* Read FILE (or stdin for "-") whole, refusing more than 'max' bytes. */
+static int read_input(const char *path, size_t max, char **ret, size_t *ret_len, char **ret_error) {
+        _cleanup_close_ int fd = -1;
+        bool is_stdin = streq(path, "-");
+        const char *what = is_stdin ? "standard input" : path;
+        if (!is_stdin) {
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        return set_error(ret_error, -errno, "cannot open '%s': %s", path, strerror(errno));
+        }
+        int in = is_stdin ? STDIN_FILENO : fd;
+        struct strbuf b = {0};
+        char chunk[65536];
+        for (;;) {
+                ssize_t n = read(in, chunk, sizeof chunk);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        int e = errno;
+                        strbuf_done(&b);
+                        return set_error(ret_error, -e, "cannot read '%s': %s", what, strerror(e));
+                }
+                if (n == 0)
+                        break;
+                if (b.len + (size_t) n > max) {
+                        strbuf_done(&b);
+                        return set_error(ret_error, -EFBIG, "'%s' is larger than the %zu byte limit for a domain XML", what, max);
+                }
+                strbuf_appendn(&b, chunk, (size_t) n);
+        }
+        *ret_len = b.len;
+        *ret = strbuf_steal(&b);
+        return 0;
+}
+
+static const char *default_sysfs_root(void) {
+        const char *e = getenv("PCINUMA_SYSFS_ROOT");
+        return e && *e ? e : "/sys";
+}
+
+static void plan_usage(FILE *f) {
+        fprintf(f,
+                "Usage: pcinumactl plan [--sysfs-root DIR] [--policy NAME | --policy-file FILE]\n"
+                "                       [--format xml|explain|json] FILE|-\n"
+                "\n"
+                "Plan the NUMA-aware PCIe topology of a libvirt domain XML and print it.\n"
+                "\n"
+                "  --sysfs-root DIR   read the host map from DIR instead of /sys\n"
+                "                     (default: $PCINUMA_SYSFS_ROOT, else /sys)\n"
+                "  --policy NAME      off, legacy, preferred, socket, require (alias required)\n"
+                "  --policy-file FILE the policy file (default " DEFAULT_POLICY_FILE " if it exists,\n"
+                "                     else the built-in default: legacy)\n"
+                "  --format FORMAT    xml (default), explain or json\n"
+                "\n"
+                "Exit status: 0 planned or unchanged, 1 refused by the policy, 2 bad input.\n");
+}
+
+static int ctl_plan(int argc, char **argv) {
+        static const struct option opts[] = {
+                { "sysfs-root", required_argument, NULL, 'r' },
+                { "policy", required_argument, NULL, 'p' },
+                { "policy-file", required_argument, NULL, 'f' },
+                { "format", required_argument, NULL, 'F' },
+                { "help", no_argument, NULL, 'h' },
+                { NULL, 0, NULL, 0 },
+        };
+        const char *root = default_sysfs_root(), *policy_name = NULL, *policy_file = NULL, *format = "xml";
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'r':
+                        root = optarg;
+                        break;
+                case 'p':
+                        policy_name = optarg;
+                        break;
+                case 'f':
+                        policy_file = optarg;
+                        break;
+                case 'F':
+                        format = optarg;
+                        break;
+                case 'h':
+                        plan_usage(stdout);
+                        return 0;
+                default:
+                        plan_usage(stderr);
+                        return EXIT_BAD_INPUT;
+                }
+        }
+        if (optind != argc - 1) {
+                fprintf(stderr, "pcinumactl plan: expected one FILE (or - for standard input)\n");
+                plan_usage(stderr);
+                return EXIT_BAD_INPUT;
+        }
+        if (!streq(format, "xml") && !streq(format, "explain") && !streq(format, "json")) {
+                fprintf(stderr, "pcinumactl plan: unknown format '%s' (expected xml, explain or json)\n", format);
+                return EXIT_BAD_INPUT;
+        }
+        if (policy_name && policy_file) {
+                fprintf(stderr, "pcinumactl plan: --policy and --policy-file exclude each other\n");
+                return EXIT_BAD_INPUT;
+        }
+
+        _cleanup_free_ char *err = NULL;
+        enum policy_mode forced;
+        _cleanup_policy_ struct policy *pol = NULL;
+        if (policy_name) {
+                if (policy_mode_from_string(policy_name, &forced) < 0) {
+                        fprintf(stderr, "pcinumactl plan: unknown policy '%s' (expected off, legacy, preferred, socket, require)\n", policy_name);
+                        return EXIT_BAD_INPUT;
+                }
+        } else {
+                struct stat st;
+                if (!policy_file && stat(DEFAULT_POLICY_FILE, &st) == 0)
+                        policy_file = DEFAULT_POLICY_FILE;
+                if (policy_file) {
+                        if (policy_load_file(policy_file, &pol, &err) < 0) {
+                                fprintf(stderr, "pcinumactl plan: %s\n", err);
+                                return EXIT_BAD_INPUT;
+                        }
+                } else
+                        pol = policy_new_default();
+        }
+
+        _cleanup_free_ char *xml = NULL;
+        size_t len = 0;
+        if (read_input(argv[optind], DOMAIN_XML_MAX, &xml, &len, &err) < 0) {
+                fprintf(stderr, "pcinumactl plan: %s\n", err);
+                return EXIT_BAD_INPUT;
+        }
+
+        _cleanup_hostmap_ struct hostmap *h = NULL;
+        if (hostmap_load_path(root, &h, &err) < 0) {
+                fprintf(stderr, "pcinumactl plan: cannot read the host map: %s\n", err);
+                return EXIT_BAD_INPUT;
+        }
+
+        _cleanup_engine_result_ struct engine_result *res = NULL;
+        if (engine_plan(xml, len, h, pol, policy_name ? &forced : NULL, &res, &err) < 0) {
+                fprintf(stderr, "pcinumactl plan: %s: %s\n", streq(argv[optind], "-") ? "standard input" : argv[optind], err);
+                return EXIT_BAD_INPUT;
+        }
+
+        if (streq(format, "explain")) {
+                _cleanup_free_ char *s = engine_explain(res, h);
+                fputs(s, stdout);
+        } else if (streq(format, "json")) {
+                _cleanup_free_ char *s = engine_json(res, h);
+                fputs(s, stdout);
+        } else if (res->xml)
+                fputs(res->xml, stdout);
+
+        for (size_t i = 0; i < res->plan->n_warnings && !streq(format, "explain"); i++)
+                fprintf(stderr, "pcinumactl plan: warning: %s\n", res->plan->warnings[i]);
+
+        if (res->verdict == PLAN_REFUSED) {
+                _cleanup_free_ char *s = engine_refusal(res);
+                for (char *line = s, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+                        nl = strchr(line, '\n');
+                        fprintf(stderr, "pcinumactl plan: %.*s\n", nl ? (int) (nl - line) : (int) strlen(line), line);
+                }
+                return EXIT_REFUSED;
+        }
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+                fprintf(stderr, "pcinumactl plan: cannot write the output: %s\n", strerror(errno));
+                return EXIT_BAD_INPUT;
+        }
+        return 0;
+}
+
+static int ctl_revert(int argc, char **argv) {
+        if (argc != 2 || streq(argv[1], "--help") || streq(argv[1], "-h")) {
+                FILE *f = argc == 2 ? stdout : stderr;
+                fprintf(f, "Usage: pcinumactl revert FILE|-\n\n"
+                           "Undo pcinuma's rewrite of a domain XML, from its metadata mark, and print the\n"
+                           "original XML.  A domain without a mark is printed unchanged.\n");
+                return argc == 2 ? 0 : EXIT_BAD_INPUT;
+        }
+        _cleanup_free_ char *err = NULL, *xml = NULL, *out = NULL;
+        size_t len = 0;
+        bool changed = false;
+        if (read_input(argv[1], DOMAIN_XML_MAX, &xml, &len, &err) < 0) {
+                fprintf(stderr, "pcinumactl revert: %s\n", err);
+                return EXIT_BAD_INPUT;
+        }
+        if (engine_revert(xml, len, &out, &changed, &err) < 0) {
+                fprintf(stderr, "pcinumactl revert: %s: %s\n", streq(argv[1], "-") ? "standard input" : argv[1], err);
+                return EXIT_BAD_INPUT;
+        }
+        fputs(out, stdout);
+        if (!changed)
+                fprintf(stderr, "pcinumactl revert: no pcinuma mark in the domain; printed unchanged\n");
+        return 0;
+}
+
+static void usage(FILE *f) {
+        fprintf(f,
+                "Usage: pcinumactl COMMAND [OPTIONS]\n"
+                "\n"
+                "Commands:\n"
+                "  plan [--sysfs-root DIR] [--policy NAME|--policy-file FILE] [--format xml|explain|json] FILE|-\n"
+                "                      plan a domain XML's NUMA-aware PCIe topology\n"
+                "  revert FILE|-       undo pcinuma's rewrite of a domain XML\n"
+                "  host [--sysfs-root DIR] [--json]\n"
+                "                      show the host's NUMA nodes and passthrough devices\n"
+                "  check-policy FILE   validate a policy file\n"
+                "  --version           print the version\n"
+                "\n"
+                "'pcinumactl COMMAND --help' shows a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+        static const struct {
+                const char *name;
+                int (*fn)(int, char **);
+        } commands[] = {
+                { "plan", ctl_plan },
+                { "revert", ctl_revert },
+                { "host", ctl_host },
+                { "check-policy", ctl_check_policy },
+        };
+        if (argc < 2) {
+                usage(stderr);
+                return EXIT_BAD_INPUT;
+        }
+        if (streq(argv[1], "--version")) {
+                printf("pcinumactl %s\n", PCINUMA_VERSION);
+                return 0;
+        }
+        if (streq(argv[1], "--help") || streq(argv[1], "-h") || streq(argv[1], "help")) {
+                usage(stdout);
+                return 0;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+                if (streq(argv[1], commands[i].name))
+                        return commands[i].fn(argc - 1, argv + 1);
+        fprintf(stderr, "pcinumactl: unknown command '%s'\n", argv[1]);
+        usage(stderr);
+        return EXIT_BAD_INPUT;
+}

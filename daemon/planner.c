@@ -1,2 +1,599 @@
-/* placeholder: being written */
-typedef int pcinuma_placeholder_planner_c;
+/* The placement planner (design §6 policies, §7 topology).  Pure: it reads
+ * the domain model, the host map and the policy settings and produces a
+ * struct plan; the rewriter turns that into XML. */
+#include "planner.h"
+
+#include <limits.h>
+
+#define BUSNR_TOP 255   /* exclusive: libvirt accepts busNr 1..254 */
+#define PXB_SLOTS 32
+
+const char *plan_verdict_to_string(enum plan_verdict v) {
+        switch (v) {
+        case PLAN_APPLY:
+                return "apply";
+        case PLAN_UNCHANGED:
+                return "unchanged";
+        case PLAN_SKIP:
+                return "skip";
+        case PLAN_REFUSED:
+                return "refuse";
+        }
+        return "?";
+}
+
+const char *plan_action_to_string(enum plan_action a) {
+        switch (a) {
+        case PLAN_MOVE:
+                return "move";
+        case PLAN_STAY:
+                return "stay";
+        case PLAN_REFUSE:
+                return "refuse";
+        }
+        return "?";
+}
+
+struct plan *plan_free(struct plan *p) {
+        if (!p)
+                return NULL;
+        for (size_t i = 0; i < p->n_devices; i++)
+                free(p->devices[i].reason);
+        free(p->devices);
+        for (size_t i = 0; i < p->n_pxbs; i++)
+                free(p->pxbs[i].host_nodes);
+        free(p->pxbs);
+        free(p->ports);
+        free(p->pruned);
+        for (size_t i = 0; i < p->n_warnings; i++)
+                free(p->warnings[i]);
+        free(p->warnings);
+        free(p->reason);
+        free(p->cells_desc);
+        free(p);
+        return NULL;
+}
+
+_printf_(2, 3) static void add_warning(struct plan *p, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        *GROW(p->warnings, p->n_warnings) = xvasprintf(fmt, ap);
+        va_end(ap);
+}
+
+_printf_(2, 3) static void set_reason(struct plan_device *pd, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        free(pd->reason);
+        pd->reason = xvasprintf(fmt, ap);
+        va_end(ap);
+}
+
+static char *describe_cells(const struct domain *d, const struct hostmap *h) {
+        struct strbuf b = {0};
+        if (d->n_cells == 0)
+                return xstrdup("none");
+        for (size_t i = 0; i < d->n_cells; i++) {
+                const struct domain_cell *c = &d->cells[i];
+                if (i)
+                        strbuf_append(&b, ", ");
+                if (bitmap_isempty(&c->host_nodes)) {
+                        strbuf_printf(&b, "%u = no host node (no numatune memnode, vcpupin or vcpu cpuset backs it)", c->id);
+                        continue;
+                }
+                _cleanup_free_ char *nodes = bitmap_format(&c->host_nodes);
+                strbuf_printf(&b, "%u = host node%s %s", c->id, bitmap_count(&c->host_nodes) > 1 ? "s" : "", nodes);
+                /* Say which socket, since 'socket' decisions depend on it. */
+                int sock = -2;
+                for (int n = bitmap_next(&c->host_nodes, 0); n >= 0; n = bitmap_next(&c->host_nodes, (unsigned) n + 1)) {
+                        int s = hostmap_node_socket(h, n);
+                        sock = sock == -2 || sock == s ? s : -3;
+                }
+                if (sock >= 0)
+                        strbuf_printf(&b, " (socket %d, %s)", sock, domain_backing_to_string(c->backing));
+                else
+                        strbuf_printf(&b, " (%s)", domain_backing_to_string(c->backing));
+        }
+        return strbuf_steal(&b);
+}
+
+/* Smallest SLIT distance between 'node' and any node backing 'cell'; INT_MAX when unknown. */
+static int cell_distance(const struct hostmap *h, const struct domain_cell *c, int node) {
+        int best = INT_MAX;
+        for (int n = bitmap_next(&c->host_nodes, 0); n >= 0; n = bitmap_next(&c->host_nodes, (unsigned) n + 1)) {
+                int dist = hostmap_distance(h, node, n);
+                if (dist >= 0 && dist < best)
+                        best = dist;
+        }
+        return best;
+}
+
+static bool cell_on_socket(const struct hostmap *h, const struct domain_cell *c, int socket) {
+        if (socket < 0)
+                return false;
+        for (int n = bitmap_next(&c->host_nodes, 0); n >= 0; n = bitmap_next(&c->host_nodes, (unsigned) n + 1))
+                if (hostmap_node_socket(h, n) == socket)
+                        return true;
+        return false;
+}
+
+enum candidates {
+        CAND_LOCAL,
+        CAND_SOCKET,
+        CAND_ANY,
+};
+
+/* Pick the best cell among the candidates of a kind: nearest by distance
+ * (only for non-local kinds), then the fewest devices so far, then the
+ * lowest id.  Returns the cell id or -1. */
+static int pick_cell(const struct domain *d, const struct hostmap *h, int node, int socket,
+                     enum candidates kind, const unsigned *load) {
+        int best = -1, best_dist = INT_MAX;
+        for (size_t i = 0; i < d->n_cells; i++) {
+                const struct domain_cell *c = &d->cells[i];
+                if (bitmap_isempty(&c->host_nodes))
+                        continue;
+                bool ok;
+                switch (kind) {
+                case CAND_LOCAL:
+                        ok = bitmap_test(&c->host_nodes, (unsigned) node);
+                        break;
+                case CAND_SOCKET:
+                        ok = cell_on_socket(h, c, socket);
+                        break;
+                case CAND_ANY:
+                default:
+                        ok = true;
+                        break;
+                }
+                if (!ok)
+                        continue;
+                int dist = kind == CAND_LOCAL ? 0 : cell_distance(h, c, node);
+                if (best < 0 || dist < best_dist ||
+                    (dist == best_dist && load[i] < load[best])) {
+                        best = (int) i;
+                        best_dist = dist;
+                }
+        }
+        return best;
+}
+
+static void describe_device(const struct domain *d, const struct hostmap *h, size_t i, struct plan_device *pd) {
+        const struct domain_hostdev *hd = &d->hostdevs[i];
+        pd->hostdev = i;
+        pd->host_node = HOSTMAP_NO_NODE;
+        pd->host_socket = HOSTMAP_NO_SOCKET;
+        pd->cell = -1;
+        pd->port_index = -1;
+        domain_hostdev_name(hd, pd->name);
+
+        const struct hostmap_device *dev = NULL;
+        if (hd->kind == DOMAIN_HOSTDEV_MDEV) {
+                const struct hostmap_mdev *m = hostmap_find_mdev(h, hd->mdev_uuid);
+                if (m) {
+                        pd->known = true;
+                        pd->host_node = m->node;
+                        dev = hostmap_find_device(h, &m->parent);
+                }
+        } else {
+                dev = hostmap_find_device(h, &hd->host);
+                if (dev) {
+                        pd->known = true;
+                        pd->host_node = dev->node;
+                }
+        }
+        if (dev)
+                pd->class = dev->class;
+        if (pd->host_node >= 0)
+                pd->host_socket = hostmap_node_socket(h, pd->host_node);
+}
+
+static const char *no_node_reason(const struct plan_device *pd) {
+        return pd->known ? "the host reports no NUMA node for it" : "it is not present on this host";
+}
+
+/* Decide each device's cell (design §6). Returns the number refused. */
+static size_t place_devices(const struct domain *d, const struct hostmap *h, struct plan *p) {
+        size_t refused = 0;
+        _cleanup_free_ unsigned *load = xcalloc(d->n_cells ? d->n_cells : 1, sizeof(unsigned));
+        const char *mode = policy_mode_to_string(p->mode);
+
+        for (size_t i = 0; i < p->n_devices; i++) {
+                struct plan_device *pd = &p->devices[i];
+                int cell = -1;
+
+                if (pd->host_node < 0) {
+                        if (p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET) {
+                                pd->action = PLAN_REFUSE;
+                                set_reason(pd, "%s; policy %s needs a device with a NUMA node", no_node_reason(pd), mode);
+                                refused++;
+                        } else {
+                                pd->action = PLAN_STAY;
+                                set_reason(pd, "%s; stays on pcie.0 (policy %s allows that)", no_node_reason(pd), mode);
+                        }
+                        continue;
+                }
+
+                cell = pick_cell(d, h, pd->host_node, pd->host_socket, CAND_LOCAL, load);
+                if (cell >= 0) {
+                        set_reason(pd, "local: cell %d is backed by host node %d", cell, pd->host_node);
+                } else if (p->mode == POLICY_SOCKET || p->mode == POLICY_PREFERRED) {
+                        cell = pick_cell(d, h, pd->host_node, pd->host_socket, CAND_SOCKET, load);
+                        if (cell >= 0)
+                                set_reason(pd, "same socket: no cell is backed by host node %d; cell %d is on socket %d, nearest by distance",
+                                           pd->host_node, cell, pd->host_socket);
+                        else if (p->mode == POLICY_PREFERRED) {
+                                cell = pick_cell(d, h, pd->host_node, pd->host_socket, CAND_ANY, load);
+                                if (cell >= 0)
+                                        set_reason(pd, "nearest: no cell is backed by host node %d or socket %d; cell %d is the nearest by distance",
+                                                   pd->host_node, pd->host_socket, cell);
+                        }
+                }
+
+                if (cell >= 0) {
+                        pd->action = PLAN_MOVE;
+                        pd->cell = cell;
+                        load[cell]++;
+                        continue;
+                }
+                if (p->mode == POLICY_PREFERRED) {
+                        pd->action = PLAN_STAY;
+                        set_reason(pd, "no guest cell is backed by any host node; stays on pcie.0 (policy preferred)");
+                        continue;
+                }
+                pd->action = PLAN_REFUSE;
+                refused++;
+                if (p->mode == POLICY_SOCKET)
+                        set_reason(pd, "no guest cell is backed by host node %d or by another node of socket %d",
+                                   pd->host_node, pd->host_socket);
+                else
+                        set_reason(pd, "no guest cell is backed by host node %d", pd->host_node);
+        }
+        return refused;
+}
+
+static bool is_expander(const struct domain_controller *c) {
+        return streq(c->model, "pcie-expander-bus") || streq(c->model, "pci-expander-bus");
+}
+
+/* True if controller 'index' hangs (directly or through bridges) off an
+ * existing expander bus: its bus numbers come from that bus's range. */
+static bool under_expander(const struct domain *d, int index) {
+        for (int depth = 0; depth < 256; depth++) {
+                const struct domain_controller *c = domain_find_controller(d, index);
+                if (!c)
+                        return false;
+                if (is_expander(c))
+                        return true;
+                if (!c->has_addr || c->addr.bus == 0)
+                        return false;
+                index = c->addr.bus;
+        }
+        return false;
+}
+
+static bool slot_used(const struct domain *d, const struct plan *p, size_t n_placed, uint8_t slot) {
+        for (size_t i = 0; i < d->n_pci_uses; i++) {
+                const struct domain_pci_use *u = &d->pci_uses[i];
+                if (u->addr.domain != 0 || u->addr.bus != 0 || u->addr.slot != slot)
+                        continue;
+                /* Addresses of devices that move away and of root ports
+                 * that are pruned become free. */
+                bool leaving = false;
+                for (size_t k = 0; k < p->n_devices && !leaving; k++)
+                        leaving = p->devices[k].action == PLAN_MOVE && d->hostdevs[p->devices[k].hostdev].elem == u->owner;
+                for (size_t k = 0; k < p->n_pruned && !leaving; k++) {
+                        const struct domain_controller *c = domain_find_controller(d, p->pruned[k]);
+                        leaving = c && c->elem == u->owner;
+                }
+                if (!leaving)
+                        return true;
+        }
+        for (size_t i = 0; i < n_placed; i++)
+                if (p->pxbs[i].addr.slot == slot)
+                        return true;
+        return false;
+}
+
+/* Root ports that held only moved devices: pruned (design §7). */
+static void find_pruned(const struct domain *d, struct plan *p) {
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                const struct domain_hostdev *hd = &d->hostdevs[pd->hostdev];
+                if (pd->action != PLAN_MOVE || !hd->has_guest_addr || hd->guest.bus == 0 || hd->guest.domain != 0)
+                        continue;
+                const struct domain_controller *port = domain_find_controller(d, hd->guest.bus);
+                if (!port || !streq(port->model, "pcie-root-port"))
+                        continue;
+                bool only_moved = true;
+                for (size_t u = 0; u < d->n_pci_uses && only_moved; u++) {
+                        const struct domain_pci_use *use = &d->pci_uses[u];
+                        if (use->addr.domain != 0 || use->addr.bus != hd->guest.bus)
+                                continue;
+                        bool moved = false;
+                        for (size_t k = 0; k < p->n_devices && !moved; k++)
+                                moved = p->devices[k].action == PLAN_MOVE && d->hostdevs[p->devices[k].hostdev].elem == use->owner;
+                        only_moved = moved;
+                }
+                bool dup = false;
+                for (size_t k = 0; k < p->n_pruned; k++)
+                        dup = dup || p->pruned[k] == port->index;
+                if (only_moved && !dup)
+                        *GROW(p->pruned, p->n_pruned) = port->index;
+        }
+}
+
+/* Candidate pcie.0 slots for expander buses, in order of preference.
+ * 0 is the host bridge and 0x1f the ICH9 LPC/SATA/SMBus functions; 0x1b,
+ * 0x1d, 0x1e and 1 are where libvirt puts sound, USB, the DMI-PCI bridge
+ * and video by default, so they come last. */
+static const uint8_t pcie0_slots[] = {
+        0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f,
+        0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1c,
+        0x1e, 0x1b, 0x1d, 0x01,
+};
+
+/* Lay out the pxbs and root ports; 0, or -ENOSPC with p->reason set. */
+static int layout(const struct domain *d, struct plan *p) {
+        int max_index = 0;
+        for (size_t i = 0; i < d->n_controllers; i++)
+                if (d->controllers[i].index > max_index)
+                        max_index = d->controllers[i].index;
+        for (size_t i = 0; i < d->n_pci_uses; i++)
+                if (d->pci_uses[i].addr.domain == 0 && d->pci_uses[i].addr.bus > max_index)
+                        max_index = d->pci_uses[i].addr.bus;
+        p->first_index = max_index + 1;
+
+        /* One pxb per cell that gets a device, in cell order. */
+        for (size_t c = 0; c < d->n_cells; c++) {
+                unsigned n = 0;
+                for (size_t i = 0; i < p->n_devices; i++)
+                        if (p->devices[i].action == PLAN_MOVE && p->devices[i].cell == (int) c)
+                                n++;
+                if (!n)
+                        continue;
+                struct plan_pxb *x = GROW(p->pxbs, p->n_pxbs);
+                x->cell = (unsigned) c;
+                x->host_nodes = bitmap_format(&d->cells[c].host_nodes);
+                x->n_ports = n;
+                x->index = -1;
+        }
+        int next = p->first_index;
+        for (size_t i = 0; i < p->n_pxbs; i++)
+                p->pxbs[i].index = next++;
+
+        /* One root port per moved device, in device order. */
+        for (size_t i = 0; i < p->n_devices; i++) {
+                struct plan_device *pd = &p->devices[i];
+                if (pd->action != PLAN_MOVE)
+                        continue;
+                struct plan_pxb *x = NULL;
+                for (size_t k = 0; k < p->n_pxbs; k++)
+                        if (p->pxbs[k].cell == (unsigned) pd->cell)
+                                x = &p->pxbs[k];
+                unsigned k = 0;
+                for (size_t j = 0; j < p->n_ports; j++)
+                        if (p->ports[j].pxb_index == x->index)
+                                k++;
+                struct plan_port *port = GROW(p->ports, p->n_ports);
+                port->index = next++;
+                port->pxb_index = x->index;
+                port->device = i;
+                /* Up to 32 ports get a slot each; beyond that, eight
+                 * functions share a slot (multifunction). */
+                if (x->n_ports <= PXB_SLOTS) {
+                        port->slot = (uint8_t) k;
+                        port->func = 0;
+                } else {
+                        port->slot = (uint8_t) (k / 8);
+                        port->func = (uint8_t) (k % 8);
+                        port->multifunction = port->func == 0 && k + 1 < x->n_ports;
+                }
+                pd->port_index = port->index;
+                pd->guest = (struct pci_addr) { .domain = 0, .bus = (uint8_t) port->index, .slot = 0, .func = 0 };
+        }
+        if (next - 1 > 255) {
+                p->reason = xasprintf("controller indexes exhausted: the new controllers would need indexes %d-%d, beyond 255",
+                                      p->first_index, next - 1);
+                return -ENOSPC;
+        }
+
+        find_pruned(d, p);
+
+        /* pcie.0 slots for the pxbs. */
+        for (size_t i = 0; i < p->n_pxbs; i++) {
+                bool found = false;
+                for (size_t s = 0; s < ELEMENTSOF(pcie0_slots) && !found; s++) {
+                        if (slot_used(d, p, i, pcie0_slots[s]))
+                                continue;
+                        p->pxbs[i].addr = (struct pci_addr) { .domain = 0, .bus = 0, .slot = pcie0_slots[s], .func = 0 };
+                        found = true;
+                }
+                if (!found) {
+                        p->reason = xasprintf("no free slot on pcie.0 for the expander bus of guest cell %u", p->pxbs[i].cell);
+                        return -ENOSPC;
+                }
+        }
+
+        /* Bus numbers (design §3.7, §7): top-down from 254, below any
+         * existing expander bus; each pxb takes one number for itself and
+         * one per root port.  The pcie.0 side numbers its buses from 0
+         * upwards: one per controller index that is not part of an
+         * existing expander bus (libvirt fills index gaps with root ports,
+         * so gaps count too). */
+        int limit = BUSNR_TOP;
+        for (size_t i = 0; i < d->n_controllers; i++) {
+                const struct domain_controller *c = &d->controllers[i];
+                if (is_expander(c) && c->bus_nr > 0 && c->bus_nr < limit)
+                        limit = c->bus_nr;
+        }
+        int pcie0 = 1;
+        for (int idx = 1; idx < p->first_index; idx++)
+                if (!under_expander(d, idx))
+                        pcie0++;
+        p->pcie0_buses = pcie0;
+        p->busnr_limit = limit;
+
+        int top = limit, need = 0;
+        for (size_t i = 0; i < p->n_pxbs; i++) {
+                int n = 1 + (int) p->pxbs[i].n_ports;
+                need += n;
+                top -= n;
+                p->pxbs[i].bus_nr = top;
+        }
+        if (p->n_pxbs && top < pcie0) {
+                p->reason = xasprintf("PCI bus numbers exhausted: the %zu expander bus%s need %d bus numbers below %d, "
+                                      "but the pcie.0 side already uses buses 0-%d, leaving %d",
+                                      p->n_pxbs, p->n_pxbs > 1 ? "es" : "", need, limit, pcie0 - 1,
+                                      limit - pcie0 > 0 ? limit - pcie0 : 0);
+                return -ENOSPC;
+        }
+        return 0;
+}
+
+int planner_run(const struct domain *d, const struct hostmap *h, const struct policy_settings *s, struct plan **ret) {
+        _cleanup_plan_ struct plan *p = xcalloc(1, sizeof(*p));
+        p->mode = s->mode;
+        p->first_index = -1;
+        p->busnr_limit = BUSNR_TOP;
+        p->cells_desc = describe_cells(d, h);
+
+        for (size_t i = 0; i < d->n_hostdevs; i++)
+                describe_device(d, h, i, GROW(p->devices, p->n_devices));
+
+        if (p->mode == POLICY_OFF) {
+                p->verdict = PLAN_UNCHANGED;
+                p->reason = xstrdup("policy off: the domain is not touched");
+                for (size_t i = 0; i < p->n_devices; i++) {
+                        p->devices[i].action = PLAN_STAY;
+                        set_reason(&p->devices[i], "policy off");
+                }
+                *ret = TAKE_PTR(p);
+                return 0;
+        }
+        if (p->n_devices == 0) {
+                p->verdict = PLAN_UNCHANGED;
+                p->reason = xstrdup("no PCI passthrough devices");
+                *ret = TAKE_PTR(p);
+                return 0;
+        }
+
+        /* Eligibility (design §6, §3.5, §3.6). */
+        struct strbuf why = {0};
+        if (d->n_cells == 0)
+                strbuf_append(&why, "the domain has no guest NUMA cells (<cpu><numa>)");
+        if (!d->q35) {
+                if (why.len)
+                        strbuf_append(&why, "; ");
+                strbuf_printf(&why, "machine type '%s' is not q35 (pcie-expander-bus needs q35)", d->machine ? d->machine : "default (pc)");
+        }
+        if (!d->acpi) {
+                if (why.len)
+                        strbuf_append(&why, "; ");
+                strbuf_append(&why, "ACPI is off (<features><acpi/> is missing), so the guest could not see the expander buses' NUMA nodes");
+        }
+        if (why.len) {
+                p->reason = strbuf_steal(&why);
+                bool strict = p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET;
+                p->verdict = strict ? PLAN_REFUSED : PLAN_SKIP;
+                for (size_t i = 0; i < p->n_devices; i++) {
+                        p->devices[i].action = strict ? PLAN_REFUSE : PLAN_STAY;
+                        set_reason(&p->devices[i], "%s", p->reason);
+                }
+                if (!strict)
+                        add_warning(p, "domain left untouched: %s", p->reason);
+                *ret = TAKE_PTR(p);
+                return 0;
+        }
+
+        size_t refused = place_devices(d, h, p);
+        if (refused) {
+                p->verdict = PLAN_REFUSED;
+                p->reason = xasprintf("%zu of %zu passthrough device%s cannot be placed under policy %s",
+                                      refused, p->n_devices, p->n_devices > 1 ? "s" : "", policy_mode_to_string(p->mode));
+                *ret = TAKE_PTR(p);
+                return 0;
+        }
+
+        size_t moved = 0;
+        for (size_t i = 0; i < p->n_devices; i++)
+                moved += p->devices[i].action == PLAN_MOVE;
+        if (!moved) {
+                p->verdict = PLAN_UNCHANGED;
+                p->reason = xstrdup("no device has a guest cell to go to; all stay on pcie.0");
+                *ret = TAKE_PTR(p);
+                return 0;
+        }
+
+        if (layout(d, p) < 0) {
+                bool strict = p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET;
+                p->verdict = strict ? PLAN_REFUSED : PLAN_SKIP;
+                for (size_t i = 0; i < p->n_devices; i++)
+                        if (p->devices[i].action == PLAN_MOVE) {
+                                p->devices[i].action = strict ? PLAN_REFUSE : PLAN_STAY;
+                                set_reason(&p->devices[i], "%s", p->reason);
+                                p->devices[i].port_index = -1;
+                        }
+                for (size_t i = 0; i < p->n_pxbs; i++)
+                        free(p->pxbs[i].host_nodes);
+                free(p->pxbs);
+                p->pxbs = NULL;
+                p->n_pxbs = 0;
+                free(p->ports);
+                p->ports = NULL;
+                p->n_ports = 0;
+                free(p->pruned);
+                p->pruned = NULL;
+                p->n_pruned = 0;
+                if (!strict)
+                        add_warning(p, "domain left untouched: %s", p->reason);
+                *ret = TAKE_PTR(p);
+                return 0;
+        }
+        p->verdict = PLAN_APPLY;
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+static const struct domain_hostdev *find_same_hostdev(const struct domain *d, const struct domain_hostdev *hd) {
+        for (size_t i = 0; i < d->n_hostdevs; i++) {
+                const struct domain_hostdev *o = &d->hostdevs[i];
+                if (o->kind != hd->kind)
+                        continue;
+                if (hd->kind == DOMAIN_HOSTDEV_MDEV ? streq(o->mdev_uuid, hd->mdev_uuid) : pci_addr_eq(&o->host, &hd->host))
+                        return o;
+        }
+        return NULL;
+}
+
+bool planner_matches(const struct domain *cur, const struct domain *base, const struct plan *p) {
+        if (p->verdict != PLAN_APPLY || cur->n_hostdevs != base->n_hostdevs)
+                return false;
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                const struct domain_hostdev *bhd = &base->hostdevs[pd->hostdev];
+                const struct domain_hostdev *hd = find_same_hostdev(cur, bhd);
+                if (!hd)
+                        return false;
+                if (pd->action == PLAN_STAY) {
+                        if (hd->has_guest_addr != bhd->has_guest_addr ||
+                            (hd->has_guest_addr && !pci_addr_eq(&hd->guest, &bhd->guest)))
+                                return false;
+                        continue;
+                }
+                if (!hd->has_guest_addr || hd->guest.domain != 0 || hd->guest.slot != 0 || hd->guest.func != 0)
+                        return false;
+                const struct domain_controller *port = domain_find_controller(cur, hd->guest.bus);
+                if (!port || !streq(port->model, "pcie-root-port") || !port->has_addr || port->addr.domain != 0)
+                        return false;
+                const struct domain_controller *pxb = domain_find_controller(cur, port->addr.bus);
+                if (!pxb || !streq(pxb->model, "pcie-expander-bus") || pxb->node != pd->cell)
+                        return false;
+                /* Alone on its port. */
+                for (size_t u = 0; u < cur->n_pci_uses; u++)
+                        if (cur->pci_uses[u].addr.domain == 0 && cur->pci_uses[u].addr.bus == port->index &&
+                            cur->pci_uses[u].owner != hd->elem)
+                                return false;
+        }
+        return true;
+}

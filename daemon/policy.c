@@ -1,2 +1,625 @@
-/* placeholder: being written */
-typedef int pcinuma_placeholder_policy_c;
+/* The policy file: parse /etc/pcinuma/policy.json into a struct policy,
+ * and decide which settings apply to a domain.  Parsing is strict on
+ * purpose: a typo in a key or a policy name must fail loudly at load time
+ * rather than silently fall back to the default placement. */
+#include "policy.h"
+
+#include <assert.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include <json.h>
+
+/* A policy file is a few KiB; anything this big is a mistake, and we would
+ * rather say so than parse it. */
+#define POLICY_FILE_MAX (1024u * 1024u)
+
+#define POLICY_TIMEOUT_MS_DEFAULT 10000u
+#define POLICY_TIMEOUT_MS_MAX 600000u
+
+static inline void json_object_putp(json_object **o) {
+        if (*o)
+                (void) json_object_put(*o);
+}
+
+static inline void json_tokener_freep(struct json_tokener **t) {
+        if (*t)
+                json_tokener_free(*t);
+}
+
+static const char *const mode_table[_POLICY_MODE_MAX] = {
+        [POLICY_OFF] = "off",
+        [POLICY_LEGACY] = "legacy",
+        [POLICY_PREFERRED] = "preferred",
+        [POLICY_SOCKET] = "socket",
+        [POLICY_REQUIRE] = "require",
+};
+
+#define MODE_NAMES "off, legacy, preferred, socket, require"
+
+const char *policy_mode_to_string(enum policy_mode m) {
+        if ((unsigned) m >= _POLICY_MODE_MAX)
+                return NULL;
+        return mode_table[m];
+}
+
+int policy_mode_from_string(const char *s, enum policy_mode *ret) {
+        if (!s)
+                return -EINVAL;
+
+        /* Nova spells it "required"; accept that so admins can copy
+         * flavor extra specs over. */
+        if (streq(s, "required")) {
+                if (ret)
+                        *ret = POLICY_REQUIRE;
+                return 0;
+        }
+
+        for (size_t i = 0; i < _POLICY_MODE_MAX; i++)
+                if (streq(s, mode_table[i])) {
+                        if (ret)
+                                *ret = (enum policy_mode) i;
+                        return 0;
+                }
+
+        return -EINVAL;
+}
+
+static void policy_init_default(struct policy *p) {
+        *p = (struct policy) {
+                .def.mode = POLICY_LEGACY,
+                .allow_domain_policy = false,
+                .hook_timeout_ms = POLICY_TIMEOUT_MS_DEFAULT,
+                .hook_on_unreachable = POLICY_UNREACHABLE_ALLOW,
+        };
+}
+
+struct policy *policy_new_default(void) {
+        struct policy *p = xmalloc(sizeof(*p));
+        policy_init_default(p);
+        return p;
+}
+
+struct policy *policy_free(struct policy *p) {
+        if (!p)
+                return NULL;
+
+        for (size_t i = 0; i < p->n_rules; i++) {
+                free(p->rules[i].name_glob);
+                free(p->rules[i].uuid);
+                free(p->rules[i].tag);
+        }
+        free(p->rules);
+        free(p);
+        return NULL;
+}
+
+/* Where errors go: the file name for the message, and the caller's
+ * error string. */
+struct parse_ctx {
+        const char *source;
+        char **ret_error;
+};
+
+static int parse_error(const struct parse_ctx *c, const char *path, const char *fmt, ...) _printf_(3, 4);
+static int parse_error(const struct parse_ctx *c, const char *path, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        _cleanup_free_ char *msg = xvasprintf(fmt, ap);
+        va_end(ap);
+
+        return set_error(c->ret_error, -EINVAL, "%s: %s: %s", c->source, path, msg);
+}
+
+/* json-c's own names say "int" and "double"; admins write JSON, where
+ * both are numbers, so name them the way the JSON spec does. */
+static const char *json_kind(json_object *v) {
+        switch (json_object_get_type(v)) {
+        case json_type_null:
+                return "null";
+        case json_type_boolean:
+                return "boolean";
+        case json_type_double:
+                return "number";
+        case json_type_int:
+                return "integer";
+        case json_type_object:
+                return "object";
+        case json_type_array:
+                return "array";
+        case json_type_string:
+                return "string";
+        }
+        return "unknown";
+}
+
+static int expect_type(const struct parse_ctx *c, const char *path, json_object *v,
+                       enum json_type type, const char *what) {
+        /* A JSON null is a NULL json_object, whose type is json_type_null. */
+        if (json_object_get_type(v) == type)
+                return 0;
+        return parse_error(c, path, "expected %s, got %s", what, json_kind(v));
+}
+
+/* A string value.  json-c allows "\u0000" inside strings, which a C string
+ * would silently cut short, so refuse it. */
+static int get_string(const struct parse_ctx *c, const char *path, json_object *v, const char **ret) {
+        int r = expect_type(c, path, v, json_type_string, "a string");
+        if (r < 0)
+                return r;
+
+        const char *s = json_object_get_string(v);
+        if (strlen(s) != (size_t) json_object_get_string_len(v))
+                return parse_error(c, path, "string contains a NUL character");
+
+        *ret = s;
+        return 0;
+}
+
+static int get_nonempty_string(const struct parse_ctx *c, const char *path, json_object *v, const char **ret) {
+        const char *s = NULL;
+        int r = get_string(c, path, v, &s);
+        if (r < 0)
+                return r;
+        if (s[0] == 0)
+                return parse_error(c, path, "expected a non-empty string");
+        *ret = s;
+        return 0;
+}
+
+/* Reject keys we do not know, in file order, so that "polcy" is reported
+ * instead of a confusing "missing key 'policy'". */
+static int check_keys(const struct parse_ctx *c, const char *path, json_object *o,
+                      const char *const *allowed, size_t n_allowed) {
+        struct json_object_iterator it = json_object_iter_begin(o);
+        struct json_object_iterator end = json_object_iter_end(o);
+
+        for (; !json_object_iter_equal(&it, &end); json_object_iter_next(&it)) {
+                const char *key = json_object_iter_peek_name(&it);
+                bool known = false;
+
+                for (size_t i = 0; i < n_allowed; i++)
+                        if (streq(key, allowed[i])) {
+                                known = true;
+                                break;
+                        }
+                if (!known)
+                        return parse_error(c, path, "unknown key '%s'", key);
+        }
+        return 0;
+}
+
+static char *child_path(const char *path, const char *key) {
+        return xasprintf("%s.%s", path, key);
+}
+
+static int parse_mode(const struct parse_ctx *c, const char *path, json_object *v, enum policy_mode *ret) {
+        const char *s = NULL;
+        int r = get_string(c, path, v, &s);
+        if (r < 0)
+                return r;
+
+        if (policy_mode_from_string(s, ret) < 0)
+                return parse_error(c, path, "unknown policy '%s' (expected " MODE_NAMES ")", s);
+        return 0;
+}
+
+static int parse_default(const struct parse_ctx *c, json_object *v, struct policy_settings *ret) {
+        static const char *const keys[] = { "policy" };
+        json_object *m;
+        int r;
+
+        r = expect_type(c, "default", v, json_type_object, "an object");
+        if (r < 0)
+                return r;
+        r = check_keys(c, "default", v, keys, ELEMENTSOF(keys));
+        if (r < 0)
+                return r;
+
+        /* "policy" is optional here: later settings (feature switches) may
+         * be set in "default" while the placement stays legacy. */
+        if (json_object_object_get_ex(v, "policy", &m)) {
+                r = parse_mode(c, "default.policy", m, &ret->mode);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* libvirt always prints a domain's UUID in the canonical 8-4-4-4-12 form,
+ * so anything else in a rule could never match; say so at load time. */
+static bool uuid_is_canonical(const char *s) {
+        if (strlen(s) != 36)
+                return false;
+        for (size_t i = 0; i < 36; i++) {
+                bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+
+                if (dash ? s[i] != '-' : !strchr("0123456789abcdefABCDEF", s[i]))
+                        return false;
+        }
+        return true;
+}
+
+static int parse_match(const struct parse_ctx *c, const char *path, json_object *v, struct policy_rule *rule) {
+        static const char *const keys[] = { "name", "uuid", "tag" };
+        char **fields[] = { &rule->name_glob, &rule->uuid, &rule->tag };
+        bool any = false;
+        int r;
+
+        r = expect_type(c, path, v, json_type_object, "an object");
+        if (r < 0)
+                return r;
+        r = check_keys(c, path, v, keys, ELEMENTSOF(keys));
+        if (r < 0)
+                return r;
+
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                json_object *f;
+                const char *s = NULL;
+
+                if (!json_object_object_get_ex(v, keys[i], &f))
+                        continue;
+
+                _cleanup_free_ char *p = child_path(path, keys[i]);
+                r = get_nonempty_string(c, p, f, &s);
+                if (r < 0)
+                        return r;
+                if (fields[i] == &rule->uuid && !uuid_is_canonical(s))
+                        return parse_error(c, p, "'%s' is not a UUID (expected the form "
+                                           "01234567-89ab-cdef-0123-456789abcdef)", s);
+                *fields[i] = xstrdup(s);
+                any = true;
+        }
+
+        /* A rule that matches everything would shadow every later rule and
+         * the default; that is what "default" is for. */
+        if (!any)
+                return parse_error(c, path, "expected at least one of name, uuid, tag");
+        return 0;
+}
+
+static int parse_rule(const struct parse_ctx *c, size_t idx, json_object *v, struct policy_rule *rule) {
+        static const char *const keys[] = { "match", "policy" };
+        _cleanup_free_ char *path = xasprintf("rules[%zu]", idx);
+        json_object *m;
+        int r;
+
+        r = expect_type(c, path, v, json_type_object, "an object");
+        if (r < 0)
+                return r;
+        r = check_keys(c, path, v, keys, ELEMENTSOF(keys));
+        if (r < 0)
+                return r;
+
+        if (!json_object_object_get_ex(v, "match", &m))
+                return parse_error(c, path, "missing key 'match'");
+        _cleanup_free_ char *match_path = child_path(path, "match");
+        r = parse_match(c, match_path, m, rule);
+        if (r < 0)
+                return r;
+
+        if (!json_object_object_get_ex(v, "policy", &m))
+                return parse_error(c, path, "missing key 'policy'");
+        _cleanup_free_ char *policy_path = child_path(path, "policy");
+        return parse_mode(c, policy_path, m, &rule->settings.mode);
+}
+
+static int parse_rules(const struct parse_ctx *c, json_object *v, struct policy *p) {
+        int r = expect_type(c, "rules", v, json_type_array, "an array");
+        if (r < 0)
+                return r;
+
+        size_t n = json_object_array_length(v);
+        for (size_t i = 0; i < n; i++) {
+                /* GROW zeroes the new element, so policy_free() copes with a
+                 * rule that failed half way. */
+                struct policy_rule *rule = GROW(p->rules, p->n_rules);
+
+                r = parse_rule(c, i, json_object_array_get_idx(v, i), rule);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int parse_hook(const struct parse_ctx *c, json_object *v, struct policy *p) {
+        static const char *const keys[] = { "timeout_ms", "on_unreachable" };
+        json_object *m;
+        int r;
+
+        r = expect_type(c, "hook", v, json_type_object, "an object");
+        if (r < 0)
+                return r;
+        r = check_keys(c, "hook", v, keys, ELEMENTSOF(keys));
+        if (r < 0)
+                return r;
+
+        if (json_object_object_get_ex(v, "timeout_ms", &m)) {
+                r = expect_type(c, "hook.timeout_ms", m, json_type_int, "an integer");
+                if (r < 0)
+                        return r;
+
+                /* json-c clamps integers beyond int64 to its limits, which
+                 * the range check below rejects as well. */
+                int64_t t = json_object_get_int64(m);
+                if (t < 1 || t > POLICY_TIMEOUT_MS_MAX)
+                        return parse_error(c, "hook.timeout_ms", "%" PRId64 " is out of range (expected 1..%u)",
+                                           t, POLICY_TIMEOUT_MS_MAX);
+                p->hook_timeout_ms = (unsigned) t;
+        }
+
+        if (json_object_object_get_ex(v, "on_unreachable", &m)) {
+                const char *s = NULL;
+
+                r = get_string(c, "hook.on_unreachable", m, &s);
+                if (r < 0)
+                        return r;
+                if (streq(s, "allow"))
+                        p->hook_on_unreachable = POLICY_UNREACHABLE_ALLOW;
+                else if (streq(s, "refuse"))
+                        p->hook_on_unreachable = POLICY_UNREACHABLE_REFUSE;
+                else
+                        return parse_error(c, "hook.on_unreachable", "unknown value '%s' (expected allow, refuse)", s);
+        }
+        return 0;
+}
+
+/* Byte offset -> "line L, column C", both 1-based.  Columns count
+ * characters, not bytes, so they match what an editor shows for UTF-8. */
+static void offset_to_line_column(const char *buf, size_t len, size_t offset, unsigned *ret_line, unsigned *ret_col) {
+        unsigned line = 1, col = 1;
+
+        if (offset > len)
+                offset = len;
+        for (size_t i = 0; i < offset; i++) {
+                unsigned char ch = (unsigned char) buf[i];
+
+                if (ch == '\n') {
+                        line++;
+                        col = 1;
+                } else if ((ch & 0xC0) != 0x80)
+                        col++;
+        }
+        *ret_line = line;
+        *ret_col = col;
+}
+
+static int syntax_error(const struct parse_ctx *c, const char *buf, size_t len, size_t offset, const char *what) {
+        unsigned line, col;
+
+        offset_to_line_column(buf, len, offset, &line, &col);
+        return set_error(c->ret_error, -EINVAL, "%s: line %u, column %u: JSON syntax error: %s",
+                         c->source, line, col, what);
+}
+
+/* Run json-c's tokener over the whole buffer.  Strict mode rejects what
+ * JSON does not allow (comments, trailing commas, trailing garbage), so
+ * a file that passes here also passes jq and editors' validators. */
+static int tokenize(const struct parse_ctx *c, const char *buf, size_t len, json_object **ret) {
+        _cleanup_(json_tokener_freep) struct json_tokener *tok = json_tokener_new();
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        enum json_tokener_error e;
+        size_t offset;
+
+        if (!tok)
+                abort();
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+
+        o = json_tokener_parse_ex(tok, buf, (int) len);
+        e = json_tokener_get_error(tok);
+        offset = json_tokener_get_parse_end(tok);
+
+        if (e == json_tokener_continue) {
+                /* The tokener cannot tell that a bare literal or number at
+                 * the very end is complete, nor that an unclosed object
+                 * never will be.  A NUL byte tells it the input is over. */
+                o = json_tokener_parse_ex(tok, "", 1);
+                e = json_tokener_get_error(tok);
+                offset = len;
+        }
+
+        if (e != json_tokener_success)
+                return syntax_error(c, buf, len, offset, json_tokener_error_desc(e));
+
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
+int policy_parse(const char *buf, size_t len, const char *source, struct policy **ret, char **ret_error) {
+        static const char *const keys[] = { "default", "allow_domain_policy", "rules", "hook" };
+        struct parse_ctx c = {
+                .source = source ? source : "policy",
+                .ret_error = ret_error,
+        };
+        _cleanup_(json_object_putp) json_object *root = NULL;
+        _cleanup_policy_ struct policy *p = NULL;
+        json_object *v;
+        int r;
+
+        assert(buf || len == 0);
+        assert(ret);
+
+        if (len == 0)
+                return set_error(ret_error, -EINVAL, "%s: empty file, expected a JSON object", c.source);
+
+        if (len > POLICY_FILE_MAX)
+                return set_error(ret_error, -EINVAL, "%s: too large (%zu bytes, the limit is %u)",
+                                 c.source, len, POLICY_FILE_MAX);
+
+        /* json-c stops at a NUL byte, which would hide whatever follows. */
+        const char *nul = memchr(buf, 0, len);
+        if (nul)
+                return syntax_error(&c, buf, len, (size_t) (nul - buf), "NUL byte");
+
+        /* RFC 8259 lets parsers skip a byte order mark, and some editors
+         * write one. */
+        size_t skip = 0;
+        if (len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0)
+                skip = 3;
+
+        size_t first = skip;
+        while (first < len && strchr(" \t\r\n", buf[first]))
+                first++;
+        if (first == len)
+                return set_error(ret_error, -EINVAL, "%s: empty file, expected a JSON object", c.source);
+
+        r = tokenize(&c, buf + skip, len - skip, &root);
+        if (r < 0)
+                return r;
+
+        if (json_object_get_type(root) != json_type_object)
+                return parse_error(&c, "top level", "expected an object, got %s", json_kind(root));
+
+        r = check_keys(&c, "top level", root, keys, ELEMENTSOF(keys));
+        if (r < 0)
+                return r;
+
+        p = policy_new_default();
+
+        if (json_object_object_get_ex(root, "default", &v)) {
+                r = parse_default(&c, v, &p->def);
+                if (r < 0)
+                        return r;
+        }
+
+        if (json_object_object_get_ex(root, "allow_domain_policy", &v)) {
+                r = expect_type(&c, "allow_domain_policy", v, json_type_boolean, "a boolean");
+                if (r < 0)
+                        return r;
+                p->allow_domain_policy = json_object_get_boolean(v);
+        }
+
+        if (json_object_object_get_ex(root, "rules", &v)) {
+                r = parse_rules(&c, v, p);
+                if (r < 0)
+                        return r;
+        }
+
+        if (json_object_object_get_ex(root, "hook", &v)) {
+                r = parse_hook(&c, v, p);
+                if (r < 0)
+                        return r;
+        }
+
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+int policy_load_file(const char *path, struct policy **ret, char **ret_error) {
+        _cleanup_close_ int fd = -1;
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+
+        assert(path);
+        assert(ret);
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+                int r = -errno;
+                return set_error(ret_error, r, "%s: cannot read: %s", path, strerror(-r));
+        }
+
+        /* Read one byte past the limit, so that a file of exactly the limit
+         * is accepted and anything longer is not.  Reading until EOF rather
+         * than trusting st_size also works for pipes and /dev/stdin. */
+        buf = xmalloc(POLICY_FILE_MAX + 2);
+        for (;;) {
+                ssize_t n = read(fd, buf + len, POLICY_FILE_MAX + 1 - len);
+                if (n < 0) {
+                        int r = -errno;
+                        if (r == -EINTR)
+                                continue;
+                        return set_error(ret_error, r, "%s: cannot read: %s", path, strerror(-r));
+                }
+                if (n == 0)
+                        break;
+                len += (size_t) n;
+                if (len > POLICY_FILE_MAX)
+                        return set_error(ret_error, -EFBIG, "%s: file too large (over %u bytes)",
+                                         path, POLICY_FILE_MAX);
+        }
+        buf[len] = 0;
+
+        return policy_parse(buf, len, path, ret, ret_error);
+}
+
+static bool rule_matches(const struct policy_rule *rule, const struct policy_subject *s) {
+        if (rule->name_glob && (!s->name || fnmatch(rule->name_glob, s->name, 0) != 0))
+                return false;
+        if (rule->uuid && (!s->uuid || strcasecmp(rule->uuid, s->uuid) != 0))
+                return false;
+        if (rule->tag && (!s->tag || !streq(rule->tag, s->tag)))
+                return false;
+        return true;
+}
+
+static void describe_rule(struct strbuf *b, size_t idx, const struct policy_rule *rule) {
+        const char *sep = "";
+
+        strbuf_printf(b, "rule %zu (", idx + 1);
+        if (rule->name_glob) {
+                strbuf_printf(b, "%sname '%s'", sep, rule->name_glob);
+                sep = ", ";
+        }
+        if (rule->uuid) {
+                strbuf_printf(b, "%suuid '%s'", sep, rule->uuid);
+                sep = ", ";
+        }
+        if (rule->tag)
+                strbuf_printf(b, "%stag '%s'", sep, rule->tag);
+        strbuf_append(b, ")");
+}
+
+void policy_resolve(const struct policy *p, const struct policy_subject *s,
+                    struct policy_settings *ret, char **ret_origin) {
+        static const struct policy_subject empty = { 0 };
+        const struct policy_rule *match = NULL;
+        size_t match_idx = 0;
+        struct strbuf origin = { 0 };
+        enum policy_mode requested;
+
+        assert(p);
+        assert(ret);
+
+        if (!s)
+                s = &empty;
+
+        for (size_t i = 0; i < p->n_rules; i++)
+                if (rule_matches(&p->rules[i], s)) {
+                        match = &p->rules[i];
+                        match_idx = i;
+                        break;
+                }
+
+        *ret = match ? match->settings : p->def;
+
+        if (match)
+                describe_rule(&origin, match_idx, match);
+        else
+                strbuf_append(&origin, "default");
+
+        /* The domain's own choice only counts when the admin allowed it;
+         * otherwise say it was ignored, so the VM owner learns why. */
+        if (s->requested) {
+                if (!p->allow_domain_policy)
+                        strbuf_printf(&origin, "; domain asked for '%s', ignored: allow_domain_policy is false",
+                                      s->requested);
+                else if (policy_mode_from_string(s->requested, &requested) < 0)
+                        strbuf_printf(&origin, "; domain asked for '%s', not a policy, ignored", s->requested);
+                else {
+                        ret->mode = requested;
+                        strbuf_done(&origin);
+                        strbuf_append(&origin, "domain metadata (allowed by allow_domain_policy)");
+                }
+        }
+
+        if (ret_origin)
+                *ret_origin = strbuf_steal(&origin);
+        else
+                strbuf_done(&origin);
+}

@@ -1,2 +1,571 @@
-/* placeholder: being written */
-typedef int pcinuma_placeholder_rewrite_c;
+/* Editing the domain document: applying a plan and reverting it.
+ *
+ * Every element we add or remove is handled as a "unit": the element plus
+ * the white-space text node in front of it.  Adding a unit copies the
+ * indentation of its neighbour and removing one takes that text with it,
+ * so a revert gives back the input's bytes, indentation included. */
+#include "rewrite.h"
+
+#include <inttypes.h>
+#include <libxml/parser.h>
+#include <libxml/xmlsave.h>
+#include <strings.h>
+
+static bool is_ws_text(xmlNodePtr n) {
+        if (!n || n->type != XML_TEXT_NODE || !n->content)
+                return false;
+        for (const xmlChar *c = n->content; *c; c++)
+                if (*c != ' ' && *c != '\t' && *c != '\n' && *c != '\r')
+                        return false;
+        return true;
+}
+
+/* The indentation of element e: what follows the last newline of the
+ * white space in front of it. */
+static char *indent_of(xmlNodePtr e) {
+        if (!is_ws_text(e->prev))
+                return xstrdup("");
+        const char *s = (const char *) e->prev->content;
+        const char *nl = strrchr(s, '\n');
+        return xstrdup(nl ? nl + 1 : s);
+}
+
+static void unlink_unit(xmlNodePtr e) {
+        if (is_ws_text(e->prev)) {
+                xmlNodePtr ws = e->prev;
+                xmlUnlinkNode(ws);
+                xmlFreeNode(ws);
+        }
+        xmlUnlinkNode(e);
+        xmlFreeNode(e);
+}
+
+static void insert_unit_before(xmlNodePtr ref, xmlNodePtr e) {
+        xmlNodePtr ws = is_ws_text(ref->prev) ? ref->prev : NULL;
+        xmlAddPrevSibling(ws ? ws : ref, e);
+        if (ws)
+                xmlAddPrevSibling(e, xmlNewText(ws->content));
+}
+
+static void insert_unit_after(xmlNodePtr ref, xmlNodePtr e) {
+        xmlNodePtr ws = is_ws_text(ref->prev) ? ref->prev : NULL;
+        xmlAddNextSibling(ref, e);
+        if (ws)
+                xmlAddPrevSibling(e, xmlNewText(ws->content));
+}
+
+static xmlNodePtr last_element_child(xmlNodePtr parent) {
+        xmlNodePtr last = NULL;
+        for (xmlNodePtr c = parent->children; c; c = c->next)
+                if (c->type == XML_ELEMENT_NODE)
+                        last = c;
+        return last;
+}
+
+/* Parse an XML fragment holding one element, in the context of 'ctx'. */
+static xmlNodePtr parse_fragment(xmlNodePtr ctx, const char *s, char **ret_error) {
+        xmlNodePtr list = NULL;
+        xmlParserErrors r = xmlParseInNodeContext(ctx, s, (int) strlen(s),
+                                                  XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING, &list);
+        if (r != XML_ERR_OK || !list) {
+                if (list)
+                        xmlFreeNodeList(list);
+                set_error(ret_error, -EINVAL, "cannot parse XML fragment '%.60s...' (error %d)", s, (int) r);
+                return NULL;
+        }
+        /* Keep the first element; drop anything else. */
+        xmlNodePtr elem = NULL;
+        for (xmlNodePtr c = list; c; c = c->next)
+                if (c->type == XML_ELEMENT_NODE) {
+                        elem = c;
+                        break;
+                }
+        if (!elem) {
+                xmlFreeNodeList(list);
+                set_error(ret_error, -EINVAL, "XML fragment holds no element");
+                return NULL;
+        }
+        /* Detach elem from the list and free the rest. */
+        xmlNodePtr rest = list == elem ? elem->next : list;
+        if (elem->prev)
+                elem->prev->next = elem->next;
+        if (elem->next)
+                elem->next->prev = elem->prev;
+        elem->next = elem->prev = NULL;
+        elem->parent = NULL;
+        if (rest)
+                xmlFreeNodeList(rest);
+        return elem;
+}
+
+static char *node_dump(xmlDocPtr doc, xmlNodePtr n) {
+        xmlBufferPtr buf = xmlBufferCreate();
+        if (!buf)
+                abort();
+        xmlNodeDump(buf, doc, n, 0, 0);
+        char *r = xstrndup((const char *) xmlBufferContent(buf), (size_t) xmlBufferLength(buf));
+        xmlBufferFree(buf);
+        return r;
+}
+
+static char *fmt_addr_attrs(const struct pci_addr *a) {
+        return xasprintf("type='pci' domain='0x%04x' bus='0x%02x' slot='0x%02x' function='0x%x'",
+                         a->domain, a->bus, a->slot, a->func);
+}
+
+/* "k=v k=v" of every attribute, in order; values never hold spaces in a
+ * libvirt <address>. */
+static char *attrs_to_string(xmlNodePtr e) {
+        struct strbuf b = {0};
+        for (xmlAttrPtr a = e->properties; a; a = a->next) {
+                xmlChar *v = xmlNodeListGetString(e->doc, a->children, 1);
+                if (b.len)
+                        strbuf_append(&b, " ");
+                strbuf_printf(&b, "%s=%s", (const char *) a->name, v ? (const char *) v : "");
+                xmlFree(v);
+        }
+        return strbuf_steal(&b);
+}
+
+static void remove_all_attrs(xmlNodePtr e) {
+        while (e->properties)
+                xmlRemoveProp(e->properties);
+}
+
+static int attrs_from_string(xmlNodePtr e, const char *s, char **ret_error) {
+        _cleanup_free_ char *copy = xstrdup(s);
+        remove_all_attrs(e);
+        char *save = NULL;
+        for (char *tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+                char *eq = strchr(tok, '=');
+                if (!eq || eq == tok)
+                        return set_error(ret_error, -EINVAL, "pcinuma mark: bad original-address '%s'", s);
+                *eq = 0;
+                xmlSetProp(e, (const xmlChar *) tok, (const xmlChar *) (eq + 1));
+        }
+        return 0;
+}
+
+static void set_guest_address(xmlNodePtr addr, const struct pci_addr *a) {
+        char v[16];
+        remove_all_attrs(addr);
+        xmlSetProp(addr, (const xmlChar *) "type", (const xmlChar *) "pci");
+        snprintf(v, sizeof v, "0x%04x", a->domain);
+        xmlSetProp(addr, (const xmlChar *) "domain", (const xmlChar *) v);
+        snprintf(v, sizeof v, "0x%02x", a->bus);
+        xmlSetProp(addr, (const xmlChar *) "bus", (const xmlChar *) v);
+        snprintf(v, sizeof v, "0x%02x", a->slot);
+        xmlSetProp(addr, (const xmlChar *) "slot", (const xmlChar *) v);
+        snprintf(v, sizeof v, "0x%x", a->func);
+        xmlSetProp(addr, (const xmlChar *) "function", (const xmlChar *) v);
+}
+
+static xmlNodePtr find_controller_elem(xmlNodePtr devices, int index) {
+        for (xmlNodePtr c = devices ? devices->children : NULL; c; c = c->next) {
+                if (!xml_is(c, "controller"))
+                        continue;
+                _cleanup_free_ char *type = xml_prop(c, "type");
+                _cleanup_free_ char *idx = xml_prop(c, "index");
+                uint64_t v;
+                if (type && streq(type, "pci") && idx && parse_uint(idx, 0, 255, &v) == 0 && (int) v == index)
+                        return c;
+        }
+        return NULL;
+}
+
+static bool elem_has_model(xmlNodePtr e, const char *model) {
+        _cleanup_free_ char *m = xml_prop(e, "model");
+        return m && streq(m, model);
+}
+
+static int element_position(xmlNodePtr parent, xmlNodePtr e) {
+        int pos = 0;
+        for (xmlNodePtr c = parent->children; c; c = c->next) {
+                if (c == e)
+                        return pos;
+                if (c->type == XML_ELEMENT_NODE)
+                        pos++;
+        }
+        return -1;
+}
+
+static xmlNodePtr element_at(xmlNodePtr parent, int pos) {
+        for (xmlNodePtr c = parent->children; c; c = c->next)
+                if (c->type == XML_ELEMENT_NODE && pos-- == 0)
+                        return c;
+        return NULL;
+}
+
+/* Insert the controllers after the last existing controller (libvirt
+ * keeps controllers together), else after <emulator>, else first. */
+static int add_controllers(struct domain *d, const struct plan *p, char **ret_error) {
+        xmlNodePtr devices = d->devices;
+        xmlNodePtr anchor = NULL;
+        for (xmlNodePtr c = devices->children; c; c = c->next)
+                if (xml_is(c, "controller"))
+                        anchor = c;
+        if (!anchor)
+                anchor = xml_child(devices, "emulator");
+
+        /* Indentation: that of the devices' children. */
+        xmlNodePtr first = element_at(devices, 0);
+        _cleanup_free_ char *ind = first ? indent_of(first) : xstrdup("");
+        bool pretty = first && is_ws_text(first->prev);
+        const char *nl = pretty ? "\n" : "";
+        _cleanup_free_ char *ind2 = pretty ? xasprintf("%s  ", ind) : xstrdup("");
+        _cleanup_free_ char *ind3 = pretty ? xasprintf("%s    ", ind) : xstrdup("");
+        const char *ind1 = pretty ? ind : "";
+
+        size_t n_new = p->n_pxbs + p->n_ports;
+        for (size_t i = 0; i < n_new; i++) {
+                _cleanup_free_ char *s = NULL;
+                if (i < p->n_pxbs) {
+                        const struct plan_pxb *x = &p->pxbs[i];
+                        _cleanup_free_ char *a = fmt_addr_attrs(&x->addr);
+                        s = xasprintf("<controller type='pci' index='%d' model='pcie-expander-bus'>%s"
+                                      "%s<model name='pxb-pcie'/>%s"
+                                      "%s<target busNr='%d'>%s"
+                                      "%s<node>%u</node>%s"
+                                      "%s</target>%s"
+                                      "%s<address %s/>%s"
+                                      "%s</controller>",
+                                      x->index, nl, ind2, nl, ind2, x->bus_nr, nl, ind3, x->cell, nl,
+                                      ind2, nl, ind2, a, nl, ind1);
+                } else {
+                        const struct plan_port *port = &p->ports[i - p->n_pxbs];
+                        struct pci_addr pa = { .domain = 0, .bus = (uint8_t) port->pxb_index, .slot = port->slot, .func = port->func };
+                        _cleanup_free_ char *a = fmt_addr_attrs(&pa);
+                        s = xasprintf("<controller type='pci' index='%d' model='pcie-root-port'>%s"
+                                      "%s<address %s%s/>%s"
+                                      "%s</controller>",
+                                      port->index, nl, ind2, a, port->multifunction ? " multifunction='on'" : "", nl, ind1);
+                }
+                xmlNodePtr e = parse_fragment(devices, s, ret_error);
+                if (!e)
+                        return -EINVAL;
+                if (anchor)
+                        insert_unit_after(anchor, e);
+                else if (first)
+                        insert_unit_before(first, e);
+                else
+                        xmlAddChild(devices, e);
+                anchor = e;
+        }
+        return 0;
+}
+
+static int write_mark(struct domain *d, const struct plan *p, char **removed_xml, const int *removed_pos,
+                      char **orig_addr, char **ret_error) {
+        xmlNodePtr root = xmlDocGetRootElement(d->doc);
+        xmlNodePtr md = xml_child(root, "metadata");
+        bool created = !md;
+        xmlNodePtr first = element_at(root, 0);
+        bool pretty = first && is_ws_text(first->prev);
+        _cleanup_free_ char *ind = first ? indent_of(first) : xstrdup("");
+        _cleanup_free_ char *mind = NULL;     /* indentation of the mark */
+        if (md) {
+                xmlNodePtr last = last_element_child(md);
+                mind = last ? indent_of(last) : (pretty ? xasprintf("%s  ", ind) : xstrdup(""));
+        } else
+                mind = pretty ? xasprintf("%s  ", ind) : xstrdup("");
+        _cleanup_free_ char *cind = pretty ? xasprintf("\n%s  ", mind) : xstrdup("");
+        _cleanup_free_ char *endind = pretty ? xasprintf("\n%s", mind) : xstrdup("");
+
+        struct strbuf b = {0};
+        strbuf_printf(&b, "<pcinuma:topology xmlns:pcinuma='%s' version='1' policy='%s' migratable='no'%s>",
+                      PCINUMA_TOPOLOGY_NS, policy_mode_to_string(p->mode), created ? " metadata-created='yes'" : "");
+        for (size_t i = 0; i < p->n_pxbs; i++) {
+                const struct plan_pxb *x = &p->pxbs[i];
+                strbuf_printf(&b, "%s<pcinuma:expander controller='%d' guest-cell='%u' host-nodes='%s' busNr='%d'/>",
+                              cind, x->index, x->cell, x->host_nodes, x->bus_nr);
+        }
+        for (size_t i = 0, k = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                if (pd->action != PLAN_MOVE)
+                        continue;
+                const struct domain_hostdev *hd = &d->hostdevs[pd->hostdev];
+                _cleanup_free_ char *esc = orig_addr[k] ? (char *) xmlEncodeSpecialChars(d->doc, (const xmlChar *) orig_addr[k]) : NULL;
+                if (hd->kind == DOMAIN_HOSTDEV_MDEV)
+                        strbuf_printf(&b, "%s<pcinuma:device mdev='%s'", cind, hd->mdev_uuid);
+                else
+                        strbuf_printf(&b, "%s<pcinuma:device host='%s'", cind, pd->name);
+                if (pd->class)
+                        strbuf_printf(&b, " class='0x%06x'", pd->class);
+                strbuf_printf(&b, " host-node='%d'", pd->host_node);
+                if (pd->host_socket >= 0)
+                        strbuf_printf(&b, " host-socket='%d'", pd->host_socket);
+                strbuf_printf(&b, " guest-cell='%d' controller='%d' original-address='%s'/>",
+                              pd->cell, pd->port_index, esc ? esc : "none");
+                k++;
+        }
+        for (size_t i = 0; i < p->n_pruned; i++) {
+                _cleanup_free_ char *esc = (char *) xmlEncodeSpecialChars(d->doc, (const xmlChar *) removed_xml[i]);
+                strbuf_printf(&b, "%s<pcinuma:removed controller='%d' position='%d'>%s</pcinuma:removed>",
+                              cind, p->pruned[i], removed_pos[i], esc);
+        }
+        strbuf_printf(&b, "%s</pcinuma:topology>", endind);
+        _cleanup_free_ char *s = strbuf_steal(&b);
+
+        if (created) {
+                _cleanup_free_ char *ms = xasprintf("<metadata>%s%s%s</metadata>", pretty ? "\n" : "", pretty ? mind : "", "");
+                md = parse_fragment(root, ms, ret_error);
+                if (!md)
+                        return -EINVAL;
+                /* libvirt's order: name, uuid, (genid,) title, description, metadata. */
+                xmlNodePtr anchor = NULL;
+                for (xmlNodePtr c = root->children; c; c = c->next)
+                        if (xml_is(c, "name") || xml_is(c, "uuid") || xml_is(c, "genid") || xml_is(c, "title") || xml_is(c, "description"))
+                                anchor = c;
+                if (anchor)
+                        insert_unit_after(anchor, md);
+                else if (first)
+                        insert_unit_before(first, md);
+                else
+                        xmlAddChild(root, md);
+        }
+        xmlNodePtr mark = parse_fragment(md, s, ret_error);
+        if (!mark)
+                return -EINVAL;
+        xmlNodePtr last = last_element_child(md);
+        if (last)
+                insert_unit_after(last, mark);
+        else if (created && pretty) {
+                /* <metadata>\n    MARK\n  </metadata> */
+                xmlNodePtr text = md->children;   /* "\n" + mind, from the fragment */
+                if (text)
+                        xmlAddNextSibling(text, mark);
+                else
+                        xmlAddChild(md, mark);
+                _cleanup_free_ char *close = xasprintf("\n%s", ind);
+                xmlAddNextSibling(mark, xmlNewText((const xmlChar *) close));
+        } else
+                xmlAddChild(md, mark);
+        return 0;
+}
+
+int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
+        int r;
+        if (d->mark)
+                return set_error(ret_error, -EINVAL, "internal error: the domain already carries a pcinuma mark");
+        if (p->verdict != PLAN_APPLY)
+                return set_error(ret_error, -EINVAL, "internal error: plan verdict is %s", plan_verdict_to_string(p->verdict));
+        if (!d->devices)
+                return set_error(ret_error, -EINVAL, "the domain has no <devices>");
+
+        size_t n_moved = 0;
+        for (size_t i = 0; i < p->n_devices; i++)
+                n_moved += p->devices[i].action == PLAN_MOVE;
+
+        _cleanup_free_ char **orig = xcalloc(n_moved ? n_moved : 1, sizeof(char *));
+        _cleanup_free_ char **removed = xcalloc(p->n_pruned ? p->n_pruned : 1, sizeof(char *));
+        _cleanup_free_ int *removed_pos = xcalloc(p->n_pruned ? p->n_pruned : 1, sizeof(int));
+
+        /* Record what the pruned controllers were, before anything moves. */
+        for (size_t i = 0; i < p->n_pruned; i++) {
+                xmlNodePtr e = find_controller_elem(d->devices, p->pruned[i]);
+                if (!e) {
+                        r = set_error(ret_error, -EINVAL, "internal error: controller %d to prune is missing", p->pruned[i]);
+                        goto out;
+                }
+                removed[i] = node_dump(d->doc, e);
+                removed_pos[i] = element_position(d->devices, e);
+        }
+
+        /* Move the devices. */
+        for (size_t i = 0, k = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                if (pd->action != PLAN_MOVE)
+                        continue;
+                struct domain_hostdev *hd = &d->hostdevs[pd->hostdev];
+                if (hd->addr_elem) {
+                        orig[k] = attrs_to_string(hd->addr_elem);
+                        set_guest_address(hd->addr_elem, &pd->guest);
+                } else {
+                        xmlNodePtr a = xmlNewNode(NULL, (const xmlChar *) "address");
+                        set_guest_address(a, &pd->guest);
+                        xmlNodePtr last = last_element_child(hd->elem);
+                        if (last)
+                                insert_unit_after(last, a);
+                        else
+                                xmlAddChild(hd->elem, a);
+                }
+                k++;
+        }
+
+        /* Prune, then add. */
+        for (size_t i = 0; i < p->n_pruned; i++)
+                unlink_unit(find_controller_elem(d->devices, p->pruned[i]));
+        r = add_controllers(d, p, ret_error);
+        if (r < 0)
+                goto out;
+        r = write_mark(d, p, removed, removed_pos, orig, ret_error);
+        if (r < 0)
+                goto out;
+        r = domain_reload(d, ret_error);
+
+out:
+        for (size_t i = 0; i < n_moved; i++)
+                free(orig[i]);
+        for (size_t i = 0; i < p->n_pruned; i++)
+                free(removed[i]);
+        return r;
+}
+
+struct removed_ctl {
+        int index;
+        int position;
+        char *xml;
+};
+
+static int cmp_removed(const void *a, const void *b) {
+        const struct removed_ctl *x = a, *y = b;
+        return (x->position > y->position) - (x->position < y->position);
+}
+
+static xmlNodePtr find_hostdev_elem(struct domain *d, xmlNodePtr dev_rec) {
+        _cleanup_free_ char *host = xml_prop(dev_rec, "host");
+        _cleanup_free_ char *mdev = xml_prop(dev_rec, "mdev");
+        struct pci_addr a;
+        if (!mdev && (!host || pci_addr_parse(host, &a) < 0))
+                return NULL;
+        for (size_t i = 0; i < d->n_hostdevs; i++) {
+                const struct domain_hostdev *hd = &d->hostdevs[i];
+                if (mdev ? (hd->kind == DOMAIN_HOSTDEV_MDEV && strcasecmp(hd->mdev_uuid, mdev) == 0)
+                         : (hd->kind == DOMAIN_HOSTDEV_PCI && pci_addr_eq(&hd->host, &a)))
+                        return hd->elem;
+        }
+        return NULL;
+}
+
+static bool bus_referenced(xmlNodePtr devices, int bus, xmlNodePtr except) {
+        /* Any guest PCI address on 'bus' outside 'except'? */
+        for (xmlNodePtr n = devices->children; n; n = n->next) {
+                if (n->type != XML_ELEMENT_NODE || n == except)
+                        continue;
+                for (xmlNodePtr c = n->children; c; c = c->next) {
+                        if (!xml_is(c, "address"))
+                                continue;
+                        _cleanup_free_ char *type = xml_prop(c, "type");
+                        struct pci_addr a;
+                        if (type && streq(type, "pci") && xml_parse_pci_address(c, &a) == 0 && a.domain == 0 && a.bus == bus)
+                                return true;
+                }
+        }
+        return false;
+}
+
+int rewrite_revert(struct domain *d, char **ret_error) {
+        int r = 0;
+        xmlNodePtr mark = d->mark;
+        if (!mark)
+                return 0;
+        xmlNodePtr devices = d->devices;
+        _cleanup_free_ struct removed_ctl *removed = NULL;
+        _cleanup_free_ char *created = NULL;
+        size_t n_removed = 0;
+
+        for (xmlNodePtr c = mark->children; c; c = c->next) {
+                if (c->type != XML_ELEMENT_NODE)
+                        continue;
+                const char *name = (const char *) c->name;
+                _cleanup_free_ char *ctl = xml_prop(c, "controller");
+                uint64_t idx = 0;
+                bool has_idx = ctl && parse_uint(ctl, 10, 255, &idx) == 0;
+
+                if (streq(name, "expander") || streq(name, "device")) {
+                        const char *model = streq(name, "expander") ? "pcie-expander-bus" : "pcie-root-port";
+                        xmlNodePtr e = has_idx && devices ? find_controller_elem(devices, (int) idx) : NULL;
+                        if (e && elem_has_model(e, model))
+                                unlink_unit(e);
+                }
+                if (streq(name, "device")) {
+                        xmlNodePtr hd = find_hostdev_elem(d, c);
+                        if (!hd)
+                                continue;   /* removed from the domain since */
+                        _cleanup_free_ char *orig = xml_prop(c, "original-address");
+                        xmlNodePtr addr = NULL;
+                        for (xmlNodePtr a = hd->children; a; a = a->next)
+                                if (xml_is(a, "address"))
+                                        addr = a;
+                        if (!orig || streq(orig, "none")) {
+                                if (addr)
+                                        unlink_unit(addr);
+                        } else {
+                                if (!addr) {
+                                        addr = xmlNewNode(NULL, (const xmlChar *) "address");
+                                        xmlNodePtr last = last_element_child(hd);
+                                        if (last)
+                                                insert_unit_after(last, addr);
+                                        else
+                                                xmlAddChild(hd, addr);
+                                }
+                                r = attrs_from_string(addr, orig, ret_error);
+                                if (r < 0)
+                                        goto out;
+                        }
+                } else if (streq(name, "removed")) {
+                        _cleanup_free_ char *pos = xml_prop(c, "position");
+                        uint64_t p = 0;
+                        if (!has_idx || !pos || parse_uint(pos, 10, INT32_MAX, &p) < 0) {
+                                r = set_error(ret_error, -EINVAL, "pcinuma mark: <removed> without a valid controller and position");
+                                goto out;
+                        }
+                        struct removed_ctl *rc = GROW(removed, n_removed);
+                        rc->index = (int) idx;
+                        rc->position = (int) p;
+                        xmlChar *t = xmlNodeGetContent(c);
+                        rc->xml = xstrdup(t ? (const char *) t : "");
+                        xmlFree(t);
+                }
+        }
+
+        if (n_removed && !devices) {
+                r = set_error(ret_error, -EINVAL, "pcinuma mark lists removed controllers but the domain has no <devices>");
+                goto out;
+        }
+        qsort(removed, n_removed, sizeof(*removed), cmp_removed);
+        for (size_t i = 0; i < n_removed; i++) {
+                /* libvirt fills gaps in controller indexes with empty root
+                 * ports; such a filler gives way to the original. */
+                xmlNodePtr existing = find_controller_elem(devices, removed[i].index);
+                if (existing) {
+                        if (!elem_has_model(existing, "pcie-root-port") || bus_referenced(devices, removed[i].index, NULL)) {
+                                r = set_error(ret_error, -EEXIST,
+                                              "cannot restore PCI controller %d: that index is now used by another controller in use",
+                                              removed[i].index);
+                                goto out;
+                        }
+                        unlink_unit(existing);
+                }
+                xmlNodePtr e = parse_fragment(devices, removed[i].xml, ret_error);
+                if (!e) {
+                        r = -EINVAL;
+                        goto out;
+                }
+                xmlNodePtr ref = element_at(devices, removed[i].position);
+                if (ref)
+                        insert_unit_before(ref, e);
+                else {
+                        xmlNodePtr last = last_element_child(devices);
+                        if (last)
+                                insert_unit_after(last, e);
+                        else
+                                xmlAddChild(devices, e);
+                }
+        }
+
+        created = xml_prop(mark, "metadata-created");
+        xmlNodePtr md = mark->parent;
+        unlink_unit(mark);
+        d->mark = NULL;
+        if (created && streq(created, "yes") && md && !last_element_child(md))
+                unlink_unit(md);
+
+        r = domain_reload(d, ret_error);
+        if (r >= 0)
+                r = 1;
+out:
+        for (size_t i = 0; i < n_removed; i++)
+                free(removed[i].xml);
+        return r;
+}

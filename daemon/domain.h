@@ -1,0 +1,151 @@
+/* The domain model (design §5): what the planner reads from a libvirt
+ * domain XML.  domain_parse() parses with libxml2 (no network, no entity
+ * expansion, a size limit) and keeps the document, so the rewriter can
+ * edit it in place; the structs below point into it.  Pure: no I/O. */
+#pragma once
+
+#include <libxml/tree.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "hostmap.h"
+#include "pciaddr.h"
+#include "util.h"
+
+/* Domain XML larger than this is refused (design §9: "a few MiB"). */
+#define DOMAIN_XML_MAX (4u * 1024u * 1024u)
+
+#define PCINUMA_TOPOLOGY_NS "urn:pcinuma:topology:1"
+#define PCINUMA_POLICY_NS "urn:pcinuma:policy:1"
+
+enum domain_hostdev_kind {
+        DOMAIN_HOSTDEV_PCI,
+        DOMAIN_HOSTDEV_MDEV,
+};
+
+struct domain_hostdev {
+        enum domain_hostdev_kind kind;
+        bool is_interface;              /* <interface type='hostdev'> */
+        struct pci_addr host;           /* PCI: the <source><address> */
+        char mdev_uuid[37];             /* mdev: the <source><address uuid> */
+        bool has_guest_addr;            /* a direct <address type='pci'> child */
+        struct pci_addr guest;
+        xmlNodePtr elem;                /* <hostdev> or <interface> */
+        xmlNodePtr addr_elem;           /* its guest <address>, or NULL */
+};
+
+struct domain_controller {
+        const char *model;              /* "pcie-root", "pcie-root-port", ... ("" if none) */
+        int index;
+        bool has_addr;
+        struct pci_addr addr;
+        int bus_nr;                     /* <target busNr>, or -1 */
+        int node;                       /* <target><node>, or -1 */
+        xmlNodePtr elem;
+};
+
+enum domain_backing {
+        DOMAIN_BACKING_NONE,
+        DOMAIN_BACKING_MEMNODE,         /* <numatune><memnode> */
+        DOMAIN_BACKING_VCPUPIN,         /* <cputune><vcpupin> (with <vcpu cpuset> for unpinned vCPUs) */
+        DOMAIN_BACKING_VCPU_CPUSET,     /* <vcpu cpuset> only */
+        DOMAIN_BACKING_MEMORY,          /* a single-node <numatune><memory nodeset> */
+};
+
+struct domain_cell {
+        unsigned id;
+        struct bitmap cpus;             /* guest vCPUs */
+        struct bitmap host_nodes;       /* filled by domain_resolve_backing() */
+        enum domain_backing backing;
+};
+
+struct domain_vcpupin {
+        unsigned vcpu;
+        struct bitmap cpuset;
+};
+
+struct domain_memnode {
+        unsigned cellid;
+        struct bitmap nodeset;
+};
+
+/* Every <address type='pci'> that names a guest address (not a <source>). */
+struct domain_pci_use {
+        struct pci_addr addr;
+        xmlNodePtr owner;               /* the device or controller element */
+};
+
+struct domain {
+        xmlDocPtr doc;
+        bool has_xml_decl;              /* the input began with <?xml ...?> */
+        char *name;
+        char *uuid;
+        char *arch;
+        char *machine;
+        bool q35;
+        bool acpi;
+        char *firmware;                 /* <os firmware=> or the <loader> path, or NULL */
+        xmlNodePtr devices;             /* <devices> */
+
+        struct domain_cell *cells;
+        size_t n_cells;
+        struct domain_hostdev *hostdevs;
+        size_t n_hostdevs;
+        struct domain_controller *controllers;
+        size_t n_controllers;
+        struct domain_pci_use *pci_uses;
+        size_t n_pci_uses;
+
+        struct domain_vcpupin *vcpupins;
+        size_t n_vcpupins;
+        bool has_vcpu_cpuset;
+        struct bitmap vcpu_cpuset;
+        bool has_numatune_memory;
+        struct bitmap numatune_memory;
+        struct domain_memnode *memnodes;
+        size_t n_memnodes;
+
+        xmlNodePtr mark;                /* <pcinuma:topology>, or NULL */
+        char *requested_policy;         /* <pcinuma:policy name=...> */
+        char *policy_tag;               /* <pcinuma:policy tag=...> */
+};
+
+/* Parse buf[0..len).  Errors (-EINVAL, -EFBIG) come with *ret_error naming
+ * the problem: malformed XML with its line, not a <domain>, a DTD,
+ * duplicate or out-of-range cell ids, a hostdev without a usable source.
+ * The caller owns *ret. */
+int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_error);
+
+/* Re-read the model from d->doc after the document was edited (the old
+ * arrays are freed; the document is kept). */
+int domain_reload(struct domain *d, char **ret_error);
+
+/* Fill cells[].host_nodes and .backing from <numatune> and the pinning,
+ * mapped through the host's CPU lists (design §5).  A nodeset naming a
+ * host node that does not exist is an error (-EINVAL). */
+int domain_resolve_backing(struct domain *d, const struct hostmap *h, char **ret_error);
+
+/* Serialise the document (with an XML declaration only if the input had
+ * one).  The caller owns *ret. */
+int domain_format(const struct domain *d, char **ret);
+
+const struct domain_controller *domain_find_controller(const struct domain *d, int index);
+const struct domain_cell *domain_find_cell(const struct domain *d, unsigned id);
+
+/* Human-readable name of a hostdev's host side: "0000:3b:00.0" or
+ * "mdev 4b20d080-…". buf must hold 64 bytes. */
+const char *domain_hostdev_name(const struct domain_hostdev *hd, char buf[64]);
+
+const char *domain_backing_to_string(enum domain_backing b);
+
+struct domain *domain_free(struct domain *d);
+static inline void domain_freep(struct domain **d) { domain_free(*d); }
+#define _cleanup_domain_ _cleanup_(domain_freep)
+
+/* libxml2 helpers shared with the rewriter. */
+xmlNodePtr xml_child(xmlNodePtr parent, const char *name);
+char *xml_prop(xmlNodePtr n, const char *name);   /* malloc'ed (free()), or NULL */
+bool xml_is(xmlNodePtr n, const char *name);       /* element named 'name' in no namespace */
+int xml_parse_pci_address(xmlNodePtr addr, struct pci_addr *ret);
+static inline void xml_doc_freep(xmlDocPtr *d) { if (*d) xmlFreeDoc(*d); }
+#define _cleanup_xmldoc_ _cleanup_(xml_doc_freep)

@@ -1,0 +1,49 @@
+/* The engine: one call that takes a domain XML, the host map and the
+ * policy and gives the planned XML with its explanation (design §2's
+ * pipeline).  Used by pcinumactl and the daemon alike.  Pure: no I/O. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "domain.h"
+#include "hostmap.h"
+#include "planner.h"
+#include "policy.h"
+
+struct engine_result {
+        enum plan_verdict verdict;
+        bool changed;                 /* xml differs from the input */
+        bool already_planned;         /* the input carried a mark that matches the plan */
+        bool reverted;                /* the input's mark was undone (policy off, not eligible any more) */
+        char *xml;                    /* the output; the input verbatim when unchanged; NULL when refused */
+        struct plan *plan;
+        struct domain *base;          /* the domain the plan was made for (the input, reverted) */
+        struct policy_settings settings;
+        char *policy_origin;          /* where the policy came from */
+};
+
+/* Plan xml[0..len).  The policy comes from 'forced' when non-NULL, else
+ * from pol (rules, default) for this domain.  Bad input (malformed XML,
+ * nodesets naming host nodes that do not exist, a broken mark) is an
+ * error: -EINVAL with *ret_error.  A refusal is a result with verdict
+ * PLAN_REFUSED.  The caller owns *ret (engine_result_free). */
+int engine_plan(const char *xml, size_t len, const struct hostmap *h, const struct policy *pol,
+                const enum policy_mode *forced, struct engine_result **ret, char **ret_error);
+
+/* Undo the pcinuma mark of xml[0..len).  *ret_xml is the input verbatim
+ * (and *ret_changed false) when there is no mark. */
+int engine_revert(const char *xml, size_t len, char **ret_xml, bool *ret_changed, char **ret_error);
+
+/* The human-readable explanation (design: `--format explain`). */
+char *engine_explain(const struct engine_result *r, const struct hostmap *h);
+
+/* The same as a JSON document. */
+char *engine_json(const struct engine_result *r, const struct hostmap *h);
+
+/* One line per refused device, each naming the device, its host node and
+ * socket, the guest cells and what backs them, and the policy. */
+char *engine_refusal(const struct engine_result *r);
+
+struct engine_result *engine_result_free(struct engine_result *r);
+static inline void engine_result_freep(struct engine_result **r) { engine_result_free(*r); }
+#define _cleanup_engine_result_ _cleanup_(engine_result_freep)

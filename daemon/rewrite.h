@@ -1,0 +1,21 @@
+/* The rewriter: applies a plan to the domain's XML document and writes
+ * the pcinuma metadata mark (design §7), or undoes both from the mark.
+ * Pure: it edits the in-memory document only. */
+#pragma once
+
+#include "domain.h"
+#include "planner.h"
+
+/* Apply p, which was computed for d, to d's document: give each moved
+ * device its root port address, prune the emptied root ports, add the
+ * expander buses and root ports, and write the mark (which records what
+ * is needed to undo all of it).  d must carry no mark.  d's model is
+ * reloaded.  0 or a negative errno with *ret_error. */
+int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error);
+
+/* Undo the mark in d: remove the controllers it added, restore the moved
+ * devices' original addresses and the pruned controllers, and remove the
+ * mark.  Returns 1 when d was reverted, 0 when it carried no mark, or a
+ * negative errno with *ret_error (d is then in an unspecified state; the
+ * caller discards it). */
+int rewrite_revert(struct domain *d, char **ret_error);
