@@ -13,6 +13,7 @@ struct engine_result *engine_result_free(struct engine_result *r) {
         plan_free(r->plan);
         domain_free(r->base);
         free(r->policy_origin);
+        free(r->revert_warning);
         free(r);
         return NULL;
 }
@@ -51,7 +52,7 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
         if (r < 0)
                 return r;
         if (cur->mark) {
-                r = rewrite_revert(res->base, ret_error);
+                r = rewrite_revert(res->base, &res->revert_warning, ret_error);
                 if (r < 0)
                         return r;
         }
@@ -111,7 +112,7 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
         return 0;
 }
 
-int engine_revert(const char *xml, size_t len, char **ret_xml, bool *ret_changed, char **ret_error) {
+int engine_revert(const char *xml, size_t len, char **ret_xml, bool *ret_changed, char **ret_warning, char **ret_error) {
         _cleanup_domain_ struct domain *d = NULL;
         int r = domain_parse(xml, len, &d, ret_error);
         if (r < 0)
@@ -121,7 +122,7 @@ int engine_revert(const char *xml, size_t len, char **ret_xml, bool *ret_changed
                 *ret_changed = false;
                 return 0;
         }
-        r = rewrite_revert(d, ret_error);
+        r = rewrite_revert(d, ret_warning, ret_error);
         if (r < 0)
                 return r;
         r = domain_format(d, ret_xml);

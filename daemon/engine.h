@@ -20,6 +20,7 @@ struct engine_result {
         struct domain *base;          /* the domain the plan was made for (the input, reverted) */
         struct policy_settings settings;
         char *policy_origin;          /* where the policy came from */
+        char *revert_warning;         /* what the in-memory revert could not restore exactly, or NULL */
 };
 
 /* Plan xml[0..len).  The policy comes from 'forced' when non-NULL, else
@@ -32,7 +33,7 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
 
 /* Undo the pcinuma mark of xml[0..len).  *ret_xml is the input verbatim
  * (and *ret_changed false) when there is no mark. */
-int engine_revert(const char *xml, size_t len, char **ret_xml, bool *ret_changed, char **ret_error);
+int engine_revert(const char *xml, size_t len, char **ret_xml, bool *ret_changed, char **ret_warning, char **ret_error);
 
 /* The human-readable explanation (design: `--format explain`). */
 char *engine_explain(const struct engine_result *r, const struct hostmap *h);

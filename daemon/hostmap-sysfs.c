@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <pthread.h>
 
 #define IORESOURCE_IO     UINT64_C(0x00000100)
 #define IORESOURCE_MEM    UINT64_C(0x00000200)
@@ -32,12 +33,10 @@ static void closedirp(DIR **d) {
 }
 #define _cleanup_closedir_ _cleanup_(closedirp)
 
-/* Read a whole small file below dir_fd, with trailing white space removed.
- * A sysfs attribute is produced by one show() call and returned by one
- * read(), so a read that leaves room in the buffer has seen everything;
- * only a file that fills the buffer (a huge distance row) costs another
- * read.  That keeps a device to a handful of syscalls, which is what the
- * scan time of a 2,000-device host is made of. */
+/* Read a whole file below dir_fd into a new string, with trailing white
+ * space removed; for the node files, whose size grows with the host (a
+ * distance row of 1,024 nodes).  A read that leaves room in the buffer
+ * has seen everything, as with read_attr_at(). */
 static int read_text_at(int dir_fd, const char *path, char **ret) {
         _cleanup_close_ int fd = -1;
         _cleanup_free_ char *buf = NULL;
@@ -71,6 +70,57 @@ static int read_text_at(int dir_fd, const char *path, char **ret) {
         return 0;
 }
 
+/* The last path component, ignoring trailing slashes ("a/b/" -> "b"). */
+static const char *last_component(char *path) {
+        size_t len = strlen(path);
+        while (len > 1 && path[len - 1] == '/')
+                path[--len] = 0;
+        const char *slash = strrchr(path, '/');
+        return slash ? slash + 1 : path;
+}
+
+/* Read a small attribute into buf with one read(), trailing white space
+ * removed: a sysfs attribute comes from one show() call, and one read()
+ * returns all of it.  No allocation, since a big host reads thousands of
+ * these.  Returns the length or a negative errno. */
+static ssize_t read_attr_at(int dir_fd, const char *path, char *buf, size_t size) {
+        _cleanup_close_ int fd = -1;
+        ssize_t n;
+
+        fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        do
+                n = read(fd, buf, size - 1);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return -errno;
+
+        size_t len = (size_t) n;
+        buf[len] = 0;
+        while (len > 0 && isspace((unsigned char) buf[len - 1]))
+                buf[--len] = 0;
+        return (ssize_t) len;
+}
+
+static int read_attr_uint_at(int dir_fd, const char *path, uint64_t max, uint64_t *ret) {
+        char buf[64];
+        ssize_t n = read_attr_at(dir_fd, path, buf, sizeof(buf));
+        if (n < 0)
+                return (int) n;
+        return parse_uint(buf, 0, max, ret);
+}
+
+/* readlinkat() into buf (NUL-terminated); the basename of the target. */
+static const char *readlink_base_buf(int dir_fd, const char *path, char *buf, size_t size) {
+        ssize_t n = readlinkat(dir_fd, path, buf, size - 1);
+        if (n <= 0 || (size_t) n >= size - 1)
+                return NULL;
+        buf[n] = 0;
+        const char *base = last_component(buf);
+        return *base ? base : NULL;
+}
+
 /* readlinkat() into a fresh string.  EINVAL means "not a symlink". */
 static int readlink_at(int dir_fd, const char *path, char **ret) {
         size_t size = 256;
@@ -89,15 +139,6 @@ static int readlink_at(int dir_fd, const char *path, char **ret) {
                         return -ENAMETOOLONG;
                 size *= 2;
         }
-}
-
-/* The last path component, ignoring trailing slashes ("a/b/" -> "b"). */
-static const char *last_component(char *path) {
-        size_t len = strlen(path);
-        while (len > 1 && path[len - 1] == '/')
-                path[--len] = 0;
-        const char *slash = strrchr(path, '/');
-        return slash ? slash + 1 : path;
 }
 
 static int readlink_basename_at(int dir_fd, const char *path, char **ret) {
@@ -175,6 +216,38 @@ static void parse_upstream(struct hostmap_device *d, char *target) {
                 free(up);
 }
 
+/* One hex number ("0x..." or bare), skipping leading blanks; advances *p.
+ * Hand-rolled because sscanf() showed up in profiles of large hosts. */
+static bool parse_hex_field(const char **p, uint64_t *ret) {
+        const char *s = *p;
+        uint64_t v = 0;
+        unsigned digits = 0;
+
+        while (*s == ' ' || *s == '\t')
+                s++;
+        if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+                s += 2;
+        for (;; s++, digits++) {
+                unsigned d;
+                if (*s >= '0' && *s <= '9')
+                        d = (unsigned) (*s - '0');
+                else if (*s >= 'a' && *s <= 'f')
+                        d = (unsigned) (*s - 'a' + 10);
+                else if (*s >= 'A' && *s <= 'F')
+                        d = (unsigned) (*s - 'A' + 10);
+                else
+                        break;
+                if (digits >= 16)
+                        return false;
+                v = v << 4 | d;
+        }
+        if (digits == 0)
+                return false;
+        *p = s;
+        *ret = v;
+        return true;
+}
+
 /* The first six lines of 'resource' are the standard BARs, each
  * "start end flags" in hex; an unused BAR reads as all zeroes. */
 static void parse_resource(struct hostmap_device *d, const char *text) {
@@ -182,9 +255,10 @@ static void parse_resource(struct hostmap_device *d, const char *text) {
 
         for (unsigned i = 0; i < HOSTMAP_N_BARS && p && *p; i++) {
                 uint64_t start, end, flags;
+                const char *q = p;
                 const char *nl = strchr(p, '\n');
 
-                if (sscanf(p, "%" SCNx64 " %" SCNx64 " %" SCNx64, &start, &end, &flags) == 3 &&
+                if (parse_hex_field(&q, &start) && parse_hex_field(&q, &end) && parse_hex_field(&q, &flags) &&
                     end != 0 && end >= start) {
                         struct hostmap_bar *b = &d->bars[i];
                         if (flags & IORESOURCE_IO)
@@ -201,8 +275,10 @@ static void parse_resource(struct hostmap_device *d, const char *text) {
 }
 
 static void read_device(struct hostmap *h, int devices_fd, const char *name, const struct pci_addr *addr) {
+        _cleanup_free_ char *target = NULL;
         _cleanup_close_ int fd = -1;
-        _cleanup_free_ char *target = NULL, *text = NULL;
+        char buf[4096];
+        const char *base;
         uint64_t v;
         int r;
 
@@ -211,61 +287,126 @@ static void read_device(struct hostmap *h, int devices_fd, const char *name, con
                 return;       /* removed while we were scanning */
 
         /* O_DIRECTORY follows the bus/pci/devices symlink; a dangling one
-         * (the device went away) or a stray file is skipped. */
-        fd = openat(devices_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+         * (the device went away) or a stray file is skipped.  O_PATH: the
+         * fd is only a base for the *at() calls, and is cheaper to open. */
+        fd = openat(devices_fd, name, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return;
 
         struct hostmap_device *d = hostmap_add_device(h, addr);
 
-        if (read_uint_at(fd, "class", 0xffffff, &v) >= 0)
+        if (read_attr_uint_at(fd, "class", 0xffffff, &v) >= 0)
                 d->class = (uint32_t) v;
-        if (read_uint_at(fd, "vendor", 0xffff, &v) >= 0)
+        if (read_attr_uint_at(fd, "vendor", 0xffff, &v) >= 0)
                 d->vendor = (uint16_t) v;
-        if (read_uint_at(fd, "device", 0xffff, &v) >= 0)
+        if (read_attr_uint_at(fd, "device", 0xffff, &v) >= 0)
                 d->device = (uint16_t) v;
 
-        if (read_text_at(fd, "numa_node", &text) >= 0) {
+        if (read_attr_at(fd, "numa_node", buf, sizeof(buf)) >= 0) {
                 int64_t node;
-                if (parse_int(text, 10, -1, INT_MAX, &node) >= 0)
+                if (parse_int(buf, 10, -1, INT_MAX, &node) >= 0)
                         d->sysfs_node = (int) node;
         }
-        free(text);
-        text = NULL;
 
-        if (read_text_at(fd, "resource", &text) >= 0)
-                parse_resource(d, text);
+        /* Only the first six lines matter, and they fit in buf. */
+        if (read_attr_at(fd, "resource", buf, sizeof(buf)) >= 0)
+                parse_resource(d, buf);
 
-        (void) readlink_basename_at(fd, "driver", &d->driver);
+        base = readlink_base_buf(fd, "driver", buf, sizeof(buf));
+        if (base)
+                d->driver = xstrdup(base);
 
-        _cleanup_free_ char *group = NULL;
-        if (readlink_basename_at(fd, "iommu_group", &group) >= 0 &&
-            parse_uint(group, 10, INT_MAX, &v) >= 0)
+        base = readlink_base_buf(fd, "iommu_group", buf, sizeof(buf));
+        if (base && parse_uint(base, 10, INT_MAX, &v) >= 0)
                 d->iommu_group = (int) v;
 
-        _cleanup_free_ char *pf = NULL;
-        if (readlink_basename_at(fd, "physfn", &pf) >= 0 &&
-            pci_addr_parse(pf, &d->physfn) >= 0)
+        /* A PF's virtfnN links are not read: every VF names its PF through
+         * physfn, so load() counts them after the scan, which saves a
+         * failed readlinkat() on each of the many devices that are not
+         * PFs. */
+        base = readlink_base_buf(fd, "physfn", buf, sizeof(buf));
+        if (base && pci_addr_parse(base, &d->physfn) >= 0)
                 d->has_physfn = true;
-
-        /* The kernel numbers virtfn links 0..numvfs-1 without gaps, so
-         * probing them in order costs one failed readlinkat() for the
-         * common device that is not a PF, instead of a directory scan. */
-        for (unsigned i = 0;; i++) {
-                char link[32];
-                char buf[8];
-                snprintf(link, sizeof(link), "virtfn%u", i);
-                if (readlinkat(fd, link, buf, sizeof(buf)) < 0)
-                        break;
-                d->n_vfs = i + 1;
-        }
 
         if (target)
                 parse_upstream(d, target);
 }
 
+struct pci_entry {
+        struct pci_addr addr;
+        char name[PCI_ADDR_STRLEN];
+};
+
+/* One slice of bus/pci/devices, read into a private map so that slices
+ * can run in parallel without sharing anything. */
+struct scan_job {
+        int devices_fd;
+        const struct pci_entry *entries;
+        size_t n;
+        struct hostmap *out;
+};
+
+static void *scan_job_run(void *userdata) {
+        struct scan_job *j = userdata;
+        for (size_t i = 0; i < j->n; i++)
+                read_device(j->out, j->devices_fd, j->entries[i].name, &j->entries[i].addr);
+        return NULL;
+}
+
+/* Below this many devices one thread is fast enough; above it the scan is
+ * bound by per-file syscalls (path walks) that scale across CPUs, and a
+ * 2,000-device host must load in well under 50 ms. */
+#define PARALLEL_MIN_DEVICES 256
+#define PARALLEL_MAX_THREADS 4
+
+static size_t scan_threads(size_t n_entries) {
+        if (n_entries < PARALLEL_MIN_DEVICES)
+                return 1;
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        if (cpus < 2)
+                return 1;
+        return cpus > PARALLEL_MAX_THREADS ? PARALLEL_MAX_THREADS : (size_t) cpus;
+}
+
+static void scan_parallel(struct hostmap *h, int devices_fd, const struct pci_entry *entries, size_t n) {
+        size_t t = scan_threads(n);
+        struct scan_job jobs[PARALLEL_MAX_THREADS];
+        pthread_t threads[PARALLEL_MAX_THREADS];
+        bool started[PARALLEL_MAX_THREADS] = {0};
+
+        for (size_t k = 0; k < t; k++) {
+                size_t from = n * k / t, to = n * (k + 1) / t;
+                jobs[k] = (struct scan_job) {
+                        .devices_fd = devices_fd,
+                        .entries = entries + from,
+                        .n = to - from,
+                        .out = k == 0 ? h : hostmap_new(),
+                };
+        }
+        /* The calling thread takes slice 0; a slice whose thread cannot be
+         * started is read here too, so the result never depends on it. */
+        for (size_t k = 1; k < t; k++)
+                started[k] = pthread_create(&threads[k], NULL, scan_job_run, &jobs[k]) == 0;
+        (void) scan_job_run(&jobs[0]);
+        for (size_t k = 1; k < t; k++) {
+                if (started[k])
+                        (void) pthread_join(threads[k], NULL);
+                else
+                        (void) scan_job_run(&jobs[k]);
+
+                /* Move the devices over; their strings move with them. */
+                struct hostmap *o = jobs[k].out;
+                for (size_t i = 0; i < o->n_devices; i++)
+                        *GROW(h->devices, h->n_devices) = o->devices[i];
+                o->n_devices = 0;
+                hostmap_free(o);
+        }
+}
+
 static int read_pci_devices(struct hostmap *h, int devices_fd) {
         _cleanup_closedir_ DIR *dir = NULL;
+        _cleanup_free_ struct pci_entry *entries = NULL;
+        size_t n = 0;
         int fd;
 
         fd = openat(devices_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -280,12 +421,16 @@ static int read_pci_devices(struct hostmap *h, int devices_fd) {
 
         for (struct dirent *de; (de = readdir(dir));) {
                 struct pci_addr a;
-                if (de->d_name[0] == '.')
+                if (de->d_name[0] == '.' || strlen(de->d_name) >= PCI_ADDR_STRLEN)
                         continue;
                 if (pci_addr_parse(de->d_name, &a) < 0)
                         continue;
-                read_device(h, devices_fd, de->d_name, &a);
+                struct pci_entry *e = GROW(entries, n);
+                e->addr = a;
+                memcpy(e->name, de->d_name, strlen(de->d_name) + 1);
         }
+
+        scan_parallel(h, devices_fd, entries, n);
         return 0;
 }
 
@@ -500,6 +645,16 @@ static int load(int rootfd, const char *label, struct hostmap **ret, char **ret_
                 synthesize_node(h, cpu_fd);
 
         hostmap_finish(h);
+
+        for (size_t i = 0; i < h->n_devices; i++) {
+                const struct hostmap_device *pf;
+                if (!h->devices[i].has_physfn)
+                        continue;
+                pf = hostmap_find_device(h, &h->devices[i].physfn);
+                if (pf && !pf->has_physfn)
+                        h->devices[pf - h->devices].n_vfs++;
+        }
+
         *ret = TAKE_PTR(h);
         return 0;
 }

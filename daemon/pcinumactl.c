@@ -175,6 +175,8 @@ static int ctl_plan(int argc, char **argv) {
         } else if (res->xml)
                 fputs(res->xml, stdout);
 
+        if (res->revert_warning)
+                fprintf(stderr, "pcinumactl plan: warning: undoing the earlier plan: %s\n", res->revert_warning);
         for (size_t i = 0; i < res->plan->n_warnings && !streq(format, "explain"); i++)
                 fprintf(stderr, "pcinumactl plan: warning: %s\n", res->plan->warnings[i]);
 
@@ -201,18 +203,20 @@ static int ctl_revert(int argc, char **argv) {
                            "original XML.  A domain without a mark is printed unchanged.\n");
                 return argc == 2 ? 0 : EXIT_BAD_INPUT;
         }
-        _cleanup_free_ char *err = NULL, *xml = NULL, *out = NULL;
+        _cleanup_free_ char *err = NULL, *xml = NULL, *out = NULL, *warning = NULL;
         size_t len = 0;
         bool changed = false;
         if (read_input(argv[1], DOMAIN_XML_MAX, &xml, &len, &err) < 0) {
                 fprintf(stderr, "pcinumactl revert: %s\n", err);
                 return EXIT_BAD_INPUT;
         }
-        if (engine_revert(xml, len, &out, &changed, &err) < 0) {
+        if (engine_revert(xml, len, &out, &changed, &warning, &err) < 0) {
                 fprintf(stderr, "pcinumactl revert: %s: %s\n", streq(argv[1], "-") ? "standard input" : argv[1], err);
                 return EXIT_BAD_INPUT;
         }
         fputs(out, stdout);
+        if (warning)
+                fprintf(stderr, "pcinumactl revert: warning: %s\n", warning);
         if (!changed)
                 fprintf(stderr, "pcinumactl revert: no pcinuma mark in the domain; printed unchanged\n");
         return 0;

@@ -254,8 +254,57 @@ static int add_controllers(struct domain *d, const struct plan *p, char **ret_er
         return 0;
 }
 
+/* The pcie.0 slots whose function 0 carries no multifunction attribute.
+ * libvirt adds multifunction='on' to function 0 of any slot where it puts
+ * more functions, and the root ports it puts in the index gaps we leave can
+ * land there; on revert those slots get their attribute back off. */
+static char *single_function_slots(xmlNodePtr devices) {
+        struct strbuf b = {0};
+        bool seen[32] = {0};
+        for (xmlNodePtr n = devices->children; n; n = n->next) {
+                if (n->type != XML_ELEMENT_NODE)
+                        continue;
+                for (xmlNodePtr c = n->children; c; c = c->next) {
+                        struct pci_addr a;
+                        _cleanup_free_ char *type = xml_is(c, "address") ? xml_prop(c, "type") : NULL;
+                        if (!type || !streq(type, "pci") || xml_parse_pci_address(c, &a) < 0)
+                                continue;
+                        if (a.domain != 0 || a.bus != 0 || a.func != 0 || seen[a.slot])
+                                continue;
+                        _cleanup_free_ char *mf = xml_prop(c, "multifunction");
+                        if (mf)
+                                continue;
+                        seen[a.slot] = true;
+                        strbuf_printf(&b, "%s0x%02x", b.len ? " " : "", a.slot);
+                }
+        }
+        return strbuf_steal(&b);
+}
+
+static void clear_multifunction(xmlNodePtr devices, const char *slots) {
+        _cleanup_free_ char *copy = xstrdup(slots);
+        char *save = NULL;
+        for (char *tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+                uint64_t slot;
+                if (parse_uint(tok, 0, 31, &slot) < 0)
+                        continue;
+                for (xmlNodePtr n = devices->children; n; n = n->next) {
+                        if (n->type != XML_ELEMENT_NODE)
+                                continue;
+                        for (xmlNodePtr c = n->children; c; c = c->next) {
+                                struct pci_addr a;
+                                _cleanup_free_ char *type = xml_is(c, "address") ? xml_prop(c, "type") : NULL;
+                                if (!type || !streq(type, "pci") || xml_parse_pci_address(c, &a) < 0)
+                                        continue;
+                                if (a.domain == 0 && a.bus == 0 && a.slot == slot && a.func == 0)
+                                        xmlUnsetProp(c, (const xmlChar *) "multifunction");
+                        }
+                }
+        }
+}
+
 static int write_mark(struct domain *d, const struct plan *p, char **removed_xml, const int *removed_pos,
-                      char **orig_addr, char **ret_error) {
+                      char **orig_addr, const char *single_slots, char **ret_error) {
         xmlNodePtr root = xmlDocGetRootElement(d->doc);
         xmlNodePtr md = xml_child(root, "metadata");
         bool created = !md;
@@ -272,8 +321,11 @@ static int write_mark(struct domain *d, const struct plan *p, char **removed_xml
         _cleanup_free_ char *endind = pretty ? xasprintf("\n%s", mind) : xstrdup("");
 
         struct strbuf b = {0};
-        strbuf_printf(&b, "<pcinuma:topology xmlns:pcinuma='%s' version='1' policy='%s' migratable='no'%s>",
+        strbuf_printf(&b, "<pcinuma:topology xmlns:pcinuma='%s' version='1' policy='%s' migratable='no'%s",
                       PCINUMA_TOPOLOGY_NS, policy_mode_to_string(p->mode), created ? " metadata-created='yes'" : "");
+        if (p->n_pruned && single_slots && *single_slots)
+                strbuf_printf(&b, " single-function-slots='%s'", single_slots);
+        strbuf_append(&b, ">");
         for (size_t i = 0; i < p->n_pxbs; i++) {
                 const struct plan_pxb *x = &p->pxbs[i];
                 strbuf_printf(&b, "%s<pcinuma:expander controller='%d' guest-cell='%u' host-nodes='%s' busNr='%d'/>",
@@ -360,6 +412,8 @@ int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
         _cleanup_free_ char **removed = xcalloc(p->n_pruned ? p->n_pruned : 1, sizeof(char *));
         _cleanup_free_ int *removed_pos = xcalloc(p->n_pruned ? p->n_pruned : 1, sizeof(int));
 
+        _cleanup_free_ char *single_slots = single_function_slots(d->devices);
+
         /* Record what the pruned controllers were, before anything moves. */
         for (size_t i = 0; i < p->n_pruned; i++) {
                 xmlNodePtr e = find_controller_elem(d->devices, p->pruned[i]);
@@ -398,7 +452,7 @@ int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
         r = add_controllers(d, p, ret_error);
         if (r < 0)
                 goto out;
-        r = write_mark(d, p, removed, removed_pos, orig, ret_error);
+        r = write_mark(d, p, removed, removed_pos, orig, single_slots, ret_error);
         if (r < 0)
                 goto out;
         r = domain_reload(d, ret_error);
@@ -454,16 +508,20 @@ static bool bus_referenced(xmlNodePtr devices, int bus, xmlNodePtr except) {
         return false;
 }
 
-int rewrite_revert(struct domain *d, char **ret_error) {
+int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
         int r = 0;
         xmlNodePtr mark = d->mark;
         if (!mark)
                 return 0;
         xmlNodePtr devices = d->devices;
         _cleanup_free_ struct removed_ctl *removed = NULL;
-        _cleanup_free_ char *created = NULL;
-        size_t n_removed = 0;
+        _cleanup_free_ xmlNodePtr *dev_recs = NULL;
+        _cleanup_free_ char *created = NULL, *single_slots = NULL;
+        _cleanup_free_ int *lost = NULL;          /* indexes that could not be restored */
+        size_t n_removed = 0, n_dev_recs = 0, n_lost = 0;
+        struct strbuf warn = {0};
 
+        /* Pass 1: read the mark, and remove the controllers it added. */
         for (xmlNodePtr c = mark->children; c; c = c->next) {
                 if (c->type != XML_ELEMENT_NODE)
                         continue;
@@ -478,32 +536,9 @@ int rewrite_revert(struct domain *d, char **ret_error) {
                         if (e && elem_has_model(e, model))
                                 unlink_unit(e);
                 }
-                if (streq(name, "device")) {
-                        xmlNodePtr hd = find_hostdev_elem(d, c);
-                        if (!hd)
-                                continue;   /* removed from the domain since */
-                        _cleanup_free_ char *orig = xml_prop(c, "original-address");
-                        xmlNodePtr addr = NULL;
-                        for (xmlNodePtr a = hd->children; a; a = a->next)
-                                if (xml_is(a, "address"))
-                                        addr = a;
-                        if (!orig || streq(orig, "none")) {
-                                if (addr)
-                                        unlink_unit(addr);
-                        } else {
-                                if (!addr) {
-                                        addr = xmlNewNode(NULL, (const xmlChar *) "address");
-                                        xmlNodePtr last = last_element_child(hd);
-                                        if (last)
-                                                insert_unit_after(last, addr);
-                                        else
-                                                xmlAddChild(hd, addr);
-                                }
-                                r = attrs_from_string(addr, orig, ret_error);
-                                if (r < 0)
-                                        goto out;
-                        }
-                } else if (streq(name, "removed")) {
+                if (streq(name, "device"))
+                        *GROW(dev_recs, n_dev_recs) = c;
+                else if (streq(name, "removed")) {
                         _cleanup_free_ char *pos = xml_prop(c, "position");
                         uint64_t p = 0;
                         if (!has_idx || !pos || parse_uint(pos, 10, INT32_MAX, &p) < 0) {
@@ -523,17 +558,23 @@ int rewrite_revert(struct domain *d, char **ret_error) {
                 r = set_error(ret_error, -EINVAL, "pcinuma mark lists removed controllers but the domain has no <devices>");
                 goto out;
         }
+
+        /* Pass 2: put the pruned controllers back, before any device
+         * points at them again.  libvirt fills gaps in controller indexes
+         * with empty root ports; an empty filler gives way to the
+         * original.  A filler that libvirt has since put a device on
+         * stays, and the devices that sat on the original get no address,
+         * so libvirt assigns them a free one. */
         qsort(removed, n_removed, sizeof(*removed), cmp_removed);
         for (size_t i = 0; i < n_removed; i++) {
-                /* libvirt fills gaps in controller indexes with empty root
-                 * ports; such a filler gives way to the original. */
                 xmlNodePtr existing = find_controller_elem(devices, removed[i].index);
                 if (existing) {
                         if (!elem_has_model(existing, "pcie-root-port") || bus_referenced(devices, removed[i].index, NULL)) {
-                                r = set_error(ret_error, -EEXIST,
-                                              "cannot restore PCI controller %d: that index is now used by another controller in use",
-                                              removed[i].index);
-                                goto out;
+                                strbuf_printf(&warn, "%sPCI controller %d was not restored: libvirt has since put a device on the root port "
+                                              "that took its index; the devices that were on it get a new address from libvirt",
+                                              warn.len ? "\n" : "", removed[i].index);
+                                *GROW(lost, n_lost) = removed[i].index;
+                                continue;
                         }
                         unlink_unit(existing);
                 }
@@ -554,6 +595,44 @@ int rewrite_revert(struct domain *d, char **ret_error) {
                 }
         }
 
+        /* Pass 3: the devices' original addresses. */
+        for (size_t i = 0; i < n_dev_recs; i++) {
+                xmlNodePtr hd = find_hostdev_elem(d, dev_recs[i]);
+                if (!hd)
+                        continue;   /* removed from the domain since */
+                _cleanup_free_ char *orig = xml_prop(dev_recs[i], "original-address");
+                xmlNodePtr addr = NULL;
+                for (xmlNodePtr a = hd->children; a; a = a->next)
+                        if (xml_is(a, "address"))
+                                addr = a;
+                if (orig && !streq(orig, "none")) {
+                        if (!addr) {
+                                addr = xmlNewNode(NULL, (const xmlChar *) "address");
+                                xmlNodePtr last = last_element_child(hd);
+                                if (last)
+                                        insert_unit_after(last, addr);
+                                else
+                                        xmlAddChild(hd, addr);
+                        }
+                        r = attrs_from_string(addr, orig, ret_error);
+                        if (r < 0)
+                                goto out;
+                        struct pci_addr a;
+                        bool on_lost = false;
+                        if (xml_parse_pci_address(addr, &a) == 0)
+                                for (size_t k = 0; k < n_lost; k++)
+                                        on_lost = on_lost || (a.domain == 0 && a.bus == lost[k]);
+                        if (!on_lost)
+                                continue;
+                }
+                if (addr)
+                        unlink_unit(addr);
+        }
+
+        single_slots = xml_prop(mark, "single-function-slots");
+        if (single_slots && devices)
+                clear_multifunction(devices, single_slots);
+
         created = xml_prop(mark, "metadata-created");
         xmlNodePtr md = mark->parent;
         unlink_unit(mark);
@@ -562,9 +641,13 @@ int rewrite_revert(struct domain *d, char **ret_error) {
                 unlink_unit(md);
 
         r = domain_reload(d, ret_error);
-        if (r >= 0)
+        if (r >= 0) {
                 r = 1;
+                if (ret_warning && warn.len)
+                        *ret_warning = strbuf_steal(&warn);
+        }
 out:
+        strbuf_done(&warn);
         for (size_t i = 0; i < n_removed; i++)
                 free(removed[i].xml);
         return r;

@@ -17,5 +17,7 @@ int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error);
  * devices' original addresses and the pruned controllers, and remove the
  * mark.  Returns 1 when d was reverted, 0 when it carried no mark, or a
  * negative errno with *ret_error (d is then in an unspecified state; the
- * caller discards it). */
-int rewrite_revert(struct domain *d, char **ret_error);
+ * caller discards it).  When something could not be restored exactly (a
+ * pruned root port whose index libvirt has since refilled and used),
+ * *ret_warning (if non-NULL) gets a malloc'ed message, one line each. */
+int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error);

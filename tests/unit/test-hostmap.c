@@ -29,10 +29,21 @@
  * it on first use and reused by later tests. */
 static char scratch[PATH_MAX];
 
+/* The fixture trees are thousands of small files and symlinks.  On a busy
+ * disk-backed /tmp building them took most of the test's time, so without
+ * an explicit TMPDIR a tmpfs (/dev/shm) is preferred. */
+static const char *scratch_parent(void) {
+        const char *tmp = getenv("TMPDIR");
+        if (tmp && *tmp)
+                return tmp;
+        if (access("/dev/shm", W_OK | X_OK) == 0)
+                return "/dev/shm";
+        return "/tmp";
+}
+
 static int group_setup(void **state) {
         (void) state;
-        const char *tmp = getenv("TMPDIR");
-        snprintf(scratch, sizeof(scratch), "%s/test-hostmap.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        snprintf(scratch, sizeof(scratch), "%s/test-hostmap.XXXXXX", scratch_parent());
         return mkdtemp(scratch) ? 0 : -1;
 }
 
@@ -132,7 +143,7 @@ static void test_build_in_memory(void **state) {
         n = hostmap_add_node(h, 0);
         assert_int_equal(bitmap_parse("0-3", 1024, &n->cpus), 0);
         n->socket = 0;
-        hostmap_set_distances(h, 4, (const int[]) { 21, 10 }, 2);
+        hostmap_set_distances(h, 4, (const int[]) { 22, 10 }, 2);
         hostmap_set_distances(h, 0, (const int[]) { 10, 21 }, 2);
 
         assert_int_equal(pci_addr_parse("0000:3b:00.0", &pf), 0);
@@ -164,7 +175,9 @@ static void test_build_in_memory(void **state) {
         assert_int_equal(h->n_nodes, 2);
         assert_int_equal(h->nodes[0].id, 0);
         assert_int_equal(h->nodes[1].id, 4);
+        /* Rows are "from": SLITs need not be symmetric. */
         assert_int_equal(hostmap_distance(h, 0, 4), 21);
+        assert_int_equal(hostmap_distance(h, 4, 0), 22);
         assert_int_equal(hostmap_distance(h, 4, 4), 10);
         assert_int_equal(hostmap_distance(h, 0, 1), -1);
         assert_int_equal(hostmap_node_socket(h, 4), 1);
@@ -587,7 +600,8 @@ static void test_garbage_files(void **state) {
         write_file(root, "devices/system/node/node0/cpulist", "0-3\n");
         write_file(root, "devices/system/node/node0/distance", "10 ??\n");
         write_file(root, "devices/system/node/node1/cpulist", "4-x\n");
-        write_file(root, "devices/system/node/node1/distance", "\n");
+        write_file(root, "devices/system/node/node1/distance", "20\n");
+        write_file(root, "devices/system/node/node2/distance", "\n");
         write_file(root, "devices/system/node/nodeX/cpulist", "0\n");
         write_file(root, "devices/system/node/online", "0-1\n");
         write_file(root, "devices/system/cpu/cpu0/topology/physical_package_id", "junk\n");
@@ -625,13 +639,18 @@ static void test_garbage_files(void **state) {
         assert_int_equal(d->iommu_group, -1);
         assert_false(d->has_physfn);
 
-        assert_int_equal(h->n_nodes, 2);
+        /* node2 has only an empty distance file: a CPU-less node. */
+        assert_int_equal(h->n_nodes, 3);
         assert_false(h->single_node);
         assert_int_equal(hostmap_distance(h, 0, 0), 10);
         assert_int_equal(h->distance[1], -1);                 /* "??" */
         assert_int_equal(hostmap_distance(h, 0, 1), -1);
-        assert_int_equal(hostmap_distance(h, 1, 0), -1);
-        assert_int_equal(hostmap_distance(h, 1, 1), 10);
+        assert_int_equal(hostmap_distance(h, 1, 0), 20);      /* short row */
+        assert_int_equal(hostmap_distance(h, 1, 2), -1);
+        assert_int_equal(h->distance[1 * 3 + 1], -1);
+        assert_int_equal(hostmap_distance(h, 1, 1), 10);      /* unknown, but itself */
+        assert_int_equal(hostmap_distance(h, 2, 0), -1);
+        assert_int_equal(hostmap_node_socket(h, 2), -1);
         assert_int_equal(bitmap_count(&hostmap_find_node(h, 0)->cpus), 4);
         assert_true(bitmap_isempty(&hostmap_find_node(h, 1)->cpus));
         /* cpu0's package is junk, so cpu1 decides; node1 has no CPUs. */
@@ -741,7 +760,11 @@ static char *real_root(const char *name) {
         _cleanup_free_ char *dir = xasprintf("%s/real", scratch);
         char *root = xasprintf("%s/%s/sys", dir, name);
         if (!exists(root)) {
-                _cleanup_free_ char *cmd = xasprintf("mkdir -p '%s' && tar xjf '%s' -C '%s'", dir, tarball, dir);
+                /* Memory blocks and CPU caches are most of some snapshots
+                 * and nothing the host map reads. */
+                _cleanup_free_ char *cmd = xasprintf("mkdir -p '%s' && tar xjf '%s' -C '%s' "
+                                                     "--exclude='memory[0-9]*' --exclude=cache --exclude=cpufreq",
+                                                     dir, tarball, dir);
                 run(cmd);
         }
         return root;
@@ -954,8 +977,9 @@ static void test_load_is_fast(void **state) {
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double ms = (double) (t1.tv_sec - t0.tv_sec) * 1e3 + (double) (t1.tv_nsec - t0.tv_nsec) / 1e6;
-        /* 2,080 device reads in total. */
-        if (ms > 500)
+        /* 2,080 device reads, normally ~60 ms; the bound only catches
+         * something badly wrong (quadratic work), not a busy machine. */
+        if (ms > 2000)
                 fail_msg("4 loads of 520 devices took %.1f ms", ms);
 }
 

@@ -1,13 +1,1056 @@
-/* placeholder: being written */
+/* Tests for the planner (planner.h; design §6 policies, §7 topology),
+ * against host maps built in memory and domain XML built as strings. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
-static void placeholder(void **state) { (void) state; assert_true(1); }
+#include "domain.h"
+#include "hostmap.h"
+#include "planner.h"
+#include "policy.h"
+#include "rewrite.h"
+#include "util.h"
+
+#define MDEV_UUID "4b20d080-1b54-4048-85b3-a6a62d165c01"
+#define N_BIG 33        /* devices 0000:a0:00.0 .. 0000:c0:00.0, all on node 0 */
+
+/* ---- the host ------------------------------------------------------------- */
+
+static const int dist_default[4][4] = {
+        { 10, 12, 32, 32 },
+        { 12, 10, 32, 32 },
+        { 32, 32, 10, 12 },
+        { 32, 32, 12, 10 },
+};
+static const int sockets_default[4] = { 0, 0, 1, 1 };
+
+static struct hostmap_device *add_dev(struct hostmap *h, const char *bdf, int node, uint32_t class) {
+        struct pci_addr a;
+        assert_int_equal(pci_addr_parse(bdf, &a), 0);
+        struct hostmap_device *d = hostmap_add_device(h, &a);
+        d->sysfs_node = node;
+        d->class = class;
+        return d;
+}
+
+/* Four nodes (node n holds CPUs 4n..4n+3), with the given sockets and
+ * SLIT.  Devices: 10:00.0, 11:00.0 (node 0), 30:00.0 (node 1), 50:00.0
+ * (node 2), the PF 51:00.0 (node 2) and its VF 51:00.2 (no node of its
+ * own), 70:00.0 (node 3), 80:00.0 (no node), a0:00.0..c0:00.0 (node 0),
+ * and an mdev whose parent is 10:00.0. */
+static struct hostmap *make_host(const int dist[4][4], const int sockets[4]) {
+        struct hostmap *h = hostmap_new();
+        /* add nodes out of order: hostmap_finish sorts */
+        for (int i = 3; i >= 0; i--) {
+                struct hostmap_node *node = hostmap_add_node(h, i);
+                node->socket = sockets[i];
+                for (unsigned c = 0; c < 4; c++)
+                        bitmap_set(&node->cpus, (unsigned) i * 4 + c);
+        }
+        for (int i = 0; i < 4; i++)
+                hostmap_set_distances(h, i, dist[i], 4);
+
+        add_dev(h, "0000:10:00.0", 0, 0x030200);
+        add_dev(h, "0000:11:00.0", 0, 0x020000);
+        add_dev(h, "0000:30:00.0", 1, 0x030200);
+        add_dev(h, "0000:50:00.0", 2, 0x010802);
+        struct hostmap_device *pf = add_dev(h, "0000:51:00.0", 2, 0x020000);
+        pf->n_vfs = 4;
+        struct hostmap_device *vf = add_dev(h, "0000:51:00.2", -1, 0x020000);
+        vf->has_physfn = true;
+        assert_int_equal(pci_addr_parse("0000:51:00.0", &vf->physfn), 0);
+        add_dev(h, "0000:70:00.0", 3, 0x030200);
+        add_dev(h, "0000:80:00.0", -1, 0x030200);
+        for (unsigned i = 0; i < N_BIG; i++) {
+                char bdf[PCI_ADDR_STRLEN];
+                snprintf(bdf, sizeof bdf, "0000:%02x:00.0", 0xa0 + i);
+                add_dev(h, bdf, 0, 0x020000);
+        }
+        struct pci_addr parent;
+        assert_int_equal(pci_addr_parse("0000:10:00.0", &parent), 0);
+        hostmap_add_mdev(h, MDEV_UUID, &parent);
+        hostmap_finish(h);
+        return h;
+}
+
+static struct hostmap *host;    /* the default host, built once */
+
+static int group_setup(void **state) {
+        (void) state;
+        host = make_host(dist_default, sockets_default);
+        return 0;
+}
+
+static int group_teardown(void **state) {
+        (void) state;
+        host = hostmap_free(host);
+        return 0;
+}
+
+/* ---- domains ---------------------------------------------------------------- */
+
+#define HOSTDEV(bus) \
+        "<hostdev mode='subsystem' type='pci' managed='yes'><source><address domain='0x0000' bus='" bus "' slot='0x00' function='0x0'/></source></hostdev>\n"
+#define HOSTDEV_F(bus, fn) \
+        "<hostdev mode='subsystem' type='pci' managed='yes'><source><address domain='0x0000' bus='" bus "' slot='0x00' function='" fn "'/></source></hostdev>\n"
+#define HOSTDEV_AT(bus, gbus, gslot, gfn) \
+        "<hostdev mode='subsystem' type='pci' managed='yes'><source><address domain='0x0000' bus='" bus "' slot='0x00' function='0x0'/></source>" \
+        "<address type='pci' domain='0x0000' bus='" gbus "' slot='" gslot "' function='" gfn "'/></hostdev>\n"
+#define MDEV \
+        "<hostdev mode='subsystem' type='mdev' model='vfio-pci'><source><address uuid='" MDEV_UUID "'/></source></hostdev>\n"
+#define ROOT_PORT(idx, slot) \
+        "<controller type='pci' index='" idx "' model='pcie-root-port'><address type='pci' domain='0x0000' bus='0x00' slot='" slot "' function='0x0'/></controller>\n"
+#define NIC_AT(bus, slot, fn) \
+        "<interface type='network'><source network='default'/><model type='virtio'/>" \
+        "<address type='pci' domain='0x0000' bus='" bus "' slot='" slot "' function='" fn "'/></interface>\n"
+
+#define MEMNODE(cell, nodes) "<memnode cellid='" cell "' mode='strict' nodeset='" nodes "'/>"
+#define MEMNODES4 MEMNODE("0", "0") MEMNODE("1", "1") MEMNODE("2", "2") MEMNODE("3", "3")
+
+/* A domain with n_cells guest cells of two vCPUs each; numatune is the
+ * inner XML of <numatune> (or NULL), devices that of <devices> after the
+ * pcie-root controller. */
+static char *make_domain(const char *machine, bool acpi, unsigned n_cells, const char *numatune, const char *devices) {
+        struct strbuf b = {0};
+        strbuf_append(&b, "<domain type='kvm'>\n  <name>plan-test</name>\n  <memory unit='MiB'>4096</memory>\n");
+        strbuf_printf(&b, "  <vcpu placement='static'>%u</vcpu>\n  <os>\n    <type arch='x86_64'", n_cells ? n_cells * 2 : 2);
+        if (machine)
+                strbuf_printf(&b, " machine='%s'", machine);
+        strbuf_append(&b, ">hvm</type>\n  </os>\n");
+        if (acpi)
+                strbuf_append(&b, "  <features>\n    <acpi/>\n    <apic/>\n  </features>\n");
+        if (n_cells) {
+                strbuf_append(&b, "  <cpu mode='host-passthrough'>\n    <numa>\n");
+                for (unsigned i = 0; i < n_cells; i++)
+                        strbuf_printf(&b, "      <cell id='%u' cpus='%u-%u' memory='512' unit='MiB'/>\n", i, 2 * i, 2 * i + 1);
+                strbuf_append(&b, "    </numa>\n  </cpu>\n");
+        }
+        if (numatune)
+                strbuf_printf(&b, "  <numatune>%s</numatune>\n", numatune);
+        strbuf_printf(&b, "  <devices>\n    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n"
+                          "    <controller type='pci' index='0' model='pcie-root'/>\n%s  </devices>\n</domain>\n",
+                      devices ? devices : "");
+        return strbuf_steal(&b);
+}
+
+static struct domain *parse_resolved(const struct hostmap *h, const char *xml) {
+        struct domain *d = NULL;
+        _cleanup_free_ char *err = NULL;
+        int r = domain_parse(xml, strlen(xml), &d, &err);
+        if (r < 0)
+                fail_msg("domain_parse: %d %s\n%s", r, strna(err), xml);
+        r = domain_resolve_backing(d, h, &err);
+        if (r < 0)
+                fail_msg("domain_resolve_backing: %d %s", r, strna(err));
+        return d;
+}
+
+/* Parse xml, resolve its backing against h, plan under 'mode'.  *ret_d
+ * gets the domain if non-NULL. */
+static struct plan *plan_on(const struct hostmap *h, const char *xml, enum policy_mode mode, struct domain **ret_d) {
+        struct domain *d = parse_resolved(h, xml);
+        struct policy_settings s = { .mode = mode };
+        struct plan *p = NULL;
+        assert_int_equal(planner_run(d, h, &s, &p), 0);
+        assert_non_null(p);
+        assert_int_equal(p->mode, mode);
+        if (ret_d)
+                *ret_d = d;
+        else
+                domain_free(d);
+        return p;
+}
+
+static struct plan *plan_xml(const char *xml, enum policy_mode mode) {
+        return plan_on(host, xml, mode, NULL);
+}
+
+static const struct plan_device *find_dev(const struct plan *p, const char *name) {
+        for (size_t i = 0; i < p->n_devices; i++)
+                if (streq(p->devices[i].name, name))
+                        return &p->devices[i];
+        fail_msg("device %s not in the plan", name);
+        return NULL;
+}
+
+static const struct plan_port *find_port(const struct plan *p, int index) {
+        for (size_t i = 0; i < p->n_ports; i++)
+                if (p->ports[i].index == index)
+                        return &p->ports[i];
+        fail_msg("root port %d not in the plan", index);
+        return NULL;
+}
+
+static const struct plan_pxb *find_pxb_of_cell(const struct plan *p, unsigned cell) {
+        for (size_t i = 0; i < p->n_pxbs; i++)
+                if (p->pxbs[i].cell == cell)
+                        return &p->pxbs[i];
+        fail_msg("no expander bus for cell %u", cell);
+        return NULL;
+}
+
+static void assert_contains(const char *haystack, const char *needle) {
+        if (!haystack)
+                fail_msg("NULL does not contain '%s'", needle);
+        if (!strstr(haystack, needle))
+                fail_msg("'%s' does not contain '%s'", haystack, needle);
+}
+
+static bool any_warning_contains(const struct plan *p, const char *needle) {
+        for (size_t i = 0; i < p->n_warnings; i++)
+                if (strstr(p->warnings[i], needle))
+                        return true;
+        return false;
+}
+
+/* A moved device: cell, root port, guest address and the port's pxb. */
+static void assert_moved(const struct plan *p, const char *name, int cell) {
+        const struct plan_device *pd = find_dev(p, name);
+        if (pd->action != PLAN_MOVE)
+                fail_msg("%s: action %s (%s), expected move", name, plan_action_to_string(pd->action), strna(pd->reason));
+        assert_int_equal(pd->cell, cell);
+        assert_true(pd->port_index > 0);
+        assert_int_equal(pd->guest.domain, 0);
+        assert_int_equal(pd->guest.bus, pd->port_index);
+        assert_int_equal(pd->guest.slot, 0);
+        assert_int_equal(pd->guest.func, 0);
+        const struct plan_port *port = find_port(p, pd->port_index);
+        assert_ptr_equal(&p->devices[port->device], pd);
+        const struct plan_pxb *x = find_pxb_of_cell(p, (unsigned) cell);
+        assert_int_equal(port->pxb_index, x->index);
+}
+
+static void assert_action(const struct plan *p, const char *name, enum plan_action a, const char *reason_part) {
+        const struct plan_device *pd = find_dev(p, name);
+        if (pd->action != a)
+                fail_msg("%s: action %s (%s), expected %s", name, plan_action_to_string(pd->action), strna(pd->reason),
+                         plan_action_to_string(a));
+        if (reason_part)
+                assert_contains(pd->reason, reason_part);
+}
+
+/* ---- placement ---------------------------------------------------------------- */
+
+static void test_require_all_local(void **state) {
+        (void) state;
+        _cleanup_free_ char *xml = make_domain("q35", true, 4, MEMNODES4,
+                                               HOSTDEV("0x50") HOSTDEV("0x10") HOSTDEV("0x70") HOSTDEV("0x30"));
+        _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+
+        assert_int_equal(p->verdict, PLAN_APPLY);
+        assert_null(p->reason);
+        assert_int_equal(p->n_devices, 4);
+        assert_int_equal(p->n_warnings, 0);
+        assert_int_equal(p->n_pruned, 0);
+
+        static const struct {
+                const char *name;
+                int node, socket;
+                uint32_t class;
+        } want[] = {
+                { "0000:50:00.0", 2, 1, 0x010802 },
+                { "0000:10:00.0", 0, 0, 0x030200 },
+                { "0000:70:00.0", 3, 1, 0x030200 },
+                { "0000:30:00.0", 1, 0, 0x030200 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(want); i++) {
+                const struct plan_device *pd = &p->devices[i];
+                assert_string_equal(pd->name, want[i].name);
+                assert_int_equal(pd->hostdev, i);
+                assert_true(pd->known);
+                assert_int_equal(pd->class, want[i].class);
+                assert_int_equal(pd->host_node, want[i].node);
+                assert_int_equal(pd->host_socket, want[i].socket);
+                assert_moved(p, want[i].name, want[i].node);
+                assert_contains(pd->reason, "local");
+        }
+
+        /* one pxb per cell, in cell order, indexes above pcie-root's 0 */
+        assert_int_equal(p->first_index, 1);
+        assert_int_equal(p->n_pxbs, 4);
+        for (unsigned i = 0; i < 4; i++) {
+                const struct plan_pxb *x = &p->pxbs[i];
+                assert_int_equal(x->cell, i);
+                assert_int_equal(x->index, 1 + (int) i);
+                assert_int_equal(x->n_ports, 1);
+                char nodes[8];
+                snprintf(nodes, sizeof nodes, "%u", i);
+                assert_string_equal(x->host_nodes, nodes);
+                /* on pcie.0, never slot 0, 1 (while others are free) or 0x1f */
+                assert_int_equal(x->addr.domain, 0);
+                assert_int_equal(x->addr.bus, 0);
+                assert_int_equal(x->addr.func, 0);
+                assert_true(x->addr.slot >= 2 && x->addr.slot <= 0x1e);
+                for (unsigned k = 0; k < i; k++)
+                        assert_int_not_equal(p->pxbs[k].addr.slot, x->addr.slot);
+        }
+        /* busNr top-down from 254: each takes 1 + its ports */
+        assert_int_equal(p->pxbs[0].bus_nr, 253);
+        assert_int_equal(p->pxbs[1].bus_nr, 251);
+        assert_int_equal(p->pxbs[2].bus_nr, 249);
+        assert_int_equal(p->pxbs[3].bus_nr, 247);
+
+        /* root ports after the pxbs, in device order */
+        assert_int_equal(p->n_ports, 4);
+        for (size_t k = 0; k < 4; k++) {
+                const struct plan_port *port = &p->ports[k];
+                assert_int_equal(port->index, 5 + (int) k);
+                assert_int_equal(port->device, k);
+                assert_int_equal(port->slot, 0);
+                assert_int_equal(port->func, 0);
+                assert_false(port->multifunction);
+                assert_int_equal(p->devices[k].port_index, port->index);
+        }
+        assert_int_equal(find_port(p, 5)->pxb_index, 3);       /* 50:00.0 -> cell 2 */
+        assert_int_equal(find_port(p, 6)->pxb_index, 1);       /* 10:00.0 -> cell 0 */
+        assert_int_equal(find_port(p, 7)->pxb_index, 4);
+        assert_int_equal(find_port(p, 8)->pxb_index, 2);
+
+        assert_contains(p->cells_desc, "host node 0");
+        assert_contains(p->cells_desc, "host node 3");
+
+        assert_string_equal(plan_verdict_to_string(PLAN_APPLY), "apply");
+        assert_string_equal(plan_action_to_string(PLAN_MOVE), "move");
+        assert_string_equal(plan_action_to_string(PLAN_STAY), "stay");
+}
+
+static void test_all_policies_all_local(void **state) {
+        (void) state;
+        /* where every device has a local cell, every policy but off gives
+         * the same plan */
+        _cleanup_free_ char *xml = make_domain("q35", true, 4, MEMNODES4, HOSTDEV("0x10") HOSTDEV("0x70"));
+        static const enum policy_mode modes[] = { POLICY_LEGACY, POLICY_PREFERRED, POLICY_SOCKET, POLICY_REQUIRE };
+        for (size_t i = 0; i < ELEMENTSOF(modes); i++) {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, modes[i]);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_moved(p, "0000:10:00.0", 0);
+                assert_moved(p, "0000:70:00.0", 3);
+                assert_int_equal(p->n_pxbs, 2);
+                assert_int_equal(p->pxbs[0].cell, 0);
+                assert_int_equal(p->pxbs[1].cell, 3);
+                assert_int_equal(p->pxbs[0].index, 1);
+                assert_int_equal(p->pxbs[1].index, 2);
+                assert_int_equal(p->ports[0].index, 3);
+                assert_int_equal(p->ports[1].index, 4);
+                assert_int_equal(p->pxbs[0].bus_nr, 253);
+                assert_int_equal(p->pxbs[1].bus_nr, 251);
+        }
+}
+
+static void test_off(void **state) {
+        (void) state;
+        _cleanup_free_ char *xml = make_domain("q35", true, 4, MEMNODES4, HOSTDEV("0x10") HOSTDEV("0x80"));
+        _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_OFF);
+        assert_int_equal(p->verdict, PLAN_UNCHANGED);
+        assert_contains(p->reason, "off");
+        assert_int_equal(p->n_devices, 2);
+        for (size_t i = 0; i < p->n_devices; i++) {
+                assert_int_equal(p->devices[i].action, PLAN_STAY);
+                assert_int_equal(p->devices[i].port_index, -1);
+        }
+        assert_int_equal(p->n_pxbs, 0);
+        assert_int_equal(p->n_ports, 0);
+        assert_int_equal(p->n_pruned, 0);
+
+        /* off does not even look at eligibility */
+        _cleanup_free_ char *xml2 = make_domain("pc-i440fx-7.2", false, 0, NULL, HOSTDEV("0x10"));
+        _cleanup_plan_ struct plan *p2 = plan_xml(xml2, POLICY_OFF);
+        assert_int_equal(p2->verdict, PLAN_UNCHANGED);
+        assert_int_equal(p2->n_warnings, 0);
+}
+
+static void test_no_devices(void **state) {
+        (void) state;
+        _cleanup_free_ char *xml = make_domain("q35", true, 2, NULL, NIC_AT("0x00", "0x02", "0x0"));
+        _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+        assert_int_equal(p->verdict, PLAN_UNCHANGED);
+        assert_int_equal(p->n_devices, 0);
+        assert_int_equal(p->n_pxbs, 0);
+        /* an ineligible domain without devices is not refused either */
+        _cleanup_free_ char *xml2 = make_domain("pc", false, 0, NULL, NULL);
+        _cleanup_plan_ struct plan *p2 = plan_xml(xml2, POLICY_REQUIRE);
+        assert_int_equal(p2->verdict, PLAN_UNCHANGED);
+}
+
+static void test_balance(void **state) {
+        (void) state;
+        /* two cells on node 0: node-0 devices alternate, starting at cell 0 */
+        {
+                _cleanup_free_ char *xml = make_domain("q35", true, 2, MEMNODE("0", "0") MEMNODE("1", "0"),
+                                                       HOSTDEV("0x10") HOSTDEV("0x11") MDEV HOSTDEV("0xa0"));
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_moved(p, "0000:10:00.0", 0);
+                assert_moved(p, "0000:11:00.0", 1);
+                assert_moved(p, "mdev " MDEV_UUID, 0);
+                assert_moved(p, "0000:a0:00.0", 1);
+                assert_int_equal(p->n_pxbs, 2);
+                assert_int_equal(p->pxbs[0].n_ports, 2);
+                assert_int_equal(p->pxbs[1].n_ports, 2);
+                assert_int_equal(p->pxbs[0].bus_nr, 252);
+                assert_int_equal(p->pxbs[1].bus_nr, 249);
+                assert_string_equal(p->pxbs[0].host_nodes, "0");
+                assert_string_equal(p->pxbs[1].host_nodes, "0");
+        }
+        /* cells 1 and 2 on node 0, cell 0 on node 1: ties go to the lowest
+         * local cell, and a non-local cell is never used under require */
+        {
+                _cleanup_free_ char *xml = make_domain("q35", true, 3, MEMNODE("0", "1") MEMNODE("1", "0") MEMNODE("2", "0"),
+                                                       HOSTDEV("0x10") HOSTDEV("0x11") HOSTDEV("0xa0") HOSTDEV("0x30"));
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_moved(p, "0000:10:00.0", 1);
+                assert_moved(p, "0000:11:00.0", 2);
+                assert_moved(p, "0000:a0:00.0", 1);
+                assert_moved(p, "0000:30:00.0", 0);
+                assert_int_equal(p->n_pxbs, 3);
+                assert_int_equal(find_pxb_of_cell(p, 1)->n_ports, 2);
+                assert_int_equal(find_pxb_of_cell(p, 2)->n_ports, 1);
+        }
+        /* a cell backed by nodes 0-1 is local to both; the balance counts
+         * every device, whatever its node */
+        {
+                _cleanup_free_ char *xml = make_domain("q35", true, 2, MEMNODE("0", "0-1") MEMNODE("1", "1"),
+                                                       HOSTDEV("0x30") HOSTDEV("0x10") HOSTDEV("0x11") HOSTDEV("0xa0"));
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_moved(p, "0000:30:00.0", 0);     /* tie: lowest id */
+                assert_moved(p, "0000:10:00.0", 0);     /* only cell 0 is local */
+                assert_moved(p, "0000:11:00.0", 0);
+                assert_moved(p, "0000:a0:00.0", 0);
+                assert_string_equal(find_pxb_of_cell(p, 0)->host_nodes, "0-1");
+                assert_int_equal(p->n_pxbs, 1);
+        }
+        {
+                _cleanup_free_ char *xml = make_domain("q35", true, 2, MEMNODE("0", "0-1") MEMNODE("1", "1"),
+                                                       HOSTDEV("0x10") HOSTDEV("0x30"));
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+                assert_moved(p, "0000:10:00.0", 0);
+                assert_moved(p, "0000:30:00.0", 1);     /* cell 0 has one already */
+        }
+}
+
+static void test_vf_and_mdev(void **state) {
+        (void) state;
+        /* the host map: the VF inherits its PF's node, the mdev its parent's */
+        struct pci_addr a;
+        assert_int_equal(pci_addr_parse("0000:51:00.2", &a), 0);
+        const struct hostmap_device *vf = hostmap_find_device(host, &a);
+        assert_non_null(vf);
+        assert_int_equal(vf->sysfs_node, -1);
+        assert_int_equal(vf->node, 2);
+        const struct hostmap_mdev *m = hostmap_find_mdev(host, MDEV_UUID);
+        assert_non_null(m);
+        assert_int_equal(m->node, 0);
+
+        _cleanup_free_ char *xml = make_domain("q35", true, 4, MEMNODES4, HOSTDEV_F("0x51", "0x2") MDEV);
+        _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+        assert_int_equal(p->verdict, PLAN_APPLY);
+        const struct plan_device *pd = find_dev(p, "0000:51:00.2");
+        assert_true(pd->known);
+        assert_int_equal(pd->host_node, 2);
+        assert_int_equal(pd->host_socket, 1);
+        assert_moved(p, "0000:51:00.2", 2);
+        assert_contains(pd->reason, "local");
+
+        pd = find_dev(p, "mdev " MDEV_UUID);
+        assert_true(pd->known);
+        assert_int_equal(pd->host_node, 0);
+        assert_int_equal(pd->host_socket, 0);
+        assert_int_equal(pd->class, 0x030200);  /* the parent's class */
+        assert_moved(p, "mdev " MDEV_UUID, 0);
+}
+
+static void test_device_without_node(void **state) {
+        (void) state;
+        _cleanup_free_ char *xml = make_domain("q35", true, 4, MEMNODES4,
+                                               HOSTDEV("0x10") HOSTDEV("0x80") HOSTDEV("0x99"));
+        /* require and socket refuse a device without a node, and one that
+         * is not on the host */
+        static const enum policy_mode strict[] = { POLICY_REQUIRE, POLICY_SOCKET };
+        for (size_t i = 0; i < ELEMENTSOF(strict); i++) {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, strict[i]);
+                assert_int_equal(p->verdict, PLAN_REFUSED);
+                assert_non_null(p->reason);
+                assert_contains(p->reason, policy_mode_to_string(strict[i]));
+                const struct plan_device *pd = find_dev(p, "0000:80:00.0");
+                assert_true(pd->known);
+                assert_int_equal(pd->host_node, -1);
+                assert_int_equal(pd->host_socket, -1);
+                assert_action(p, "0000:80:00.0", PLAN_REFUSE, "NUMA node");
+                pd = find_dev(p, "0000:99:00.0");
+                assert_false(pd->known);
+                assert_int_equal(pd->class, 0);
+                assert_action(p, "0000:99:00.0", PLAN_REFUSE, "not present");
+        }
+        /* preferred and legacy leave them on pcie.0 and move the others */
+        static const enum policy_mode lax[] = { POLICY_PREFERRED, POLICY_LEGACY };
+        for (size_t i = 0; i < ELEMENTSOF(lax); i++) {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, lax[i]);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_moved(p, "0000:10:00.0", 0);
+                assert_action(p, "0000:80:00.0", PLAN_STAY, "pcie.0");
+                assert_action(p, "0000:99:00.0", PLAN_STAY, "pcie.0");
+                assert_int_equal(find_dev(p, "0000:80:00.0")->port_index, -1);
+                assert_int_equal(find_dev(p, "0000:80:00.0")->cell, -1);
+                assert_int_equal(p->n_pxbs, 1);
+                assert_int_equal(p->n_ports, 1);
+        }
+        /* nothing to move at all: unchanged */
+        _cleanup_free_ char *xml2 = make_domain("q35", true, 4, MEMNODES4, HOSTDEV("0x80"));
+        _cleanup_plan_ struct plan *p2 = plan_xml(xml2, POLICY_LEGACY);
+        assert_int_equal(p2->verdict, PLAN_UNCHANGED);
+        assert_int_equal(p2->n_pxbs, 0);
+        assert_action(p2, "0000:80:00.0", PLAN_STAY, NULL);
+}
+
+static void test_no_local_cell(void **state) {
+        (void) state;
+        /* device on node 3 (socket 1); cells on nodes 0 and 1 (socket 0) */
+        _cleanup_free_ char *xml = make_domain("q35", true, 2, MEMNODE("0", "0") MEMNODE("1", "1"), HOSTDEV("0x70"));
+        static const enum policy_mode refusing[] = { POLICY_REQUIRE, POLICY_LEGACY, POLICY_SOCKET };
+        for (size_t i = 0; i < ELEMENTSOF(refusing); i++) {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, refusing[i]);
+                assert_int_equal(p->verdict, PLAN_REFUSED);
+                assert_action(p, "0000:70:00.0", PLAN_REFUSE, "node 3");
+                if (refusing[i] == POLICY_SOCKET)
+                        assert_contains(find_dev(p, "0000:70:00.0")->reason, "socket 1");
+        }
+        /* preferred: the nearest cell by distance (32 both: the lowest id) */
+        _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_PREFERRED);
+        assert_int_equal(p->verdict, PLAN_APPLY);
+        assert_moved(p, "0000:70:00.0", 0);
+        assert_contains(find_dev(p, "0000:70:00.0")->reason, "nearest");
+}
+
+static void test_socket_fallback(void **state) {
+        (void) state;
+        /* device on node 2 (socket 1); cell 0 on node 0 (socket 0), cell 1
+         * on node 3 (socket 1) */
+        _cleanup_free_ char *xml = make_domain("q35", true, 2, MEMNODE("0", "0") MEMNODE("1", "3"), HOSTDEV("0x50"));
+        {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_SOCKET);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_moved(p, "0000:50:00.0", 1);
+                assert_contains(find_dev(p, "0000:50:00.0")->reason, "socket");
+        }
+        {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_PREFERRED);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_moved(p, "0000:50:00.0", 1);
+        }
+        {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+                assert_int_equal(p->verdict, PLAN_REFUSED);
+                assert_action(p, "0000:50:00.0", PLAN_REFUSE, "node 2");
+        }
+        {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_LEGACY);
+                assert_int_equal(p->verdict, PLAN_REFUSED);
+        }
+}
+
+static void test_socket_nearest_by_distance(void **state) {
+        (void) state;
+        /* one socket, four nodes; from node 0: node 1 at 16, node 2 at 11,
+         * node 3 at 12 */
+        static const int dist[4][4] = {
+                { 10, 16, 11, 12 },
+                { 16, 10, 16, 16 },
+                { 11, 16, 10, 16 },
+                { 12, 16, 16, 10 },
+        };
+        static const int sockets[4] = { 0, 0, 0, 0 };
+        _cleanup_hostmap_ struct hostmap *h = make_host(dist, sockets);
+        /* cells on nodes 3, 1, 2: the nearest same-socket cell is 2, even
+         * for the second device (distance before balance) */
+        _cleanup_free_ char *xml = make_domain("q35", true, 3, MEMNODE("0", "3") MEMNODE("1", "1") MEMNODE("2", "2"),
+                                               HOSTDEV("0x10") HOSTDEV("0x11"));
+        static const enum policy_mode modes[] = { POLICY_SOCKET, POLICY_PREFERRED };
+        for (size_t i = 0; i < ELEMENTSOF(modes); i++) {
+                _cleanup_plan_ struct plan *p = plan_on(h, xml, modes[i], NULL);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_moved(p, "0000:10:00.0", 2);
+                assert_moved(p, "0000:11:00.0", 2);
+                assert_int_equal(p->n_pxbs, 1);
+        }
+        _cleanup_plan_ struct plan *p = plan_on(h, xml, POLICY_REQUIRE, NULL);
+        assert_int_equal(p->verdict, PLAN_REFUSED);
+}
+
+static void test_preferred_nearest(void **state) {
+        (void) state;
+        /* two sockets; from node 0, node 3 (30) is nearer than node 2 (32) */
+        static const int dist[4][4] = {
+                { 10, 12, 32, 30 },
+                { 12, 10, 32, 32 },
+                { 32, 32, 10, 12 },
+                { 30, 32, 12, 10 },
+        };
+        _cleanup_hostmap_ struct hostmap *h = make_host(dist, sockets_default);
+        _cleanup_free_ char *xml = make_domain("q35", true, 2, MEMNODE("0", "2") MEMNODE("1", "3"), HOSTDEV("0x10"));
+        {
+                _cleanup_plan_ struct plan *p = plan_on(h, xml, POLICY_PREFERRED, NULL);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_moved(p, "0000:10:00.0", 1);
+                assert_contains(find_dev(p, "0000:10:00.0")->reason, "nearest");
+        }
+        {
+                _cleanup_plan_ struct plan *p = plan_on(h, xml, POLICY_SOCKET, NULL);
+                assert_int_equal(p->verdict, PLAN_REFUSED);
+                assert_action(p, "0000:10:00.0", PLAN_REFUSE, "socket 0");
+        }
+}
+
+static void test_preferred_pcie0(void **state) {
+        (void) state;
+        /* cells that nothing backs: preferred keeps the device on pcie.0 */
+        _cleanup_free_ char *xml = make_domain("q35", true, 2, NULL, HOSTDEV("0x10") HOSTDEV("0x80"));
+        {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_PREFERRED);
+                assert_int_equal(p->verdict, PLAN_UNCHANGED);
+                assert_action(p, "0000:10:00.0", PLAN_STAY, "pcie.0");
+                assert_action(p, "0000:80:00.0", PLAN_STAY, "pcie.0");
+                assert_int_equal(p->n_pxbs, 0);
+                assert_int_equal(p->n_ports, 0);
+                assert_contains(p->cells_desc, "no host node");
+        }
+        {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+                assert_int_equal(p->verdict, PLAN_REFUSED);
+                assert_action(p, "0000:10:00.0", PLAN_REFUSE, NULL);
+        }
+        {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_LEGACY);
+                assert_int_equal(p->verdict, PLAN_REFUSED);
+                assert_action(p, "0000:10:00.0", PLAN_REFUSE, NULL);
+                assert_action(p, "0000:80:00.0", PLAN_STAY, NULL);
+        }
+}
+
+static void check_not_eligible(const char *xml, const char *why) {
+        static const enum policy_mode strict[] = { POLICY_REQUIRE, POLICY_SOCKET };
+        for (size_t i = 0; i < ELEMENTSOF(strict); i++) {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, strict[i]);
+                assert_int_equal(p->verdict, PLAN_REFUSED);
+                assert_contains(p->reason, why);
+                for (size_t k = 0; k < p->n_devices; k++) {
+                        assert_int_equal(p->devices[k].action, PLAN_REFUSE);
+                        assert_contains(p->devices[k].reason, why);
+                }
+                assert_int_equal(p->n_pxbs, 0);
+                assert_int_equal(p->n_ports, 0);
+        }
+        static const enum policy_mode lax[] = { POLICY_PREFERRED, POLICY_LEGACY };
+        for (size_t i = 0; i < ELEMENTSOF(lax); i++) {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, lax[i]);
+                assert_int_equal(p->verdict, PLAN_SKIP);
+                assert_contains(p->reason, why);
+                assert_true(p->n_warnings >= 1);
+                assert_true(any_warning_contains(p, why));
+                for (size_t k = 0; k < p->n_devices; k++) {
+                        assert_int_equal(p->devices[k].action, PLAN_STAY);
+                        assert_int_equal(p->devices[k].port_index, -1);
+                }
+                assert_int_equal(p->n_pxbs, 0);
+                assert_int_equal(p->n_ports, 0);
+        }
+}
+
+static void test_not_eligible(void **state) {
+        (void) state;
+        _cleanup_free_ char *no_cells = make_domain("q35", true, 0, NULL, HOSTDEV("0x10") HOSTDEV("0x70"));
+        check_not_eligible(no_cells, "NUMA");
+        _cleanup_free_ char *i440fx = make_domain("pc-i440fx-7.2", true, 4, MEMNODES4, HOSTDEV("0x10"));
+        check_not_eligible(i440fx, "q35");
+        _cleanup_free_ char *no_machine = make_domain(NULL, true, 4, MEMNODES4, HOSTDEV("0x10"));
+        check_not_eligible(no_machine, "q35");
+        _cleanup_free_ char *no_acpi = make_domain("pc-q35-7.2", false, 4, MEMNODES4, HOSTDEV("0x10"));
+        check_not_eligible(no_acpi, "ACPI");
+}
+
+/* ---- layout ----------------------------------------------------------------- */
+
+static void test_layout_indexes(void **state) {
+        (void) state;
+        /* controllers 0, 1, 4; an address on bus 9 (whatever sits there):
+         * new indexes start at 10 */
+        {
+                _cleanup_free_ char *xml = make_domain("q35", true, 4, MEMNODES4,
+                                                       ROOT_PORT("1", "0x02") ROOT_PORT("4", "0x03")
+                                                       NIC_AT("0x00", "0x04", "0x0")
+                                                       NIC_AT("0x09", "0x00", "0x0")
+                                                       HOSTDEV("0x10") HOSTDEV("0x30"));
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_int_equal(p->first_index, 10);
+                assert_int_equal(p->pxbs[0].index, 10);
+                assert_int_equal(p->pxbs[1].index, 11);
+                assert_int_equal(p->ports[0].index, 12);
+                assert_int_equal(p->ports[1].index, 13);
+                assert_int_equal(find_dev(p, "0000:10:00.0")->guest.bus, 12);
+                assert_int_equal(find_dev(p, "0000:30:00.0")->guest.bus, 13);
+                /* slots 2, 3 and 4 are used on pcie.0 */
+                for (size_t i = 0; i < p->n_pxbs; i++) {
+                        uint8_t s = p->pxbs[i].addr.slot;
+                        assert_true(s != 0 && s != 1 && s != 2 && s != 3 && s != 4 && s != 0x1f);
+                }
+                assert_int_not_equal(p->pxbs[0].addr.slot, p->pxbs[1].addr.slot);
+                /* existing root ports holding nothing that moves stay */
+                assert_int_equal(p->n_pruned, 0);
+        }
+        /* the highest controller index (6) above every addressed bus */
+        {
+                _cleanup_free_ char *xml = make_domain("q35", true, 4, MEMNODES4,
+                                                       ROOT_PORT("1", "0x02") ROOT_PORT("6", "0x03")
+                                                       NIC_AT("0x01", "0x00", "0x0")
+                                                       HOSTDEV("0x10"));
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_int_equal(p->first_index, 7);
+                assert_int_equal(p->pxbs[0].index, 7);
+                assert_int_equal(p->ports[0].index, 8);
+        }
+}
+
+static void test_layout_slots(void **state) {
+        (void) state;
+        /* every pcie.0 slot 2..0x1e used: the pxb gets slot 1 */
+        struct strbuf devs = {0};
+        for (unsigned s = 2; s <= 0x1e; s++)
+                strbuf_printf(&devs, "<interface type='network'><source network='default'/>"
+                                     "<address type='pci' domain='0x0000' bus='0x00' slot='0x%02x' function='0x0'/></interface>\n", s);
+        strbuf_append(&devs, HOSTDEV("0x10"));
+        _cleanup_free_ char *xml = make_domain("q35", true, 1, MEMNODE("0", "0"), devs.buf);
+        {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_int_equal(p->n_pxbs, 1);
+                assert_int_equal(p->pxbs[0].addr.slot, 1);
+        }
+        /* 1..0x1e used: 0 and 0x1f are never taken, so no slot is free */
+        strbuf_printf(&devs, "<interface type='network'><source network='default'/>"
+                             "<address type='pci' domain='0x0000' bus='0x00' slot='0x01' function='0x0'/></interface>\n");
+        _cleanup_free_ char *xml2 = make_domain("q35", true, 1, MEMNODE("0", "0"), devs.buf);
+        strbuf_done(&devs);
+        {
+                _cleanup_plan_ struct plan *p = plan_xml(xml2, POLICY_REQUIRE);
+                assert_int_equal(p->verdict, PLAN_REFUSED);
+                assert_contains(p->reason, "slot");
+                assert_action(p, "0000:10:00.0", PLAN_REFUSE, "slot");
+                assert_int_equal(p->n_pxbs, 0);
+        }
+        {
+                _cleanup_plan_ struct plan *p = plan_xml(xml2, POLICY_LEGACY);
+                assert_int_equal(p->verdict, PLAN_SKIP);
+                assert_action(p, "0000:10:00.0", PLAN_STAY, NULL);
+                assert_true(any_warning_contains(p, "slot"));
+                assert_int_equal(p->n_pxbs, 0);
+                assert_int_equal(p->n_ports, 0);
+        }
+        /* a slot used by a device that stays is not taken: 80:00.0 (no
+         * node) on 00:02.0 stays under legacy */
+        _cleanup_free_ char *xml3 = make_domain("q35", true, 1, MEMNODE("0", "0"),
+                                                HOSTDEV_AT("0x80", "0x00", "0x02", "0x0") HOSTDEV("0x10"));
+        {
+                _cleanup_plan_ struct plan *p = plan_xml(xml3, POLICY_LEGACY);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_action(p, "0000:80:00.0", PLAN_STAY, NULL);
+                assert_int_equal(p->n_pxbs, 1);
+                assert_int_not_equal(p->pxbs[0].addr.slot, 2);
+                assert_int_not_equal(p->pxbs[0].addr.slot, 0);
+                assert_int_not_equal(p->pxbs[0].addr.slot, 1);
+        }
+}
+
+static void test_busnr(void **state) {
+        (void) state;
+        /* one pxb with three ports: 255 - (1 + 3) */
+        {
+                _cleanup_free_ char *xml = make_domain("q35", true, 1, MEMNODE("0", "0"),
+                                                       HOSTDEV("0x10") HOSTDEV("0x11") HOSTDEV("0xa0"));
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_int_equal(p->n_pxbs, 1);
+                assert_int_equal(p->pxbs[0].n_ports, 3);
+                assert_int_equal(p->pxbs[0].bus_nr, 251);
+                assert_int_equal(p->n_ports, 3);
+                for (size_t k = 0; k < 3; k++) {
+                        assert_int_equal(p->ports[k].slot, k);
+                        assert_int_equal(p->ports[k].func, 0);
+                        assert_false(p->ports[k].multifunction);
+                        assert_int_equal(p->ports[k].pxb_index, p->pxbs[0].index);
+                }
+        }
+        /* two pxbs: cell 0 with two ports (252-254), cell 1 with one (250-251) */
+        {
+                _cleanup_free_ char *xml = make_domain("q35", true, 2, MEMNODE("0", "0") MEMNODE("1", "1"),
+                                                       HOSTDEV("0x30") HOSTDEV("0x10") HOSTDEV("0x11"));
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_int_equal(find_pxb_of_cell(p, 0)->bus_nr, 252);
+                assert_int_equal(find_pxb_of_cell(p, 1)->bus_nr, 250);
+        }
+        /* below an existing expander bus (busNr 200, one root port) */
+        {
+                _cleanup_free_ char *xml = make_domain("q35", true, 4, MEMNODES4,
+                                                       "<controller type='pci' index='1' model='pcie-expander-bus'><model name='pxb-pcie'/>"
+                                                       "<target busNr='200'><node>1</node></target>"
+                                                       "<address type='pci' domain='0x0000' bus='0x00' slot='0x02' function='0x0'/></controller>\n"
+                                                       "<controller type='pci' index='2' model='pcie-root-port'>"
+                                                       "<address type='pci' domain='0x0000' bus='0x01' slot='0x00' function='0x0'/></controller>\n"
+                                                       NIC_AT("0x02", "0x00", "0x0")
+                                                       HOSTDEV("0x10") HOSTDEV("0x50"));
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_int_equal(p->first_index, 3);
+                assert_int_equal(p->n_pxbs, 2);
+                assert_int_equal(find_pxb_of_cell(p, 0)->bus_nr, 198);
+                assert_int_equal(find_pxb_of_cell(p, 2)->bus_nr, 196);
+                assert_int_equal(p->busnr_limit, 200);
+                for (size_t i = 0; i < p->n_pxbs; i++)
+                        assert_int_not_equal(p->pxbs[i].addr.slot, 2);
+        }
+}
+
+/* An expander bus at busNr 20 (no ports), and root ports 2..(1+n) on
+ * pcie.0, so the pcie.0 side needs buses 0..n. */
+static char *crowded_domain(unsigned n_ports) {
+        struct strbuf devs = {0};
+        strbuf_append(&devs, "<controller type='pci' index='1' model='pcie-expander-bus'><model name='pxb-pcie'/>"
+                             "<target busNr='20'><node>1</node></target>"
+                             "<address type='pci' domain='0x0000' bus='0x00' slot='0x02' function='0x0'/></controller>\n");
+        for (unsigned i = 0; i < n_ports; i++)
+                strbuf_printf(&devs, "<controller type='pci' index='%u' model='pcie-root-port'>"
+                                     "<address type='pci' domain='0x0000' bus='0x00' slot='0x%02x' function='0x0'/></controller>\n",
+                              2 + i, 3 + i);
+        strbuf_append(&devs, HOSTDEV("0x10"));
+        char *xml = make_domain("q35", true, 2, MEMNODE("0", "0") MEMNODE("1", "1"), devs.buf);
+        strbuf_done(&devs);
+        return xml;
+}
+
+static void test_busnr_exhausted(void **state) {
+        (void) state;
+        /* 17 root ports: pcie.0 uses 0-17, the new pxb takes 18-19 below 20 */
+        {
+                _cleanup_free_ char *xml = crowded_domain(17);
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_int_equal(p->n_pxbs, 1);
+                assert_int_equal(p->pxbs[0].bus_nr, 18);
+                assert_int_equal(p->first_index, 19);
+        }
+        /* 18 root ports: pcie.0 uses 0-18; 18-19 do not fit */
+        _cleanup_free_ char *xml = crowded_domain(18);
+        static const enum policy_mode strict[] = { POLICY_REQUIRE, POLICY_SOCKET };
+        for (size_t i = 0; i < ELEMENTSOF(strict); i++) {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, strict[i]);
+                assert_int_equal(p->verdict, PLAN_REFUSED);
+                assert_contains(p->reason, "bus numbers");
+                assert_action(p, "0000:10:00.0", PLAN_REFUSE, "bus numbers");
+                assert_int_equal(p->n_pxbs, 0);
+                assert_int_equal(p->n_ports, 0);
+        }
+        static const enum policy_mode lax[] = { POLICY_LEGACY, POLICY_PREFERRED };
+        for (size_t i = 0; i < ELEMENTSOF(lax); i++) {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, lax[i]);
+                assert_int_equal(p->verdict, PLAN_SKIP);
+                assert_contains(p->reason, "bus numbers");
+                assert_true(any_warning_contains(p, "bus numbers"));
+                assert_action(p, "0000:10:00.0", PLAN_STAY, NULL);
+                assert_int_equal(find_dev(p, "0000:10:00.0")->port_index, -1);
+                assert_int_equal(p->n_pxbs, 0);
+                assert_int_equal(p->n_ports, 0);
+        }
+}
+
+static void test_index_exhausted(void **state) {
+        (void) state;
+        /* the highest existing index is 254: a pxb and a root port do not fit */
+        _cleanup_free_ char *xml = make_domain("q35", true, 1, MEMNODE("0", "0"), ROOT_PORT("254", "0x02") HOSTDEV("0x10"));
+        {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+                assert_int_equal(p->verdict, PLAN_REFUSED);
+                assert_contains(p->reason, "index");
+                assert_action(p, "0000:10:00.0", PLAN_REFUSE, NULL);
+        }
+        {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_LEGACY);
+                assert_int_equal(p->verdict, PLAN_SKIP);
+                assert_action(p, "0000:10:00.0", PLAN_STAY, NULL);
+        }
+}
+
+static void test_pruned(void **state) {
+        (void) state;
+        /* root port 1 holds only 10:00.0 (moves): pruned.  Root port 2
+         * holds 11:00.0 (moves) and 80:00.0 (no node, stays): kept.
+         * Root port 3 holds a NIC: kept. */
+        _cleanup_free_ char *xml = make_domain("q35", true, 1, MEMNODE("0", "0"),
+                                               ROOT_PORT("1", "0x02") ROOT_PORT("2", "0x03") ROOT_PORT("3", "0x04")
+                                               HOSTDEV_AT("0x10", "0x01", "0x00", "0x0")
+                                               HOSTDEV_AT("0x11", "0x02", "0x00", "0x0")
+                                               HOSTDEV_AT("0x80", "0x02", "0x00", "0x1")
+                                               NIC_AT("0x03", "0x00", "0x0"));
+        static const enum policy_mode modes[] = { POLICY_LEGACY, POLICY_PREFERRED };
+        for (size_t i = 0; i < ELEMENTSOF(modes); i++) {
+                _cleanup_plan_ struct plan *p = plan_xml(xml, modes[i]);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                assert_moved(p, "0000:10:00.0", 0);
+                assert_moved(p, "0000:11:00.0", 0);
+                assert_action(p, "0000:80:00.0", PLAN_STAY, NULL);
+                assert_int_equal(p->n_pruned, 1);
+                assert_int_equal(p->pruned[0], 1);
+                /* new indexes above the pruned one's neighbours still */
+                assert_int_equal(p->first_index, 4);
+                /* the pxb does not take a slot of a port that stays */
+                assert_int_not_equal(p->pxbs[0].addr.slot, 3);
+                assert_int_not_equal(p->pxbs[0].addr.slot, 4);
+        }
+        /* two moved devices on one root port (functions 0 and 1): pruned once */
+        _cleanup_free_ char *xml2 = make_domain("q35", true, 1, MEMNODE("0", "0"),
+                                                ROOT_PORT("1", "0x02")
+                                                HOSTDEV_AT("0x10", "0x01", "0x00", "0x0")
+                                                HOSTDEV_AT("0x11", "0x01", "0x00", "0x1"));
+        _cleanup_plan_ struct plan *p = plan_xml(xml2, POLICY_REQUIRE);
+        assert_int_equal(p->verdict, PLAN_APPLY);
+        assert_int_equal(p->n_pruned, 1);
+        assert_int_equal(p->pruned[0], 1);
+}
+
+static void test_multifunction(void **state) {
+        (void) state;
+        /* 33 devices on one cell: eight root ports per slot */
+        struct strbuf devs = {0};
+        for (unsigned i = 0; i < N_BIG; i++)
+                strbuf_printf(&devs, "<hostdev mode='subsystem' type='pci' managed='yes'><source>"
+                                     "<address domain='0x0000' bus='0x%02x' slot='0x00' function='0x0'/></source></hostdev>\n",
+                              0xa0 + i);
+        _cleanup_free_ char *xml = make_domain("q35", true, 1, MEMNODE("0", "0"), devs.buf);
+        strbuf_done(&devs);
+        _cleanup_plan_ struct plan *p = plan_xml(xml, POLICY_REQUIRE);
+        assert_int_equal(p->verdict, PLAN_APPLY);
+        assert_int_equal(p->n_pxbs, 1);
+        assert_int_equal(p->pxbs[0].n_ports, N_BIG);
+        assert_int_equal(p->pxbs[0].bus_nr, 255 - (1 + N_BIG));
+        assert_int_equal(p->n_ports, N_BIG);
+        for (unsigned k = 0; k < N_BIG; k++) {
+                const struct plan_port *port = &p->ports[k];
+                assert_int_equal(port->index, 2 + (int) k);
+                assert_int_equal(port->pxb_index, 1);
+                assert_int_equal(port->slot, k / 8);
+                assert_int_equal(port->func, k % 8);
+                if (k % 8 != 0)
+                        assert_false(port->multifunction);
+                else if (k + 1 < N_BIG)
+                        assert_true(port->multifunction);
+                assert_int_equal(p->devices[k].guest.bus, port->index);
+                assert_int_equal(p->devices[k].guest.slot, 0);
+        }
+
+        /* 32 devices: one slot each, no multifunction */
+        struct strbuf devs32 = {0};
+        for (unsigned i = 0; i < 32; i++)
+                strbuf_printf(&devs32, "<hostdev mode='subsystem' type='pci' managed='yes'><source>"
+                                       "<address domain='0x0000' bus='0x%02x' slot='0x00' function='0x0'/></source></hostdev>\n",
+                              0xa0 + i);
+        _cleanup_free_ char *xml32 = make_domain("q35", true, 1, MEMNODE("0", "0"), devs32.buf);
+        strbuf_done(&devs32);
+        _cleanup_plan_ struct plan *p32 = plan_xml(xml32, POLICY_REQUIRE);
+        assert_int_equal(p32->verdict, PLAN_APPLY);
+        assert_int_equal(p32->n_ports, 32);
+        for (unsigned k = 0; k < 32; k++) {
+                assert_int_equal(p32->ports[k].slot, k);
+                assert_int_equal(p32->ports[k].func, 0);
+                assert_false(p32->ports[k].multifunction);
+        }
+        assert_int_equal(p32->pxbs[0].bus_nr, 255 - 33);
+}
+
+/* ---- planner_matches ----------------------------------------------------------- */
+
+static struct domain *apply_copy(const struct domain *base, const struct plan *p) {
+        _cleanup_free_ char *xml = NULL;
+        assert_int_equal(domain_format(base, &xml), 0);
+        struct domain *d = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(domain_parse(xml, strlen(xml), &d, &err), 0);
+        int r = rewrite_apply(d, p, &err);
+        if (r < 0)
+                fail_msg("rewrite_apply: %d %s", r, strna(err));
+        return d;
+}
+
+static void test_matches(void **state) {
+        (void) state;
+        _cleanup_free_ char *xml = make_domain("q35", true, 2, MEMNODE("0", "0") MEMNODE("1", "1"),
+                                               ROOT_PORT("1", "0x02")
+                                               HOSTDEV_AT("0x10", "0x01", "0x00", "0x0")
+                                               HOSTDEV("0x30") HOSTDEV("0x80"));
+        _cleanup_domain_ struct domain *base = NULL;
+        _cleanup_plan_ struct plan *p = plan_on(host, xml, POLICY_LEGACY, &base);
+        assert_int_equal(p->verdict, PLAN_APPLY);
+
+        _cleanup_domain_ struct domain *planned = apply_copy(base, p);
+        assert_true(planner_matches(planned, base, p));
+        assert_false(planner_matches(base, base, p));
+
+        /* a plan that sends the devices elsewhere does not match */
+        _cleanup_free_ char *swapped = make_domain("q35", true, 2, MEMNODE("0", "1") MEMNODE("1", "0"),
+                                                   ROOT_PORT("1", "0x02")
+                                                   HOSTDEV_AT("0x10", "0x01", "0x00", "0x0")
+                                                   HOSTDEV("0x30") HOSTDEV("0x80"));
+        _cleanup_domain_ struct domain *base2 = NULL;
+        _cleanup_plan_ struct plan *p2 = plan_on(host, swapped, POLICY_LEGACY, &base2);
+        assert_int_equal(p2->verdict, PLAN_APPLY);
+        assert_moved(p2, "0000:10:00.0", 1);
+        assert_false(planner_matches(planned, base2, p2));
+
+        /* a plan that is not 'apply' never matches */
+        _cleanup_plan_ struct plan *off = plan_on(host, xml, POLICY_OFF, NULL);
+        assert_false(planner_matches(planned, base, off));
+
+        /* another device sharing a moved device's root port breaks the match */
+        assert_int_equal(planned->n_hostdevs, base->n_hostdevs);
+        xmlNodePtr nic = xmlNewChild(planned->devices, NULL, (const xmlChar *) "interface", NULL);
+        xmlSetProp(nic, (const xmlChar *) "type", (const xmlChar *) "network");
+        xmlNodePtr a = xmlNewChild(nic, NULL, (const xmlChar *) "address", NULL);
+        char bus[8];
+        snprintf(bus, sizeof bus, "0x%02x", find_dev(p, "0000:30:00.0")->port_index);
+        xmlSetProp(a, (const xmlChar *) "type", (const xmlChar *) "pci");
+        xmlSetProp(a, (const xmlChar *) "bus", (const xmlChar *) bus);
+        xmlSetProp(a, (const xmlChar *) "slot", (const xmlChar *) "0x00");
+        xmlSetProp(a, (const xmlChar *) "function", (const xmlChar *) "0x1");
+        assert_int_equal(domain_reload(planned, NULL), 0);
+        assert_false(planner_matches(planned, base, p));
+}
 
 int main(void) {
-        const struct CMUnitTest tests[] = { cmocka_unit_test(placeholder) };
-        return cmocka_run_group_tests(tests, NULL, NULL);
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_require_all_local),
+                cmocka_unit_test(test_all_policies_all_local),
+                cmocka_unit_test(test_off),
+                cmocka_unit_test(test_no_devices),
+                cmocka_unit_test(test_balance),
+                cmocka_unit_test(test_vf_and_mdev),
+                cmocka_unit_test(test_device_without_node),
+                cmocka_unit_test(test_no_local_cell),
+                cmocka_unit_test(test_socket_fallback),
+                cmocka_unit_test(test_socket_nearest_by_distance),
+                cmocka_unit_test(test_preferred_nearest),
+                cmocka_unit_test(test_preferred_pcie0),
+                cmocka_unit_test(test_not_eligible),
+                cmocka_unit_test(test_layout_indexes),
+                cmocka_unit_test(test_layout_slots),
+                cmocka_unit_test(test_busnr),
+                cmocka_unit_test(test_busnr_exhausted),
+                cmocka_unit_test(test_index_exhausted),
+                cmocka_unit_test(test_pruned),
+                cmocka_unit_test(test_multifunction),
+                cmocka_unit_test(test_matches),
+        };
+        return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
