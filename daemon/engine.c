@@ -3,6 +3,7 @@
 #include "engine.h"
 
 #include <json.h>
+#include <strings.h>
 
 #include "rewrite.h"
 
@@ -20,6 +21,44 @@ struct engine_result *engine_result_free(struct engine_result *r) {
 
 static char *mark_policy(const struct domain *d) {
         return d->mark ? xml_prop(d->mark, "policy") : NULL;
+}
+
+/* Does the mark describe exactly the plan's moves and expander buses?  A
+ * device removed from the domain since, or one that now goes elsewhere,
+ * means the topology must be planned afresh. */
+static bool mark_matches(xmlNodePtr mark, const struct plan *p, const struct domain *base) {
+        size_t n_dev = 0, n_exp = 0, n_moved = 0;
+        for (xmlNodePtr c = mark->children; c; c = c->next) {
+                if (c->type != XML_ELEMENT_NODE)
+                        continue;
+                if (xmlStrEqual(c->name, (const xmlChar *) "expander"))
+                        n_exp++;
+                else if (xmlStrEqual(c->name, (const xmlChar *) "device"))
+                        n_dev++;
+        }
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                if (pd->action != PLAN_MOVE)
+                        continue;
+                n_moved++;
+                const struct domain_hostdev *hd = &base->hostdevs[pd->hostdev];
+                char pci[PCI_ADDR_STRLEN];
+                const char *key = hd->kind == DOMAIN_HOSTDEV_MDEV ? "mdev" : "host";
+                const char *want = hd->kind == DOMAIN_HOSTDEV_MDEV ? hd->mdev_uuid : pci_addr_format(&hd->host, pci);
+                bool found = false;
+                for (xmlNodePtr c = mark->children; c && !found; c = c->next) {
+                        if (c->type != XML_ELEMENT_NODE || !xmlStrEqual(c->name, (const xmlChar *) "device"))
+                                continue;
+                        _cleanup_free_ char *id = xml_prop(c, key);
+                        _cleanup_free_ char *cell = xml_prop(c, "guest-cell");
+                        uint64_t v;
+                        found = id && strcasecmp(id, want) == 0 && cell && parse_uint(cell, 10, INT32_MAX, &v) == 0 &&
+                                (int) v == pd->cell;
+                }
+                if (!found)
+                        return false;
+        }
+        return n_dev == n_moved && n_exp == p->n_pxbs;
 }
 
 int engine_plan(const char *xml, size_t len, const struct hostmap *h, const struct policy *pol,
@@ -82,7 +121,7 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
         case PLAN_APPLY: {
                 _cleanup_free_ char *old_policy = mark_policy(cur);
                 if (cur->mark && old_policy && streq(old_policy, policy_mode_to_string(res->settings.mode)) &&
-                    planner_matches(cur, res->base, res->plan)) {
+                    mark_matches(cur->mark, res->plan, res->base) && planner_matches(cur, res->base, res->plan)) {
                         res->xml = xstrndup(xml, len);
                         res->already_planned = true;
                         break;

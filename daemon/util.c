@@ -288,6 +288,9 @@ int bitmap_parse(const char *s, unsigned max, struct bitmap *ret) {
                         p++;
                 if (*p == ',') {
                         p++;
+                        /* libvirt accepts "0-3, 8" */
+                        while (*p == ' ' || *p == '\t' || *p == '\n')
+                                p++;
                         if (!*p)
                                 goto fail;
                 } else if (*p)
