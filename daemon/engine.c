@@ -15,6 +15,7 @@ struct engine_result *engine_result_free(struct engine_result *r) {
         domain_free(r->base);
         free(r->policy_origin);
         free(r->revert_warning);
+        free(r->mismatch);
         free(r);
         return NULL;
 }
@@ -126,6 +127,10 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
                         res->already_planned = true;
                         break;
                 }
+                res->mismatch = planner_mismatch(cur, res->base, res->plan);
+                if (!res->mismatch)
+                        res->mismatch = xasprintf("the pcinuma mark is missing or stale (it was written for policy %s)",
+                                                  old_policy ? old_policy : "none");
                 /* Apply to a fresh copy so res->base stays the unplanned
                  * domain the plan's indexes refer to. */
                 _cleanup_domain_ struct domain *out = NULL;

@@ -21,6 +21,7 @@ struct engine_result {
         struct policy_settings settings;
         char *policy_origin;          /* where the policy came from */
         char *revert_warning;         /* what the in-memory revert could not restore exactly, or NULL */
+        char *mismatch;               /* APPLY and not already planned: how the input differs from the plan */
 };
 
 /* Plan xml[0..len).  The policy comes from 'forced' when non-NULL, else

@@ -5,8 +5,10 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "ctl-policy.h"
+#include "client.h"
 #include "ctl.h"
 #include "domain.h"
 #include "engine.h"
@@ -222,6 +224,84 @@ static int ctl_revert(int argc, char **argv) {
         return 0;
 }
 
+static void print_status(json_object *st) {
+        json_object *h = json_object_object_get(st, "hostmap");
+        json_object *p = json_object_object_get(st, "policy");
+        json_object *r = json_object_object_get(st, "requests");
+        json_object *v = json_object_object_get(st, "verdicts");
+#define S(o, k) json_object_get_string(json_object_object_get((o), (k)))
+#define I(o, k) ((long long) json_object_get_int64(json_object_object_get((o), (k))))
+        printf("pcinumad %s (pid %lld), up %lld s, socket %s\n", S(st, "version"), I(st, "pid"), I(st, "uptime_sec"), S(st, "socket"));
+        printf("host map:  %lld PCI devices, %lld mdevs, %lld NUMA nodes from %s; built %lld s ago (generation %lld)%s\n",
+               I(h, "devices"), I(h, "mdevs"), I(h, "nodes"), S(h, "sysfs_root"), I(h, "age_sec"), I(h, "generation"),
+               json_object_get_boolean(json_object_object_get(h, "udev")) ? ", follows udev" : ", rescanned on SIGHUP only");
+        time_t loaded = (time_t) (I(p, "loaded_at_usec") / 1000000);
+        char when[64];
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&loaded));
+        printf("policy:    %s%s, default %s, %lld rule%s, loaded %s\n", S(p, "file"),
+               json_object_get_boolean(json_object_object_get(p, "from_file")) ? "" : " (absent: built-in default)",
+               S(p, "default"), I(p, "rules"), I(p, "rules") == 1 ? "" : "s", when);
+        if (json_object_object_get(p, "last_error"))
+                printf("           last reload FAILED, the policy above is still in force: %s\n", S(p, "last_error"));
+        printf("requests:  %lld total, %lld hook, %lld status, %lld errors, %lld rejected peers, %lld open connections\n",
+               I(r, "total"), I(r, "hook"), I(r, "status"), I(r, "errors"), I(r, "rejected_peers"), I(r, "connections"));
+        printf("verdicts:  %lld allow, %lld warn, %lld refuse, %lld pass\n", I(v, "allow"), I(v, "warn"), I(v, "refuse"), I(v, "pass"));
+#undef S
+#undef I
+}
+
+static int ctl_status(int argc, char **argv) {
+        static const struct option opts[] = {
+                { "socket", required_argument, NULL, 's' },
+                { "json", no_argument, NULL, 'j' },
+                { "help", no_argument, NULL, 'h' },
+                { NULL, 0, NULL, 0 },
+        };
+        const char *env = getenv("PCINUMA_SOCKET");
+        const char *path = env && *env ? env : "/run/pcinuma/hook.sock";
+        bool json = false;
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+                switch (c) {
+                case 's':
+                        path = optarg;
+                        break;
+                case 'j':
+                        json = true;
+                        break;
+                case 'h':
+                        printf("Usage: pcinumactl status [--socket PATH] [--json]\n\n"
+                               "Ask pcinumad for its state: uptime, host map, policy and counters.\n");
+                        return 0;
+                default:
+                        return EXIT_BAD_INPUT;
+                }
+        }
+        _cleanup_json_ json_object *req = proto_request_new_status();
+        _cleanup_json_ json_object *resp = NULL;
+        _cleanup_free_ char *err = NULL;
+        if (client_call(path, req, 5000, &resp, &err) < 0) {
+                fprintf(stderr, "pcinumactl status: %s (is pcinumad running?)\n", err);
+                return 1;
+        }
+        json_object *e = json_object_object_get(resp, "error");
+        if (e) {
+                fprintf(stderr, "pcinumactl status: pcinumad answered: %s\n", json_object_get_string(e));
+                return 1;
+        }
+        json_object *st = json_object_object_get(resp, "status");
+        if (!st) {
+                fprintf(stderr, "pcinumactl status: malformed answer from pcinumad\n");
+                return 1;
+        }
+        if (json)
+                printf("%s\n", json_object_to_json_string_ext(st, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
+        else
+                print_status(st);
+        return 0;
+}
+
 static void usage(FILE *f) {
         fprintf(f,
                 "Usage: pcinumactl COMMAND [OPTIONS]\n"
@@ -233,6 +313,8 @@ static void usage(FILE *f) {
                 "  host [--sysfs-root DIR] [--json]\n"
                 "                      show the host's NUMA nodes and passthrough devices\n"
                 "  check-policy FILE   validate a policy file\n"
+                "  status [--socket PATH] [--json]\n"
+                "                      show pcinumad's state and counters\n"
                 "  --version           print the version\n"
                 "\n"
                 "'pcinumactl COMMAND --help' shows a command's options.\n");
@@ -247,6 +329,7 @@ int main(int argc, char **argv) {
                 { "revert", ctl_revert },
                 { "host", ctl_host },
                 { "check-policy", ctl_check_policy },
+                { "status", ctl_status },
         };
         if (argc < 2) {
                 usage(stderr);

@@ -597,3 +597,53 @@ bool planner_matches(const struct domain *cur, const struct domain *base, const 
         }
         return true;
 }
+
+static char *describe_location(const struct domain *d, const struct domain_hostdev *hd) {
+        if (!hd->has_guest_addr)
+                return xstrdup("has no PCI address yet");
+        if (hd->guest.domain == 0 && hd->guest.bus == 0)
+                return xasprintf("is on pcie.0 slot 0x%02x", hd->guest.slot);
+        const struct domain_controller *c = domain_find_controller(d, hd->guest.bus);
+        if (!c)
+                return xasprintf("is on bus 0x%02x", hd->guest.bus);
+        const struct domain_controller *parent = c->has_addr && c->addr.bus != 0 ? domain_find_controller(d, c->addr.bus) : NULL;
+        if (parent && streq(parent->model, "pcie-expander-bus"))
+                return xasprintf("is on %s %d under expander bus %d (guest cell %d)", c->model[0] ? c->model : "controller",
+                                 c->index, parent->index, parent->node);
+        return xasprintf("is on %s %d on pcie.0", c->model[0] ? c->model : "controller", c->index);
+}
+
+char *planner_mismatch(const struct domain *cur, const struct domain *base, const struct plan *p) {
+        struct strbuf b = {0};
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                const struct domain_hostdev *bhd = &base->hostdevs[pd->hostdev];
+                const struct domain_hostdev *hd = find_same_hostdev(cur, bhd);
+                if (!hd)
+                        continue;
+                bool ok = true;
+                if (pd->action == PLAN_MOVE) {
+                        ok = hd->has_guest_addr && hd->guest.domain == 0 && hd->guest.slot == 0 && hd->guest.func == 0;
+                        const struct domain_controller *port = ok ? domain_find_controller(cur, hd->guest.bus) : NULL;
+                        ok = port && streq(port->model, "pcie-root-port") && port->has_addr;
+                        const struct domain_controller *pxb = ok ? domain_find_controller(cur, port->addr.bus) : NULL;
+                        ok = pxb && streq(pxb->model, "pcie-expander-bus") && pxb->node == pd->cell;
+                        for (size_t u = 0; ok && u < cur->n_pci_uses; u++)
+                                if (cur->pci_uses[u].addr.domain == 0 && cur->pci_uses[u].addr.bus == port->index &&
+                                    cur->pci_uses[u].owner != hd->elem)
+                                        ok = false;
+                } else if (pd->action == PLAN_STAY)
+                        ok = hd->has_guest_addr == bhd->has_guest_addr &&
+                             (!hd->has_guest_addr || pci_addr_eq(&hd->guest, &bhd->guest));
+                if (ok)
+                        continue;
+                _cleanup_free_ char *where = describe_location(cur, hd);
+                if (b.len)
+                        strbuf_append(&b, "; ");
+                if (pd->action == PLAN_MOVE)
+                        strbuf_printf(&b, "%s %s, the plan puts it on guest cell %d", pd->name, where, pd->cell);
+                else
+                        strbuf_printf(&b, "%s %s, the plan leaves it where it was", pd->name, where);
+        }
+        return b.len ? strbuf_steal(&b) : NULL;
+}

@@ -89,6 +89,12 @@ int planner_run(const struct domain *d, const struct hostmap *h, const struct po
  * form. */
 bool planner_matches(const struct domain *current, const struct domain *base, const struct plan *p);
 
+/* Where current differs from plan p (computed for base): one phrase per
+ * device out of place, "; "-separated, e.g. "0000:13:00.0 is on pcie.0
+ * root port 5, the plan puts it on guest cell 0".  NULL when nothing
+ * differs. */
+char *planner_mismatch(const struct domain *current, const struct domain *base, const struct plan *p);
+
 const char *plan_verdict_to_string(enum plan_verdict v);
 const char *plan_action_to_string(enum plan_action a);
 

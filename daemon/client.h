@@ -1,0 +1,12 @@
+/* The client side of the hook protocol: one request, one answer, within a
+ * time budget.  Used by pcinumactl (and small enough for the hook). */
+#pragma once
+
+#include "protocol.h"
+
+/* Connect to socket_path, send req, and read one response frame, all
+ * within timeout_ms.  Returns 0 with *ret (the caller owns it), or a
+ * negative errno with *ret_error naming what failed ("cannot connect to
+ * /run/pcinuma/hook.sock: No such file or directory", "no answer from
+ * ... within 5000 ms", "malformed answer: ..."). */
+int client_call(const char *socket_path, json_object *req, unsigned timeout_ms, json_object **ret, char **ret_error);

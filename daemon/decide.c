@@ -1,0 +1,161 @@
+/* The daemon's answer to each hook call (design §8).  Pure. */
+#include "decide.h"
+
+const char *decide_verdict_to_string(enum decide_verdict v) {
+        switch (v) {
+        case DECIDE_PASS:
+                return "pass";
+        case DECIDE_ALLOW:
+                return "allow";
+        case DECIDE_WARN:
+                return "warn";
+        case DECIDE_REFUSE:
+                return "refuse";
+        }
+        return "?";
+}
+
+void decision_done(struct decision *d) {
+        free(d->out);
+        free(d->message);
+        free(d->domain);
+        free(d->uuid);
+        engine_result_free(d->result);
+        *d = (struct decision) {0};
+}
+
+/* Prefix every line of s with "pcinuma: " (libvirt shows hook stderr
+ * verbatim; the prefix says who is talking). */
+static char *prefixed(const char *s) {
+        struct strbuf b = {0};
+        for (const char *line = s; *line;) {
+                const char *nl = strchr(line, '\n');
+                size_t n = nl ? (size_t) (nl - line) : strlen(line);
+                strbuf_append(&b, "pcinuma: ");
+                strbuf_appendn(&b, line, n);
+                strbuf_append(&b, "\n");
+                line += n + (nl ? 1 : 0);
+        }
+        return strbuf_steal(&b);
+}
+
+static void decide_prepare(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
+                           struct decision *d) {
+        _cleanup_free_ char *err = NULL;
+        const char *name = d->domain;
+
+        if (!req->xml) {
+                d->verdict = DECIDE_REFUSE;
+                d->message = xasprintf("pcinuma: refusing to start domain %s: libvirt passed no domain XML to the prepare hook\n", name);
+                return;
+        }
+        if (engine_plan(req->xml, req->xml_len, h, pol, NULL, &d->result, &err) < 0) {
+                d->verdict = DECIDE_REFUSE;
+                d->message = xasprintf("pcinuma: refusing to start domain %s: %s\n", name, err);
+                return;
+        }
+        const struct engine_result *r = d->result;
+        d->mode = r->settings.mode;
+        d->has_mode = true;
+        if (r->base->uuid)
+                d->uuid = xstrdup(r->base->uuid);
+        const char *mode = policy_mode_to_string(r->settings.mode);
+
+        switch (r->verdict) {
+        case PLAN_REFUSED: {
+                _cleanup_free_ char *lines = engine_refusal(r);
+                _cleanup_free_ char *body = prefixed(lines);
+                d->verdict = DECIDE_REFUSE;
+                d->message = xasprintf("pcinuma: refusing to start domain %s: %s\n%s", name,
+                                       r->plan->reason ? r->plan->reason : "refused by policy", body);
+                return;
+        }
+        case PLAN_SKIP: {
+                d->verdict = DECIDE_WARN;
+                struct strbuf b = {0};
+                for (size_t i = 0; i < r->plan->n_warnings; i++)
+                        strbuf_printf(&b, "pcinuma: warning: domain %s: %s (policy %s)\n", name, r->plan->warnings[i], mode);
+                d->message = strbuf_steal(&b);
+                return;
+        }
+        case PLAN_UNCHANGED:
+                d->verdict = DECIDE_ALLOW;
+                return;
+        case PLAN_APPLY:
+                break;
+        }
+
+        if (r->already_planned) {
+                d->verdict = DECIDE_ALLOW;
+                return;
+        }
+        /* The domain starts with a layout other than the plan: libvirt
+         * ignores a prepare hook's stdout, so the fix goes to the
+         * persistent definition and takes effect at the next start. */
+        if (r->settings.mode == POLICY_REQUIRE || r->settings.mode == POLICY_SOCKET) {
+                d->verdict = DECIDE_REFUSE;
+                d->message = xasprintf("pcinuma: refusing to start domain %s: its PCI topology does not match the NUMA plan "
+                                       "(policy %s): %s.\npcinuma: the persistent definition is being updated; "
+                                       "start the domain again.\n",
+                                       name, mode, r->mismatch ? r->mismatch : "it differs");
+        } else {
+                d->verdict = DECIDE_WARN;
+                d->message = xasprintf("pcinuma: warning: domain %s starts without its NUMA-aware PCI topology (policy %s): %s.\n"
+                                       "pcinuma: the persistent definition is being updated for the next start.\n",
+                                       name, mode, r->mismatch ? r->mismatch : "it differs");
+        }
+}
+
+static void decide_migrate(const struct proto_request *req, struct decision *d) {
+        _cleanup_domain_ struct domain *dom = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        d->verdict = DECIDE_PASS;
+        if (!req->xml)
+                return;
+        /* A domain XML that does not parse is libvirt's to reject; what we
+         * look for is only the mark. */
+        if (domain_parse(req->xml, req->xml_len, &dom, &err) < 0 || !dom->mark) {
+                d->out = xstrndup(req->xml, req->xml_len);
+                return;
+        }
+        if (dom->uuid)
+                d->uuid = xstrdup(dom->uuid);
+        _cleanup_free_ char *migratable = xml_prop(dom->mark, "migratable");
+        _cleanup_free_ char *policy = xml_prop(dom->mark, "policy");
+        if (policy && policy_mode_from_string(policy, &d->mode) == 0)
+                d->has_mode = true;
+        if (migratable && streq(migratable, "no")) {
+                d->verdict = DECIDE_REFUSE;
+                d->message = xasprintf("pcinuma: refusing incoming migration of domain %s: its PCI topology was planned for "
+                                       "the NUMA layout of the host it was defined on (pcinuma policy %s) and is marked "
+                                       "migratable=\"no\"; run 'pcinumactl revert' on its definition (or set its policy to "
+                                       "off) on the source host first\n",
+                                       d->domain, policy ? policy : "?");
+                return;
+        }
+        d->out = xstrndup(req->xml, req->xml_len);
+}
+
+void decide_hook(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
+                 struct decision *ret) {
+        struct decision d = {0};
+        d.phase = req->argv[1];
+        d.subphase = req->argv[2];
+        d.domain = xstrdup(req->argv[0][0] ? req->argv[0] : "(unnamed)");
+
+        if (streq(d.phase, "prepare") && streq(d.subphase, "begin"))
+                decide_prepare(req, h, pol, &d);
+        else if (streq(d.phase, "migrate") && streq(d.subphase, "begin"))
+                decide_migrate(req, &d);
+        else if (streq(d.phase, "restore") && streq(d.subphase, "begin")) {
+                /* A saved guest's device layout must not change. */
+                d.verdict = DECIDE_PASS;
+                if (req->xml)
+                        d.out = xstrndup(req->xml, req->xml_len);
+        } else
+                d.verdict = DECIDE_PASS;
+
+        d.exit_code = d.verdict == DECIDE_REFUSE ? 1 : 0;
+        *ret = d;
+}

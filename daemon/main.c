@@ -1,0 +1,123 @@
+/* pcinumad: the resident daemon behind the libvirt hook.  This file only
+ * parses the command line and runs the manager (systemd-oomd's oomd.c
+ * layout). */
+#include <getopt.h>
+#include <stdio.h>
+
+#include "log.h"
+#include "manager.h"
+#include "util.h"
+
+static void usage(FILE *f) {
+        fprintf(f,
+                "Usage: pcinumad [OPTIONS]\n"
+                "\n"
+                "The pcinuma daemon: answers the libvirt qemu hook (pcinuma-hook) with NUMA-aware\n"
+                "PCI placement decisions.\n"
+                "\n"
+                "  --sysfs-root DIR        read the host from DIR instead of /sys ($PCINUMA_SYSFS_ROOT)\n"
+                "  --policy-file FILE      the policy file (default /etc/pcinuma/policy.json; a missing\n"
+                "                          default file means the built-in policy: legacy, no rules)\n"
+                "  --socket PATH           the hook socket when not socket-activated\n"
+                "                          (default $PCINUMA_SOCKET, else /run/pcinuma/hook.sock)\n"
+                "  --libvirt-uri URI|none  the libvirt connection (default qemu:///system)\n"
+                "  --log-target journal|stderr|auto   where to log (default auto)\n"
+                "  --request-timeout-ms N  close a client that sends nothing for N ms (default 5000)\n"
+                "  --max-connections N     at most N clients at once (default 256)\n"
+                "  --version               print the version\n");
+}
+
+int main(int argc, char **argv) {
+        enum {
+                ARG_SYSFS_ROOT = 0x100,
+                ARG_POLICY_FILE,
+                ARG_SOCKET,
+                ARG_LIBVIRT_URI,
+                ARG_LOG_TARGET,
+                ARG_TIMEOUT,
+                ARG_MAX_CONN,
+                ARG_VERSION,
+        };
+        static const struct option opts[] = {
+                { "sysfs-root", required_argument, NULL, ARG_SYSFS_ROOT },
+                { "policy-file", required_argument, NULL, ARG_POLICY_FILE },
+                { "socket", required_argument, NULL, ARG_SOCKET },
+                { "libvirt-uri", required_argument, NULL, ARG_LIBVIRT_URI },
+                { "log-target", required_argument, NULL, ARG_LOG_TARGET },
+                { "request-timeout-ms", required_argument, NULL, ARG_TIMEOUT },
+                { "max-connections", required_argument, NULL, ARG_MAX_CONN },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "help", no_argument, NULL, 'h' },
+                { NULL, 0, NULL, 0 },
+        };
+        const char *env_sock = getenv("PCINUMA_SOCKET"), *env_root = getenv("PCINUMA_SYSFS_ROOT");
+        struct manager_config cfg = {
+                .sysfs_root = env_root && *env_root ? env_root : "/sys",
+                .policy_file = "/etc/pcinuma/policy.json",
+                .socket_path = env_sock && *env_sock ? env_sock : "/run/pcinuma/hook.sock",
+                .libvirt_uri = "qemu:///system",
+                .request_timeout_ms = 5000,
+                .max_connections = 256,
+        };
+        enum log_target target = LOG_TARGET_AUTO;
+        uint64_t v;
+        int c;
+
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+                switch (c) {
+                case ARG_SYSFS_ROOT:
+                        cfg.sysfs_root = optarg;
+                        break;
+                case ARG_POLICY_FILE:
+                        cfg.policy_file = optarg;
+                        break;
+                case ARG_SOCKET:
+                        cfg.socket_path = optarg;
+                        break;
+                case ARG_LIBVIRT_URI:
+                        cfg.libvirt_uri = optarg;
+                        break;
+                case ARG_LOG_TARGET:
+                        if (log_target_from_string(optarg, &target) < 0) {
+                                fprintf(stderr, "pcinumad: --log-target: expected journal, stderr or auto, not '%s'\n", optarg);
+                                return 2;
+                        }
+                        break;
+                case ARG_TIMEOUT:
+                        if (parse_uint(optarg, 10, 3600000, &v) < 0 || v == 0) {
+                                fprintf(stderr, "pcinumad: --request-timeout-ms: expected 1..3600000, not '%s'\n", optarg);
+                                return 2;
+                        }
+                        cfg.request_timeout_ms = (unsigned) v;
+                        break;
+                case ARG_MAX_CONN:
+                        if (parse_uint(optarg, 10, 65536, &v) < 0 || v == 0) {
+                                fprintf(stderr, "pcinumad: --max-connections: expected 1..65536, not '%s'\n", optarg);
+                                return 2;
+                        }
+                        cfg.max_connections = (unsigned) v;
+                        break;
+                case ARG_VERSION:
+                        printf("pcinumad %s\n", PCINUMA_VERSION);
+                        return 0;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                default:
+                        usage(stderr);
+                        return 2;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "pcinumad: unexpected argument '%s'\n", argv[optind]);
+                return 2;
+        }
+
+        log_setup(target, "pcinumad");
+        _cleanup_(manager_freep) struct manager *m = NULL;
+        int r = manager_new(&cfg, &m);
+        if (r < 0)
+                return 1;
+        r = manager_run(m);
+        return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,425 @@
+/* pcinumad's manager: state, reloads and event sources. */
+#include "manager.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+
+#include "log.h"
+#include "protocol.h"
+#include "server.h"
+
+/* udev sends a burst of events per device (add, bind, ...): wait this
+ * long after the last one before rescanning. */
+#define RESCAN_DELAY_USEC (250 * 1000)
+
+static uint64_t now_usec(clockid_t clock) {
+        struct timespec ts;
+        clock_gettime(clock, &ts);
+        return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+static bool policy_file_exists(const char *path) {
+        struct stat st;
+        return stat(path, &st) == 0;
+}
+
+/* Load the policy file; 0 with *ret, or a negative errno with *ret_error. */
+static int load_policy(const struct manager_config *cfg, struct policy **ret, bool *ret_from_file, char **ret_error) {
+        if (!policy_file_exists(cfg->policy_file)) {
+                *ret = policy_new_default();
+                *ret_from_file = false;
+                return 0;
+        }
+        *ret_from_file = true;
+        return policy_load_file(cfg->policy_file, ret, ret_error);
+}
+
+static const char *hook_conf_path(const struct manager *m, char *buf, size_t n) {
+        const char *slash = strrchr(m->cfg.socket_path, '/');
+        size_t dirlen = slash ? (size_t) (slash - m->cfg.socket_path) : 0;
+        snprintf(buf, n, "%.*s/hook.conf", (int) dirlen, m->cfg.socket_path);
+        return buf;
+}
+
+/* Publish the policy's hook settings next to the socket, where the hook
+ * reads them (/run/pcinuma/hook.conf), so the policy file stays the one
+ * place an admin edits.  Atomic: write a temporary file, then rename. */
+static void publish_hook_conf(struct manager *m) {
+        char path[4096], tmp[4200];
+        hook_conf_path(m, path, sizeof path);
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        _cleanup_free_ char *text = xasprintf(
+                "# Written by pcinumad from %s; edit that file, not this one.\n"
+                "# /etc/pcinuma/hook.conf, if present, overrides these settings.\n"
+                "socket = %s\n"
+                "timeout_ms = %u\n"
+                "on_unreachable = %s\n",
+                m->policy_from_file ? m->cfg.policy_file : "the built-in default policy",
+                m->cfg.socket_path, m->policy->hook_timeout_ms,
+                m->policy->hook_on_unreachable == POLICY_UNREACHABLE_REFUSE ? "refuse" : "allow");
+        _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t) strlen(text) || rename(tmp, path) < 0) {
+                log_errno(LOG_WARNING, -errno, "Failed to publish the hook settings to %s: %m, ignoring", path);
+                (void) unlink(tmp);
+        }
+}
+
+static void set_status(struct manager *m) {
+        (void) sd_notifyf(false, "STATUS=Serving %s: %zu PCI devices on %zu NUMA nodes, policy %s (default %s)",
+                          m->cfg.socket_path, m->hostmap->n_devices, m->hostmap->n_nodes,
+                          m->policy_from_file ? m->cfg.policy_file : "built-in",
+                          policy_mode_to_string(m->policy->def.mode));
+}
+
+static int rescan(struct manager *m, const char *why) {
+        _cleanup_free_ char *err = NULL;
+        struct hostmap *h = NULL;
+        uint64_t t0 = now_usec(CLOCK_MONOTONIC);
+        int r = hostmap_load_path(m->cfg.sysfs_root, &h, &err);
+        if (r < 0) {
+                log_msg(LOG_ERR, "Failed to rescan the host (%s): %s; keeping the previous host map", why, err);
+                return r;
+        }
+        hostmap_free(m->hostmap);
+        m->hostmap = h;
+        m->hostmap_loaded_usec = now_usec(CLOCK_REALTIME);
+        m->hostmap_generation++;
+        struct log_fields f = {0};
+        log_fields_add(&f, "PCINUMA_DEVICES", "%zu", h->n_devices);
+        log_fields_add(&f, "PCINUMA_NODES", "%zu", h->n_nodes);
+        log_fields_add(&f, "PCINUMA_SYSFS_ROOT", "%s", m->cfg.sysfs_root);
+        log_event(LOG_INFO, PCINUMA_MID_HOSTMAP_REBUILT, &f, "Host map built (%s): %zu PCI devices, %zu mdevs, %zu NUMA nodes in %.1f ms",
+                  why, h->n_devices, h->n_mdevs, h->n_nodes, (double) (now_usec(CLOCK_MONOTONIC) - t0) / 1000.0);
+        log_fields_done(&f);
+        return 0;
+}
+
+void manager_reload(struct manager *m) {
+        (void) sd_notifyf(false, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=Reloading the policy and rescanning the host",
+                          (unsigned long long) now_usec(CLOCK_MONOTONIC));
+
+        _cleanup_free_ char *err = NULL;
+        struct policy *p = NULL;
+        bool from_file = false;
+        if (load_policy(&m->cfg, &p, &from_file, &err) < 0) {
+                free(m->policy_error);
+                m->policy_error = xstrdup(err);
+                struct log_fields f = {0};
+                log_fields_add(&f, "PCINUMA_POLICY_FILE", "%s", m->cfg.policy_file);
+                log_event(LOG_ERR, PCINUMA_MID_POLICY_INVALID, &f, "Policy reload failed, keeping the last good policy: %s", err);
+                log_fields_done(&f);
+        } else {
+                policy_free(m->policy);
+                m->policy = p;
+                m->policy_from_file = from_file;
+                m->policy_loaded_usec = now_usec(CLOCK_REALTIME);
+                free(m->policy_error);
+                m->policy_error = NULL;
+                struct log_fields f = {0};
+                log_fields_add(&f, "PCINUMA_POLICY_FILE", "%s", m->cfg.policy_file);
+                log_event(LOG_INFO, PCINUMA_MID_POLICY_LOADED, &f, "Policy reloaded from %s: default %s, %zu rule%s",
+                          from_file ? m->cfg.policy_file : "the built-in default", policy_mode_to_string(p->def.mode),
+                          p->n_rules, p->n_rules == 1 ? "" : "s");
+                log_fields_done(&f);
+                publish_hook_conf(m);
+        }
+        (void) rescan(m, "reload");
+        (void) sd_notify(false, "READY=1");
+        set_status(m);
+}
+
+static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        manager_reload(userdata);
+        return 0;
+}
+
+static int on_rescan_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct manager *m = userdata;
+        if (rescan(m, "udev") >= 0)
+                set_status(m);
+        return 0;
+}
+
+static int on_uevent(sd_device_monitor *mon, sd_device *dev, void *userdata) {
+        struct manager *m = userdata;
+        sd_device_action_t action;
+        if (sd_device_get_action(dev, &action) < 0)
+                return 0;
+        if (action != SD_DEVICE_ADD && action != SD_DEVICE_REMOVE && action != SD_DEVICE_BIND && action != SD_DEVICE_UNBIND)
+                return 0;
+        const char *name = NULL;
+        (void) sd_device_get_sysname(dev, &name);
+        log_msg(LOG_DEBUG, "udev: %s %s; rescanning shortly", name ? name : "?",
+                action == SD_DEVICE_ADD ? "added" : action == SD_DEVICE_REMOVE ? "removed" : action == SD_DEVICE_BIND ? "bound" : "unbound");
+        int r = sd_event_source_set_time_relative(m->rescan_timer, RESCAN_DELAY_USEC);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m->rescan_timer, SD_EVENT_ONESHOT);
+        if (r < 0)
+                log_errno(LOG_WARNING, r, "Failed to schedule a rescan: %m, ignoring");
+        return 0;
+}
+
+static int setup_udev(struct manager *m) {
+        int r = sd_event_add_time_relative(m->event, &m->rescan_timer, CLOCK_MONOTONIC, RESCAN_DELAY_USEC, 0, on_rescan_timer, m);
+        if (r < 0)
+                return log_errno(LOG_ERR, r, "Failed to create the rescan timer: %m");
+        (void) sd_event_source_set_description(m->rescan_timer, "rescan");
+        (void) sd_event_source_set_enabled(m->rescan_timer, SD_EVENT_OFF);
+
+        /* A fixture tree gets no uevents: only watch the real /sys. */
+        if (!streq(m->cfg.sysfs_root, "/sys"))
+                return 0;
+        r = sd_device_monitor_new(&m->monitor);
+        if (r >= 0)
+                r = sd_device_monitor_filter_add_match_subsystem_devtype(m->monitor, "pci", NULL);
+        if (r >= 0)
+                r = sd_device_monitor_filter_add_match_subsystem_devtype(m->monitor, "mdev", NULL);
+        if (r >= 0)
+                r = sd_device_monitor_attach_event(m->monitor, m->event);
+        if (r >= 0)
+                r = sd_device_monitor_start(m->monitor, on_uevent, m);
+        if (r < 0) {
+                log_errno(LOG_WARNING, r, "Failed to watch udev for PCI changes: %m; the host map is rescanned on SIGHUP only");
+                m->monitor = sd_device_monitor_unref(m->monitor);
+        }
+        return 0;
+}
+
+int manager_new(const struct manager_config *cfg, struct manager **ret) {
+        _cleanup_(manager_freep) struct manager *m = xcalloc(1, sizeof(*m));
+        _cleanup_free_ char *err = NULL;
+        int r;
+
+        m->cfg = *cfg;
+        m->start_usec = now_usec(CLOCK_REALTIME);
+        m->start_mono = now_usec(CLOCK_MONOTONIC);
+
+        r = load_policy(cfg, &m->policy, &m->policy_from_file, &err);
+        if (r < 0) {
+                struct log_fields f = {0};
+                log_fields_add(&f, "PCINUMA_POLICY_FILE", "%s", cfg->policy_file);
+                log_event(LOG_ERR, PCINUMA_MID_POLICY_INVALID, &f, "Cannot start: %s", err);
+                log_fields_done(&f);
+                return r;
+        }
+        m->policy_loaded_usec = now_usec(CLOCK_REALTIME);
+        if (!m->policy_from_file)
+                log_msg(LOG_NOTICE, "No policy file at %s; using the built-in default (policy legacy, no rules)", cfg->policy_file);
+
+        r = hostmap_load_path(cfg->sysfs_root, &m->hostmap, &err);
+        if (r < 0) {
+                log_msg(LOG_ERR, "Cannot start: cannot read the host map: %s", err);
+                return r;
+        }
+        m->hostmap_loaded_usec = now_usec(CLOCK_REALTIME);
+        m->hostmap_generation = 1;
+
+        r = sd_event_default(&m->event);
+        if (r < 0)
+                return log_errno(LOG_ERR, r, "Failed to create the event loop: %m");
+        (void) sd_event_set_watchdog(m->event, true);
+
+        sigset_t ss;
+        sigemptyset(&ss);
+        sigaddset(&ss, SIGTERM);
+        sigaddset(&ss, SIGINT);
+        sigaddset(&ss, SIGHUP);
+        if (sigprocmask(SIG_BLOCK, &ss, NULL) < 0)
+                return log_errno(LOG_ERR, -errno, "Failed to block signals: %m");
+        /* NULL handlers: SIGTERM and SIGINT end the loop. */
+        if ((r = sd_event_add_signal(m->event, NULL, SIGTERM, NULL, NULL)) < 0 ||
+            (r = sd_event_add_signal(m->event, NULL, SIGINT, NULL, NULL)) < 0 ||
+            (r = sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m)) < 0)
+                return log_errno(LOG_ERR, r, "Failed to watch signals: %m");
+        signal(SIGPIPE, SIG_IGN);
+
+        int fd = -1;
+        bool activated = false;
+        r = server_listen_fd(cfg->socket_path, &fd, &activated);
+        if (r < 0)
+                return r;
+        r = server_new(m, m->event, fd, &m->server);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        log_msg(LOG_INFO, "Listening on %s%s", activated ? "the socket passed by systemd" : cfg->socket_path,
+                activated ? "" : " (mode 0600)");
+
+        r = setup_udev(m);
+        if (r < 0)
+                return r;
+
+        if (!streq(cfg->libvirt_uri, "none"))
+                log_msg(LOG_NOTICE, "The libvirt watcher (--libvirt-uri %s) is not part of this build; "
+                                    "domains are checked at start by the hook only", cfg->libvirt_uri);
+
+        publish_hook_conf(m);
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+struct manager *manager_free(struct manager *m) {
+        if (!m)
+                return NULL;
+        server_free(m->server);
+        sd_event_source_disable_unref(m->rescan_timer);
+        sd_device_monitor_unref(m->monitor);
+        sd_event_unref(m->event);
+        hostmap_free(m->hostmap);
+        policy_free(m->policy);
+        free(m->policy_error);
+        free(m);
+        return NULL;
+}
+
+int manager_run(struct manager *m) {
+        struct log_fields f = {0};
+        log_fields_add(&f, "PCINUMA_SOCKET", "%s", m->cfg.socket_path);
+        log_event(LOG_INFO, PCINUMA_MID_DAEMON_READY, &f, "pcinumad %s ready: %zu PCI devices, %zu NUMA nodes, policy %s (default %s, %zu rules)",
+                  PCINUMA_VERSION, m->hostmap->n_devices, m->hostmap->n_nodes,
+                  m->policy_from_file ? m->cfg.policy_file : "built-in", policy_mode_to_string(m->policy->def.mode), m->policy->n_rules);
+        log_fields_done(&f);
+        (void) sd_notify(false, "READY=1");
+        set_status(m);
+        int r = sd_event_loop(m->event);
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down");
+        if (r < 0)
+                return log_errno(LOG_ERR, r, "Event loop failed: %m");
+        log_msg(LOG_INFO, "Stopping on signal");
+        return 0;
+}
+
+static const char *event_message_id(const struct decision *d) {
+        bool prepare = streq(d->phase, "prepare");
+        switch (d->verdict) {
+        case DECIDE_ALLOW:
+                return PCINUMA_MID_START_ALLOWED;
+        case DECIDE_WARN:
+                return PCINUMA_MID_START_WARNED;
+        case DECIDE_REFUSE:
+                return prepare ? PCINUMA_MID_START_REFUSED : PCINUMA_MID_MIGRATION_REFUSED;
+        case DECIDE_PASS:
+        default:
+                return PCINUMA_MID_HOOK_PASSED;
+        }
+}
+
+static void log_decision(const struct decision *d) {
+        struct log_fields f = {0};
+        log_fields_add(&f, "PCINUMA_DOMAIN", "%s", d->domain);
+        if (d->uuid)
+                log_fields_add(&f, "PCINUMA_UUID", "%s", d->uuid);
+        log_fields_add(&f, "PCINUMA_PHASE", "%s", d->phase);
+        if (d->has_mode)
+                log_fields_add(&f, "PCINUMA_POLICY", "%s", policy_mode_to_string(d->mode));
+        log_fields_add(&f, "PCINUMA_VERDICT", "%s", decide_verdict_to_string(d->verdict));
+        const struct plan *p = d->result ? d->result->plan : NULL;
+        for (size_t i = 0; p && i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                log_fields_add(&f, "PCINUMA_DEVICE", "%s", pd->name);
+                log_fields_add(&f, "PCINUMA_HOST_NODE", "%d", pd->host_node);
+                log_fields_add(&f, "PCINUMA_GUEST_CELL", "%d", pd->cell);
+        }
+
+        /* The message: the first line of what the hook prints, without
+         * the "pcinuma: " prefix, or a summary. */
+        _cleanup_free_ char *first = NULL;
+        if (d->message) {
+                const char *s = d->message;
+                if (strncmp(s, "pcinuma: ", 9) == 0)
+                        s += 9;
+                first = xstrndup(s, strcspn(s, "\n"));
+        }
+        int prio = d->verdict == DECIDE_REFUSE ? LOG_WARNING : d->verdict == DECIDE_WARN ? LOG_NOTICE : LOG_INFO;
+        if (first)
+                log_event(prio, event_message_id(d), &f, "%s", first);
+        else if (d->verdict == DECIDE_ALLOW)
+                log_event(prio, event_message_id(d), &f, "Domain %s may start: %s", d->domain,
+                          d->result && d->result->already_planned ? "its PCI topology matches the NUMA plan"
+                          : d->result && d->result->plan->reason ? d->result->plan->reason : "nothing to place");
+        else
+                log_event(LOG_DEBUG, event_message_id(d), &f, "Domain %s: %s %s passed", d->domain, d->phase, d->subphase);
+        log_fields_done(&f);
+}
+
+json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_uid, pid_t peer_pid) {
+        struct proto_request req = {0};
+        _cleanup_free_ char *err = NULL;
+        m->n_requests++;
+        if (proto_request_parse(request, &req, &err) < 0) {
+                m->n_errors++;
+                struct log_fields f = {0};
+                log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) peer_pid);
+                log_event(LOG_WARNING, PCINUMA_MID_PROTOCOL_ERROR, &f, "Bad request from pid %d: %s", (int) peer_pid, err);
+                log_fields_done(&f);
+                return proto_response_new_error("%s", err);
+        }
+        json_object *resp;
+        if (req.type == PROTO_REQUEST_STATUS) {
+                m->n_status++;
+                resp = proto_response_new_status(manager_status(m));
+        } else {
+                struct decision d;
+                m->n_hook++;
+                decide_hook(&req, m->hostmap, m->policy, &d);
+                m->n_verdict[d.verdict]++;
+                log_decision(&d);
+                resp = proto_response_new_hook(d.exit_code, d.out, d.message, decide_verdict_to_string(d.verdict));
+                decision_done(&d);
+        }
+        proto_request_done(&req);
+        return resp;
+}
+
+static json_object *json_u64(uint64_t v) {
+        return json_object_new_int64((int64_t) v);
+}
+
+json_object *manager_status(struct manager *m) {
+        uint64_t now = now_usec(CLOCK_REALTIME);
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "version", json_object_new_string(PCINUMA_VERSION));
+        json_object_object_add(o, "pid", json_object_new_int((int) getpid()));
+        json_object_object_add(o, "uptime_sec", json_u64((now_usec(CLOCK_MONOTONIC) - m->start_mono) / 1000000u));
+        json_object_object_add(o, "socket", json_object_new_string(m->cfg.socket_path));
+        json_object_object_add(o, "libvirt_uri", json_object_new_string(m->cfg.libvirt_uri));
+
+        json_object *h = json_object_new_object();
+        json_object_object_add(h, "sysfs_root", json_object_new_string(m->cfg.sysfs_root));
+        json_object_object_add(h, "devices", json_u64(m->hostmap->n_devices));
+        json_object_object_add(h, "mdevs", json_u64(m->hostmap->n_mdevs));
+        json_object_object_add(h, "nodes", json_u64(m->hostmap->n_nodes));
+        json_object_object_add(h, "loaded_at_usec", json_u64(m->hostmap_loaded_usec));
+        json_object_object_add(h, "age_sec", json_u64((now - m->hostmap_loaded_usec) / 1000000u));
+        json_object_object_add(h, "generation", json_u64(m->hostmap_generation));
+        json_object_object_add(h, "udev", json_object_new_boolean(m->monitor != NULL));
+        json_object_object_add(o, "hostmap", h);
+
+        json_object *p = json_object_new_object();
+        json_object_object_add(p, "file", json_object_new_string(m->cfg.policy_file));
+        json_object_object_add(p, "from_file", json_object_new_boolean(m->policy_from_file));
+        json_object_object_add(p, "loaded_at_usec", json_u64(m->policy_loaded_usec));
+        json_object_object_add(p, "default", json_object_new_string(policy_mode_to_string(m->policy->def.mode)));
+        json_object_object_add(p, "rules", json_u64(m->policy->n_rules));
+        json_object_object_add(p, "last_error", m->policy_error ? json_object_new_string(m->policy_error) : NULL);
+        json_object_object_add(o, "policy", p);
+
+        json_object *r = json_object_new_object();
+        json_object_object_add(r, "total", json_u64(m->n_requests));
+        json_object_object_add(r, "hook", json_u64(m->n_hook));
+        json_object_object_add(r, "status", json_u64(m->n_status));
+        json_object_object_add(r, "errors", json_u64(m->n_errors));
+        json_object_object_add(r, "rejected_peers", json_u64(m->n_rejected));
+        json_object_object_add(r, "connections", json_u64(server_n_connections(m->server)));
+        json_object_object_add(o, "requests", r);
+
+        json_object *v = json_object_new_object();
+        for (int i = 0; i < 4; i++)
+                json_object_object_add(v, decide_verdict_to_string((enum decide_verdict) i), json_u64(m->n_verdict[i]));
+        json_object_object_add(o, "verdicts", v);
+        return o;
+}

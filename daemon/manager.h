@@ -1,0 +1,66 @@
+/* pcinumad's state and event sources (the "manager" of systemd-oomd's
+ * layout): the host map and policy caches, their reloads, the udev
+ * monitor, signals, the hook socket server and the counters behind
+ * `pcinumactl status`.  This layer touches the OS; the decisions it
+ * serves come from the pure modules. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-device.h>
+#include <systemd/sd-event.h>
+
+#include "decide.h"
+#include "hostmap.h"
+#include "policy.h"
+
+struct server;
+
+struct manager_config {
+        const char *sysfs_root;         /* "/sys" */
+        const char *policy_file;        /* may not exist: then the built-in default */
+        const char *socket_path;
+        const char *libvirt_uri;        /* "none" disables the libvirt watcher */
+        unsigned request_timeout_ms;    /* per-connection read timeout */
+        unsigned max_connections;
+};
+
+struct manager {
+        struct manager_config cfg;
+        sd_event *event;
+        sd_device_monitor *monitor;
+        sd_event_source *rescan_timer;
+        struct server *server;
+
+        struct hostmap *hostmap;
+        uint64_t hostmap_loaded_usec;   /* CLOCK_REALTIME */
+        uint64_t hostmap_generation;
+        struct policy *policy;
+        bool policy_from_file;
+        uint64_t policy_loaded_usec;
+        char *policy_error;             /* the last reload's error, or NULL */
+
+        uint64_t start_usec;            /* CLOCK_REALTIME */
+        uint64_t start_mono;
+        uint64_t n_requests, n_hook, n_status, n_errors, n_rejected;
+        uint64_t n_verdict[4];          /* by enum decide_verdict */
+};
+
+/* Load the policy and the host map and set up every event source.  On
+ * error, logs it (naming the file, field or line) and returns it. */
+int manager_new(const struct manager_config *cfg, struct manager **ret);
+struct manager *manager_free(struct manager *m);
+static inline void manager_freep(struct manager **m) { manager_free(*m); }
+
+/* Run until SIGTERM/SIGINT.  Sends READY=1. */
+int manager_run(struct manager *m);
+
+/* SIGHUP: reload the policy (keeping the last good one on error) and
+ * rescan the host. */
+void manager_reload(struct manager *m);
+
+/* Serve one request (a parsed frame); returns the response object. */
+json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_uid, pid_t peer_pid);
+
+/* The status object. */
+json_object *manager_status(struct manager *m);

@@ -1,0 +1,427 @@
+/* The hook protocol (design §9): frame encoding, an incremental frame
+ * decoder, and validation of request and response objects.  Pure: no I/O.
+ * Compiled into pcinumad, pcinumactl and (on its own, with util.c)
+ * pcinuma-hook. */
+#include "protocol.h"
+
+#include <inttypes.h>
+
+/* ---- frames ------------------------------------------------------------ */
+
+int proto_frame_encode(json_object *o, char **ret, size_t *ret_len) {
+        size_t len = 0;
+        const char *s;
+        char *buf;
+
+        if (!o || !ret || !ret_len)
+                return -EINVAL;
+
+        s = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+        if (!s)
+                return -ENOMEM;
+        if (len == 0 || len > PROTO_MAX_PAYLOAD)
+                return -EMSGSIZE;
+
+        buf = xmalloc(PROTO_HEADER_SIZE + len);
+        buf[0] = (char) ((len >> 24) & 0xff);
+        buf[1] = (char) ((len >> 16) & 0xff);
+        buf[2] = (char) ((len >> 8) & 0xff);
+        buf[3] = (char) (len & 0xff);
+        memcpy(buf + PROTO_HEADER_SIZE, s, len);
+
+        *ret = buf;
+        *ret_len = PROTO_HEADER_SIZE + len;
+        return 0;
+}
+
+void proto_decoder_reset(struct proto_decoder *d) {
+        if (!d)
+                return;
+        free(d->payload);
+        *d = (struct proto_decoder) {.header_len = 0};
+}
+
+bool proto_decoder_busy(const struct proto_decoder *d) {
+        return d && (d->header_len > 0 || d->payload_have > 0);
+}
+
+static bool is_json_space(char c) {
+        return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* Parse a complete payload of len bytes (buf[len] is a NUL the decoder
+ * added).  The NUL is handed to the tokener too, so that a bare scalar
+ * such as "123" completes and is reported as "not an object" rather than
+ * as truncated. */
+static int payload_parse(const char *buf, size_t len, json_object **ret, char **ret_error) {
+        _cleanup_json_ json_object *o = NULL;
+        enum json_tokener_error jerr;
+        json_tokener *tok;
+        const char *nul;
+        size_t end;
+
+        nul = memchr(buf, '\0', len);
+        if (nul)
+                return set_error(ret_error, -EBADMSG, "payload is not JSON: NUL byte at offset %zu", (size_t) (nul - buf));
+
+        tok = json_tokener_new();
+        if (!tok)
+                return set_error(ret_error, -ENOMEM, "out of memory");
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+        o = json_tokener_parse_ex(tok, buf, (int) len + 1);
+        jerr = json_tokener_get_error(tok);
+        end = json_tokener_get_parse_end(tok);
+        json_tokener_free(tok);
+
+        /* A JSON null parses successfully to a NULL object. */
+        if (jerr == json_tokener_success && !o)
+                return set_error(ret_error, -EBADMSG, "payload is not a JSON object (it is a JSON null)");
+
+        if (jerr != json_tokener_success) {
+                /* json-c reports bytes after a complete value as a generic
+                 * "unexpected character"; say what it is. */
+                if (jerr == json_tokener_error_parse_unexpected && end > 0 && end < len) {
+                        json_tokener *t2 = json_tokener_new();
+                        json_object *prefix = NULL;
+
+                        if (t2) {
+                                json_tokener_set_flags(t2, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+                                prefix = json_tokener_parse_ex(t2, buf, (int) end);
+                                if (!prefix && json_tokener_get_error(t2) == json_tokener_continue)
+                                        /* a bare number needs a terminator */
+                                        prefix = json_tokener_parse_ex(t2, "", 1);
+                                json_tokener_free(t2);
+                        }
+                        if (prefix) {
+                                json_object_put(prefix);
+                                return set_error(ret_error, -EBADMSG,
+                                                 "payload has %zu trailing bytes after the JSON value", len - end);
+                        }
+                }
+                return set_error(ret_error, -EBADMSG, "payload is not JSON: %s at offset %zu",
+                                 json_tokener_error_desc(jerr), end);
+        }
+
+        /* Defensive: the strict tokener rejects trailing garbage itself,
+         * but make sure nothing but white space follows the value. */
+        for (size_t i = end; i < len; i++)
+                if (!is_json_space(buf[i]))
+                        return set_error(ret_error, -EBADMSG,
+                                         "payload has %zu trailing bytes after the JSON value", len - i);
+
+        if (!json_object_is_type(o, json_type_object))
+                return set_error(ret_error, -EBADMSG, "payload is not a JSON object (it is a JSON %s)",
+                                 json_type_to_name(json_object_get_type(o)));
+
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
+int proto_decoder_feed(struct proto_decoder *d, const void *data, size_t n, size_t *consumed,
+                       json_object **ret, char **ret_error) {
+        const uint8_t *p = data;
+        size_t used = 0;
+        int r;
+
+        if (consumed)
+                *consumed = 0;
+        if (!d || !ret || (n > 0 && !data))
+                return set_error(ret_error, -EINVAL, "invalid arguments");
+
+        while (d->header_len < PROTO_HEADER_SIZE) {
+                if (used == n) {
+                        if (consumed)
+                                *consumed = used;
+                        return 0;
+                }
+                d->header[d->header_len++] = p[used++];
+                if (d->header_len == PROTO_HEADER_SIZE) {
+                        uint32_t len = (uint32_t) d->header[0] << 24 | (uint32_t) d->header[1] << 16 |
+                                       (uint32_t) d->header[2] << 8 | (uint32_t) d->header[3];
+
+                        if (consumed)
+                                *consumed = used;
+                        /* Refuse from the header alone, before allocating. */
+                        if (len == 0)
+                                return set_error(ret_error, -EMSGSIZE, "frame length 0");
+                        if (len > PROTO_MAX_PAYLOAD)
+                                return set_error(ret_error, -EMSGSIZE,
+                                                 "frame of %" PRIu32 " bytes exceeds the %u byte limit",
+                                                 len, PROTO_MAX_PAYLOAD);
+                        d->payload_len = len;
+                        d->payload = xmalloc((size_t) len + 1);
+                        d->payload_have = 0;
+                }
+        }
+
+        if (n - used > 0) {
+                size_t want = d->payload_len - d->payload_have;
+                size_t take = n - used < want ? n - used : want;
+
+                memcpy(d->payload + d->payload_have, p + used, take);
+                d->payload_have += take;
+                used += take;
+        }
+        if (consumed)
+                *consumed = used;
+        if (d->payload_have < d->payload_len)
+                return 0;
+
+        d->payload[d->payload_len] = '\0';
+        r = payload_parse(d->payload, d->payload_len, ret, ret_error);
+        if (r < 0)
+                return r;
+
+        /* Ready for the next frame. */
+        proto_decoder_reset(d);
+        return 1;
+}
+
+/* ---- common field helpers -------------------------------------------- */
+
+static int check_version(json_object *o, const char *who, char **ret_error) {
+        json_object *v;
+        int64_t version;
+
+        if (!json_object_object_get_ex(o, "version", &v) || !v)
+                return set_error(ret_error, -EPROTO, "missing 'version'");
+        if (!json_object_is_type(v, json_type_int))
+                return set_error(ret_error, -EPROTO, "'version' must be an integer");
+        version = json_object_get_int64(v);
+        if (version != PROTO_VERSION)
+                return set_error(ret_error, -EPROTO, "unsupported protocol version %" PRId64 ", this %s speaks %d",
+                                 version, who, PROTO_VERSION);
+        return 0;
+}
+
+/* Copy an optional string member: *ret stays NULL if the member is absent
+ * or null. */
+static int get_opt_string(json_object *o, const char *key, char **ret, size_t *ret_len, char **ret_error) {
+        json_object *v;
+        size_t len;
+        char *s;
+
+        if (!json_object_object_get_ex(o, key, &v) || !v)
+                return 0;
+        if (!json_object_is_type(v, json_type_string))
+                return set_error(ret_error, -EPROTO, "'%s' must be a string", key);
+
+        len = (size_t) json_object_get_string_len(v);
+        s = xmalloc(len + 1);
+        memcpy(s, json_object_get_string(v), len);
+        s[len] = '\0';
+        *ret = s;
+        if (ret_len)
+                *ret_len = len;
+        return 0;
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+void proto_request_done(struct proto_request *r) {
+        if (!r)
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(r->argv); i++)
+                free(r->argv[i]);
+        free(r->xml);
+        *r = (struct proto_request) {.xml = NULL};
+}
+
+static int parse_hook_request(json_object *o, struct proto_request *r, char **ret_error) {
+        json_object *a;
+        size_t n;
+        int k;
+
+        if (!json_object_object_get_ex(o, "argv", &a) || !a)
+                return set_error(ret_error, -EPROTO, "missing 'argv'");
+        if (!json_object_is_type(a, json_type_array))
+                return set_error(ret_error, -EPROTO, "'argv' must be an array of 1 to 4 strings");
+        n = json_object_array_length(a);
+        if (n < 1 || n > ELEMENTSOF(r->argv))
+                return set_error(ret_error, -EPROTO, "'argv' must be an array of 1 to 4 strings");
+        for (size_t i = 0; i < n; i++) {
+                json_object *e = json_object_array_get_idx(a, i);
+
+                if (!e || !json_object_is_type(e, json_type_string))
+                        return set_error(ret_error, -EPROTO, "'argv' must be an array of 1 to 4 strings");
+        }
+        for (size_t i = 0; i < ELEMENTSOF(r->argv); i++)
+                r->argv[i] = xstrdup(i < n ? json_object_get_string(json_object_array_get_idx(a, i)) : "");
+
+        k = get_opt_string(o, "xml", &r->xml, &r->xml_len, ret_error);
+        if (k < 0)
+                return k;
+        return 0;
+}
+
+int proto_request_parse(json_object *o, struct proto_request *ret, char **ret_error) {
+        struct proto_request r = {.xml = NULL};
+        json_object *t;
+        const char *type;
+        int k;
+
+        if (!ret)
+                return set_error(ret_error, -EINVAL, "invalid arguments");
+        if (!o || !json_object_is_type(o, json_type_object))
+                return set_error(ret_error, -EPROTO, "request is not a JSON object");
+
+        k = check_version(o, "daemon", ret_error);
+        if (k < 0)
+                return k;
+
+        if (!json_object_object_get_ex(o, "type", &t) || !t)
+                return set_error(ret_error, -EPROTO, "missing 'type'");
+        if (!json_object_is_type(t, json_type_string))
+                return set_error(ret_error, -EPROTO, "'type' must be a string");
+        type = json_object_get_string(t);
+
+        if (streq(type, "hook")) {
+                r.type = PROTO_REQUEST_HOOK;
+                k = parse_hook_request(o, &r, ret_error);
+                if (k < 0) {
+                        proto_request_done(&r);
+                        return k;
+                }
+        } else if (streq(type, "status")) {
+                r.type = PROTO_REQUEST_STATUS;
+                /* argv is documented as never NULL after a parse. */
+                for (size_t i = 0; i < ELEMENTSOF(r.argv); i++)
+                        r.argv[i] = xstrdup("");
+        } else
+                return set_error(ret_error, -EPROTO, "unknown request type '%s'", type);
+
+        *ret = r;
+        return 0;
+}
+
+json_object *proto_request_new_hook(const char *const argv[4], const char *xml, size_t xml_len) {
+        json_object *o = json_object_new_object();
+        json_object *a = json_object_new_array_ext(4);
+
+        json_object_object_add(o, "version", json_object_new_int(PROTO_VERSION));
+        json_object_object_add(o, "type", json_object_new_string("hook"));
+        for (size_t i = 0; i < 4; i++)
+                json_object_array_add(a, json_object_new_string(argv ? strempty(argv[i]) : ""));
+        json_object_object_add(o, "argv", a);
+        if (xml)
+                json_object_object_add(o, "xml", json_object_new_string_len(xml, (int) xml_len));
+        return o;
+}
+
+json_object *proto_request_new_status(void) {
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "version", json_object_new_int(PROTO_VERSION));
+        json_object_object_add(o, "type", json_object_new_string("status"));
+        return o;
+}
+
+/* ---- responses --------------------------------------------------------- */
+
+void proto_response_done(struct proto_response *r) {
+        if (!r)
+                return;
+        free(r->error);
+        free(r->stdout_text);
+        free(r->stderr_text);
+        free(r->verdict);
+        if (r->status)
+                json_object_put(r->status);
+        *r = (struct proto_response) {.error = NULL};
+}
+
+static int parse_hook_response(json_object *o, struct proto_response *r, char **ret_error) {
+        json_object *e;
+        int64_t code;
+        int k;
+
+        if (!json_object_object_get_ex(o, "exit", &e) || !e)
+                return set_error(ret_error, -EPROTO, "missing 'exit'");
+        if (!json_object_is_type(e, json_type_int))
+                return set_error(ret_error, -EPROTO, "'exit' must be an integer");
+        code = json_object_get_int64(e);
+        if (code < 0 || code > 255)
+                return set_error(ret_error, -EPROTO, "'exit' must be between 0 and 255, not %" PRId64, code);
+        r->exit_code = (int) code;
+
+        k = get_opt_string(o, "stdout", &r->stdout_text, NULL, ret_error);
+        if (k < 0)
+                return k;
+        k = get_opt_string(o, "stderr", &r->stderr_text, NULL, ret_error);
+        if (k < 0)
+                return k;
+        return get_opt_string(o, "verdict", &r->verdict, NULL, ret_error);
+}
+
+int proto_response_parse(json_object *o, struct proto_response *ret, char **ret_error) {
+        struct proto_response r = {.error = NULL};
+        json_object *v;
+        int k;
+
+        if (!ret)
+                return set_error(ret_error, -EINVAL, "invalid arguments");
+        if (!o || !json_object_is_type(o, json_type_object))
+                return set_error(ret_error, -EPROTO, "response is not a JSON object");
+
+        k = check_version(o, "client", ret_error);
+        if (k < 0)
+                return k;
+
+        if (json_object_object_get_ex(o, "error", &v) && v) {
+                if (!json_object_is_type(v, json_type_string))
+                        return set_error(ret_error, -EPROTO, "'error' must be a string");
+                r.error = xstrdup(json_object_get_string(v));
+        } else if (json_object_object_get_ex(o, "status", &v) && v) {
+                if (!json_object_is_type(v, json_type_object))
+                        return set_error(ret_error, -EPROTO, "'status' must be an object");
+                r.status = json_object_get(v);
+        } else {
+                k = parse_hook_response(o, &r, ret_error);
+                if (k < 0) {
+                        proto_response_done(&r);
+                        return k;
+                }
+        }
+
+        *ret = r;
+        return 0;
+}
+
+static json_object *response_new(void) {
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "version", json_object_new_int(PROTO_VERSION));
+        return o;
+}
+
+json_object *proto_response_new_hook(int exit_code, const char *stdout_text, const char *stderr_text, const char *verdict) {
+        json_object *o = response_new();
+
+        json_object_object_add(o, "exit", json_object_new_int(exit_code));
+        if (stdout_text)
+                json_object_object_add(o, "stdout", json_object_new_string(stdout_text));
+        if (stderr_text)
+                json_object_object_add(o, "stderr", json_object_new_string(stderr_text));
+        if (verdict)
+                json_object_object_add(o, "verdict", json_object_new_string(verdict));
+        return o;
+}
+
+json_object *proto_response_new_error(const char *fmt, ...) {
+        json_object *o = response_new();
+        _cleanup_free_ char *msg = NULL;
+        va_list ap;
+
+        va_start(ap, fmt);
+        msg = xvasprintf(fmt, ap);
+        va_end(ap);
+        json_object_object_add(o, "error", json_object_new_string(msg));
+        return o;
+}
+
+json_object *proto_response_new_status(json_object *status) {
+        json_object *o = response_new();
+
+        json_object_object_add(o, "status", status ? status : json_object_new_object());
+        return o;
+}

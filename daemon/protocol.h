@@ -1,0 +1,102 @@
+/* The hook protocol (design §9): length-prefixed, versioned JSON over a
+ * SOCK_STREAM Unix socket.  A frame is a 4-byte big-endian payload length
+ * followed by that many bytes of UTF-8 JSON text holding one object.
+ * Pure: buffers in, buffers out; shared by pcinumad, pcinuma-hook and
+ * pcinumactl.
+ *
+ * Request objects:
+ *   {"version": 1, "type": "hook",
+ *    "argv": ["<domain name>", "<phase>", "<subphase>", "<extra>"],
+ *    "xml": "<domain …>"}                       -- "xml" may be absent
+ *   {"version": 1, "type": "status"}
+ *
+ * Response objects:
+ *   {"version": 1, "exit": 0|1, "stdout": "…", "stderr": "…",
+ *    "verdict": "allow"|"warn"|"refuse"|"pass"|"skip"}      -- to "hook"
+ *   {"version": 1, "status": {…}}                           -- to "status"
+ *   {"version": 1, "error": "…"}        -- the request was not served */
+#pragma once
+
+#include <json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+#define PROTO_VERSION 1
+/* Largest payload accepted in either direction: a domain XML of up to
+ * DOMAIN_XML_MAX (4 MiB) grows when JSON-escaped; anything over this is
+ * refused without reading it. */
+#define PROTO_MAX_PAYLOAD (16u * 1024u * 1024u)
+#define PROTO_HEADER_SIZE 4
+
+static inline void json_object_putp(json_object **o) {
+        if (*o)
+                json_object_put(*o);
+}
+#define _cleanup_json_ _cleanup_(json_object_putp)
+
+/* Serialise o as one frame (header + payload).  The caller owns *ret. */
+int proto_frame_encode(json_object *o, char **ret, size_t *ret_len);
+
+/* An incremental frame decoder for non-blocking reads. */
+struct proto_decoder {
+        uint8_t header[PROTO_HEADER_SIZE];
+        size_t header_len;
+        uint32_t payload_len;
+        char *payload;
+        size_t payload_have;
+};
+
+/* Feed n bytes.  Returns 1 with *ret set (a JSON object the caller owns)
+ * when a frame is complete, having consumed *consumed bytes (the rest
+ * belongs to the next frame); 0 when more bytes are needed (all n were
+ * consumed); or a negative errno with *ret_error: -EMSGSIZE for a length
+ * of 0 or over PROTO_MAX_PAYLOAD, -EBADMSG for a payload that is not a
+ * JSON object.  After an error the decoder must be reset. */
+int proto_decoder_feed(struct proto_decoder *d, const void *data, size_t n, size_t *consumed,
+                       json_object **ret, char **ret_error);
+void proto_decoder_reset(struct proto_decoder *d);
+/* True while a frame has been started but not finished. */
+bool proto_decoder_busy(const struct proto_decoder *d);
+
+enum proto_request_type {
+        PROTO_REQUEST_HOOK,
+        PROTO_REQUEST_STATUS,
+};
+
+struct proto_request {
+        enum proto_request_type type;
+        /* hook: */
+        char *argv[4];          /* name, phase, subphase, extra; never NULL after parse ("" if absent) */
+        char *xml;              /* NULL if absent */
+        size_t xml_len;
+};
+
+/* Validate and extract a request.  Errors (-EPROTO with *ret_error) name
+ * the problem: wrong or missing version ("unsupported protocol version 2,
+ * this daemon speaks 1"), unknown type, argv not an array of 1..4
+ * strings, xml not a string. */
+int proto_request_parse(json_object *o, struct proto_request *ret, char **ret_error);
+void proto_request_done(struct proto_request *r);
+
+json_object *proto_request_new_hook(const char *const argv[4], const char *xml, size_t xml_len);
+json_object *proto_request_new_status(void);
+
+struct proto_response {
+        char *error;            /* set for an error response; the rest is then unset */
+        int exit_code;
+        char *stdout_text;      /* may be NULL */
+        char *stderr_text;      /* may be NULL */
+        char *verdict;          /* may be NULL */
+        json_object *status;    /* a reference (put by proto_response_done), or NULL */
+};
+
+int proto_response_parse(json_object *o, struct proto_response *ret, char **ret_error);
+void proto_response_done(struct proto_response *r);
+
+json_object *proto_response_new_hook(int exit_code, const char *stdout_text, const char *stderr_text, const char *verdict);
+json_object *proto_response_new_error(const char *fmt, ...) _printf_(1, 2);
+/* Takes ownership of status. */
+json_object *proto_response_new_status(json_object *status);

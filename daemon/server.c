@@ -1,0 +1,374 @@
+/* The hook protocol server (design §9). */
+#include "server.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+
+#include "log.h"
+#include "manager.h"
+#include "protocol.h"
+
+struct conn {
+        struct server *server;
+        struct conn *prev, *next;
+        int fd;
+        sd_event_source *io;
+        sd_event_source *timer;
+        struct proto_decoder dec;
+        char *out;
+        size_t out_len, out_off;
+        bool close_after_write;
+        uid_t uid;
+        pid_t pid;
+};
+
+struct server {
+        struct manager *m;
+        sd_event *event;
+        int listen_fd;
+        sd_event_source *listen_io;
+        struct conn *conns;
+        unsigned n_conns;
+};
+
+static void conn_free(struct conn *c) {
+        if (!c)
+                return;
+        struct server *s = c->server;
+        if (c->prev)
+                c->prev->next = c->next;
+        else if (s->conns == c)
+                s->conns = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        s->n_conns--;
+        sd_event_source_disable_unref(c->io);
+        sd_event_source_disable_unref(c->timer);
+        if (c->fd >= 0)
+                close(c->fd);
+        proto_decoder_reset(&c->dec);
+        free(c->out);
+        free(c);
+}
+
+static int conn_arm_timer(struct conn *c) {
+        uint64_t usec = (uint64_t) c->server->m->cfg.request_timeout_ms * 1000;
+        if (!c->timer)
+                return 0;
+        int r = sd_event_source_set_time_relative(c->timer, usec);
+        if (r < 0)
+                return r;
+        return sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);
+}
+
+/* Queue a response frame; write as much as the socket takes now. */
+static int conn_send(struct conn *c, json_object *o);
+
+static int conn_flush(struct conn *c) {
+        while (c->out_off < c->out_len) {
+                ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                return sd_event_source_set_io_events(c->io, EPOLLOUT);
+                        return -errno;
+                }
+                c->out_off += (size_t) n;
+        }
+        free(c->out);
+        c->out = NULL;
+        c->out_len = c->out_off = 0;
+        if (c->close_after_write)
+                return 1;
+        return sd_event_source_set_io_events(c->io, EPOLLIN);
+}
+
+static int conn_send(struct conn *c, json_object *o) {
+        _cleanup_free_ char *frame = NULL;
+        size_t len = 0;
+        int r = proto_frame_encode(o, &frame, &len);
+        if (r < 0)
+                return r;
+        /* Responses are sent in order; append to what is pending. */
+        c->out = xrealloc(c->out, c->out_len + len);
+        memcpy(c->out + c->out_len, frame, len);
+        c->out_len += len;
+        return conn_flush(c);
+}
+
+static int conn_fail(struct conn *c, const char *why) {
+        struct log_fields f = {0};
+        log_fields_add(&f, "PCINUMA_PEER_UID", "%u", (unsigned) c->uid);
+        log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) c->pid);
+        log_event(LOG_WARNING, PCINUMA_MID_PROTOCOL_ERROR, &f, "Bad request from pid %d: %s", (int) c->pid, why);
+        log_fields_done(&f);
+        c->server->m->n_errors++;
+        _cleanup_json_ json_object *o = proto_response_new_error("%s", why);
+        c->close_after_write = true;
+        proto_decoder_reset(&c->dec);
+        return conn_send(c, o);
+}
+
+static int on_conn_io(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        struct conn *c = userdata;
+        int r = 0;
+
+        if (revents & EPOLLOUT) {
+                r = conn_flush(c);
+                if (r != 0) {
+                        conn_free(c);
+                        return 0;
+                }
+        }
+        if (!(revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) || c->close_after_write)
+                return 0;
+
+        char buf[65536];
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n < 0) {
+                if (errno == EAGAIN || errno == EINTR)
+                        return 0;
+                conn_free(c);
+                return 0;
+        }
+        if (n == 0) {
+                if (proto_decoder_busy(&c->dec)) {
+                        struct log_fields f = {0};
+                        log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) c->pid);
+                        log_event(LOG_WARNING, PCINUMA_MID_PROTOCOL_ERROR, &f,
+                                  "Client pid %d closed the connection in the middle of a request (truncated frame)", (int) c->pid);
+                        log_fields_done(&f);
+                        c->server->m->n_errors++;
+                }
+                conn_free(c);
+                return 0;
+        }
+
+        size_t off = 0;
+        while (off < (size_t) n) {
+                json_object *req = NULL;
+                _cleanup_free_ char *err = NULL;
+                size_t used = 0;
+                r = proto_decoder_feed(&c->dec, buf + off, (size_t) n - off, &used, &req, &err);
+                if (r < 0) {
+                        if (conn_fail(c, err ? err : "malformed frame") != 0)
+                                conn_free(c);
+                        return 0;
+                }
+                off += used;
+                if (r == 0)
+                        break;
+                _cleanup_json_ json_object *resp = manager_handle(c->server->m, req, c->uid, c->pid);
+                json_object_put(req);
+                r = conn_send(c, resp);
+                if (r != 0) {
+                        conn_free(c);
+                        return 0;
+                }
+        }
+        /* Activity: the client gets a fresh timeout for its next request. */
+        (void) conn_arm_timer(c);
+        return 0;
+}
+
+static int on_conn_timeout(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct conn *c = userdata;
+        if (proto_decoder_busy(&c->dec)) {
+                struct log_fields f = {0};
+                log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) c->pid);
+                log_event(LOG_WARNING, PCINUMA_MID_PROTOCOL_ERROR, &f,
+                          "Client pid %d sent an incomplete request and then nothing for %u ms; closing its connection",
+                          (int) c->pid, c->server->m->cfg.request_timeout_ms);
+                log_fields_done(&f);
+                c->server->m->n_errors++;
+        }
+        conn_free(c);
+        return 0;
+}
+
+static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        struct server *s = userdata;
+        for (;;) {
+                int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (cfd < 0) {
+                        if (errno == EAGAIN || errno == EINTR)
+                                return 0;
+                        if (errno == ECONNABORTED)
+                                continue;
+                        /* EMFILE and friends: keep serving who we have. */
+                        log_errno(LOG_WARNING, -errno, "Failed to accept a connection: %m, ignoring");
+                        return 0;
+                }
+                struct ucred cred = { .uid = (uid_t) -1, .pid = 0 };
+                socklen_t len = sizeof cred;
+                if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+                        log_errno(LOG_WARNING, -errno, "Failed to read the peer's credentials: %m; dropping the connection");
+                        close(cfd);
+                        continue;
+                }
+                if (s->n_conns >= s->m->cfg.max_connections) {
+                        log_msg(LOG_WARNING, "Too many connections (%u); dropping one from pid %d", s->n_conns, (int) cred.pid);
+                        close(cfd);
+                        continue;
+                }
+                struct conn *c = xcalloc(1, sizeof(*c));
+                c->server = s;
+                c->fd = cfd;
+                c->uid = cred.uid;
+                c->pid = cred.pid;
+                c->next = s->conns;
+                if (s->conns)
+                        s->conns->prev = c;
+                s->conns = c;
+                s->n_conns++;
+
+                int r = sd_event_add_io(s->event, &c->io, cfd, EPOLLIN, on_conn_io, c);
+                if (r >= 0)
+                        r = sd_event_add_time_relative(s->event, &c->timer, CLOCK_MONOTONIC,
+                                                       (uint64_t) s->m->cfg.request_timeout_ms * 1000, 0, on_conn_timeout, c);
+                if (r >= 0)
+                        (void) sd_event_source_set_description(c->timer, "client-timeout");
+                if (r < 0) {
+                        log_errno(LOG_WARNING, r, "Failed to watch a connection: %m; dropping it");
+                        conn_free(c);
+                        continue;
+                }
+
+                /* Only root may ask: libvirt's hooks run as root, and the
+                 * answers reveal the host's device layout. */
+                if (cred.uid != 0) {
+                        struct log_fields f = {0};
+                        log_fields_add(&f, "PCINUMA_PEER_UID", "%u", (unsigned) cred.uid);
+                        log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) cred.pid);
+                        log_event(LOG_WARNING, PCINUMA_MID_PEER_REJECTED, &f,
+                                  "Refused a connection from uid %u (pid %d): only root is served", (unsigned) cred.uid, (int) cred.pid);
+                        log_fields_done(&f);
+                        s->m->n_rejected++;
+                        _cleanup_json_ json_object *o = proto_response_new_error(
+                                "permission denied: pcinumad serves only root (uid 0), and this peer is uid %u", (unsigned) cred.uid);
+                        c->close_after_write = true;
+                        if (conn_send(c, o) != 0)
+                                conn_free(c);
+                }
+        }
+}
+
+int server_new(struct manager *m, sd_event *e, int listen_fd, struct server **ret) {
+        struct server *s = xcalloc(1, sizeof(*s));
+        s->m = m;
+        s->event = e;
+        s->listen_fd = listen_fd;
+        int r = sd_event_add_io(e, &s->listen_io, listen_fd, EPOLLIN, on_accept, s);
+        if (r < 0) {
+                free(s);
+                return log_errno(LOG_ERR, r, "Failed to watch the hook socket: %m");
+        }
+        (void) sd_event_source_set_description(s->listen_io, "hook-socket");
+        *ret = s;
+        return 0;
+}
+
+struct server *server_free(struct server *s) {
+        if (!s)
+                return NULL;
+        while (s->conns)
+                conn_free(s->conns);
+        sd_event_source_disable_unref(s->listen_io);
+        if (s->listen_fd >= 0)
+                close(s->listen_fd);
+        free(s);
+        return NULL;
+}
+
+unsigned server_n_connections(const struct server *s) {
+        return s ? s->n_conns : 0;
+}
+
+static int mkdir_parents(const char *path) {
+        _cleanup_free_ char *dir = xstrdup(path);
+        char *slash = strrchr(dir, '/');
+        if (!slash || slash == dir)
+                return 0;
+        *slash = 0;
+        for (char *p = dir + 1; *p; p++) {
+                if (*p != '/')
+                        continue;
+                *p = 0;
+                if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+                *p = '/';
+        }
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return -errno;
+        return 0;
+}
+
+int server_listen_fd(const char *path, int *ret_fd, bool *ret_activated) {
+        char **names = NULL;
+        int n = sd_listen_fds_with_names(true, &names);
+        if (names) {
+                for (char **p = names; *p; p++)
+                        free(*p);
+                free(names);
+        }
+        if (n < 0)
+                return log_errno(LOG_ERR, n, "Failed to read the sockets passed by systemd: %m");
+        if (n > 1)
+                return log_errno(LOG_ERR, -EINVAL, "systemd passed %d sockets; pcinumad expects one (pcinumad.socket)", n);
+        if (n == 1) {
+                int fd = SD_LISTEN_FDS_START;
+                int r = sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0);
+                if (r <= 0)
+                        return log_errno(LOG_ERR, r < 0 ? r : -EINVAL,
+                                         "The socket passed by systemd is not a listening Unix stream socket");
+                (void) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+                (void) fcntl(fd, F_SETFD, FD_CLOEXEC);
+                *ret_fd = fd;
+                *ret_activated = true;
+                return 0;
+        }
+
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (strlen(path) >= sizeof sa.sun_path)
+                return log_errno(LOG_ERR, -ENAMETOOLONG, "Socket path '%s' is too long", path);
+        strcpy(sa.sun_path, path);
+
+        int r = mkdir_parents(path);
+        if (r < 0)
+                return log_errno(LOG_ERR, r, "Failed to create the directory of '%s': %m", path);
+
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return log_errno(LOG_ERR, -errno, "Failed to create a socket: %m");
+
+        struct stat st;
+        if (lstat(path, &st) == 0) {
+                if (!S_ISSOCK(st.st_mode))
+                        return log_errno(LOG_ERR, -EEXIST, "'%s' exists and is not a socket; not touching it", path);
+                /* A live socket means another pcinumad: do not steal it. */
+                _cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                if (probe >= 0 && connect(probe, (struct sockaddr *) &sa, sizeof sa) == 0)
+                        return log_errno(LOG_ERR, -EADDRINUSE, "Another process is already listening on '%s'", path);
+                (void) unlink(path);
+        }
+
+        /* Create the socket with mode 0600 from the start: no window in
+         * which another user could connect. */
+        mode_t old = umask(0177);
+        r = bind(fd, (struct sockaddr *) &sa, sizeof sa);
+        int e = errno;
+        umask(old);
+        if (r < 0)
+                return log_errno(LOG_ERR, -e, "Failed to bind '%s': %m", path);
+        if (chmod(path, 0600) < 0)
+                return log_errno(LOG_ERR, -errno, "Failed to set the mode of '%s': %m", path);
+        if (listen(fd, 128) < 0)
+                return log_errno(LOG_ERR, -errno, "Failed to listen on '%s': %m", path);
+        *ret_fd = TAKE_FD(fd);
+        *ret_activated = false;
+        return 0;
+}

@@ -1,0 +1,22 @@
+/* The hook socket: accepts connections on the listening Unix socket,
+ * checks SO_PEERCRED, reads length-prefixed frames without blocking,
+ * hands each request to the manager and writes the answer back.  Many
+ * clients are served at once, and a slow or stuck one only ever costs its
+ * own connection (which times out). */
+#pragma once
+
+#include <stdbool.h>
+#include <systemd/sd-event.h>
+
+struct manager;
+struct server;
+
+/* Take over the listening fd (socket-activated or bound by us). */
+int server_new(struct manager *m, sd_event *e, int listen_fd, struct server **ret);
+struct server *server_free(struct server *s);
+unsigned server_n_connections(const struct server *s);
+
+/* The listening socket: from socket activation if there is one, else bind
+ * 'path' ourselves (mode 0600, parent directory created).  Refuses to
+ * steal the socket from another running daemon. */
+int server_listen_fd(const char *path, int *ret_fd, bool *ret_activated);

@@ -1,0 +1,564 @@
+/* pcinuma-hook: the libvirt qemu hook (design §2, §8, §9), installed as
+ * /etc/libvirt/hooks/qemu.d/pcinuma.  libvirt runs it as
+ *     pcinuma NAME PHASE SUBPHASE EXTRA  < domain.xml
+ * with a scrubbed environment.  It forwards the call to pcinumad over a
+ * Unix socket and turns the answer into stdout, stderr and an exit code.
+ *
+ * It runs for every phase of every VM on the host, so the common case must
+ * cost next to nothing: phases the daemon does not act on, and domains with
+ * no passthrough device and no pcinuma mark, exit 0 before any JSON work,
+ * config file read or socket.  When the daemon cannot be reached (or does
+ * not answer in time, or answers nonsense) the on_unreachable setting
+ * decides, and the hook says so on stderr, which libvirt logs. */
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include "protocol.h"
+
+#ifndef PCINUMA_VERSION
+#define PCINUMA_VERSION "unknown"
+#endif
+
+#define DEFAULT_SOCKET "/run/pcinuma/hook.sock"
+/* Published by pcinumad from the policy file's "hook" section. */
+#define RUN_CONF "/run/pcinuma/hook.conf"
+/* The administrator's overrides; read last, so they win. */
+#define ETC_CONF "/etc/pcinuma/hook.conf"
+#define DEFAULT_TIMEOUT_MS 10000u
+#define MAX_TIMEOUT_MS 600000u
+/* The same limit as DOMAIN_XML_MAX in domain.h, which pulls in libxml2
+ * and is not included here to keep the hook small. */
+#define XML_MAX (4u * 1024u * 1024u)
+#define CHUNK (64u * 1024u)
+
+struct hook_conf {
+        char socket[sizeof(((struct sockaddr_un *) NULL)->sun_path)];
+        unsigned timeout_ms;
+        bool refuse;            /* on_unreachable=refuse */
+};
+
+/* ---- small I/O helpers ------------------------------------------------- */
+
+static int64_t now_ms(void) {
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int remaining_ms(int64_t deadline) {
+        int64_t left = deadline - now_ms();
+
+        return left <= 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int) left;
+}
+
+/* Wait for 'events' on fd until the deadline (-1: no deadline).  Returns
+ * 1 when ready, 0 on timeout, or a negative errno. */
+static int wait_fd(int fd, short events, int64_t deadline) {
+        for (;;) {
+                struct pollfd p = {.fd = fd, .events = events};
+                int timeout = deadline < 0 ? -1 : remaining_ms(deadline);
+                int r = poll(&p, 1, timeout);
+
+                if (r > 0)
+                        return 1;
+                if (r == 0)
+                        return 0;
+                if (errno != EINTR)
+                        return -errno;
+        }
+}
+
+/* Write all of buf, through partial writes, EINTR and EAGAIN. */
+static int write_all(int fd, const char *buf, size_t len) {
+        while (len > 0) {
+                ssize_t k = write(fd, buf, len);
+
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                                int r = wait_fd(fd, POLLOUT, -1);
+                                if (r < 0)
+                                        return r;
+                                continue;
+                        }
+                        return -errno;
+                }
+                buf += k;
+                len -= (size_t) k;
+        }
+        return 0;
+}
+
+/* read() that retries on EINTR and waits on EAGAIN (a non-blocking stdin). */
+static ssize_t read_some(int fd, char *buf, size_t len) {
+        for (;;) {
+                ssize_t k = read(fd, buf, len);
+
+                if (k >= 0)
+                        return k;
+                if (errno == EINTR)
+                        continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                        int r = wait_fd(fd, POLLIN, -1);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                return -errno;
+        }
+}
+
+/* ---- the fast path ----------------------------------------------------- */
+
+static bool phase_needs_daemon(const char *phase) {
+        return streq(phase, "prepare") || streq(phase, "migrate") || streq(phase, "restore");
+}
+
+/* Everything the daemon may act on leaves one of these strings in the XML:
+ * a <hostdev> (PCI, mdev; USB and SCSI ones too, which the daemon then
+ * ignores), an <interface type='hostdev'>, or the pcinuma metadata mark.
+ * A false positive only costs a round trip; a false negative would skip a
+ * real device, so the test is deliberately loose. */
+static const char *const markers[] = {"<hostdev", "'hostdev'", "\"hostdev\"", "urn:pcinuma:"};
+#define MARKER_MAX 12   /* strlen of the longest marker */
+
+static bool xml_may_concern_us(const char *buf, size_t len) {
+        for (size_t i = 0; i < ELEMENTSOF(markers); i++)
+                if (memmem(buf, len, markers[i], strlen(markers[i])))
+                        return true;
+        return false;
+}
+
+/* Read and discard the rest of stdin, so that libvirt's write never meets
+ * a closed pipe.  With 'scan', also look for the markers, carrying the
+ * last few bytes from chunk to chunk so that a marker split across two
+ * reads is still found.  'tail' holds the bytes already read. */
+static bool drain_stdin(bool scan, const char *tail, size_t tail_len) {
+        static char buf[MARKER_MAX + CHUNK];
+        bool found = false;
+        size_t keep = 0;
+
+        if (isatty(STDIN_FILENO))
+                return false;
+
+        if (scan && tail_len > 0) {
+                keep = tail_len < MARKER_MAX - 1 ? tail_len : MARKER_MAX - 1;
+                memcpy(buf, tail + tail_len - keep, keep);
+        }
+        for (;;) {
+                ssize_t k = read_some(STDIN_FILENO, buf + keep, CHUNK);
+
+                if (k <= 0)
+                        return found;
+                if (scan && !found) {
+                        size_t n = keep + (size_t) k;
+
+                        found = xml_may_concern_us(buf, n);
+                        keep = n < MARKER_MAX - 1 ? n : MARKER_MAX - 1;
+                        memmove(buf, buf + n - keep, keep);
+                } else
+                        keep = 0;
+        }
+}
+
+/* Read stdin into *ret, up to XML_MAX + 1 bytes.  Returns 0, or a negative
+ * errno.  *ret_len > XML_MAX means the XML is too large (the rest is still
+ * unread). */
+static int read_xml(char **ret, size_t *ret_len) {
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0, cap = 0;
+
+        if (isatty(STDIN_FILENO)) {
+                *ret = xstrdup("");
+                *ret_len = 0;
+                return 0;
+        }
+        for (;;) {
+                ssize_t k;
+
+                if (cap - len < CHUNK) {
+                        cap = cap == 0 ? CHUNK : cap * 2;
+                        if (cap > XML_MAX + 1 + CHUNK)
+                                cap = XML_MAX + 1 + CHUNK;
+                        buf = xrealloc(buf, cap + 1);
+                }
+                k = read_some(STDIN_FILENO, buf + len, cap - len);
+                if (k < 0)
+                        return (int) k;
+                if (k == 0)
+                        break;
+                len += (size_t) k;
+                if (len > XML_MAX)
+                        break;
+        }
+        buf[len] = '\0';
+        *ret_len = len;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+/* ---- configuration ----------------------------------------------------- */
+
+static char *strip(char *s) {
+        char *e;
+
+        while (*s == ' ' || *s == '\t')
+                s++;
+        e = s + strlen(s);
+        while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
+                *--e = '\0';
+        return s;
+}
+
+static void conf_warn(const char *path, unsigned line, const char *fmt, ...) _printf_(3, 4);
+static void conf_warn(const char *path, unsigned line, const char *fmt, ...) {
+        va_list ap;
+
+        fprintf(stderr, "pcinuma: %s:%u: ", path, line);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputs(", ignoring\n", stderr);
+}
+
+/* Apply one 'key = value' file.  A bad line is reported and skipped: a
+ * typo in this file must never be what stops a VM from starting. */
+static void conf_load_file(struct hook_conf *c, const char *path, bool must_exist) {
+        _cleanup_fclose_ FILE *f = NULL;
+        _cleanup_free_ char *line = NULL;
+        size_t cap = 0;
+        unsigned lineno = 0;
+
+        f = fopen(path, "re");
+        if (!f) {
+                if (errno != ENOENT || must_exist)
+                        fprintf(stderr, "pcinuma: cannot read %s: %s, ignoring\n", path, strerror(errno));
+                return;
+        }
+
+        while (getline(&line, &cap, f) >= 0) {
+                char *s, *eq, *key, *value;
+
+                lineno++;
+                s = strip(line);
+                if (*s == '\0' || *s == '#')
+                        continue;
+                /* A trailing comment needs white space before its '#'. */
+                for (char *h = s + 1; *h; h++)
+                        if (*h == '#' && (h[-1] == ' ' || h[-1] == '\t')) {
+                                *h = '\0';
+                                break;
+                        }
+                eq = strchr(s, '=');
+                if (!eq) {
+                        conf_warn(path, lineno, "expected 'key = value'");
+                        continue;
+                }
+                *eq = '\0';
+                key = strip(s);
+                value = strip(eq + 1);
+
+                if (streq(key, "socket")) {
+                        if (value[0] != '/')
+                                conf_warn(path, lineno, "socket: '%s' is not an absolute path", value);
+                        else if (strlen(value) >= sizeof(c->socket))
+                                conf_warn(path, lineno, "socket: the path is longer than %zu bytes", sizeof(c->socket) - 1);
+                        else
+                                strcpy(c->socket, value);
+                } else if (streq(key, "timeout_ms")) {
+                        uint64_t v;
+
+                        if (parse_uint(value, 10, MAX_TIMEOUT_MS, &v) < 0 || v < 1)
+                                conf_warn(path, lineno, "timeout_ms: '%s' is not a whole number of milliseconds from 1 to %u",
+                                          value, MAX_TIMEOUT_MS);
+                        else
+                                c->timeout_ms = (unsigned) v;
+                } else if (streq(key, "on_unreachable")) {
+                        if (streq(value, "allow"))
+                                c->refuse = false;
+                        else if (streq(value, "refuse"))
+                                c->refuse = true;
+                        else
+                                conf_warn(path, lineno, "on_unreachable: '%s' is neither 'allow' nor 'refuse'", value);
+                } else
+                        conf_warn(path, lineno, "unknown key '%s'", key);
+        }
+}
+
+static void conf_load(struct hook_conf *c) {
+        const char *e;
+
+        *c = (struct hook_conf) {.timeout_ms = DEFAULT_TIMEOUT_MS};
+        strcpy(c->socket, DEFAULT_SOCKET);
+
+        e = getenv("PCINUMA_HOOK_CONF");
+        if (e && *e)
+                conf_load_file(c, e, true);
+        else {
+                conf_load_file(c, RUN_CONF, false);
+                conf_load_file(c, ETC_CONF, false);
+        }
+
+        e = getenv("PCINUMA_SOCKET");
+        if (e && *e) {
+                if (strlen(e) >= sizeof(c->socket))
+                        fprintf(stderr, "pcinuma: PCINUMA_SOCKET is longer than %zu bytes, ignoring\n", sizeof(c->socket) - 1);
+                else
+                        strcpy(c->socket, e);
+        }
+}
+
+/* ---- talking to the daemon --------------------------------------------- */
+
+/* Connect to path before the deadline.  Returns the fd, or a negative
+ * errno with *reason set. */
+static int daemon_connect(const char *path, int64_t deadline, unsigned timeout_ms, char **reason) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        _cleanup_close_ int fd = -1;
+
+        strcpy(sa.sun_path, path);      /* its length was checked by conf_load() */
+
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return set_error(reason, -errno, "cannot create a socket: %s", strerror(errno));
+
+        for (;;) {
+                int r, err = 0;
+                socklen_t len = sizeof(err);
+
+                if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0)
+                        return TAKE_FD(fd);
+                if (errno == EINTR)
+                        continue;
+                if (errno == EAGAIN) {
+                        /* The daemon's listen backlog is full: a Unix socket
+                         * reports this at once rather than by poll, so retry. */
+                        if (remaining_ms(deadline) == 0)
+                                return set_error(reason, -ETIMEDOUT, "cannot connect to %s within %u ms: the daemon is busy",
+                                                 path, timeout_ms);
+                        (void) poll(NULL, 0, remaining_ms(deadline) < 10 ? remaining_ms(deadline) : 10);
+                        continue;
+                }
+                if (errno != EINPROGRESS)
+                        return set_error(reason, -errno, "cannot connect to %s: %s", path, strerror(errno));
+
+                r = wait_fd(fd, POLLOUT, deadline);
+                if (r == 0)
+                        return set_error(reason, -ETIMEDOUT, "cannot connect to %s within %u ms", path, timeout_ms);
+                if (r < 0)
+                        return set_error(reason, r, "cannot connect to %s: %s", path, strerror(-r));
+                if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                        err = errno;
+                if (err != 0)
+                        return set_error(reason, -err, "cannot connect to %s: %s", path, strerror(err));
+                return TAKE_FD(fd);
+        }
+}
+
+static int daemon_send(int fd, const char *buf, size_t len, int64_t deadline, unsigned timeout_ms, char **reason) {
+        while (len > 0) {
+                ssize_t k = send(fd, buf, len, MSG_NOSIGNAL);
+
+                if (k < 0) {
+                        int r;
+
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                                if (errno == EPIPE || errno == ECONNRESET)
+                                        return set_error(reason, -errno, "the daemon closed the connection before reading the request");
+                                return set_error(reason, -errno, "cannot send the request to the daemon: %s", strerror(errno));
+                        }
+                        r = wait_fd(fd, POLLOUT, deadline);
+                        if (r == 0)
+                                return set_error(reason, -ETIMEDOUT, "the daemon did not take the request within %u ms", timeout_ms);
+                        if (r < 0)
+                                return set_error(reason, r, "cannot send the request to the daemon: %s", strerror(-r));
+                        continue;
+                }
+                buf += k;
+                len -= (size_t) k;
+        }
+        return 0;
+}
+
+/* Read one response frame before the deadline. */
+static int daemon_receive(int fd, int64_t deadline, unsigned timeout_ms, json_object **ret, char **reason) {
+        struct proto_decoder d = {.header_len = 0};
+        static char buf[CHUNK];
+        int r;
+
+        for (;;) {
+                _cleanup_free_ char *err = NULL;
+                size_t used = 0;
+                ssize_t k;
+
+                r = wait_fd(fd, POLLIN, deadline);
+                if (r == 0) {
+                        r = set_error(reason, -ETIMEDOUT, "no answer from the daemon within %u ms", timeout_ms);
+                        break;
+                }
+                if (r < 0) {
+                        r = set_error(reason, r, "cannot read the daemon's answer: %s", strerror(-r));
+                        break;
+                }
+
+                k = recv(fd, buf, sizeof(buf), 0);
+                if (k < 0) {
+                        if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+                                continue;
+                        if (errno == ECONNRESET)
+                                r = set_error(reason, -errno, "the daemon closed the connection without answering");
+                        else
+                                r = set_error(reason, -errno, "cannot read the daemon's answer: %s", strerror(errno));
+                        break;
+                }
+                if (k == 0) {
+                        r = set_error(reason, -ECONNRESET,
+                                      proto_decoder_busy(&d) ? "the daemon closed the connection in the middle of its answer"
+                                                             : "the daemon closed the connection without answering");
+                        break;
+                }
+
+                r = proto_decoder_feed(&d, buf, (size_t) k, &used, ret, &err);
+                if (r < 0) {
+                        r = set_error(reason, r, "malformed answer from the daemon: %s", strna(err));
+                        break;
+                }
+                if (r > 0) {
+                        /* Anything after the frame is ignored: one request,
+                         * one answer. */
+                        r = 0;
+                        break;
+                }
+        }
+        proto_decoder_reset(&d);
+        return r;
+}
+
+/* The verdict when the daemon cannot give one: on_unreachable decides. */
+static int unreachable(const struct hook_conf *c, const char *name, const char *phase, const char *reason) {
+        fprintf(stderr, "pcinuma: NUMA placement check skipped for domain %s (phase %s): %s; %s (on_unreachable=%s)\n",
+                name, phase, reason, c->refuse ? "refusing" : "starting anyway", c->refuse ? "refuse" : "allow");
+        return c->refuse ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+static int ask_daemon(const char *const args[4], const char *xml, size_t xml_len) {
+        struct hook_conf conf;
+        _cleanup_json_ json_object *req = NULL, *answer = NULL;
+        _cleanup_free_ char *frame = NULL, *reason = NULL, *err = NULL;
+        _cleanup_close_ int fd = -1;
+        struct proto_response resp = {.error = NULL};
+        size_t frame_len = 0;
+        int64_t deadline;
+        int r;
+
+        conf_load(&conf);
+        deadline = now_ms() + conf.timeout_ms;
+
+        req = proto_request_new_hook(args, xml, xml_len);
+        r = proto_frame_encode(req, &frame, &frame_len);
+        if (r < 0) {
+                (void) set_error(&reason, r, "cannot encode the request: %s", strerror(-r));
+                return unreachable(&conf, args[0], args[1], reason);
+        }
+
+        fd = daemon_connect(conf.socket, deadline, conf.timeout_ms, &reason);
+        if (fd < 0)
+                return unreachable(&conf, args[0], args[1], reason);
+        if (daemon_send(fd, frame, frame_len, deadline, conf.timeout_ms, &reason) < 0 ||
+            daemon_receive(fd, deadline, conf.timeout_ms, &answer, &reason) < 0)
+                return unreachable(&conf, args[0], args[1], reason);
+
+        if (proto_response_parse(answer, &resp, &err) < 0) {
+                (void) set_error(&reason, -EBADMSG, "malformed answer from the daemon: %s", strna(err));
+                return unreachable(&conf, args[0], args[1], reason);
+        }
+        if (resp.error) {
+                (void) set_error(&reason, -EPROTO, "the daemon did not serve the request: %s", resp.error);
+                proto_response_done(&resp);
+                return unreachable(&conf, args[0], args[1], reason);
+        }
+        if (resp.status) {
+                proto_response_done(&resp);
+                return unreachable(&conf, args[0], args[1], "malformed answer from the daemon: a status object instead of a verdict");
+        }
+
+        r = resp.exit_code == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        /* libvirt reads stdout only for migrate and restore, where an empty
+         * one means "keep the XML as it is". */
+        if (resp.stdout_text) {
+                int k = write_all(STDOUT_FILENO, resp.stdout_text, strlen(resp.stdout_text));
+                if (k < 0) {
+                        fprintf(stderr, "pcinuma: cannot write the domain XML to stdout: %s\n", strerror(-k));
+                        r = EXIT_FAILURE;
+                }
+        }
+        if (resp.stderr_text)
+                (void) write_all(STDERR_FILENO, resp.stderr_text, strlen(resp.stderr_text));
+        proto_response_done(&resp);
+        return r;
+}
+
+int main(int argc, char *argv[]) {
+        const char *args[4];
+        _cleanup_free_ char *xml = NULL;
+        size_t xml_len = 0;
+        int r;
+
+        if (argc == 2 && streq(argv[1], "--version")) {
+                puts("pcinuma-hook " PCINUMA_VERSION);
+                return EXIT_SUCCESS;
+        }
+        if (argc == 2 && streq(argv[1], "--help")) {
+                puts("Usage: pcinuma-hook NAME PHASE SUBPHASE EXTRA < domain.xml\n"
+                     "The libvirt qemu hook of pcinuma; see pcinumad(8).\n"
+                     "Settings: " RUN_CONF ", then " ETC_CONF " (or $PCINUMA_HOOK_CONF);\n"
+                     "$PCINUMA_SOCKET overrides the socket path.");
+                return EXIT_SUCCESS;
+        }
+
+        for (size_t i = 0; i < ELEMENTSOF(args); i++)
+                args[i] = (int) i + 1 < argc && argv[i + 1] ? argv[i + 1] : "";
+
+        /* A daemon that closes the connection early must not kill us. */
+        (void) signal(SIGPIPE, SIG_IGN);
+
+        if (!phase_needs_daemon(args[1])) {
+                (void) drain_stdin(false, NULL, 0);
+                return EXIT_SUCCESS;
+        }
+
+        r = read_xml(&xml, &xml_len);
+        if (r < 0) {
+                struct hook_conf conf;
+                _cleanup_free_ char *reason = xasprintf("cannot read the domain XML on stdin: %s", strerror(-r));
+
+                conf_load(&conf);
+                return unreachable(&conf, args[0], args[1], reason);
+        }
+
+        if (xml_len > XML_MAX) {
+                /* Refuse only what we would have sent: a huge XML that has
+                 * nothing for pcinuma is none of our business. */
+                bool concerns = xml_may_concern_us(xml, xml_len);
+
+                concerns = drain_stdin(!concerns, xml, xml_len) || concerns;
+                if (!concerns)
+                        return EXIT_SUCCESS;
+                fprintf(stderr, "pcinuma: domain XML on stdin is larger than 4 MiB (domain %s, phase %s), refusing\n",
+                        args[0], args[1]);
+                return EXIT_FAILURE;
+        }
+
+        if (!xml_may_concern_us(xml, xml_len))
+                return EXIT_SUCCESS;
+
+        return ask_daemon(args, xml, xml_len);
+}
