@@ -615,6 +615,7 @@ static char *describe_location(const struct domain *d, const struct domain_hostd
 
 char *planner_mismatch(const struct domain *cur, const struct domain *base, const struct plan *p) {
         struct strbuf b = {0};
+        size_t n_out = 0, n_more = 0;
         for (size_t i = 0; i < p->n_devices; i++) {
                 const struct plan_device *pd = &p->devices[i];
                 const struct domain_hostdev *bhd = &base->hostdevs[pd->hostdev];
@@ -637,6 +638,11 @@ char *planner_mismatch(const struct domain *cur, const struct domain *base, cons
                              (!hd->has_guest_addr || pci_addr_eq(&hd->guest, &bhd->guest));
                 if (ok)
                         continue;
+                /* A few examples say enough; the explain output has all. */
+                if (++n_out > 4) {
+                        n_more++;
+                        continue;
+                }
                 _cleanup_free_ char *where = describe_location(cur, hd);
                 if (b.len)
                         strbuf_append(&b, "; ");
@@ -645,5 +651,7 @@ char *planner_mismatch(const struct domain *cur, const struct domain *base, cons
                 else
                         strbuf_printf(&b, "%s %s, the plan leaves it where it was", pd->name, where);
         }
+        if (n_more)
+                strbuf_printf(&b, "; and %zu more device%s", n_more, n_more == 1 ? "" : "s");
         return b.len ? strbuf_steal(&b) : NULL;
 }

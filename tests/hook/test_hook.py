@@ -1,0 +1,666 @@
+#!/usr/bin/env python3
+"""Tests for pcinuma-hook, the libvirt qemu hook (design §2, §8, §9).
+
+Drives the real hook binary against a fake pcinumad written here: a Unix
+socket server that speaks the frame format (4-byte big-endian length, then
+a JSON object) and answers as each test tells it.  The hook runs with a
+scrubbed environment, as libvirt runs it, holding only PCINUMA_SOCKET and
+PCINUMA_HOOK_CONF, so no real daemon or config file is ever touched.
+
+Prints "ok N - ..." / "not ok N - ..." lines and a final "N passed, M
+failed" line; exits 1 if anything failed.
+"""
+
+import argparse
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+HOOK = None
+TMP = None
+MiB = 1024 * 1024
+
+PLAIN_XML = """<domain type='kvm'>
+  <name>plain-vm</name>
+  <devices>
+    <disk type='file' device='disk'><source file='/var/lib/libvirt/images/a.qcow2'/></disk>
+    <interface type='network'><source network='default'/></interface>
+  </devices>
+</domain>
+"""
+
+GPU_XML = """<domain type='kvm'>
+  <name>gpu-vm-1</name>
+  <description>caf\u00e9 \u20ac "quoted" \\ back/slash</description>
+  <devices>
+    <hostdev mode='subsystem' type='pci' managed='yes'>
+      <source><address domain='0x0000' bus='0x3b' slot='0x00' function='0x0'/></source>
+    </hostdev>
+  </devices>
+</domain>
+"""
+
+IFACE_XML_SQ = PLAIN_XML.replace(
+    "<interface type='network'><source network='default'/></interface>",
+    "<interface type='hostdev' managed='yes'><source><address type='pci' bus='0x5e'/></source></interface>")
+IFACE_XML_DQ = PLAIN_XML.replace(
+    "<interface type='network'><source network='default'/></interface>",
+    '<interface type="hostdev" managed="yes"><source><address type="pci" bus="0x5e"/></source></interface>')
+MDEV_XML = PLAIN_XML.replace(
+    "<interface type='network'><source network='default'/></interface>",
+    "<hostdev mode='subsystem' type='mdev' model='vfio-pci'><source>"
+    "<address uuid='c2177883-f1bb-47f0-914d-32a22e3a8804'/></source></hostdev>")
+MARKED_XML = PLAIN_XML.replace(
+    "<devices>",
+    "<metadata><pcinuma:topology xmlns:pcinuma='urn:pcinuma:topology:1' planned='yes'/></metadata>\n  <devices>")
+
+
+# ---- the fake daemon -----------------------------------------------------
+
+def frame(obj):
+    data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+    return struct.pack(">I", len(data)) + data
+
+
+def recv_exact(conn, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = conn.recv(n - len(buf))
+        if not chunk:
+            raise EOFError("peer closed after %d of %d bytes" % (len(buf), n))
+        buf += chunk
+    return buf
+
+
+class FakeDaemon:
+    """Listens on a Unix socket.  For each connection, reads one request
+    frame (unless read_request is False), records it, then calls
+    behaviour(conn, request)."""
+
+    def __init__(self, behaviour, read_request=True, path=None):
+        self.path = path or os.path.join(TMP, "d%d.sock" % id(self))
+        self.behaviour = behaviour
+        self.read_request = read_request
+        self.connections = 0
+        self.requests = []
+        self.errors = []
+        self.stopping = False
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+        self.sock.bind(self.path)
+        self.sock.listen(16)
+        self.sock.settimeout(0.1)
+        self.threads = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stopping:
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self.connections += 1
+            t = threading.Thread(target=self._handle, args=(conn,), daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def _handle(self, conn):
+        with conn:
+            try:
+                req = None
+                if self.read_request:
+                    (n,) = struct.unpack(">I", recv_exact(conn, 4))
+                    req = json.loads(recv_exact(conn, n).decode("utf-8"))
+                    self.requests.append(req)
+                self.behaviour(conn, req)
+            except Exception as e:  # noqa: BLE001 - recorded for the test
+                self.errors.append(repr(e))
+
+    def close(self):
+        self.stopping = True
+        self.thread.join(2)
+        self.sock.close()
+        for t in self.threads:
+            t.join(0.1)
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def answer(exit_code=0, stdout=None, stderr=None, verdict="allow"):
+    def behaviour(conn, req):
+        obj = {"version": 1, "exit": exit_code, "verdict": verdict}
+        if stdout is not None:
+            obj["stdout"] = stdout
+        if stderr is not None:
+            obj["stderr"] = stderr
+        conn.sendall(frame(obj))
+    return behaviour
+
+
+def send_raw(data, then_close=True):
+    def behaviour(conn, req):
+        conn.sendall(data)
+        if not then_close:
+            time.sleep(30)
+    return behaviour
+
+
+def never_answer(conn, req):
+    # Keep the connection open far longer than any timeout under test.
+    for _ in range(300):
+        time.sleep(0.1)
+
+
+def contacted(conn, req):
+    conn.sendall(frame({"version": 1, "exit": 1, "stderr": "FAKE DAEMON WAS CONTACTED\n"}))
+
+
+# ---- running the hook ----------------------------------------------------
+
+class Result:
+    def __init__(self, rc, out, err, elapsed):
+        self.rc, self.out, self.err, self.elapsed = rc, out, err, elapsed
+
+    def __repr__(self):
+        return "rc=%r stdout=%r stderr=%r elapsed=%.3fs" % (self.rc, self.out[:300], self.err[:600], self.elapsed)
+
+
+def write_conf(text):
+    fd, path = tempfile.mkstemp(dir=TMP, suffix=".conf")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
+EMPTY_CONF = None
+
+
+def run_hook(args, xml="", sock=None, conf=None, env_extra=None, timeout=60):
+    env = {"PCINUMA_HOOK_CONF": conf or EMPTY_CONF}
+    if sock is not None:
+        env["PCINUMA_SOCKET"] = sock
+    if env_extra:
+        env.update(env_extra)
+    data = xml.encode() if isinstance(xml, str) else xml
+    start = time.monotonic()
+    p = subprocess.run([HOOK] + list(args), input=data, capture_output=True, env=env, timeout=timeout)
+    return Result(p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"),
+                  time.monotonic() - start)
+
+
+def check(cond, what, res=None):
+    if not cond:
+        raise AssertionError(what + ("\n    " + repr(res) if res is not None else ""))
+
+
+def skipped_line(name, phase, action):
+    return "pcinuma: NUMA placement check skipped for domain %s (phase %s): " % (name, phase), action
+
+
+def check_unreachable(res, name, phase, refuse, reason_part=None):
+    prefix = "pcinuma: NUMA placement check skipped for domain %s (phase %s): " % (name, phase)
+    suffix = ("; refusing (on_unreachable=refuse)" if refuse else "; starting anyway (on_unreachable=allow)")
+    lines = [l for l in res.err.splitlines() if l.startswith(prefix)]
+    check(len(lines) == 1, "expected one 'check skipped' line on stderr", res)
+    check(lines[0].endswith(suffix), "the line must end in %r" % suffix, res)
+    if reason_part:
+        check(reason_part in lines[0], "the reason must mention %r" % reason_part, res)
+    check(res.rc == (1 if refuse else 0), "exit code %d expected" % (1 if refuse else 0), res)
+    check(res.out == "", "nothing on stdout when the daemon gave no answer", res)
+
+
+# ---- the tests -----------------------------------------------------------
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+@test
+def version():
+    """--version prints the version"""
+    r = run_hook(["--version"])
+    check(r.rc == 0 and r.out.startswith("pcinuma-hook ") and len(r.out.split()) == 2, "version line", r)
+
+
+@test
+def fast_path_other_phases():
+    """phases other than prepare/migrate/restore never contact the daemon"""
+    with FakeDaemon(contacted) as d:
+        for phase, sub in [("start", "begin"), ("started", "begin"), ("stopped", "end"), ("release", "end"),
+                           ("reconnect", "begin"), ("attach", "begin"), ("", ""), ("Prepare", "begin")]:
+            r = run_hook(["gpu-vm-1", phase, sub, "-"], GPU_XML, sock=d.path)
+            check(r.rc == 0 and r.out == "" and r.err == "", "phase %r must exit 0 silently" % phase, r)
+        time.sleep(0.2)
+        check(d.connections == 0, "the daemon was contacted %d times" % d.connections)
+
+
+@test
+def fast_path_no_devices():
+    """prepare/migrate/restore of a domain without hostdev or mark: no contact, no output"""
+    with FakeDaemon(contacted) as d:
+        for phase in ("prepare", "migrate", "restore"):
+            r = run_hook(["plain-vm", phase, "begin", "-"], PLAIN_XML, sock=d.path)
+            check(r.rc == 0 and r.out == "" and r.err == "", "%s of a plain domain" % phase, r)
+        r = run_hook(["plain-vm", "prepare", "begin", "-"], "", sock=d.path)
+        check(r.rc == 0 and r.out == "" and r.err == "", "empty stdin", r)
+        time.sleep(0.2)
+        check(d.connections == 0, "the daemon was contacted %d times" % d.connections)
+
+
+@test
+def fast_path_no_config_read():
+    """the fast path does not read the config file (a broken one stays silent)"""
+    conf = write_conf("this is not a config line\nfoo = bar\n")
+    r = run_hook(["plain-vm", "prepare", "begin", "-"], PLAIN_XML, sock="/nonexistent/x.sock", conf=conf)
+    check(r.rc == 0 and r.err == "", "no warning on the fast path", r)
+    r = run_hook(["gpu-vm-1", "started", "begin", "-"], GPU_XML, sock="/nonexistent/x.sock", conf=conf)
+    check(r.rc == 0 and r.err == "", "no warning on the fast path", r)
+
+
+@test
+def markers_reach_daemon():
+    """pci hostdev, mdev, interface type='hostdev' (both quotes) and the pcinuma mark reach the daemon"""
+    with FakeDaemon(answer(0, verdict="allow")) as d:
+        for xml in (GPU_XML, MDEV_XML, IFACE_XML_SQ, IFACE_XML_DQ, MARKED_XML):
+            r = run_hook(["vm", "prepare", "begin", "-"], xml, sock=d.path)
+            check(r.rc == 0, "allowed", r)
+        check(len(d.requests) == 5, "5 requests expected, got %d" % len(d.requests))
+        check(not d.errors, "fake daemon errors: %r" % d.errors)
+
+
+@test
+def request_content():
+    """the request is {version:1, type:hook, argv:[4 strings], xml} with the XML intact"""
+    with FakeDaemon(answer(0)) as d:
+        r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML, sock=d.path)
+        check(r.rc == 0, "allowed", r)
+        req = d.requests[0]
+        check(req == {"version": 1, "type": "hook", "argv": ["gpu-vm-1", "prepare", "begin", "-"], "xml": GPU_XML},
+              "request as sent: %r" % req)
+
+
+@test
+def short_argv():
+    """missing arguments are sent as empty strings"""
+    with FakeDaemon(answer(0)) as d:
+        r = run_hook(["vm", "prepare"], GPU_XML, sock=d.path)
+        check(r.rc == 0, "allowed", r)
+        check(d.requests[0]["argv"] == ["vm", "prepare", "", ""], "argv %r" % d.requests[0]["argv"])
+
+
+@test
+def each_phase():
+    """prepare, migrate and restore are each forwarded with their subphase"""
+    with FakeDaemon(answer(0)) as d:
+        for phase in ("prepare", "migrate", "restore"):
+            r = run_hook(["gpu-vm-1", phase, "begin", "-"], GPU_XML, sock=d.path)
+            check(r.rc == 0 and r.out == "" and r.err == "", phase, r)
+        check([q["argv"][1:3] for q in d.requests] ==
+              [["prepare", "begin"], ["migrate", "begin"], ["restore", "begin"]], "phases %r" % d.requests)
+
+
+@test
+def refusal_passthrough():
+    """exit 1 and stderr from the daemon are passed through"""
+    msg = "pcinuma: domain gpu-vm-1: refusing to start: the topology does not match the plan\n"
+    with FakeDaemon(answer(1, stderr=msg, verdict="refuse")) as d:
+        r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML, sock=d.path)
+        check(r.rc == 1 and r.err == msg and r.out == "", "refusal passed through", r)
+
+
+@test
+def warning_passthrough():
+    """exit 0 with a warning on stderr"""
+    msg = "pcinuma: domain gpu-vm-1: starting with the old topology\n"
+    with FakeDaemon(answer(0, stderr=msg, verdict="warn")) as d:
+        r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML, sock=d.path)
+        check(r.rc == 0 and r.err == msg and r.out == "", "warning passed through", r)
+
+
+@test
+def stdout_passthrough():
+    """migrate and restore: the daemon's stdout (the XML) is written out exactly"""
+    for phase in ("migrate", "restore"):
+        with FakeDaemon(answer(0, stdout=GPU_XML, verdict="pass")) as d:
+            r = run_hook(["gpu-vm-1", phase, "begin", "-"], GPU_XML, sock=d.path)
+            check(r.rc == 0 and r.out == GPU_XML and r.err == "", "%s XML passed through" % phase, r)
+
+
+@test
+def big_stdout_passthrough():
+    """a 3 MiB XML answer is written out in full"""
+    big = GPU_XML.replace("</devices>", "<!-- " + "x" * (3 * MiB) + " -->\n  </devices>")
+    with FakeDaemon(answer(0, stdout=big)) as d:
+        r = run_hook(["gpu-vm-1", "migrate", "begin", "-"], big, sock=d.path)
+        check(r.rc == 0 and r.out == big, "3 MiB round trip (stdout %d bytes)" % len(r.out))
+        check(d.requests[0]["xml"] == big, "the daemon got the whole XML")
+
+
+@test
+def odd_exit_codes():
+    """an exit code other than 0 or 1 becomes 1"""
+    for code in (2, 77, 255):
+        with FakeDaemon(answer(code, stderr="odd\n")) as d:
+            r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML, sock=d.path)
+            check(r.rc == 1 and r.err == "odd\n", "exit %d -> 1" % code, r)
+
+
+@test
+def fragmented_answer():
+    """an answer arriving a few bytes at a time is reassembled"""
+    def behaviour(conn, req):
+        data = frame({"version": 1, "exit": 1, "stderr": "slow refusal\n"})
+        for i in range(0, len(data), 3):
+            conn.sendall(data[i:i + 3])
+            time.sleep(0.005)
+    with FakeDaemon(behaviour) as d:
+        r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML, sock=d.path)
+        check(r.rc == 1 and r.err == "slow refusal\n", "reassembled", r)
+
+
+@test
+def unreachable_allow():
+    """no daemon, on_unreachable=allow (the default): exit 0 and one stderr line"""
+    for phase in ("prepare", "migrate", "restore"):
+        r = run_hook(["gpu-vm-1", phase, "begin", "-"], GPU_XML, sock=os.path.join(TMP, "nobody.sock"))
+        check_unreachable(r, "gpu-vm-1", phase, refuse=False, reason_part="nobody.sock")
+    conf = write_conf("on_unreachable = allow\n")
+    r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML, sock=os.path.join(TMP, "nobody.sock"), conf=conf)
+    check_unreachable(r, "gpu-vm-1", "prepare", refuse=False)
+
+
+@test
+def unreachable_refuse():
+    """no daemon, on_unreachable=refuse: exit 1 and one stderr line"""
+    conf = write_conf("on_unreachable = refuse\n")
+    for phase in ("prepare", "migrate", "restore"):
+        r = run_hook(["gpu-vm-1", phase, "begin", "-"], GPU_XML, sock=os.path.join(TMP, "nobody.sock"), conf=conf)
+        check_unreachable(r, "gpu-vm-1", phase, refuse=True, reason_part="No such file")
+
+
+@test
+def connection_refused():
+    """a socket file nobody listens on: on_unreachable applies"""
+    path = os.path.join(TMP, "dead.sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    s.close()           # the file stays, nobody listens
+    r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML, sock=path)
+    check_unreachable(r, "gpu-vm-1", "prepare", refuse=False, reason_part="refused")
+    os.unlink(path)
+
+
+@test
+def timeout_allow():
+    """a daemon that accepts but never answers: give up after timeout_ms, allow"""
+    conf = write_conf("timeout_ms = 300\n")
+    with FakeDaemon(never_answer) as d:
+        r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML, sock=d.path, conf=conf)
+        check_unreachable(r, "gpu-vm-1", "prepare", refuse=False, reason_part="300 ms")
+        check(0.25 <= r.elapsed < 0.3 + 1.5, "gave up after %.3fs, expected about 0.3s" % r.elapsed, r)
+
+
+@test
+def timeout_refuse():
+    """a daemon that never answers, on_unreachable=refuse: exit 1 within the timeout"""
+    conf = write_conf("timeout_ms = 400\non_unreachable = refuse\n")
+    with FakeDaemon(never_answer) as d:
+        r = run_hook(["gpu-vm-1", "migrate", "begin", "-"], GPU_XML, sock=d.path, conf=conf)
+        check_unreachable(r, "gpu-vm-1", "migrate", refuse=True, reason_part="no answer")
+        check(0.35 <= r.elapsed < 0.4 + 1.5, "gave up after %.3fs, expected about 0.4s" % r.elapsed, r)
+
+
+@test
+def timeout_never_reads():
+    """a daemon that accepts but never reads a 3 MiB request: the send is bounded by the timeout too"""
+    conf = write_conf("timeout_ms = 500\n")
+    big = GPU_XML.replace("</devices>", "<!-- " + "y" * (3 * MiB) + " -->\n  </devices>")
+    with FakeDaemon(never_answer, read_request=False) as d:
+        r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], big, sock=d.path, conf=conf)
+        check_unreachable(r, "gpu-vm-1", "prepare", refuse=False)
+        check(r.elapsed < 0.5 + 1.5, "gave up after %.3fs" % r.elapsed, r)
+
+
+@test
+def timeout_backlog_full():
+    """a daemon whose listen backlog is full: connecting is bounded by the timeout"""
+    path = os.path.join(TMP, "full.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(0)
+    fillers = []
+    try:
+        # Fill the backlog with connections nobody accepts.
+        for _ in range(8):
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.setblocking(False)
+            try:
+                c.connect(path)
+            except (BlockingIOError, InterruptedError):
+                c.close()
+                break
+            fillers.append(c)
+        conf = write_conf("timeout_ms = 300\n")
+        r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML, sock=path, conf=conf)
+        check_unreachable(r, "gpu-vm-1", "prepare", refuse=False)
+        check(r.elapsed < 0.3 + 1.5, "gave up after %.3fs" % r.elapsed, r)
+    finally:
+        for c in fillers:
+            c.close()
+        srv.close()
+        os.unlink(path)
+
+
+@test
+def error_response():
+    """an error answer (e.g. a non-root peer) applies on_unreachable and shows the error"""
+    err = {"version": 1, "error": "peer uid 1000 is not root; only root may use the hook socket"}
+    with FakeDaemon(send_raw(frame(err))) as d:
+        r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML, sock=d.path)
+        check_unreachable(r, "gpu-vm-1", "prepare", refuse=False, reason_part="peer uid 1000 is not root")
+        conf = write_conf("on_unreachable = refuse\n")
+        r = run_hook(["gpu-vm-1", "restore", "begin", "-"], GPU_XML, sock=d.path, conf=conf)
+        check_unreachable(r, "gpu-vm-1", "restore", refuse=True, reason_part="peer uid 1000 is not root")
+
+
+@test
+def malformed_responses():
+    """malformed answers (bad JSON, bad length, bad version, missing exit, status, truncated) apply on_unreachable"""
+    cases = [
+        (frame(b"hello"), "not JSON"),
+        (frame(b"[1,2]"), "not a JSON object"),
+        (frame(b'{"version":1,"exit":0} junk'), "trailing"),
+        (struct.pack(">I", 0), "frame length 0"),
+        (struct.pack(">I", 0xffffffff), "exceeds"),
+        (frame({"version": 2, "exit": 0}), "unsupported protocol version 2"),
+        (frame({"version": 1}), "missing 'exit'"),
+        (frame({"version": 1, "exit": "0"}), "'exit' must be an integer"),
+        (frame({"version": 1, "exit": 0, "stdout": 5}), "'stdout' must be a string"),
+        (frame({"version": 1, "status": {}}), "status"),
+        (frame({"version": 1, "exit": 0})[:-3], "middle of its answer"),
+        (b"", "without answering"),
+    ]
+    for refuse in (False, True):
+        conf = write_conf("on_unreachable = %s\n" % ("refuse" if refuse else "allow"))
+        for data, reason in cases:
+            with FakeDaemon(send_raw(data)) as d:
+                r = run_hook(["gpu-vm-1", "migrate", "begin", "-"], GPU_XML, sock=d.path, conf=conf)
+                check_unreachable(r, "gpu-vm-1", "migrate", refuse=refuse, reason_part=reason)
+
+
+@test
+def daemon_closes_before_reading():
+    """a daemon that closes without reading a big request: no SIGPIPE death, on_unreachable applies"""
+    big = GPU_XML.replace("</devices>", "<!-- " + "z" * (3 * MiB) + " -->\n  </devices>")
+    with FakeDaemon(lambda conn, req: None, read_request=False) as d:
+        r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], big, sock=d.path)
+        check(r.rc >= 0, "killed by signal %d" % -r.rc, r)
+        check_unreachable(r, "gpu-vm-1", "prepare", refuse=False)
+
+
+@test
+def huge_stdin():
+    """XML over 4 MiB: refused for prepare/migrate/restore when it concerns us, ignored otherwise; never sent"""
+    pad = "<!-- " + "p" * (5 * MiB) + " -->"
+    big_gpu = GPU_XML.replace("<devices>", pad + "\n  <devices>")
+    big_gpu_late = PLAIN_XML.replace("</devices>", pad + "<hostdev mode='subsystem' type='pci'/></devices>")
+    big_plain = PLAIN_XML.replace("<devices>", pad + "\n  <devices>")
+    conf = write_conf("on_unreachable = allow\n")
+    with FakeDaemon(contacted) as d:
+        for phase in ("prepare", "migrate", "restore"):
+            for xml, what in ((big_gpu, "hostdev early"), (big_gpu_late, "hostdev after 5 MiB")):
+                r = run_hook(["gpu-vm-1", phase, "begin", "-"], xml, sock=d.path, conf=conf)
+                check(r.rc == 1 and r.out == "", "%s: %s must be refused" % (phase, what), r)
+                check(r.err.startswith("pcinuma: domain XML on stdin is larger than 4 MiB"), "message", r)
+            r = run_hook(["plain-vm", phase, "begin", "-"], big_plain, sock=d.path, conf=conf)
+            check(r.rc == 0 and r.out == "" and r.err == "", "%s: a big plain domain is none of our business" % phase, r)
+        for phase in ("started", "stopped", "release"):
+            r = run_hook(["gpu-vm-1", phase, "end", "-"], big_gpu, sock=d.path, conf=conf)
+            check(r.rc == 0 and r.out == "" and r.err == "", "%s: fast path" % phase, r)
+        time.sleep(0.2)
+        check(d.connections == 0, "the daemon was contacted %d times" % d.connections)
+
+
+@test
+def near_limit_stdin():
+    """an XML just under 4 MiB is sent in full"""
+    xml = GPU_XML.replace("</devices>", "<!-- " + "q" * (4 * MiB - len(GPU_XML) - 64) + " -->\n  </devices>")
+    assert len(xml.encode()) <= 4 * MiB
+    with FakeDaemon(answer(0)) as d:
+        r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], xml, sock=d.path)
+        check(r.rc == 0 and r.err == "", "allowed", r)
+        check(d.requests and d.requests[0]["xml"] == xml, "the whole XML reached the daemon")
+
+
+@test
+def config_socket_and_env():
+    """socket from the config file; PCINUMA_SOCKET overrides it"""
+    with FakeDaemon(answer(1, stderr="from config socket\n")) as d1, \
+            FakeDaemon(answer(1, stderr="from env socket\n")) as d2:
+        conf = write_conf("# comment\n\n  socket = %s   # trailing comment\n" % d1.path)
+        r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML, conf=conf)
+        check(r.rc == 1 and r.err == "from config socket\n", "config socket used", r)
+        r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML, sock=d2.path, conf=conf)
+        check(r.rc == 1 and r.err == "from env socket\n", "PCINUMA_SOCKET wins", r)
+
+
+@test
+def config_later_lines_win():
+    """a later line overrides an earlier one"""
+    conf = write_conf("on_unreachable = refuse\non_unreachable = allow\n")
+    r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML, sock=os.path.join(TMP, "nobody.sock"), conf=conf)
+    check_unreachable(r, "gpu-vm-1", "prepare", refuse=False)
+    conf = write_conf("on_unreachable = allow\non_unreachable = refuse\n")
+    r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML, sock=os.path.join(TMP, "nobody.sock"), conf=conf)
+    check_unreachable(r, "gpu-vm-1", "prepare", refuse=True)
+
+
+@test
+def config_warnings():
+    """bad lines are reported with file:line and the key, then ignored"""
+    conf = write_conf("\n".join([
+        "# hook settings",                      # 1
+        "colour = blue",                        # 2 unknown key
+        "timeout_ms = soon",                    # 3 not a number
+        "timeout_ms = 0",                       # 4 out of range
+        "timeout_ms = 600001",                  # 5 out of range
+        "on_unreachable = maybe",               # 6 bad value
+        "socket = relative.sock",               # 7 not absolute
+        "just some words",                      # 8 no '='
+        "on_unreachable = refuse",              # 9 good
+        "timeout_ms = 250",                     # 10 good
+        "",
+    ]))
+    with FakeDaemon(never_answer) as d:
+        r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML, sock=d.path, conf=conf)
+        for line, key in ((2, "colour"), (3, "timeout_ms"), (4, "timeout_ms"), (5, "timeout_ms"),
+                          (6, "on_unreachable"), (7, "socket"), (8, "key = value")):
+            want = "pcinuma: %s:%d: " % (conf, line)
+            hits = [l for l in r.err.splitlines() if l.startswith(want)]
+            check(len(hits) == 1 and key in hits[0] and hits[0].endswith("ignoring"),
+                  "a warning for line %d naming %r" % (line, key), r)
+        check(not any(l.startswith("pcinuma: %s:%d:" % (conf, n)) for n in (1, 9, 10) for l in r.err.splitlines()),
+              "no warning for good lines", r)
+        # The good lines still apply: refuse, after 250 ms.
+        check_unreachable(r, "gpu-vm-1", "prepare", refuse=True, reason_part="250 ms")
+        check(r.elapsed < 0.25 + 1.5, "timeout_ms=250 applied (%.3fs)" % r.elapsed, r)
+
+
+@test
+def config_missing_file():
+    """PCINUMA_HOOK_CONF naming a missing file: a warning, then the defaults"""
+    missing = os.path.join(TMP, "no-such.conf")
+    with FakeDaemon(answer(0)) as d:
+        r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML, sock=d.path, conf=missing)
+        check(r.rc == 0, "allowed", r)
+        check(("pcinuma: cannot read %s" % missing) in r.err, "warning about the missing file", r)
+
+
+@test
+def fast_path_is_cheap():
+    """the fast path takes well under 50 ms per call"""
+    start = time.monotonic()
+    n = 20
+    for _ in range(n):
+        r = run_hook(["plain-vm", "prepare", "begin", "-"], PLAIN_XML, sock="/nonexistent.sock")
+        check(r.rc == 0, "fast path", r)
+    per_call = (time.monotonic() - start) / n
+    check(per_call < 0.05, "%.1f ms per fast-path call" % (per_call * 1000))
+
+
+def main():
+    global HOOK, TMP, EMPTY_CONF
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hook", required=True, help="the pcinuma-hook binary")
+    ap.add_argument("tests", nargs="*", help="run only these tests (by function name)")
+    args = ap.parse_args()
+    HOOK = os.path.abspath(args.hook)
+
+    with tempfile.TemporaryDirectory(prefix="pcinuma-hook-test-") as tmp:
+        TMP = tmp
+        EMPTY_CONF = write_conf("# empty\n")
+        passed = failed = 0
+        selected = [t for t in TESTS if not args.tests or t.__name__ in args.tests]
+        for i, t in enumerate(selected, 1):
+            desc = "%s: %s" % (t.__name__, (t.__doc__ or "").strip())
+            try:
+                t()
+            except Exception as e:  # noqa: BLE001 - report and go on
+                failed += 1
+                print("not ok %d - %s" % (i, desc))
+                detail = str(e) if isinstance(e, AssertionError) else traceback.format_exc()
+                for line in detail.splitlines():
+                    print("#   " + line)
+            else:
+                passed += 1
+                print("ok %d - %s" % (i, desc))
+            sys.stdout.flush()
+        print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
