@@ -94,6 +94,9 @@ static int payload_parse(const char *buf, size_t len, json_object **ret, char **
                         }
                         if (prefix) {
                                 json_object_put(prefix);
+                                /* count the white space after the value too */
+                                while (end > 0 && is_json_space(buf[end - 1]))
+                                        end--;
                                 return set_error(ret_error, -EBADMSG,
                                                  "payload has %zu trailing bytes after the JSON value", len - end);
                         }

@@ -331,7 +331,7 @@ static void test_bad_payloads(void **state) {
         assert_string_equal(e, "payload has 7 trailing bytes after the JSON value");
         free(e);
         e = payload_error("{\"a\":1} 7");
-        assert_non_null(strstr(e, "trailing bytes"));
+        assert_string_equal(e, "payload has 2 trailing bytes after the JSON value");
         free(e);
 
         /* A raw NUL and invalid UTF-8 are not JSON. */

@@ -1,0 +1,1943 @@
+#!/usr/bin/env python3
+"""The 'daemon' suite: pcinumad, pcinuma-hook and `pcinumactl status`
+end to end, on fixture hosts (design §8-§11).
+
+    test_daemon.py --pcinumad PATH --pcinumactl PATH --hook PATH
+                   --mkfakesysfs PATH --hosts DIR --golden DIR --workdir DIR
+                   [--only SUBSTRING] [--keep]
+
+Every test starts its own pcinumad on a fresh socket (in a short temporary
+directory under /tmp: socket paths are limited to 107 bytes) with a fixture
+sysfs tree, talks to it through the real hook binary or the raw protocol,
+and stops it.  Daemons run in their own process group; on any exception,
+SIGTERM or SIGINT every group still alive is killed.
+
+Output: "ok N - ..." / "not ok N - ..." with "#" diagnostics, then
+"N passed, M failed".  Exit 0, 1 on any failure, 77 when a binary is
+missing.  Python 3 standard library only."""
+
+import argparse
+import array
+import atexit
+import concurrent.futures
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+SKIP = 77
+
+# daemon/log.h
+MID = {
+    "DAEMON_READY": "71688084eef8458f876cb753a0a8e2e4",
+    "POLICY_LOADED": "e789c7b5c07f47809c7d78ac27a982dd",
+    "POLICY_INVALID": "0e84f476f62846b5b870e61bc914cb33",
+    "HOSTMAP_REBUILT": "ee13f9bdff5048748aba0f158d8972a5",
+    "START_ALLOWED": "87dc1c2a46174a5ab53f60845dc67c20",
+    "START_WARNED": "4e9a72241f07404697b187ec3ec82cb0",
+    "START_REFUSED": "ce774eab5d594bbe90c79114599f2877",
+    "MIGRATION_REFUSED": "b421eb53069b4a218062031f089c3252",
+    "HOOK_PASSED": "9c3977141d6b461fa4e84f48da9ef33b",
+    "PEER_REJECTED": "78a61c309291450389a72193f3071080",
+    "PROTOCOL_ERROR": "013e5cfcc718429b81f0ecebce08a4ee",
+}
+
+POLICIES = ("require", "socket", "preferred", "legacy", "off")
+OTHER_PHASES = (("start", "begin"), ("started", "begin"), ("stopped", "end"),
+                ("release", "end"), ("reconnect", "begin"), ("attach", "begin"))
+TEST_USER = "pcinuma-test"
+TEST_USER_HOME = "/var/lib/pcinuma-test"
+GPU_VM_UUID = "6f1c3a52-8d0e-4b7a-9c55-1e2f3a4b5c6d"
+# gpu-vm-1's 16 devices (conf/examples/gpu-vm-1.xml) and their host nodes
+# on sample-4n (tests/fixtures/README.md: bus base 0x10/0x30/0x50/0x70 is
+# node 0/1/2/3).
+GPU_VM_DEVICES = ["0000:%02x:00.0" % (base + off)
+                  for base in (0x10, 0x30, 0x50, 0x70) for off in (3, 4, 7, 8)]
+GPU_VM_NODE = {bdf: (int(bdf[5:7], 16) - 0x10) // 0x20 for bdf in GPU_VM_DEVICES}
+
+ARGS = None
+WORK = None          # the --workdir
+RUNTMP = None        # short directory under /tmp for sockets
+FIXTURE = None       # the sample-4n sysfs tree
+XML = {}             # name -> domain XML text
+_live = []           # Popen/pid objects of running daemons
+_cleanups = []       # callables run at exit
+
+
+# ---- results ---------------------------------------------------------------
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+def eq(got, want, what):
+    if got != want:
+        raise Failure("%s: expected %r, got %r" % (what, want, got))
+
+
+def contains(text, sub, what):
+    if sub not in text:
+        raise Failure("%s: expected to contain %r, got %r" % (what, sub, shorten(text)))
+
+
+def shorten(s, n=1500):
+    if isinstance(s, bytes):
+        s = s.decode("utf-8", "replace")
+    return s if len(s) <= n else s[:n] + "...[%d more]" % (len(s) - n)
+
+
+class Results:
+    def __init__(self):
+        self.n = 0
+        self.passed = 0
+        self.failed = 0
+        self.skipped = 0
+
+    def run(self, name, fn):
+        if ARGS.only and ARGS.only not in name:
+            return
+        self.n += 1
+        t0 = time.monotonic()
+        diag = []
+        try:
+            skip = fn()
+        except Failure as e:
+            self.failed += 1
+            print("not ok %d - %s" % (self.n, name))
+            diag = str(e).splitlines()
+        except Exception:
+            self.failed += 1
+            print("not ok %d - %s" % (self.n, name))
+            diag = traceback.format_exc().splitlines()
+        else:
+            self.passed += 1
+            if isinstance(skip, str):
+                self.skipped += 1
+                print("ok %d - %s # SKIP %s" % (self.n, name, skip))
+            else:
+                print("ok %d - %s (%.2f s)" % (self.n, name, time.monotonic() - t0))
+        for line in diag:
+            print("# " + line)
+        sys.stdout.flush()
+        reap_all()
+
+
+R = Results()
+
+
+# ---- process hygiene -------------------------------------------------------
+
+def reap_all():
+    """Kill every daemon process group a test left behind."""
+    while _live:
+        d = _live.pop()
+        d.kill()
+
+
+def _cleanup_at_exit():
+    reap_all()
+    while _cleanups:
+        try:
+            _cleanups.pop()()
+        except Exception:
+            pass
+
+
+def _on_signal(signo, frame):
+    _cleanup_at_exit()
+    sys.exit(128 + signo)
+
+
+# ---- log lines -------------------------------------------------------------
+
+class Event:
+    """One 'pcinumad: <message> | MESSAGE_ID=... KEY=VALUE ...' line, or a
+    journal entry: .message, .prefix ('warning: ', 'error: ', ''), .fields
+    as an ordered list of (key, value)."""
+
+    def __init__(self, message, fields, prefix="", raw=""):
+        self.message = message
+        self.fields = fields
+        self.prefix = prefix
+        self.raw = raw
+
+    def get(self, key, default=None):
+        for k, v in self.fields:
+            if k == key:
+                return v
+        return default
+
+    def all(self, key):
+        return [v for k, v in self.fields if k == key]
+
+    @property
+    def mid(self):
+        return self.get("MESSAGE_ID")
+
+    def __repr__(self):
+        return self.raw or ("%s | %r" % (self.message, self.fields))
+
+
+def parse_fields(s):
+    """'K=V K="a \\"b\\"" ...' -> [(K, V), ...]."""
+    out = []
+    i, n = 0, len(s)
+    while i < n:
+        while i < n and s[i] == " ":
+            i += 1
+        if i >= n:
+            break
+        eqi = s.index("=", i)
+        key = s[i:eqi]
+        i = eqi + 1
+        if i < n and s[i] == '"':
+            i += 1
+            val = []
+            while i < n and s[i] != '"':
+                if s[i] == "\\" and i + 1 < n:
+                    nxt = s[i + 1]
+                    val.append("\n" if nxt == "n" else nxt)
+                    i += 2
+                else:
+                    val.append(s[i])
+                    i += 1
+            if i >= n:
+                raise ValueError("unterminated quoted value in %r" % s)
+            i += 1
+            out.append((key, "".join(val)))
+        else:
+            j = s.find(" ", i)
+            j = n if j < 0 else j
+            out.append((key, s[i:j]))
+            i = j
+    return out
+
+
+def parse_log_line(line):
+    if not line.startswith("pcinumad: "):
+        return None
+    body = line[len("pcinumad: "):]
+    prefix = ""
+    for p in ("warning: ", "error: "):
+        if body.startswith(p):
+            prefix, body = p, body[len(p):]
+    sep = body.find(" | MESSAGE_ID=")
+    if sep < 0:
+        return Event(body, [], prefix, line)
+    return Event(body[:sep], parse_fields(body[sep + 3:]), prefix, line)
+
+
+def parse_journal_datagram(data):
+    """The native journal protocol: 'KEY=VALUE\\n', or for binary-safe
+    fields 'KEY\\n' + le64 length + data + '\\n'."""
+    fields = []
+    i = 0
+    while i < len(data):
+        nl = data.index(b"\n", i)
+        line = data[i:nl]
+        if b"=" in line:
+            k, v = line.split(b"=", 1)
+            i = nl + 1
+        else:
+            k = line
+            (ln,) = struct.unpack("<Q", data[nl + 1:nl + 9])
+            v = data[nl + 9:nl + 9 + ln]
+            if data[nl + 9 + ln:nl + 10 + ln] != b"\n":
+                raise ValueError("binary field %r not followed by a newline" % k)
+            i = nl + 10 + ln
+        fields.append((k.decode(), v.decode("utf-8", "replace")))
+    return fields
+
+
+# ---- the raw protocol --------------------------------------------------------
+
+def encode(obj):
+    payload = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+    return struct.pack(">I", len(payload)) + payload
+
+
+def recv_exact(s, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            return buf
+        buf += chunk
+    return buf
+
+
+def recv_frame(s):
+    """One response frame as an object; None at EOF before a header."""
+    hdr = recv_exact(s, 4)
+    if not hdr:
+        return None
+    if len(hdr) < 4:
+        raise Failure("truncated response header %r" % hdr)
+    (n,) = struct.unpack(">I", hdr)
+    payload = recv_exact(s, n)
+    if len(payload) != n:
+        raise Failure("truncated response: %d of %d bytes" % (len(payload), n))
+    return json.loads(payload)
+
+
+def connect(path, timeout=10.0):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(path)
+    return s
+
+
+def call(path, obj, timeout=10.0):
+    with connect(path, timeout) as s:
+        s.sendall(encode(obj))
+        return recv_frame(s)
+
+
+def status_of(path):
+    r = call(path, {"version": 1, "type": "status"})
+    check(r is not None and "status" in r, "status request: got %r" % (r,))
+    eq(r.get("version"), 1, "status response version")
+    return r["status"]
+
+
+# ---- daemons ----------------------------------------------------------------
+
+_seq = [0]
+
+
+def fresh_dir(tag):
+    _seq[0] += 1
+    d = os.path.join(RUNTMP, "%02d-%s" % (_seq[0], tag))
+    os.makedirs(d)
+    return d
+
+
+def write_policy(path, mode_or_text):
+    text = mode_or_text
+    if mode_or_text in POLICIES:
+        text = json.dumps({"default": {"policy": mode_or_text}}) + "\n"
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.rename(tmp, path)
+
+
+class Daemon:
+    def __init__(self, tag, policy="require", sysfs=None, extra=(), env=None,
+                 socket_path=None, policy_file=None, log_target="stderr"):
+        self.dir = fresh_dir(tag)
+        self.sock = socket_path or os.path.join(self.dir, "run", "hook.sock")
+        self.policy_file = policy_file or os.path.join(self.dir, "policy.json")
+        if policy is not None:
+            write_policy(self.policy_file, policy)
+        self.sysfs = sysfs or FIXTURE
+        self.log_path = os.path.join(self.dir, "daemon.log")
+        self.extra = list(extra)
+        self.env = env
+        self.log_target = log_target
+        self.proc = None
+        self.pid = None
+        self._rc = None
+
+    def argv(self):
+        return [ARGS.pcinumad, "--sysfs-root", self.sysfs,
+                "--policy-file", self.policy_file, "--socket", self.sock,
+                "--libvirt-uri", "none", "--log-target", self.log_target] + self.extra
+
+    def start(self, wait=True):
+        env = dict(os.environ) if self.env is None else dict(self.env)
+        for k in ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
+                  "JOURNAL_STREAM", "PCINUMA_SOCKET", "PCINUMA_SYSFS_ROOT"):
+            if self.env is None or k not in self.env:
+                env.pop(k, None)
+        self.logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
+                                     stdout=self.logf, stderr=self.logf,
+                                     env=env, start_new_session=True)
+        self.pid = self.proc.pid
+        _live.append(self)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout=15.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.poll() is not None:
+                raise Failure("pcinumad exited with %s before it was ready; log:\n%s"
+                              % (self.poll(), self.log_text()))
+            if any(e.mid == MID["DAEMON_READY"] for e in self.events()) or \
+                    (self.log_target != "stderr" and self._connectable()):
+                if self._connectable():
+                    return
+            time.sleep(0.01)
+        raise Failure("pcinumad not ready within %.0f s; log:\n%s" % (timeout, self.log_text()))
+
+    def _connectable(self):
+        try:
+            with connect(self.sock, 1.0):
+                return True
+        except OSError:
+            return False
+
+    def poll(self):
+        if self._rc is None and self.proc is not None:
+            self._rc = self.proc.poll()
+        return self._rc
+
+    def signal(self, signo):
+        os.kill(self.pid, signo)
+
+    def stop(self, timeout=10.0):
+        """SIGTERM and wait; returns the exit status."""
+        if self.poll() is None:
+            try:
+                self.signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self._rc = self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise Failure("pcinumad did not exit within %.0f s of SIGTERM" % timeout)
+        self._killpg()
+        if self in _live:
+            _live.remove(self)
+        return self._rc
+
+    def _killpg(self):
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def kill(self):
+        if self.pid is None:
+            return
+        self._killpg()
+        if self.proc is not None:
+            try:
+                self._rc = self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self in _live:
+            _live.remove(self)
+
+    def __enter__(self):
+        if self.proc is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            rc = self.stop()
+            eq(rc, 0, "pcinumad exit status after SIGTERM")
+        else:
+            self.kill()
+        return False
+
+    # logs
+    def log_text(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def mark(self):
+        try:
+            return os.path.getsize(self.log_path)
+        except FileNotFoundError:
+            return 0
+
+    def lines(self, since=0):
+        with open(self.log_path, "rb") as f:
+            f.seek(since)
+            return f.read().decode("utf-8", "replace").splitlines()
+
+    def events(self, since=0):
+        return [e for e in (parse_log_line(l) for l in self.lines(since)) if e]
+
+    def decisions(self, since=0):
+        return [e for e in self.events(since) if e.get("PCINUMA_VERDICT") is not None]
+
+    def wait_event(self, pred, since=0, timeout=10.0, what="a log line"):
+        deadline = time.monotonic() + timeout
+        while True:
+            for e in self.events(since):
+                if pred(e):
+                    return e
+            if time.monotonic() > deadline:
+                raise Failure("no %s within %.0f s; log since mark:\n%s"
+                              % (what, timeout, "\n".join(self.lines(since))))
+            time.sleep(0.01)
+
+    def hup(self):
+        """SIGHUP and wait until the reload's rescan is logged."""
+        m = self.mark()
+        self.signal(signal.SIGHUP)
+        self.wait_event(lambda e: e.mid == MID["HOSTMAP_REBUILT"] and "(reload)" in e.message,
+                        m, what="host map rescan after SIGHUP")
+        return m
+
+    def status(self):
+        return status_of(self.sock)
+
+    def call(self, obj, timeout=10.0):
+        return call(self.sock, obj, timeout)
+
+
+# ---- the hook -------------------------------------------------------------
+
+class HookResult:
+    def __init__(self, rc, out, err, elapsed):
+        self.rc, self.out, self.err, self.elapsed = rc, out, err, elapsed
+
+    def __repr__(self):
+        return "exit %s, %.3f s, stdout %r, stderr %r" % (
+            self.rc, self.elapsed, shorten(self.out, 300), shorten(self.err, 600))
+
+
+_confs = {}
+
+
+def hook_conf(sock, on_unreachable="allow", timeout_ms=5000):
+    key = (sock, on_unreachable, timeout_ms)
+    if key not in _confs:
+        d = os.path.join(RUNTMP, "hookconf")
+        os.makedirs(d, exist_ok=True)
+        os.chmod(d, 0o755)
+        path = os.path.join(d, "hook-%d.conf" % len(_confs))
+        with open(path, "w") as f:
+            f.write("# written by test_daemon.py\nsocket = %s\ntimeout_ms = %d\non_unreachable = %s\n"
+                    % (sock, timeout_ms, on_unreachable))
+        os.chmod(path, 0o644)
+        _confs[key] = path
+    return _confs[key]
+
+
+def run_hook(name, phase, subphase, xml, sock, on_unreachable="allow", timeout_ms=5000,
+             user=None, hook=None, extra="-", timeout=60):
+    """Run pcinuma-hook as libvirt does: argv NAME PHASE SUBPHASE EXTRA,
+    the domain XML on stdin, a scrubbed environment."""
+    conf = hook_conf(sock, on_unreachable, timeout_ms)
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C",
+           "PCINUMA_SOCKET": sock, "PCINUMA_HOOK_CONF": conf}
+    argv = [hook or ARGS.hook, name, phase, subphase, extra]
+    if user:
+        argv = ["runuser", "-u", user, "--", "env", "-i"] + \
+            ["%s=%s" % kv for kv in sorted(env.items())] + argv
+    data = xml.encode() if isinstance(xml, str) else (xml or b"")
+    t0 = time.monotonic()
+    p = subprocess.run(argv, input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       env=env, timeout=timeout)
+    return HookResult(p.returncode, p.stdout.decode("utf-8", "replace"),
+                      p.stderr.decode("utf-8", "replace"), time.monotonic() - t0)
+
+
+def hook_and_decision(d, name, phase, subphase, xml, **kw):
+    """Run the hook against daemon d; return (result, the one decision it
+    logged, or None when nothing was logged)."""
+    m = d.mark()
+    r = run_hook(name, phase, subphase, xml, d.sock, **kw)
+    dec = d.decisions(m)
+    check(len(dec) <= 1, "one hook call logged %d decisions: %r" % (len(dec), dec))
+    return r, (dec[0] if dec else None)
+
+
+# ---- fixtures -----------------------------------------------------------------
+
+def mkfakesysfs(desc, out):
+    p = subprocess.run([sys.executable, ARGS.mkfakesysfs, desc, out],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        raise Failure("mkfakesysfs %s failed (%d): %s" % (desc, p.returncode, p.stdout))
+
+
+_plans = {}
+
+
+def planned(xml_name, policy, sysfs=None):
+    """`pcinumactl plan` output for XML[xml_name] under policy."""
+    key = (xml_name, policy, sysfs or FIXTURE)
+    if key not in _plans:
+        path = os.path.join(WORK, "in-%s.xml" % xml_name)
+        with open(path, "w") as f:
+            f.write(XML[xml_name])
+        p = subprocess.run([ARGS.pcinumactl, "plan", "--sysfs-root", sysfs or FIXTURE,
+                            "--policy", policy, path],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            raise Failure("pcinumactl plan --policy %s %s: exit %d: %s"
+                          % (policy, xml_name, p.returncode, p.stderr))
+        _plans[key] = p.stdout
+    return _plans[key]
+
+
+def planned_cells(xml):
+    """host BDF -> guest cell from the pcinuma:device marks of a planned XML."""
+    out = {}
+    for m in re.finditer(r"<pcinuma:device\b[^>]*>", xml):
+        tag = m.group(0)
+        host = re.search(r"\bhost=['\"]([^'\"]+)", tag).group(1)
+        cell = re.search(r"\bguest-cell=['\"](-?\d+)", tag).group(1)
+        out[host] = int(cell)
+    return out
+
+
+def strip_hostdevs(xml):
+    return re.sub(r"\s*<hostdev\b.*?</hostdev>", "", xml, flags=re.S)
+
+
+def rename_domain(xml, name):
+    return re.sub(r"<name>[^<]*</name>", "<name>%s</name>" % name, xml, count=1)
+
+
+# ---- assertions on decisions ------------------------------------------------------
+
+def assert_decision(dec, *, mid, verdict, phase, policy, domain, uuid=GPU_VM_UUID, devices=None):
+    check(dec is not None, "the daemon logged no decision")
+    eq(dec.mid, mid, "MESSAGE_ID of %r" % dec.message)
+    eq(dec.get("PCINUMA_VERDICT"), verdict, "PCINUMA_VERDICT")
+    eq(dec.get("PCINUMA_PHASE"), phase, "PCINUMA_PHASE")
+    eq(dec.get("PCINUMA_DOMAIN"), domain, "PCINUMA_DOMAIN")
+    eq(dec.get("PCINUMA_UUID"), uuid, "PCINUMA_UUID")
+    eq(dec.get("PCINUMA_POLICY"), policy, "PCINUMA_POLICY")
+    if devices is not None:
+        got = list(zip(dec.all("PCINUMA_DEVICE"), dec.all("PCINUMA_HOST_NODE"),
+                       dec.all("PCINUMA_GUEST_CELL")))
+        eq(len(dec.all("PCINUMA_DEVICE")), len(dec.all("PCINUMA_HOST_NODE")),
+           "PCINUMA_DEVICE vs PCINUMA_HOST_NODE count")
+        eq(len(dec.all("PCINUMA_DEVICE")), len(dec.all("PCINUMA_GUEST_CELL")),
+           "PCINUMA_DEVICE vs PCINUMA_GUEST_CELL count")
+        eq(sorted(got), sorted(devices), "per-device fields (DEVICE, HOST_NODE, GUEST_CELL)")
+
+
+def gpu_vm_devices(policy):
+    """The expected (device, host node, guest cell) triples of gpu-vm-1."""
+    cells = planned_cells(planned("gpu-vm-1", policy))
+    eq(sorted(cells), sorted(GPU_VM_DEVICES), "devices in pcinumactl plan --policy %s" % policy)
+    if policy == "require":
+        # cell n is backed by node n: every device goes to its own node's cell
+        for bdf in GPU_VM_DEVICES:
+            eq(cells[bdf], GPU_VM_NODE[bdf], "plan: guest cell of %s" % bdf)
+    return [(bdf, str(GPU_VM_NODE[bdf]), str(cells[bdf])) for bdf in GPU_VM_DEVICES]
+
+
+def unplaced_devices():
+    """Under policy off nothing is placed: the log still lists each device
+    with its host node, and guest cell -1."""
+    return [(bdf, str(GPU_VM_NODE[bdf]), "-1") for bdf in GPU_VM_DEVICES]
+
+
+# ---- tests -------------------------------------------------------------------
+
+def t_phase_matrix(policy):
+    def run():
+        xml_plain = XML["gpu-vm-1"]
+        xml_planned = planned("gpu-vm-1", policy)
+        xml_partial = XML["partial-require"]
+        with Daemon("matrix-" + policy, policy=policy) as d:
+            # -- prepare begin, unplanned
+            r, dec = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", xml_plain)
+            eq(r.out, "", "prepare stdout (unplanned, %s)" % policy)
+            if policy in ("require", "socket"):
+                eq(r.rc, 1, "prepare exit (unplanned, %s): %r" % (policy, r))
+                contains(r.err, "pcinuma: refusing to start domain gpu-vm-1", "prepare stderr")
+                contains(r.err, "does not match the NUMA plan", "prepare stderr")
+                contains(r.err, "(policy %s)" % policy, "prepare stderr")
+                contains(r.err, "start the domain again", "prepare stderr")
+                assert_decision(dec, mid=MID["START_REFUSED"], verdict="refuse", phase="prepare",
+                                policy=policy, domain="gpu-vm-1", devices=gpu_vm_devices(policy))
+                check("does not match the NUMA plan" in dec.message, "log message %r" % dec.message)
+                eq(dec.prefix, "warning: ", "log priority prefix of a refusal")
+            elif policy in ("preferred", "legacy"):
+                eq(r.rc, 0, "prepare exit (unplanned, %s): %r" % (policy, r))
+                contains(r.err, "pcinuma: warning: domain gpu-vm-1 starts without its NUMA-aware PCI topology",
+                         "prepare stderr")
+                contains(r.err, "(policy %s)" % policy, "prepare stderr")
+                assert_decision(dec, mid=MID["START_WARNED"], verdict="warn", phase="prepare",
+                                policy=policy, domain="gpu-vm-1", devices=gpu_vm_devices(policy))
+            else:  # off: nothing to do
+                eq(r.rc, 0, "prepare exit (off): %r" % r)
+                eq(r.err, "", "prepare stderr (off)")
+                assert_decision(dec, mid=MID["START_ALLOWED"], verdict="allow", phase="prepare",
+                                policy="off", domain="gpu-vm-1", devices=unplaced_devices())
+
+            # -- prepare begin, planned by pcinumactl plan under the same policy
+            r, dec = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", xml_planned)
+            eq((r.rc, r.out, r.err), (0, "", ""), "prepare of the planned domain (%s): %r" % (policy, r))
+            assert_decision(dec, mid=MID["START_ALLOWED"], verdict="allow", phase="prepare",
+                            policy=policy, domain="gpu-vm-1",
+                            devices=gpu_vm_devices(policy) if policy != "off" else unplaced_devices())
+            if policy != "off":
+                contains(dec.message, "matches the NUMA plan", "allow log message")
+
+            # -- prepare begin, a domain the policy itself refuses
+            r, dec = hook_and_decision(d, "partial-require", "prepare", "begin", xml_partial)
+            if policy in ("require", "legacy"):
+                eq(r.rc, 1, "prepare exit (partial, %s): %r" % (policy, r))
+                for s in ("refusing to start domain partial-require",
+                          "policy %s" % policy,
+                          "pcinuma: refused: 0000:33:00.0 (host node 1, socket 0)",
+                          "pcinuma: refused: 0000:73:00.0 (host node 3, socket 1)"):
+                    contains(r.err, s, "prepare stderr (partial, %s)" % policy)
+                assert_decision(dec, mid=MID["START_REFUSED"], verdict="refuse", phase="prepare",
+                                policy=policy, domain="partial-require", uuid=None)
+            elif policy == "off":
+                eq((r.rc, r.err), (0, ""), "prepare (partial, off): %r" % r)
+                eq(dec.get("PCINUMA_VERDICT"), "allow", "verdict (partial, off)")
+            else:
+                expect_rc = 1 if policy == "socket" else 0
+                eq(r.rc, expect_rc, "prepare exit (partial, %s): %r" % (policy, r))
+                contains(r.err, "does not match the NUMA plan" if policy == "socket"
+                         else "starts without its NUMA-aware PCI topology", "prepare stderr (partial)")
+                eq(dec.get("PCINUMA_VERDICT"), "refuse" if policy == "socket" else "warn",
+                   "verdict (partial, %s)" % policy)
+            eq(r.out, "", "prepare stdout (partial)")
+
+            # -- migrate begin
+            r, dec = hook_and_decision(d, "gpu-vm-1", "migrate", "begin", xml_plain)
+            eq((r.rc, r.err), (0, ""), "migrate of the unplanned domain: %r" % r)
+            check(r.out == xml_plain, "migrate of the unplanned domain: stdout is not the XML: %r" % r)
+            eq(dec.get("PCINUMA_VERDICT"), "pass", "migrate (unplanned) verdict")
+            eq(dec.mid, MID["HOOK_PASSED"], "migrate (unplanned) MESSAGE_ID")
+
+            marked = xml_planned if policy != "off" else planned("gpu-vm-1", "require")
+            r, dec = hook_and_decision(d, "gpu-vm-1", "migrate", "begin", marked)
+            eq(r.rc, 1, "migrate of a planned domain: %r" % r)
+            eq(r.out, "", "migrate of a planned domain: stdout")
+            contains(r.err, "refusing incoming migration of domain gpu-vm-1", "migrate stderr")
+            contains(r.err, 'migratable="no"', "migrate stderr")
+            assert_decision(dec, mid=MID["MIGRATION_REFUSED"], verdict="refuse", phase="migrate",
+                            policy=policy if policy != "off" else "require", domain="gpu-vm-1")
+
+            # -- restore begin: the XML passes unchanged
+            for label, x in (("planned", marked), ("unplanned", xml_plain)):
+                r, dec = hook_and_decision(d, "gpu-vm-1", "restore", "begin", x)
+                eq((r.rc, r.err), (0, ""), "restore (%s): %r" % (label, r))
+                check(r.out == x, "restore (%s): stdout differs from the XML on stdin: %r" % (label, r))
+                eq(dec.get("PCINUMA_VERDICT"), "pass", "restore verdict")
+                eq(dec.get("PCINUMA_PHASE"), "restore", "restore PCINUMA_PHASE")
+
+            # -- every other phase: exit 0 at once, no output, nothing asked
+            before = d.status()["requests"]["hook"]
+            m = d.mark()
+            for phase, sub in OTHER_PHASES:
+                r = run_hook("gpu-vm-1", phase, sub, xml_planned, d.sock)
+                eq((r.rc, r.out, r.err), (0, "", ""), "hook %s %s: %r" % (phase, sub, r))
+            eq(d.status()["requests"]["hook"], before, "hook requests counted for the other phases")
+            eq(d.decisions(m), [], "decisions logged for the other phases")
+
+            st = d.status()
+            eq(st["policy"]["default"], policy, "status policy.default")
+            eq(st["requests"]["hook"], 7, "hook requests served")
+    return run
+
+
+def t_raw_other_phases():
+    """What the daemon answers (and logs) for phases the hook normally
+    keeps to itself: pass, exit 0, HOOK_PASSED."""
+    with Daemon("raw-phases", policy="require") as d:
+        for phase, sub in OTHER_PHASES + (("prepare", "end"), ("migrate", "end")):
+            m = d.mark()
+            r = d.call({"version": 1, "type": "hook", "argv": ["gpu-vm-1", phase, sub, "-"],
+                        "xml": XML["gpu-vm-1"]})
+            eq((r.get("exit"), r.get("verdict"), r.get("stdout"), r.get("stderr")), (0, "pass", None, None),
+               "answer to %s %s: %r" % (phase, sub, r))
+            dec = d.decisions(m)
+            eq(len(dec), 1, "decisions logged for %s %s" % (phase, sub))
+            eq((dec[0].mid, dec[0].get("PCINUMA_PHASE"), dec[0].get("PCINUMA_VERDICT"),
+                dec[0].get("PCINUMA_DOMAIN")), (MID["HOOK_PASSED"], phase, "pass", "gpu-vm-1"),
+               "log of %s %s" % (phase, sub))
+        st = d.status()
+        eq(st["verdicts"]["pass"], len(OTHER_PHASES) + 2, "status verdicts.pass")
+
+
+def t_raw_prepare_edge_cases():
+    """prepare without XML, with XML that does not parse, and with an
+    external entity: refused, naming the problem, never expanding it."""
+    with Daemon("raw-prepare", policy="require") as d:
+        m = d.mark()
+        r = d.call({"version": 1, "type": "hook", "argv": ["vm-noxml", "prepare", "begin", "-"]})
+        eq((r.get("exit"), r.get("verdict")), (1, "refuse"), "prepare without XML: %r" % r)
+        contains(r.get("stderr") or "", "passed no domain XML", "prepare without XML")
+        r = d.call({"version": 1, "type": "hook", "argv": ["vm-bad", "prepare", "begin", "-"],
+                    "xml": "<domain type='kvm'><name>vm-bad</name><devices><hostdev>"})
+        eq((r.get("exit"), r.get("verdict")), (1, "refuse"), "prepare with broken XML: %r" % r)
+        contains(r.get("stderr") or "", "refusing to start domain vm-bad", "prepare with broken XML")
+        secret = os.path.join(d.dir, "secret.txt")
+        with open(secret, "w") as f:
+            f.write("TOPSECRET-4711\n")
+        xxe = XML["gpu-vm-1"].replace("<domain type='qemu'>",
+                                      "<!DOCTYPE domain [<!ENTITY x SYSTEM 'file://%s'>]>\n<domain type='qemu'>"
+                                      % secret, 1).replace("<name>gpu-vm-1</name>", "<name>&x;</name>")
+        check("&x;" in xxe and "<!DOCTYPE" in xxe, "could not build the entity XML")
+        for phase in ("prepare", "migrate"):
+            r = d.call({"version": 1, "type": "hook", "argv": ["vm-xxe", phase, "begin", "-"], "xml": xxe})
+            text = json.dumps(r)
+            check("TOPSECRET" not in text, "%s: the external entity was expanded: %r" % (phase, r))
+        check("TOPSECRET" not in d.log_text(), "the external entity was expanded into the log")
+        r = run_hook("vm-xxe", "prepare", "begin", xxe, d.sock)
+        check("TOPSECRET" not in r.out + r.err, "hook output expanded the entity: %r" % r)
+        eq(d.status()["requests"]["errors"], 0, "protocol errors (these are all well-formed requests)")
+
+
+def t_status_counter_consistency():
+    """requests.total counts every request received, malformed ones too:
+    total == hook + status + errors.  (Today a frame the decoder rejects
+    -- non-JSON, length 0, oversized -- counts in 'errors' but not in
+    'total', while a bad request object counts in both.)"""
+    with Daemon("counters", policy="require") as d:
+        with connect(d.sock) as s:
+            s.sendall(encode(b"not json"))
+            r = recv_frame(s)
+        contains(r.get("error", ""), "payload is not JSON", "non-JSON frame")
+        r = d.call({"version": 7, "type": "status"})
+        contains(r.get("error", ""), "unsupported protocol version 7", "wrong version")
+        r = d.call({"version": 1, "type": "hook", "argv": ["x", "started", "begin", "-"]})
+        eq(r.get("verdict"), "pass", "hook request")
+        rq = d.status()["requests"]
+        eq((rq["hook"], rq["status"], rq["errors"]), (1, 1, 2), "hook, status, errors")
+        eq(rq["total"], rq["hook"] + rq["status"] + rq["errors"],
+           "requests.total vs hook + status + errors (%r)" % rq)
+
+
+class Listener:
+    """A Unix stream socket this test owns, recording every accept.
+    behaviour: 'close' (close at once), 'error' (read a frame, answer
+    {"error": ...}), 'hold' (keep the connection open, say nothing)."""
+
+    def __init__(self, path, behaviour="close"):
+        self.path = path
+        self.behaviour = behaviour
+        self.accepts = 0
+        self.requests = []
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.bind(path)
+        self.s.listen(64)
+        self.s.settimeout(0.05)
+        self.stop_flag = False
+        self.held = []
+        self.t = threading.Thread(target=self._loop, daemon=True)
+        self.t.start()
+
+    def _loop(self):
+        while not self.stop_flag:
+            try:
+                c, _ = self.s.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self.accepts += 1
+            if self.behaviour == "close":
+                c.close()
+            elif self.behaviour == "error":
+                try:
+                    c.settimeout(5)
+                    hdr = recv_exact(c, 4)
+                    (n,) = struct.unpack(">I", hdr)
+                    self.requests.append(json.loads(recv_exact(c, n)))
+                    c.sendall(encode({"version": 1, "error": "test listener says no"}))
+                finally:
+                    c.close()
+            else:
+                self.held.append(c)
+
+    def close(self):
+        self.stop_flag = True
+        self.t.join(2)
+        self.s.close()
+        for c in self.held:
+            c.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def t_fast_path():
+    d = fresh_dir("fastpath")
+    sock = os.path.join(d, "listen.sock")
+    lst = Listener(sock, "close")
+    try:
+        no_dev = strip_hostdevs(XML["gpu-vm-1"])
+        check("<hostdev" not in no_dev and "<name>gpu-vm-1</name>" in no_dev, "strip_hostdevs broke the XML")
+        calls = [(p, s, XML["gpu-vm-1"]) for p, s in OTHER_PHASES]
+        calls += [(p, "begin", no_dev) for p in ("prepare", "migrate", "restore")]
+        calls += [("prepare", "begin", "")]   # no XML at all
+        for phase, sub, x in calls:
+            r = run_hook("gpu-vm-1", phase, sub, x, sock)
+            eq((r.rc, r.out, r.err), (0, "", ""), "hook %s %s (%s): %r"
+               % (phase, sub, "no hostdev" if x is no_dev else "hostdevs", r))
+            eq(lst.accepts, 0, "connections accepted after hook %s %s" % (phase, sub))
+        # The control: what must reach the daemon does reach it.
+        for label, x in (("a hostdev", XML["gpu-vm-1"]),
+                         ("an <interface type='hostdev'>",
+                          no_dev.replace("<devices>", "<devices><interface type='hostdev'><source>"
+                                         "<address type='pci' domain='0' bus='0x14' slot='0' function='0'/>"
+                                         "</source></interface>")),
+                         ("the pcinuma mark only", strip_hostdevs(planned("gpu-vm-1", "require")))):
+            n = lst.accepts
+            r = run_hook("gpu-vm-1", "prepare", "begin", x, sock)
+            eq(r.rc, 0, "hook with %s against a closing listener: %r" % (label, r))
+            contains(r.err, "check skipped", "stderr with %s" % label)
+            eq(lst.accepts, n + 1, "connections accepted for a domain with %s" % label)
+    finally:
+        lst.close()
+
+
+def t_fast_path_daemon_stopped():
+    """With the daemon stopped, the fast path still exits 0 silently, even
+    under on_unreachable=refuse: it never tried."""
+    d = Daemon("fastpath-stopped", policy="require").start()
+    sock = d.sock
+    eq(d.stop(), 0, "pcinumad exit status")
+    for phase, sub in OTHER_PHASES:
+        r = run_hook("gpu-vm-1", phase, sub, XML["gpu-vm-1"], sock, on_unreachable="refuse")
+        eq((r.rc, r.out, r.err), (0, "", ""), "hook %s %s, daemon stopped: %r" % (phase, sub, r))
+    r = run_hook("gpu-vm-1", "prepare", "begin", XML["gpu-vm-1"], sock, on_unreachable="refuse")
+    eq(r.rc, 1, "prepare with hostdevs, daemon stopped, refuse: %r" % r)
+
+
+def t_unreachable():
+    d = fresh_dir("unreachable")
+    missing = os.path.join(d, "nobody-here.sock")
+    x = XML["gpu-vm-1"]
+    r = run_hook("gpu-vm-1", "prepare", "begin", x, missing, on_unreachable="allow")
+    eq((r.rc, r.out), (0, ""), "unreachable, allow: %r" % r)
+    contains(r.err, "pcinuma: NUMA placement check skipped for domain gpu-vm-1 (phase prepare)", "stderr (allow)")
+    contains(r.err, "on_unreachable=allow", "stderr (allow)")
+    contains(r.err, missing, "stderr (allow) names the socket")
+    r = run_hook("gpu-vm-1", "prepare", "begin", x, missing, on_unreachable="refuse")
+    eq((r.rc, r.out), (1, ""), "unreachable, refuse: %r" % r)
+    contains(r.err, "check skipped", "stderr (refuse)")
+    contains(r.err, "on_unreachable=refuse", "stderr (refuse)")
+    # migrate under refuse: refused, and no XML on stdout
+    r = run_hook("gpu-vm-1", "migrate", "begin", x, missing, on_unreachable="refuse")
+    eq((r.rc, r.out), (1, ""), "migrate, unreachable, refuse: %r" % r)
+
+    # A daemon that answers with an error: on_unreachable applies too.
+    sock = os.path.join(d, "error.sock")
+    lst = Listener(sock, "error")
+    try:
+        r = run_hook("gpu-vm-1", "prepare", "begin", x, sock, on_unreachable="allow")
+        eq(r.rc, 0, "error answer, allow: %r" % r)
+        contains(r.err, "test listener says no", "stderr (error answer)")
+        contains(r.err, "check skipped", "stderr (error answer)")
+        r = run_hook("gpu-vm-1", "prepare", "begin", x, sock, on_unreachable="refuse")
+        eq(r.rc, 1, "error answer, refuse: %r" % r)
+        eq(len(lst.requests), 2, "requests the listener read")
+        req = lst.requests[0]
+        eq((req.get("version"), req.get("type"), req.get("argv"), req.get("xml")),
+           (1, "hook", ["gpu-vm-1", "prepare", "begin", "-"], x), "the hook's request")
+    finally:
+        lst.close()
+
+    # A daemon that never answers: the hook gives up after timeout_ms.
+    sock = os.path.join(d, "hold.sock")
+    lst = Listener(sock, "hold")
+    try:
+        r = run_hook("gpu-vm-1", "prepare", "begin", x, sock, on_unreachable="refuse", timeout_ms=400)
+        eq(r.rc, 1, "silent daemon, refuse: %r" % r)
+        contains(r.err, "no answer from the daemon within 400 ms", "stderr (silent daemon)")
+        check(0.3 < r.elapsed < 3.0, "the hook gave up after %.2f s, timeout_ms is 400" % r.elapsed)
+    finally:
+        lst.close()
+
+
+def ensure_user():
+    try:
+        pw = pwd.getpwnam(TEST_USER)
+        return pw.pw_uid
+    except KeyError:
+        pass
+    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+    p = subprocess.run([useradd, "-r", "-m", "-d", TEST_USER_HOME, "-s", "/usr/sbin/nologin", TEST_USER],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode not in (0, 9):
+        raise Failure("useradd %s failed (%d): %s" % (TEST_USER, p.returncode, p.stdout))
+    return pwd.getpwnam(TEST_USER).pw_uid
+
+
+def t_non_root_peer():
+    if os.geteuid() != 0:
+        return "not root"
+    if not shutil.which("runuser"):
+        return "runuser not found"
+    uid = ensure_user()
+    with Daemon("nonroot", policy="require") as d:
+        sockdir = os.path.dirname(d.sock)
+        eq(os.stat(d.sock).st_mode & 0o777, 0o600, "mode of the socket pcinumad created")
+        # let the user reach it: the directory chain, the socket, the hook
+        for p in (RUNTMP, d.dir, sockdir):
+            os.chmod(p, 0o755)
+        os.chmod(d.sock, 0o666)
+        hook_copy = os.path.join(d.dir, "pcinuma-hook")
+        shutil.copy(ARGS.hook, hook_copy)
+        os.chmod(hook_copy, 0o755)
+        x = XML["gpu-vm-1"]
+        m = d.mark()
+        r = run_hook("gpu-vm-1", "prepare", "begin", x, d.sock, user=TEST_USER, hook=hook_copy,
+                     on_unreachable="allow")
+        eq((r.rc, r.out), (0, ""), "non-root hook, allow: %r" % r)
+        contains(r.err, "permission denied", "stderr (non-root)")
+        contains(r.err, "uid %d" % uid, "stderr (non-root)")
+        contains(r.err, "check skipped", "stderr (non-root, allow)")
+        ev = [e for e in d.events(m) if e.mid == MID["PEER_REJECTED"]]
+        eq(len(ev), 1, "PEER_REJECTED events")
+        eq(ev[0].get("PCINUMA_PEER_UID"), str(uid), "PCINUMA_PEER_UID")
+        check(ev[0].get("PCINUMA_PEER_PID", "0") != "0", "PCINUMA_PEER_PID is set: %r" % ev[0])
+        eq(d.decisions(m), [], "decisions made for a rejected peer")
+        r = run_hook("gpu-vm-1", "prepare", "begin", x, d.sock, user=TEST_USER, hook=hook_copy,
+                     on_unreachable="refuse")
+        eq(r.rc, 1, "non-root hook, refuse: %r" % r)
+        contains(r.err, "permission denied", "stderr (non-root, refuse)")
+        # the same call as root is served
+        r = run_hook("gpu-vm-1", "prepare", "begin", x, d.sock, on_unreachable="allow")
+        eq(r.rc, 1, "root hook: %r" % r)
+        contains(r.err, "does not match the NUMA plan", "root hook stderr")
+        st = d.status()
+        eq(st["requests"]["rejected_peers"], 2, "status rejected_peers")
+        eq(st["requests"]["hook"], 1, "status requests.hook (rejected peers are not served)")
+
+
+def t_parallel():
+    with Daemon("parallel", policy="require", extra=["--max-connections", "256"]) as d:
+        good = planned("gpu-vm-1", "require")
+        bad = XML["gpu-vm-1"]
+
+        def one(i):
+            if i % 2 == 0:
+                return i, run_hook("gpu-vm-1", "prepare", "begin", good, d.sock, timeout_ms=20000)
+            return i, run_hook("gpu-vm-1", "prepare", "begin", bad, d.sock, timeout_ms=20000)
+
+        t0 = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(64) as ex:
+            results = list(ex.map(one, range(64)))
+        elapsed = time.monotonic() - t0
+        bad_ones = []
+        for i, r in results:
+            if i % 2 == 0:
+                ok = r.rc == 0 and r.err == "" and r.out == ""
+            else:
+                ok = r.rc == 1 and "does not match the NUMA plan" in r.err and r.out == "" \
+                    and "check skipped" not in r.err
+            if not ok:
+                bad_ones.append("call %d (%s): %r" % (i, "planned" if i % 2 == 0 else "unplanned", r))
+        check(not bad_ones, "%d of 64 answers wrong:\n%s" % (len(bad_ones), "\n".join(bad_ones[:5])))
+        st = d.status()
+        eq(st["requests"]["hook"], 64, "status requests.hook")
+        eq((st["verdicts"]["allow"], st["verdicts"]["refuse"]), (32, 32), "status verdicts allow/refuse")
+        eq(st["requests"]["errors"], 0, "status requests.errors")
+        dec = d.decisions()
+        eq(sorted(e.get("PCINUMA_VERDICT") for e in dec), ["allow"] * 32 + ["refuse"] * 32,
+           "logged verdicts")
+        print("# 64 parallel hook calls in %.2f s" % elapsed)
+
+
+def t_slow_client():
+    with Daemon("slow", policy="require", extra=["--request-timeout-ms", "1500"]) as d:
+        slow = connect(d.sock)
+        try:
+            frame = encode({"version": 1, "type": "status"})
+            slow.sendall(frame[:4 + 10])     # the header and 10 of its bytes
+            t_sent = time.monotonic()
+            good = planned("gpu-vm-1", "require")
+            times = []
+            for i in range(10):
+                r = run_hook("gpu-vm-1", "prepare", "begin", good if i % 2 == 0 else XML["gpu-vm-1"], d.sock)
+                eq(r.rc, 0 if i % 2 == 0 else 1, "hook call %d with a slow client open: %r" % (i, r))
+                times.append(r.elapsed)
+            total = time.monotonic() - t_sent
+            check(total < 1.2, "10 hook calls took %.2f s with a slow client holding a half frame "
+                  "(request timeout 1.5 s): %s" % (total, ["%.3f" % t for t in times]))
+            st = d.status()
+            eq(st["requests"]["connections"], 2, "open connections (the slow one and this status)")
+            # the slow one is closed after the request timeout
+            slow.settimeout(6)
+            try:
+                data = slow.recv(100)
+            except ConnectionResetError:
+                data = b""
+            waited = time.monotonic() - t_sent
+            eq(data, b"", "what the daemon sent the slow client")
+            check(1.3 < waited < 3.5, "the slow client was closed %.2f s after its last byte; "
+                  "--request-timeout-ms 1500" % waited)
+        finally:
+            slow.close()
+        ev = d.wait_event(lambda e: e.mid == MID["PROTOCOL_ERROR"] and "incomplete request" in e.message,
+                          what="incomplete-request log line")
+        contains(ev.message, "1500 ms", "incomplete-request log message")
+        eq(d.status()["requests"]["errors"], 1, "status requests.errors")
+
+
+def t_idle_client():
+    """An idle connection that never started a request is closed after the
+    timeout too, without counting an error."""
+    with Daemon("idle", policy="require", extra=["--request-timeout-ms", "500"]) as d:
+        s = connect(d.sock, 5)
+        t0 = time.monotonic()
+        data = s.recv(10)
+        s.close()
+        eq(data, b"", "idle client")
+        check(0.4 < time.monotonic() - t0 < 3, "idle client closed after %.2f s" % (time.monotonic() - t0))
+        eq(d.status()["requests"]["errors"], 0, "errors for an idle client")
+
+
+MALFORMED = [
+    # (label, bytes to send, expected substring of the error, send the payload?)
+    ("non-JSON", encode(b"hello, world"), "payload is not JSON"),
+    ("JSON array", encode(b"[1, 2, 3]"), "not a JSON object (it is a JSON array)"),
+    ("JSON string", encode(b'"status"'), "not a JSON object"),
+    ("NUL byte", encode(b'{"version":1,\x00"type":"status"}'), "NUL byte"),
+    ("length 0", struct.pack(">I", 0), "frame length 0"),
+    ("oversized", struct.pack(">I", 0x7fffffff), "exceeds the"),
+    ("just over the limit", struct.pack(">I", 16 * 1024 * 1024 + 1), "exceeds the 16777216 byte limit"),
+    ("wrong version", encode({"version": 2, "type": "status"}), "unsupported protocol version 2"),
+    ("missing version", encode({"type": "status"}), "missing 'version'"),
+    ("version a string", encode({"version": "1", "type": "status"}), "'version' must be an integer"),
+    ("unknown type", encode({"version": 1, "type": "reboot"}), "unknown request type 'reboot'"),
+    ("missing type", encode({"version": 1}), "missing 'type'"),
+    ("argv a string", encode({"version": 1, "type": "hook", "argv": "gpu-vm-1 prepare begin -"}),
+     "'argv' must be an array of 1 to 4 strings"),
+    ("argv of numbers", encode({"version": 1, "type": "hook", "argv": [1, 2, 3, 4]}),
+     "'argv' must be an array of 1 to 4 strings"),
+    ("argv of 5", encode({"version": 1, "type": "hook", "argv": ["a", "prepare", "begin", "-", "x"]}),
+     "'argv' must be an array of 1 to 4 strings"),
+    ("argv empty", encode({"version": 1, "type": "hook", "argv": []}),
+     "'argv' must be an array of 1 to 4 strings"),
+    ("missing argv", encode({"version": 1, "type": "hook"}), "missing 'argv'"),
+    ("xml a number", encode({"version": 1, "type": "hook", "argv": ["a", "prepare", "begin", "-"], "xml": 5}),
+     "'xml' must be a string"),
+]
+
+
+def t_malformed():
+    with Daemon("malformed", policy="require") as d:
+        n_err = 0
+        for label, data, want in MALFORMED:
+            m = d.mark()
+            with connect(d.sock, 5) as s:
+                t0 = time.monotonic()
+                s.sendall(data)
+                r = recv_frame(s)
+                elapsed = time.monotonic() - t0
+            n_err += 1
+            check(isinstance(r, dict) and "error" in r, "%s: expected an error answer, got %r" % (label, r))
+            eq(r.get("version"), 1, "%s: answer version" % label)
+            contains(r["error"], want, "%s: error" % label)
+            check(elapsed < 1.0, "%s: answered after %.2f s" % (label, elapsed))
+            ev = [e for e in d.events(m) if e.mid == MID["PROTOCOL_ERROR"]]
+            eq(len(ev), 1, "%s: PROTOCOL_ERROR log lines" % label)
+            contains(ev[0].message, want, "%s: log message" % label)
+            st = d.status()
+            eq(st["requests"]["errors"], n_err, "%s: status errors" % label)
+
+        # truncated, then closed: no answer possible, a log line instead
+        m = d.mark()
+        with connect(d.sock, 5) as s:
+            s.sendall(encode({"version": 1, "type": "status"})[:12])
+        d.wait_event(lambda e: e.mid == MID["PROTOCOL_ERROR"] and "truncated frame" in e.message, m,
+                     what="truncated-frame log line")
+        n_err += 1
+        # a header cut short
+        m = d.mark()
+        with connect(d.sock, 5) as s:
+            s.sendall(b"\x00\x00")
+        d.wait_event(lambda e: e.mid == MID["PROTOCOL_ERROR"] and "truncated" in e.message, m,
+                     what="truncated-header log line")
+        n_err += 1
+
+        # the error closes the connection: what follows on it is not read
+        with connect(d.sock, 5) as s:
+            s.sendall(encode(b"[]") + encode({"version": 1, "type": "status"}))
+            r1 = recv_frame(s)
+            r2 = recv_frame(s)
+        n_err += 1
+        contains(r1.get("error", ""), "not a JSON object", "first answer")
+        eq(r2, None, "answer after an error (the connection should be closed)")
+
+        # two good frames in one write: both answered, in order
+        with connect(d.sock, 5) as s:
+            s.sendall(encode({"version": 1, "type": "status"}) +
+                      encode({"version": 1, "type": "hook", "argv": ["x", "started", "begin", "-"]}))
+            r1, r2 = recv_frame(s), recv_frame(s)
+        check("status" in r1, "pipelined: first answer %r" % r1)
+        eq((r2.get("exit"), r2.get("verdict")), (0, "pass"), "pipelined: second answer")
+
+        # the daemon still serves, and counted every error
+        st = d.status()
+        eq(st["requests"]["errors"], n_err, "status requests.errors after the malformed frames")
+        r = run_hook("gpu-vm-1", "prepare", "begin", planned("gpu-vm-1", "require"), d.sock)
+        eq((r.rc, r.err), (0, ""), "hook call after the malformed frames: %r" % r)
+        p = subprocess.run([ARGS.pcinumactl, "status", "--socket", d.sock],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        eq(p.returncode, 0, "pcinumactl status exit")
+        contains(p.stdout, " %d errors," % n_err, "pcinumactl status")
+
+
+def t_policy_reload():
+    with Daemon("reload", policy="require") as d:
+        pf = d.policy_file
+        st0 = d.status()
+        eq(st0["policy"]["default"], "require", "initial default")
+        eq(st0["policy"]["file"], pf, "status policy.file")
+        eq(st0["policy"]["last_error"], None, "initial last_error")
+        r = run_hook("gpu-vm-1", "prepare", "begin", XML["gpu-vm-1"], d.sock)
+        eq(r.rc, 1, "unplanned prepare under require: %r" % r)
+
+        time.sleep(0.01)
+        write_policy(pf, "preferred")
+        m = d.hup()
+        ev = [e for e in d.events(m) if e.mid == MID["POLICY_LOADED"]]
+        eq(len(ev), 1, "POLICY_LOADED events after SIGHUP")
+        eq(ev[0].get("PCINUMA_POLICY_FILE"), pf, "PCINUMA_POLICY_FILE")
+        st1 = d.status()
+        eq(st1["policy"]["default"], "preferred", "default after a good reload")
+        eq(st1["policy"]["last_error"], None, "last_error after a good reload")
+        check(st1["policy"]["loaded_at_usec"] > st0["policy"]["loaded_at_usec"],
+              "policy.loaded_at_usec did not advance: %r -> %r"
+              % (st0["policy"]["loaded_at_usec"], st1["policy"]["loaded_at_usec"]))
+        r, dec = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", XML["gpu-vm-1"])
+        eq(r.rc, 0, "unplanned prepare under preferred: %r" % r)
+        eq((dec.get("PCINUMA_POLICY"), dec.get("PCINUMA_VERDICT")), ("preferred", "warn"), "decision")
+
+        # a bad value: kept the last good policy, the error names file and key
+        write_policy(pf, '{"default": {"policy": "bogus"}}\n')
+        m = d.hup()
+        ev = [e for e in d.events(m) if e.mid == MID["POLICY_INVALID"]]
+        eq(len(ev), 1, "POLICY_INVALID events")
+        st2 = d.status()
+        err = st2["policy"]["last_error"] or ""
+        contains(err, pf, "last_error names the file")
+        contains(err, "default.policy", "last_error names the key")
+        contains(err, "bogus", "last_error names the value")
+        eq(st2["policy"]["default"], "preferred", "default after a bad reload")
+        eq(st2["policy"]["loaded_at_usec"], st1["policy"]["loaded_at_usec"], "loaded_at_usec after a bad reload")
+        r, dec = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", XML["gpu-vm-1"])
+        eq((r.rc, dec.get("PCINUMA_POLICY")), (0, "preferred"), "decision after a bad reload")
+        p = subprocess.run([ARGS.pcinumactl, "status", "--socket", d.sock],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        contains(p.stdout, "last reload FAILED", "pcinumactl status after a bad reload")
+
+        # a syntax error: the line is named
+        write_policy(pf, '{\n  "default": {"policy": "require",}\n}\n')
+        d.hup()
+        err = d.status()["policy"]["last_error"] or ""
+        contains(err, pf, "last_error (syntax) names the file")
+        contains(err, "line 2", "last_error (syntax) names the line")
+        eq(d.status()["policy"]["default"], "preferred", "default after a syntax error")
+
+        # the file removed: the built-in default (legacy) applies
+        os.unlink(pf)
+        d.hup()
+        st3 = d.status()
+        eq((st3["policy"]["default"], st3["policy"]["from_file"], st3["policy"]["last_error"]),
+           ("legacy", False, None), "policy after the file was removed")
+
+        # fixed again
+        write_policy(pf, "socket")
+        d.hup()
+        st4 = d.status()
+        eq((st4["policy"]["default"], st4["policy"]["last_error"]), ("socket", None), "policy after a fix")
+        r, dec = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", XML["gpu-vm-1"])
+        eq((r.rc, dec.get("PCINUMA_POLICY"), dec.get("PCINUMA_VERDICT")), (1, "socket", "refuse"),
+           "decision after the fix")
+
+
+def t_policy_hook_conf():
+    """The policy's hook section is published as hook.conf next to the
+    socket, and republished on reload."""
+    pol = {"default": {"policy": "require"}, "hook": {"timeout_ms": 1234, "on_unreachable": "refuse"}}
+    with Daemon("hookconf", policy=json.dumps(pol)) as d:
+        path = os.path.join(os.path.dirname(d.sock), "hook.conf")
+        conf = open(path).read()
+        for line in ("socket = %s" % d.sock, "timeout_ms = 1234", "on_unreachable = refuse"):
+            check(re.search("^%s$" % re.escape(line), conf, re.M), "%s lacks %r:\n%s" % (path, line, conf))
+        pol["hook"] = {"timeout_ms": 777, "on_unreachable": "allow"}
+        write_policy(d.policy_file, json.dumps(pol))
+        d.hup()
+        conf = open(path).read()
+        check(re.search(r"^timeout_ms = 777$", conf, re.M) and re.search(r"^on_unreachable = allow$", conf, re.M),
+              "hook.conf after reload:\n%s" % conf)
+
+
+def t_bad_policy_at_start():
+    for label, text, wants in (
+            ("bad value", '{"default": {"policy": "bogus"}}\n', ["default.policy", "bogus"]),
+            ("syntax", '{\n  "default": {"policy": "require",}\n}\n', ["line 2"]),
+            ("unknown key", '{"default": {"policy": "require"}, "nonsense": 1}\n', ["nonsense"])):
+        d = Daemon("badstart", policy=text)
+        d.start(wait=False)
+        try:
+            rc = d.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            raise Failure("%s: pcinumad with a broken policy is still running" % label)
+        finally:
+            d.kill()
+        log = d.log_text()
+        check(rc != 0, "%s: pcinumad exit status %d" % (label, rc))
+        contains(log, d.policy_file, "%s: message names the file" % label)
+        for w in wants:
+            contains(log, w, "%s: message" % label)
+        ev = [e for e in d.events() if e.mid == MID["POLICY_INVALID"]]
+        eq(len(ev), 1, "%s: POLICY_INVALID events" % label)
+        check(not os.path.exists(d.sock), "%s: a socket was left at %s" % (label, d.sock))
+
+
+def t_rescan():
+    desc = json.load(open(os.path.join(ARGS.hosts, "sample-4n.json")))
+    d0 = fresh_dir("rescan")
+    tree = os.path.join(d0, "host")
+    desc_path = os.path.join(d0, "host.json")
+    json.dump(desc, open(desc_path, "w"))
+    mkfakesysfs(desc_path, tree)
+    new_gpu = "0000:92:00.0"
+    xml_new = rename_domain(XML["gpu-vm-1"], "gpu-vm-new").replace("bus='0x13'", "bus='0x92'")
+    check("bus='0x92'" in xml_new, "could not put %s in the domain" % new_gpu)
+    with Daemon("rescan", policy="require", sysfs=tree) as d:
+        st0 = d.status()
+        r, dec = hook_and_decision(d, "gpu-vm-new", "prepare", "begin", xml_new)
+        eq(r.rc, 1, "prepare with a device the host lacks: %r" % r)
+        contains(r.err, "refused: %s" % new_gpu, "stderr before the rescan")
+        contains(r.err, "not present on this host", "stderr before the rescan")
+
+        # node 3's host bridge gets a second root port with a GPU
+        pci90 = [h for h in desc["hostbridges"] if h["name"] == "pci0000:90"][0]
+        pci90["devices"].append({"bdf": "0000:90:02.0", "kind": "rootport",
+                                 "devices": [{"bdf": new_gpu, "kind": "gpu"}]})
+        json.dump(desc, open(desc_path, "w"))
+        mkfakesysfs(desc_path, tree)
+        time.sleep(0.01)
+        d.hup()
+        st1 = d.status()
+        eq(st1["hostmap"]["devices"], st0["hostmap"]["devices"] + 2, "devices after the rescan (root port + GPU)")
+        eq(st1["hostmap"]["generation"], st0["hostmap"]["generation"] + 1, "hostmap generation")
+        check(st1["hostmap"]["loaded_at_usec"] > st0["hostmap"]["loaded_at_usec"], "hostmap loaded_at_usec")
+
+        r, dec = hook_and_decision(d, "gpu-vm-new", "prepare", "begin", xml_new)
+        eq(r.rc, 1, "unplanned prepare after the rescan: %r" % r)
+        contains(r.err, "does not match the NUMA plan", "stderr after the rescan")
+        devs = dict(zip(dec.all("PCINUMA_DEVICE"), zip(dec.all("PCINUMA_HOST_NODE"), dec.all("PCINUMA_GUEST_CELL"))))
+        eq(devs.get(new_gpu), ("3", "3"), "placement of the new device (host node, guest cell)")
+        XML["gpu-vm-new"] = xml_new
+        good = planned("gpu-vm-new", "require", sysfs=tree)
+        eq(planned_cells(good).get(new_gpu), 3, "pcinumactl plan's cell for the new device")
+        r, dec = hook_and_decision(d, "gpu-vm-new", "prepare", "begin", good)
+        eq((r.rc, r.err), (0, ""), "planned prepare after the rescan: %r" % r)
+        eq(dec.get("PCINUMA_VERDICT"), "allow", "verdict after the rescan")
+
+        # a tree that can no longer be read: the last good host map stays
+        shutil.rmtree(tree)
+        m = d.mark()
+        d.signal(signal.SIGHUP)
+        d.wait_event(lambda e: "keeping the previous host map" in e.message, m, what="failed rescan log line")
+        st2 = d.status()
+        eq((st2["hostmap"]["devices"], st2["hostmap"]["generation"]),
+           (st1["hostmap"]["devices"], st1["hostmap"]["generation"]), "host map after a failed rescan")
+
+
+def t_log_fields():
+    """The stderr log of each kind of decision: MESSAGE_ID and fields."""
+    with Daemon("fields", policy="require") as d:
+        devs = gpu_vm_devices("require")
+        r, dec = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", planned("gpu-vm-1", "require"))
+        assert_decision(dec, mid=MID["START_ALLOWED"], verdict="allow", phase="prepare", policy="require",
+                        domain="gpu-vm-1", devices=devs)
+        eq(dec.prefix, "", "priority prefix of an allow")
+        r, dec = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", XML["gpu-vm-1"])
+        assert_decision(dec, mid=MID["START_REFUSED"], verdict="refuse", phase="prepare", policy="require",
+                        domain="gpu-vm-1", devices=devs)
+        r, dec = hook_and_decision(d, "gpu-vm-1", "migrate", "begin", planned("gpu-vm-1", "require"))
+        assert_decision(dec, mid=MID["MIGRATION_REFUSED"], verdict="refuse", phase="migrate", policy="require",
+                        domain="gpu-vm-1")
+        # a domain name with spaces and quotes is quoted and escaped
+        odd = 'vm "one" \\ two'
+        r, dec = hook_and_decision(d, odd, "prepare", "begin",
+                                   rename_domain(planned("gpu-vm-1", "require"), "vm-odd"))
+        eq(dec.get("PCINUMA_DOMAIN"), odd, "PCINUMA_DOMAIN with spaces, quotes, backslash")
+        check(' PCINUMA_DOMAIN="vm \\"one\\" \\\\ two" ' in dec.raw, "quoting in the raw line: %r" % dec.raw)
+
+        write_policy(d.policy_file, "preferred")
+        d.hup()
+        r, dec = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", XML["gpu-vm-1"])
+        assert_decision(dec, mid=MID["START_WARNED"], verdict="warn", phase="prepare", policy="preferred",
+                        domain="gpu-vm-1", devices=gpu_vm_devices("preferred"))
+
+
+class FakeJournal:
+    PATH = "/run/systemd/journal/socket"
+
+    def __init__(self):
+        self.created = []
+        self.entries = []      # (pid, fields)
+        self.lock = threading.Lock()
+        self.stop_flag = False
+
+    def busy(self):
+        """A reason to skip when a journald (or anything) listens there."""
+        if not os.path.lexists(self.PATH):
+            return None
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            probe.connect(self.PATH)
+            return "%s exists and is live (a journald runs here)" % self.PATH
+        except OSError:
+            return None
+        finally:
+            probe.close()
+
+    def start(self):
+        for d in ("/run/systemd", "/run/systemd/journal"):
+            if not os.path.isdir(d):
+                os.mkdir(d, 0o755)
+                self.created.append(d)
+        if os.path.lexists(self.PATH):
+            os.unlink(self.PATH)     # stale: nobody listens (checked by busy())
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.s.bind(self.PATH)
+        self.created.append(self.PATH)
+        self.s.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        self.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        self.s.settimeout(0.05)
+        _cleanups.append(self.close)
+        self.t = threading.Thread(target=self._loop, daemon=True)
+        self.t.start()
+
+    def _loop(self):
+        fdsize = array.array("i").itemsize
+        while not self.stop_flag:
+            try:
+                data, anc, flags, _ = self.s.recvmsg(1 << 20, socket.CMSG_SPACE(16 * fdsize) +
+                                                     socket.CMSG_SPACE(struct.calcsize("3i")))
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            pid = None
+            for level, typ, cdata in anc:
+                if level == socket.SOL_SOCKET and typ == socket.SCM_CREDENTIALS:
+                    pid = struct.unpack("3i", cdata[:struct.calcsize("3i")])[0]
+                elif level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                    fds = array.array("i")
+                    fds.frombytes(cdata[:len(cdata) - len(cdata) % fdsize])
+                    for fd in fds:       # a large entry comes as a memfd
+                        os.lseek(fd, 0, 0)
+                        chunks = []
+                        while True:
+                            c = os.read(fd, 1 << 20)
+                            if not c:
+                                break
+                            chunks.append(c)
+                        os.close(fd)
+                        data = b"".join(chunks)
+            try:
+                fields = parse_journal_datagram(data)
+            except Exception as e:
+                fields = [("PARSE_ERROR", str(e)), ("RAW", repr(data[:200]))]
+            with self.lock:
+                self.entries.append((pid, fields))
+
+    def events(self, pid):
+        with self.lock:
+            out = []
+            for p, fields in self.entries:
+                if p == pid:
+                    msg = dict(fields).get("MESSAGE", "")
+                    out.append(Event(msg, fields))
+            return out
+
+    def close(self):
+        self.stop_flag = True
+        if getattr(self, "t", None):
+            self.t.join(2)
+        if getattr(self, "s", None):
+            self.s.close()
+        for p in reversed(self.created):
+            try:
+                if os.path.isdir(p):
+                    os.rmdir(p)
+                else:
+                    os.unlink(p)
+            except OSError:
+                pass
+        self.created = []
+        if self.close in _cleanups:
+            _cleanups.remove(self.close)
+
+
+def t_journal():
+    if os.geteuid() != 0:
+        return "not root: cannot create /run/systemd/journal"
+    j = FakeJournal()
+    why = j.busy()
+    if why:
+        return why
+    j.start()
+    try:
+        with Daemon("journal", policy="require", log_target="journal") as d:
+            devs = gpu_vm_devices("require")
+            cases = [("allow", planned("gpu-vm-1", "require"), "prepare", MID["START_ALLOWED"], 0),
+                     ("refuse", XML["gpu-vm-1"], "prepare", MID["START_REFUSED"], 1),
+                     ("migrate", planned("gpu-vm-1", "require"), "migrate", MID["MIGRATION_REFUSED"], 1)]
+            for label, x, phase, mid, rc in cases:
+                r = run_hook("gpu-vm-1", phase, "begin", x, d.sock)
+                eq(r.rc, rc, "%s: hook exit: %r" % (label, r))
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                ev = [e for e in j.events(d.pid) if e.get("PCINUMA_VERDICT")]
+                if len(ev) >= 3:
+                    break
+                time.sleep(0.02)
+            all_ev = j.events(d.pid)
+            check(any(e.mid == MID["DAEMON_READY"] for e in all_ev),
+                  "no DAEMON_READY entry from pid %d in the journal; got %d entries from it, %d in all"
+                  % (d.pid, len(all_ev), len(j.entries)))
+            for e in all_ev:
+                eq(e.get("SYSLOG_IDENTIFIER"), "pcinumad", "SYSLOG_IDENTIFIER")
+                check(e.get("PARSE_ERROR") is None, "unparsable datagram: %r" % e.fields)
+            eq(len(ev), 3, "decision entries in the journal: %r" % ev)
+            for (label, x, phase, mid, rc), e in zip(cases, ev):
+                assert_decision(e, mid=mid, verdict="refuse" if rc else "allow", phase=phase, policy="require",
+                                domain="gpu-vm-1", devices=devs if phase == "prepare" else None)
+                eq(e.get("PRIORITY"), "6" if rc == 0 else "4", "%s: PRIORITY" % label)
+                check(e.message, "%s: empty MESSAGE" % label)
+            contains(ev[1].message, "does not match the NUMA plan", "refusal MESSAGE")
+            # a value with a newline travels in the binary-safe form
+            name = "gpu-vm-1\nsecond line"
+            r = run_hook(name, "prepare", "begin", planned("gpu-vm-1", "require"), d.sock)
+            eq(r.rc, 0, "hook with a newline in the name: %r" % r)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                ev = [e for e in j.events(d.pid) if e.get("PCINUMA_VERDICT")]
+                if len(ev) >= 4:
+                    break
+                time.sleep(0.02)
+            eq(len(ev), 4, "decision entries after the newline name")
+            eq(ev[3].get("PCINUMA_DOMAIN"), name, "PCINUMA_DOMAIN with a newline")
+            eq(ev[3].get("PCINUMA_VERDICT"), "allow", "verdict for the newline name")
+            # nothing went to stderr but what precedes log_setup
+            dec_on_stderr = d.decisions()
+            eq(dec_on_stderr, [], "decisions logged on stderr with --log-target journal")
+    finally:
+        j.close()
+    check(not os.path.lexists(FakeJournal.PATH), "the fake journal socket was not removed")
+
+
+class NotifySocket:
+    def __init__(self, path):
+        self.path = path
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.s.bind(path)
+        self.s.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        self.msgs = []       # (monotonic time received, pid, text)
+
+    def drain(self, timeout=0.0):
+        self.s.settimeout(timeout if timeout > 0 else 0.0001)
+        while True:
+            try:
+                data, anc, _, _ = self.s.recvmsg(65536, socket.CMSG_SPACE(struct.calcsize("3i")))
+            except (socket.timeout, BlockingIOError):
+                return self.msgs
+            pid = None
+            for level, typ, cdata in anc:
+                if level == socket.SOL_SOCKET and typ == socket.SCM_CREDENTIALS:
+                    pid = struct.unpack("3i", cdata[:12])[0]
+            self.msgs.append((time.monotonic(), pid, data.decode("utf-8", "replace")))
+            self.s.settimeout(0.0001)
+
+    def wait_for(self, pred, since, timeout=10):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.drain(0.05)
+            for i in range(since, len(self.msgs)):
+                if pred(self.msgs[i][2]):
+                    return i
+        raise Failure("no matching sd_notify message; got %r" % [m[2] for m in self.msgs[since:]])
+
+    def close(self):
+        self.s.close()
+        os.unlink(self.path)
+
+
+def kv(msg):
+    return dict(line.split("=", 1) for line in msg.split("\n") if "=" in line)
+
+
+def t_sd_notify():
+    dd = fresh_dir("notify")
+    n = NotifySocket(os.path.join(dd, "notify.sock"))
+    try:
+        env = dict(os.environ)
+        env["NOTIFY_SOCKET"] = n.path
+        d = Daemon("notify", policy="require", env=env)
+        with d:
+            i = n.wait_for(lambda m: "READY=1" in kv(m) or kv(m).get("READY") == "1", 0)
+            eq(n.msgs[i][1], d.pid, "sender pid of READY=1")
+            j = n.wait_for(lambda m: "STATUS" in kv(m), 0)
+            status = kv(n.msgs[j][2])["STATUS"]
+            contains(status, d.sock, "STATUS=")
+            contains(status, "61 PCI devices", "STATUS=")
+            contains(status, "default require", "STATUS=")
+            since = len(n.msgs)
+            write_policy(d.policy_file, "legacy")
+            t_before = time.clock_gettime(time.CLOCK_MONOTONIC)
+            d.hup()
+            t_after = time.clock_gettime(time.CLOCK_MONOTONIC)
+            i = n.wait_for(lambda m: kv(m).get("RELOADING") == "1", since)
+            fields = kv(n.msgs[i][2])
+            check("MONOTONIC_USEC" in fields, "RELOADING=1 without MONOTONIC_USEC: %r" % n.msgs[i][2])
+            usec = int(fields["MONOTONIC_USEC"])
+            check(t_before * 1e6 - 1000 <= usec <= t_after * 1e6 + 1000,
+                  "MONOTONIC_USEC=%d not between %d and %d" % (usec, t_before * 1e6, t_after * 1e6))
+            k = n.wait_for(lambda m: kv(m).get("READY") == "1", i + 1)
+            check(k > i, "READY=1 came before RELOADING=1")
+            s = n.wait_for(lambda m: "STATUS" in kv(m) and "default legacy" in kv(m)["STATUS"], i + 1)
+            check(s >= k, "STATUS with the new policy came before READY=1")
+            since = len(n.msgs)
+        # __exit__ stopped it with SIGTERM
+        n.wait_for(lambda m: kv(m).get("STOPPING") == "1", since)
+    finally:
+        n.close()
+
+
+def spawn_activated(argv, listen_fd, log_path, extra_env=None):
+    """Start argv with listen_fd as fd 3, LISTEN_FDS=1 and LISTEN_PID set
+    to its own pid (through sh, which execs), in a new session."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "PCINUMA_SOCKET")}
+    env.update(extra_env or {})
+    logfd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    nullfd = os.open(os.devnull, os.O_RDONLY)
+    try:
+        pid = os.posix_spawn("/bin/sh",
+                             ["sh", "-c", 'LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" "$@"'] + argv,
+                             env,
+                             file_actions=[(os.POSIX_SPAWN_DUP2, nullfd, 0),
+                                           (os.POSIX_SPAWN_DUP2, logfd, 1),
+                                           (os.POSIX_SPAWN_DUP2, logfd, 2),
+                                           (os.POSIX_SPAWN_DUP2, listen_fd, 3)],
+                             setsid=True)
+    finally:
+        os.close(logfd)
+        os.close(nullfd)
+    return pid
+
+
+class SpawnedProc:
+    """Enough of Popen for Daemon: wait/poll on a posix_spawn'ed pid."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.returncode = None
+
+    def poll(self):
+        if self.returncode is None:
+            p, st = os.waitpid(self.pid, os.WNOHANG)
+            if p == self.pid:
+                self.returncode = os.waitstatus_to_exitcode(st)
+        return self.returncode
+
+    def wait(self, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("pcinumad", timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+
+def t_socket_activation():
+    d = Daemon("activation", policy="require")
+    act_path = os.path.join(d.dir, "activated.sock")
+    ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    ls.bind(act_path)
+    ls.listen(16)
+    # the daemon's own --socket path must stay unused
+    d.sock = os.path.join(d.dir, "run", "unused.sock")
+    os.makedirs(os.path.dirname(d.sock))
+    try:
+        pid = spawn_activated(d.argv(), ls.fileno(), d.log_path)
+        d.proc = SpawnedProc(pid)
+        d.pid = pid
+        _live.append(d)
+    finally:
+        ls.close()     # the daemon holds its copy
+    with d:
+        d.sock = act_path     # where clients go
+        d.wait_ready()
+        contains(d.log_text(), "Listening on the socket passed by systemd", "daemon log")
+        check(not os.path.exists(os.path.join(d.dir, "run", "unused.sock")),
+              "pcinumad bound its --socket path although it was socket-activated")
+        r, dec = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", XML["gpu-vm-1"])
+        eq(r.rc, 1, "hook through the activated socket: %r" % r)
+        contains(r.err, "does not match the NUMA plan", "hook stderr")
+        eq(dec.get("PCINUMA_VERDICT"), "refuse", "verdict")
+        r = run_hook("gpu-vm-1", "prepare", "begin", planned("gpu-vm-1", "require"), d.sock)
+        eq((r.rc, r.err), (0, ""), "planned hook through the activated socket: %r" % r)
+        st = d.status()
+        eq(st["pid"], d.pid, "status pid (sh exec'ed pcinumad)")
+        eq(st["requests"]["hook"], 2, "hook requests")
+
+
+def t_activation_wrong_pid():
+    """LISTEN_PID of another process: the fd is not ours, bind --socket."""
+    d = Daemon("activation-wrongpid", policy="require")
+    other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    other_path = os.path.join(d.dir, "other.sock")
+    other.bind(other_path)
+    other.listen(4)
+    env = dict(os.environ)
+    env.update(LISTEN_FDS="1", LISTEN_PID="1")
+    d.env = env
+    try:
+        with d:
+            contains(d.log_text(), "Listening on %s" % d.sock, "daemon log")
+            eq(d.status()["policy"]["default"], "require", "status through --socket")
+    finally:
+        other.close()
+
+
+def t_status_cli():
+    with Daemon("status", policy="require") as d:
+        sock = d.sock
+        r = run_hook("gpu-vm-1", "prepare", "begin", planned("gpu-vm-1", "require"), sock)
+        eq(r.rc, 0, "hook 1: %r" % r)
+        r = run_hook("gpu-vm-1", "prepare", "begin", XML["gpu-vm-1"], sock)
+        eq(r.rc, 1, "hook 2: %r" % r)
+        r = run_hook("gpu-vm-1", "migrate", "begin", XML["gpu-vm-1"], sock)
+        eq(r.rc, 0, "hook 3: %r" % r)
+        with connect(sock) as s:
+            s.sendall(encode(b"nope"))
+            recv_frame(s)
+        time.sleep(1.1)     # uptime and age reach 1 s
+        p = subprocess.run([ARGS.pcinumactl, "status", "--socket", sock, "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        eq(p.returncode, 0, "pcinumactl status --json exit (stderr %r)" % p.stderr)
+        st = json.loads(p.stdout)
+        eq(st["pid"], d.pid, "pid")
+        check(1 <= st["uptime_sec"] <= 30, "uptime_sec %r" % st["uptime_sec"])
+        eq(st["socket"], sock, "socket")
+        eq(st["libvirt_uri"], "none", "libvirt_uri")
+        h = st["hostmap"]
+        eq((h["sysfs_root"], h["devices"], h["mdevs"], h["nodes"], h["generation"], h["udev"]),
+           (FIXTURE, 61, 2, 4, 1, False), "hostmap")
+        check(1 <= h["age_sec"] <= 30, "hostmap.age_sec %r" % h["age_sec"])
+        now_usec = time.time() * 1e6
+        check(0 < now_usec - h["loaded_at_usec"] < 60e6, "hostmap.loaded_at_usec %r" % h["loaded_at_usec"])
+        pol = st["policy"]
+        eq((pol["file"], pol["from_file"], pol["default"], pol["rules"], pol["last_error"]),
+           (d.policy_file, True, "require", 0, None), "policy")
+        check(0 < now_usec - pol["loaded_at_usec"] < 60e6, "policy.loaded_at_usec %r" % pol["loaded_at_usec"])
+        # 3 hook calls, 1 malformed frame, and this status request
+        rq = dict(st["requests"])
+        total = rq.pop("total")
+        eq(rq, {"hook": 3, "status": 1, "errors": 1, "rejected_peers": 0, "connections": 1}, "requests")
+        check(total in (4, 5), "requests.total %r" % total)
+        eq(st["verdicts"], {"allow": 1, "warn": 0, "refuse": 1, "pass": 1}, "verdicts")
+
+        p = subprocess.run([ARGS.pcinumactl, "status", "--socket", sock],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        eq(p.returncode, 0, "pcinumactl status exit (stderr %r)" % p.stderr)
+        out = p.stdout
+        m = re.search(r"^pcinumad \S+ \(pid (\d+)\), up (\d+) s, socket (\S+)$", out, re.M)
+        check(m, "no pid/uptime line in:\n%s" % out)
+        eq((int(m.group(1)), m.group(3)), (d.pid, sock), "pid and socket (human)")
+        check(int(m.group(2)) >= 1, "uptime (human) %s" % m.group(2))
+        m = re.search(r"^host map:\s+61 PCI devices, 2 mdevs, 4 NUMA nodes from (\S+); built (\d+) s ago "
+                      r"\(generation 1\), rescanned on SIGHUP only$", out, re.M)
+        check(m, "no host map line in:\n%s" % out)
+        eq(m.group(1), FIXTURE, "sysfs root (human)")
+        check(int(m.group(2)) >= 1, "host map age (human) %s" % m.group(2))
+        m = re.search(r"^policy:\s+(\S+), default require, 0 rules, loaded (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)$",
+                      out, re.M)
+        check(m, "no policy line in:\n%s" % out)
+        eq(m.group(1), d.policy_file, "policy file (human)")
+        loaded = time.mktime(time.strptime(m.group(2), "%Y-%m-%d %H:%M:%S"))
+        check(abs(loaded - pol["loaded_at_usec"] / 1e6) < 2, "policy load time (human) %s" % m.group(2))
+        check(re.search(r"^requests:\s+%d total, 3 hook, 2 status, 1 errors, 0 rejected peers, 1 open connections$"
+                        % (total + 1), out, re.M), "requests line in:\n%s" % out)
+        check(re.search(r"^verdicts:\s+1 allow, 0 warn, 1 refuse, 1 pass$", out, re.M),
+              "verdicts line in:\n%s" % out)
+    # a stopped daemon: pcinumactl status fails and says so
+    p = subprocess.run([ARGS.pcinumactl, "status", "--socket", sock],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    eq(p.returncode, 1, "pcinumactl status against a stopped daemon")
+    contains(p.stderr, "is pcinumad running?", "pcinumactl status stderr")
+
+
+def t_socket_lifecycle():
+    """A live socket is not stolen; a stale one is replaced; the socket is
+    created 0600."""
+    with Daemon("lifecycle", policy="require") as d:
+        eq(os.stat(d.sock).st_mode & 0o777, 0o600, "socket mode")
+        d2 = Daemon("lifecycle2", policy="require", socket_path=d.sock)
+        d2.start(wait=False)
+        try:
+            rc = d2.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            raise Failure("a second pcinumad on a live socket kept running")
+        finally:
+            d2.kill()
+        check(rc != 0, "second pcinumad exit status %d" % rc)
+        contains(d2.log_text(), "Another process is already listening", "second pcinumad")
+        eq(d.status()["requests"]["status"], 1, "the first daemon still serves")
+    # the first one is stopped; its socket file may be left: a new one starts anyway
+    with Daemon("lifecycle3", policy="require", socket_path=d.sock) as d3:
+        eq(d3.status()["pid"], d3.pid, "daemon on a stale socket path")
+
+
+def t_max_connections():
+    with Daemon("maxconn", policy="require", extra=["--max-connections", "2"]) as d:
+        a = connect(d.sock)
+        b = None
+        try:
+            # wait until a is the only connection (wait_ready's probe is gone)
+            deadline = time.monotonic() + 5
+            while True:
+                a.sendall(encode({"version": 1, "type": "status"}))
+                if recv_frame(a)["status"]["requests"]["connections"] == 1:
+                    break
+                check(time.monotonic() < deadline, "the daemon still counts other connections")
+                time.sleep(0.02)
+            b = connect(d.sock)
+            b.sendall(encode({"version": 1, "type": "status"}))
+            eq(recv_frame(b)["status"]["requests"]["connections"], 2, "connections with a and b open")
+            m = d.mark()
+            c = connect(d.sock, 5)
+            try:
+                c.sendall(encode({"version": 1, "type": "status"}))
+                r = recv_frame(c)
+            except (ConnectionResetError, BrokenPipeError):
+                r = None
+            c.close()
+            eq(r, None, "third connection with --max-connections 2")
+            contains("\n".join(d.lines(m)), "Too many connections", "daemon log")
+        finally:
+            a.close()
+            if b:
+                b.close()
+        time.sleep(0.1)
+        eq(d.status()["requests"]["connections"], 1, "connections after the two closed")
+
+
+def t_big_xml():
+    """A 3 MiB domain XML (within the 4 MiB limit) goes through; the hook
+    refuses one over 4 MiB without asking."""
+    with Daemon("bigxml", policy="require") as d:
+        base = planned("gpu-vm-1", "require")
+        pad = "<!-- %s -->" % ("x" * (3 * 1024 * 1024))
+        big = base.replace("</domain>", pad + "\n</domain>")
+        r, dec = hook_and_decision(d, "gpu-vm-1", "restore", "begin", big)
+        eq((r.rc, r.err), (0, ""), "restore of a 3 MiB XML: exit/stderr %r" % ((r.rc, shorten(r.err, 300)),))
+        check(r.out == big, "restore of a 3 MiB XML: stdout differs (%d bytes vs %d)" % (len(r.out), len(big)))
+        huge = base.replace("</domain>", "<!-- %s -->\n</domain>" % ("x" * (5 * 1024 * 1024)))
+        before = d.status()["requests"]["total"]
+        r = run_hook("gpu-vm-1", "prepare", "begin", huge, d.sock)
+        eq(r.rc, 1, "prepare of a 5 MiB XML: %r" % r)
+        contains(r.err, "larger than 4 MiB", "stderr")
+        eq(d.status()["requests"]["total"], before + 1, "requests (only this status) after the 5 MiB XML")
+
+
+# ---- main --------------------------------------------------------------------
+
+def main():
+    global ARGS, WORK, RUNTMP, FIXTURE
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for opt in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "golden", "workdir"):
+        ap.add_argument("--" + opt, required=True)
+    ap.add_argument("--only", help="run only the tests whose name contains this")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ARGS = ap.parse_args()
+
+    for opt in ("pcinumad", "pcinumactl", "hook"):
+        path = getattr(ARGS, opt)
+        if not os.access(path, os.X_OK):
+            print("SKIP: %s %s is missing or not executable" % (opt, path), file=sys.stderr)
+            print("1..0 # SKIP %s missing" % opt)
+            return SKIP
+    for opt in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "golden", "workdir"):
+        setattr(ARGS, opt, os.path.abspath(getattr(ARGS, opt)))
+
+    atexit.register(_cleanup_at_exit)
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+
+    WORK = ARGS.workdir
+    if os.path.isdir(WORK):
+        shutil.rmtree(WORK)
+    os.makedirs(WORK)
+    RUNTMP = tempfile.mkdtemp(prefix="pcinuma-dt-")
+    os.chmod(RUNTMP, 0o755)
+    if not ARGS.keep:
+        _cleanups.insert(0, lambda: shutil.rmtree(RUNTMP, ignore_errors=True))
+    else:
+        print("# keeping %s" % RUNTMP)
+
+    t0 = time.monotonic()
+    FIXTURE = os.path.join(RUNTMP, "sample-4n")
+    mkfakesysfs(os.path.join(ARGS.hosts, "sample-4n.json"), FIXTURE)
+    XML["gpu-vm-1"] = open(os.path.join(os.path.dirname(os.path.dirname(ARGS.golden)),
+                                        "conf", "examples", "gpu-vm-1.xml")).read() \
+        if os.path.exists(os.path.join(os.path.dirname(os.path.dirname(ARGS.golden)),
+                                       "conf", "examples", "gpu-vm-1.xml")) else None
+    if XML["gpu-vm-1"] is None:
+        print("Bail out! conf/examples/gpu-vm-1.xml not found next to %s" % ARGS.golden)
+        return 1
+    XML["partial-require"] = open(os.path.join(ARGS.golden, "partial-require", "input.xml")).read()
+
+    for p in POLICIES:
+        R.run("hook: every phase under policy %s" % p, t_phase_matrix(p))
+    R.run("raw protocol: other phases are answered 'pass' and logged", t_raw_other_phases)
+    R.run("raw protocol: prepare without XML, broken XML, external entity", t_raw_prepare_edge_cases)
+    R.run("fast path: other phases and hostdev-less XML never connect", t_fast_path)
+    R.run("fast path: daemon stopped, refuse: other phases still exit 0", t_fast_path_daemon_stopped)
+    R.run("unreachable/erroring/silent daemon: on_unreachable allow and refuse", t_unreachable)
+    R.run("non-root peer is refused (PEER_REJECTED, permission denied)", t_non_root_peer)
+    R.run("64 parallel hook calls", t_parallel)
+    R.run("a slow client does not stall others and is timed out", t_slow_client)
+    R.run("an idle client is timed out without an error", t_idle_client)
+    R.run("malformed, truncated, oversized frames get errors; daemon keeps serving", t_malformed)
+    R.run("policy reload on SIGHUP: good, bad value, syntax error, removed, fixed", t_policy_reload)
+    R.run("policy hook section published as hook.conf and republished on reload", t_policy_hook_conf)
+    R.run("broken policy at start: exit non-zero naming file and key/line", t_bad_policy_at_start)
+    R.run("SIGHUP rescan sees a device added to the fixture tree", t_rescan)
+    R.run("stderr log: MESSAGE_ID and PCINUMA_* fields per decision kind", t_log_fields)
+    R.run("journal: native datagrams to /run/systemd/journal/socket carry the fields", t_journal)
+    R.run("sd_notify: READY, STATUS, RELOADING+MONOTONIC_USEC then READY, STOPPING", t_sd_notify)
+    R.run("socket activation: LISTEN_FDS=1 socket on fd 3 is served", t_socket_activation)
+    R.run("socket activation: LISTEN_PID of another process is ignored", t_activation_wrong_pid)
+    R.run("pcinumactl status: human and --json, counters match", t_status_cli)
+    R.run("status counters: total == hook + status + errors", t_status_counter_consistency)
+    R.run("socket lifecycle: live socket not stolen, stale one replaced", t_socket_lifecycle)
+    R.run("--max-connections drops the extra client", t_max_connections)
+    R.run("a 3 MiB XML round-trips; over 4 MiB is refused by the hook", t_big_xml)
+
+    print("# total %.1f s" % (time.monotonic() - t0))
+    print("%d passed, %d failed" % (R.passed, R.failed))
+    return 1 if R.failed else 0
+
+
+if __name__ == "__main__":
+    try:
+        rc = main()
+    finally:
+        _cleanup_at_exit()
+    sys.exit(rc)
