@@ -40,7 +40,7 @@ static char *prefixed(const char *s) {
 }
 
 static void decide_prepare(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
-                           struct decision *d) {
+                           bool updating, struct decision *d) {
         _cleanup_free_ char *err = NULL;
         const char *name = d->domain;
 
@@ -92,17 +92,20 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
         /* The domain starts with a layout other than the plan: libvirt
          * ignores a prepare hook's stdout, so the fix goes to the
          * persistent definition and takes effect at the next start. */
+        const char *next = updating
+                ? "the persistent definition is being updated; a transient domain must be created from planned XML "
+                  "('pcinumactl plan vm.xml | virsh create /dev/stdin')"
+                : "plan the definition with 'pcinumactl plan' and define it again";
         if (r->settings.mode == POLICY_REQUIRE || r->settings.mode == POLICY_SOCKET) {
                 d->verdict = DECIDE_REFUSE;
                 d->message = xasprintf("pcinuma: refusing to start domain %s: its PCI topology does not match the NUMA plan "
-                                       "(policy %s): %s.\npcinuma: the persistent definition is being updated; "
-                                       "start the domain again.\n",
-                                       name, mode, r->mismatch ? r->mismatch : "it differs");
+                                       "(policy %s): %s.\npcinuma: %s; then start the domain again.\n",
+                                       name, mode, r->mismatch ? r->mismatch : "it differs", next);
         } else {
                 d->verdict = DECIDE_WARN;
                 d->message = xasprintf("pcinuma: warning: domain %s starts without its NUMA-aware PCI topology (policy %s): %s.\n"
-                                       "pcinuma: the persistent definition is being updated for the next start.\n",
-                                       name, mode, r->mismatch ? r->mismatch : "it differs");
+                                       "pcinuma: %s, for the next start.\n",
+                                       name, mode, r->mismatch ? r->mismatch : "it differs", next);
         }
 }
 
@@ -138,14 +141,14 @@ static void decide_migrate(const struct proto_request *req, struct decision *d) 
 }
 
 void decide_hook(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
-                 struct decision *ret) {
+                 bool updating, struct decision *ret) {
         struct decision d = {0};
         d.phase = req->argv[1];
         d.subphase = req->argv[2];
         d.domain = xstrdup(req->argv[0][0] ? req->argv[0] : "(unnamed)");
 
         if (streq(d.phase, "prepare") && streq(d.subphase, "begin"))
-                decide_prepare(req, h, pol, &d);
+                decide_prepare(req, h, pol, updating, &d);
         else if (streq(d.phase, "migrate") && streq(d.subphase, "begin"))
                 decide_migrate(req, &d);
         else if (streq(d.phase, "restore") && streq(d.subphase, "begin")) {

@@ -33,6 +33,8 @@ const char *decide_verdict_to_string(enum decide_verdict v);
 
 /* Decide a hook call.  Never fails: bad XML in a phase that needs it is a
  * refusal whose message names the problem. */
+/* 'updating' says whether a libvirt watcher will redefine the domain
+ * (it changes what a refusal tells the user to do). */
 void decide_hook(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
-                 struct decision *ret);
+                 bool updating, struct decision *ret);
 void decision_done(struct decision *d);

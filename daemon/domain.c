@@ -190,6 +190,11 @@ static int parse_os(struct domain *d, xmlNodePtr root) {
         return 0;
 }
 
+static int cmp_cell(const void *a, const void *b) {
+        const struct domain_cell *x = a, *y = b;
+        return (x->id > y->id) - (x->id < y->id);
+}
+
 static int parse_cells(struct domain *d, xmlNodePtr root, char **ret_error) {
         xmlNodePtr numa = xml_child(xml_child(root, "cpu"), "numa");
         if (!numa)
@@ -204,15 +209,21 @@ static int parse_cells(struct domain *d, xmlNodePtr root, char **ret_error) {
                 uint64_t v = ordinal;
                 if (id && parse_uint(id, 10, MAX_NODE, &v) < 0)
                         return set_error(ret_error, -EINVAL, "line %ld: <cell id='%s'>: not a NUMA cell number", xmlGetLineNo(c), id);
-                /* libvirt requires ids 0, 1, 2, ... in order; so do we, so that
-                 * cell ids index the array. */
-                if (v != ordinal)
-                        return set_error(ret_error, -EINVAL,
-                                         "line %ld: guest NUMA cell #%zu has id %" PRIu64 ": cell ids must be 0, 1, 2, ... in order, each once",
-                                         xmlGetLineNo(c), ordinal, v);
                 cell->id = (unsigned) v;
                 if (cpus && bitmap_parse(cpus, MAX_CPU, &cell->cpus) < 0)
                         return set_error(ret_error, -EINVAL, "line %ld: <cell id='%u' cpus='%s'>: not a CPU list", xmlGetLineNo(c), cell->id, cpus);
+        }
+        /* libvirt accepts the cells in any order but needs the ids to be
+         * 0 .. n-1, each once; sorted, a cell's id is its index. */
+        qsort(d->cells, d->n_cells, sizeof(*d->cells), cmp_cell);
+        for (size_t i = 0; i < d->n_cells; i++) {
+                if (d->cells[i].id == i)
+                        continue;
+                if (i > 0 && d->cells[i].id == d->cells[i - 1].id)
+                        return set_error(ret_error, -EINVAL, "guest NUMA cell id %u appears twice: cell ids must be 0 to %zu, each once",
+                                         d->cells[i].id, d->n_cells - 1);
+                return set_error(ret_error, -EINVAL, "guest NUMA cell ids must be 0 to %zu, each once; cell %zu is missing",
+                                 d->n_cells - 1, i);
         }
         return 0;
 }
@@ -273,16 +284,18 @@ static int parse_controller(struct domain *d, xmlNodePtr c, char **ret_error) {
         if (!type || !streq(type, "pci"))
                 return 0;
         _cleanup_free_ char *index = xml_prop(c, "index");
-        uint64_t idx;
-        if (!index || parse_uint(index, 0, 255, &idx) < 0)
-                return set_error(ret_error, -EINVAL, "line %ld: PCI <controller>: missing or bad index '%s'", xmlGetLineNo(c), strempty(index));
-        for (size_t i = 0; i < d->n_controllers; i++)
+        uint64_t idx = 0;
+        /* No index: libvirt gives the lowest free one, once every
+         * explicit index is known (see assign_missing_indexes()). */
+        if (index && parse_uint(index, 0, 255, &idx) < 0)
+                return set_error(ret_error, -EINVAL, "line %ld: PCI <controller>: bad index '%s'", xmlGetLineNo(c), index);
+        for (size_t i = 0; index && i < d->n_controllers; i++)
                 if (d->controllers[i].index == (int) idx)
                         return set_error(ret_error, -EINVAL, "line %ld: two PCI controllers have index %" PRIu64 " (the other is at line %ld)",
                                          xmlGetLineNo(c), idx, xmlGetLineNo(d->controllers[i].elem));
 
         struct domain_controller *ctl = GROW(d->controllers, d->n_controllers);
-        ctl->index = (int) idx;
+        ctl->index = index ? (int) idx : -1;
         ctl->elem = c;
         ctl->bus_nr = -1;
         ctl->node = -1;
@@ -430,6 +443,20 @@ static int collect_pci_uses(struct domain *d, xmlNodePtr n, xmlNodePtr owner, ch
         return 0;
 }
 
+/* PCI controllers without an index get, in document order, the lowest
+ * index no other PCI controller uses, as libvirt assigns them. */
+static void assign_missing_indexes(struct domain *d) {
+        for (size_t i = 0; i < d->n_controllers; i++) {
+                if (d->controllers[i].index >= 0)
+                        continue;
+                for (int idx = 0; idx <= 255; idx++)
+                        if (!domain_find_controller(d, idx)) {
+                                d->controllers[i].index = idx;
+                                break;
+                        }
+        }
+}
+
 static void parse_metadata(struct domain *d, xmlNodePtr root) {
         xmlNodePtr md = xml_child(root, "metadata");
         for (xmlNodePtr c = md ? md->children : NULL; c; c = c->next) {
@@ -476,6 +503,7 @@ int domain_reload(struct domain *d, char **ret_error) {
                 if (r < 0)
                         return r;
         }
+        assign_missing_indexes(d);
         if (d->devices) {
                 r = collect_pci_uses(d, d->devices, NULL, ret_error);
                 if (r < 0)

@@ -96,10 +96,13 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
                 if (r < 0)
                         return r;
         }
-        if (res->settings.mode != POLICY_OFF && res->base->n_hostdevs > 0) {
-                r = domain_resolve_backing(res->base, h, ret_error);
-                if (r < 0)
-                        return r;
+        if (res->settings.mode != POLICY_OFF) {
+                /* Bad backing only matters when there is something to place;
+                 * otherwise the explanation just shows less. */
+                _cleanup_free_ char *backing_error = NULL;
+                r = domain_resolve_backing(res->base, h, &backing_error);
+                if (r < 0 && res->base->n_hostdevs > 0)
+                        return set_error(ret_error, r, "%s", backing_error);
         }
         r = planner_run(res->base, h, &res->settings, &res->plan);
         if (r < 0)

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "protocol.h"
 #include "server.h"
+#include "watcher.h"
 
 /* udev sends a burst of events per device (add, bind, ...): wait this
  * long after the last one before rescanning. */
@@ -127,6 +128,7 @@ void manager_reload(struct manager *m) {
                 publish_hook_conf(m);
         }
         (void) rescan(m, "reload");
+        watcher_recheck_all(m->watcher);
         (void) sd_notify(false, "READY=1");
         set_status(m);
 }
@@ -138,8 +140,10 @@ static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void
 
 static int on_rescan_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct manager *m = userdata;
-        if (rescan(m, "udev") >= 0)
+        if (rescan(m, "udev") >= 0) {
                 set_status(m);
+                watcher_recheck_all(m->watcher);
+        }
         return 0;
 }
 
@@ -253,9 +257,11 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
         if (r < 0)
                 return r;
 
-        if (!streq(cfg->libvirt_uri, "none"))
-                log_msg(LOG_NOTICE, "The libvirt watcher (--libvirt-uri %s) is not part of this build; "
-                                    "domains are checked at start by the hook only", cfg->libvirt_uri);
+        if (!streq(cfg->libvirt_uri, "none")) {
+                r = watcher_start(m, m->event, cfg->libvirt_uri, &m->watcher);
+                if (r < 0)
+                        return r;
+        }
 
         publish_hook_conf(m);
         *ret = TAKE_PTR(m);
@@ -265,6 +271,7 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
 struct manager *manager_free(struct manager *m) {
         if (!m)
                 return NULL;
+        watcher_stop(m->watcher);
         server_free(m->server);
         sd_event_source_disable_unref(m->rescan_timer);
         sd_device_monitor_unref(m->monitor);
@@ -365,9 +372,13 @@ json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_
         } else {
                 struct decision d;
                 m->n_hook++;
-                decide_hook(&req, m->hostmap, m->policy, &d);
+                decide_hook(&req, m->hostmap, m->policy, m->watcher != NULL, &d);
                 m->n_verdict[d.verdict]++;
                 log_decision(&d);
+                /* A start that found the layout out of date: make sure the
+                 * watcher looks at this domain, even if it missed an event. */
+                if (m->watcher && d.result && d.result->verdict == PLAN_APPLY && !d.result->already_planned && d.uuid)
+                        watcher_recheck_domain(m->watcher, d.uuid);
                 resp = proto_response_new_hook(d.exit_code, d.out, d.message, decide_verdict_to_string(d.verdict));
                 decision_done(&d);
         }
@@ -387,6 +398,7 @@ json_object *manager_status(struct manager *m) {
         json_object_object_add(o, "uptime_sec", json_u64((now_usec(CLOCK_MONOTONIC) - m->start_mono) / 1000000u));
         json_object_object_add(o, "socket", json_object_new_string(m->cfg.socket_path));
         json_object_object_add(o, "libvirt_uri", json_object_new_string(m->cfg.libvirt_uri));
+        json_object_object_add(o, "libvirt", m->watcher ? watcher_status(m->watcher) : NULL);
 
         json_object *h = json_object_new_object();
         json_object_object_add(h, "sysfs_root", json_object_new_string(m->cfg.sysfs_root));
@@ -422,4 +434,62 @@ json_object *manager_status(struct manager *m) {
                 json_object_object_add(v, decide_verdict_to_string((enum decide_verdict) i), json_u64(m->n_verdict[i]));
         json_object_object_add(o, "verdicts", v);
         return o;
+}
+
+void redefine_plan_done(struct redefine_plan *p) {
+        free(p->out_xml);
+        free(p->summary);
+        log_fields_done(&p->fields);
+        *p = (struct redefine_plan) {0};
+}
+
+void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struct redefine_plan *ret) {
+        struct redefine_plan p = { .prio = LOG_DEBUG };
+        _cleanup_(engine_result_freep) struct engine_result *r = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        if (engine_plan(xml, len, m->hostmap, m->policy, NULL, &r, &err) < 0) {
+                p.prio = LOG_WARNING;
+                p.summary = xasprintf("cannot be planned: %s; definition left as it is", err);
+                *ret = p;
+                return;
+        }
+        const struct domain *d = r->base;
+        log_fields_add(&p.fields, "PCINUMA_DOMAIN", "%s", d->name ? d->name : "");
+        if (d->uuid)
+                log_fields_add(&p.fields, "PCINUMA_UUID", "%s", d->uuid);
+        log_fields_add(&p.fields, "PCINUMA_PHASE", "define");
+        log_fields_add(&p.fields, "PCINUMA_POLICY", "%s", policy_mode_to_string(r->settings.mode));
+        log_fields_add(&p.fields, "PCINUMA_VERDICT", "%s", r->reverted ? "revert" : plan_verdict_to_string(r->verdict));
+        const struct plan *pl = r->plan;
+        for (size_t i = 0; i < pl->n_devices; i++) {
+                log_fields_add(&p.fields, "PCINUMA_DEVICE", "%s", pl->devices[i].name);
+                log_fields_add(&p.fields, "PCINUMA_HOST_NODE", "%d", pl->devices[i].host_node);
+                log_fields_add(&p.fields, "PCINUMA_GUEST_CELL", "%d", pl->devices[i].cell);
+        }
+
+        if (r->changed && r->xml) {
+                p.redefine = true;
+                p.out_xml = xstrdup(r->xml);
+                if (r->reverted)
+                        p.summary = xasprintf("the pcinuma topology was undone (policy %s%s%s)", policy_mode_to_string(r->settings.mode),
+                                              pl->reason ? ": " : "", pl->reason ? pl->reason : "");
+                else {
+                        struct strbuf b = {0};
+                        strbuf_printf(&b, "planned under policy %s: %zu expander bus%s", policy_mode_to_string(r->settings.mode),
+                                      pl->n_pxbs, pl->n_pxbs == 1 ? "" : "es");
+                        for (size_t i = 0; i < pl->n_devices; i++)
+                                if (pl->devices[i].action == PLAN_MOVE)
+                                        strbuf_printf(&b, ", %s -> cell %d", pl->devices[i].name, pl->devices[i].cell);
+                        p.summary = strbuf_steal(&b);
+                }
+        } else if (r->verdict == PLAN_REFUSED) {
+                p.prio = LOG_NOTICE;
+                p.summary = xasprintf("not planned: %s (policy %s); its starts will be refused", pl->reason ? pl->reason : "refused",
+                                      policy_mode_to_string(r->settings.mode));
+        } else if (r->verdict == PLAN_SKIP) {
+                p.prio = LOG_NOTICE;
+                p.summary = xasprintf("left untouched: %s", pl->reason ? pl->reason : "not eligible");
+        }
+        *ret = p;
 }

@@ -11,10 +11,22 @@
 #include <systemd/sd-event.h>
 
 #include "decide.h"
+#include "log.h"
 #include "hostmap.h"
 #include "policy.h"
 
 struct server;
+struct watcher;
+
+/* What the libvirt watcher should do with one persistent definition. */
+struct redefine_plan {
+        bool redefine;                  /* define out_xml */
+        char *out_xml;
+        char *summary;                  /* a phrase for the log */
+        int prio;                       /* for the log when not redefining */
+        struct log_fields fields;       /* PCINUMA_* for the log entry */
+};
+void redefine_plan_done(struct redefine_plan *p);
 
 struct manager_config {
         const char *sysfs_root;         /* "/sys" */
@@ -31,6 +43,7 @@ struct manager {
         sd_device_monitor *monitor;
         sd_event_source *rescan_timer;
         struct server *server;
+        struct watcher *watcher;        /* NULL with --libvirt-uri none */
 
         struct hostmap *hostmap;
         uint64_t hostmap_loaded_usec;   /* CLOCK_REALTIME */
@@ -61,6 +74,9 @@ void manager_reload(struct manager *m);
 
 /* Serve one request (a parsed frame); returns the response object. */
 json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_uid, pid_t peer_pid);
+
+/* Plan a persistent definition for the watcher (main thread only). */
+void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struct redefine_plan *ret);
 
 /* The status object. */
 json_object *manager_status(struct manager *m);

@@ -321,6 +321,31 @@ static void find_pruned(const struct domain *d, struct plan *p) {
                 if (only_moved && !dup)
                         *GROW(p->pruned, p->n_pruned) = port->index;
         }
+
+        /* A root port at function 0 of a slot whose other functions stay in
+         * use is kept (empty, hot-pluggable): without function 0 the guest
+         * does not scan the slot and loses what sits behind the others. */
+        for (size_t k = 0; k < p->n_pruned;) {
+                const struct domain_controller *port = domain_find_controller(d, p->pruned[k]);
+                bool keep = false;
+                if (port->has_addr && port->addr.func == 0)
+                        for (size_t u = 0; u < d->n_pci_uses && !keep; u++) {
+                                const struct domain_pci_use *use = &d->pci_uses[u];
+                                if (use->addr.domain != port->addr.domain || use->addr.bus != port->addr.bus ||
+                                    use->addr.slot != port->addr.slot || use->addr.func == 0)
+                                        continue;
+                                bool leaving = false;
+                                for (size_t j = 0; j < p->n_pruned && !leaving; j++)
+                                        leaving = domain_find_controller(d, p->pruned[j])->elem == use->owner;
+                                keep = !leaving;
+                        }
+                if (keep) {
+                        memmove(&p->pruned[k], &p->pruned[k + 1], (p->n_pruned - k - 1) * sizeof(int));
+                        p->n_pruned--;
+                        continue;
+                }
+                k++;
+        }
 }
 
 /* Candidate pcie.0 slots for expander buses, in order of preference.
@@ -451,6 +476,54 @@ static int layout(const struct domain *d, struct plan *p) {
         return 0;
 }
 
+static bool is_moving(const struct domain *d, const struct plan *p, xmlNodePtr owner) {
+        for (size_t k = 0; k < p->n_devices; k++)
+                if (p->devices[k].action == PLAN_MOVE && d->hostdevs[p->devices[k].hostdev].elem == owner)
+                        return true;
+        return false;
+}
+
+/* A device at function 0 of a slot whose other functions stay cannot move:
+ * without function 0 the guest does not scan the slot.  Under require and
+ * socket that refuses it; otherwise it stays, with a warning.  Returns the
+ * number refused. */
+static size_t check_shared_slots(const struct domain *d, struct plan *p) {
+        size_t refused = 0;
+        bool strict = p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET;
+        for (size_t i = 0; i < p->n_devices; i++) {
+                struct plan_device *pd = &p->devices[i];
+                const struct domain_hostdev *hd = &d->hostdevs[pd->hostdev];
+                if (pd->action != PLAN_MOVE || !hd->has_guest_addr || hd->guest.func != 0)
+                        continue;
+                for (size_t u = 0; u < d->n_pci_uses; u++) {
+                        const struct domain_pci_use *use = &d->pci_uses[u];
+                        if (use->addr.domain != hd->guest.domain || use->addr.bus != hd->guest.bus ||
+                            use->addr.slot != hd->guest.slot || use->addr.func == 0 || is_moving(d, p, use->owner))
+                                continue;
+                        char other[96];
+                        snprintf(other, sizeof other, "<%s>", (const char *) use->owner->name);
+                        for (size_t k = 0; k < d->n_hostdevs; k++)
+                                if (d->hostdevs[k].elem == use->owner) {
+                                        char b[64];
+                                        snprintf(other, sizeof other, "%s", domain_hostdev_name(&d->hostdevs[k], b));
+                                }
+                        set_reason(pd, "it is function 0 of guest slot %02x:%02x, and %s at function %u stays there: "
+                                       "moving it would hide that from the guest; give it a slot of its own%s",
+                                   hd->guest.bus, hd->guest.slot, other, use->addr.func, strict ? "" : " (it stays)");
+                        pd->cell = -1;
+                        if (strict) {
+                                pd->action = PLAN_REFUSE;
+                                refused++;
+                        } else {
+                                pd->action = PLAN_STAY;
+                                add_warning(p, "%s stays on its slot: %s", pd->name, pd->reason);
+                        }
+                        break;
+                }
+        }
+        return refused;
+}
+
 int planner_run(const struct domain *d, const struct hostmap *h, const struct policy_settings *s, struct plan **ret) {
         _cleanup_plan_ struct plan *p = xcalloc(1, sizeof(*p));
         p->mode = s->mode;
@@ -507,6 +580,7 @@ int planner_run(const struct domain *d, const struct hostmap *h, const struct po
         }
 
         size_t refused = place_devices(d, h, p);
+        refused += check_shared_slots(d, p);
         if (refused) {
                 p->verdict = PLAN_REFUSED;
                 p->reason = xasprintf("%zu of %zu passthrough device%s cannot be placed under policy %s",

@@ -414,9 +414,13 @@ int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
 
         _cleanup_free_ char *single_slots = single_function_slots(d->devices);
 
-        /* Record what the pruned controllers were, before anything moves. */
+        /* Record what the pruned controllers were, before anything moves.
+         * (Through the model: a controller may have no index attribute.) */
+        _cleanup_free_ xmlNodePtr *pruned_elems = xcalloc(p->n_pruned ? p->n_pruned : 1, sizeof(xmlNodePtr));
         for (size_t i = 0; i < p->n_pruned; i++) {
-                xmlNodePtr e = find_controller_elem(d->devices, p->pruned[i]);
+                const struct domain_controller *pc = domain_find_controller(d, p->pruned[i]);
+                xmlNodePtr e = pc ? pc->elem : NULL;
+                pruned_elems[i] = e;
                 if (!e) {
                         r = set_error(ret_error, -EINVAL, "internal error: controller %d to prune is missing", p->pruned[i]);
                         goto out;
@@ -448,7 +452,7 @@ int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
 
         /* Prune, then add. */
         for (size_t i = 0; i < p->n_pruned; i++)
-                unlink_unit(find_controller_elem(d->devices, p->pruned[i]));
+                unlink_unit(pruned_elems[i]);
         r = add_controllers(d, p, ret_error);
         if (r < 0)
                 goto out;

@@ -887,8 +887,10 @@ static void test_index_exhausted(void **state) {
 static void test_pruned(void **state) {
         (void) state;
         /* root port 1 holds only 10:00.0 (moves): pruned.  Root port 2
-         * holds 11:00.0 (moves) and 80:00.0 (no node, stays): kept.
-         * Root port 3 holds a NIC: kept. */
+         * holds 11:00.0 at function 0 and 80:00.0 (no node, stays) at
+         * function 1: 11:00.0 must stay too (without function 0 the guest
+         * would not see function 1), so port 2 is kept.  Root port 3 holds
+         * a NIC: kept. */
         _cleanup_free_ char *xml = make_domain("q35", true, 1, MEMNODE("0", "0"),
                                                ROOT_PORT("1", "0x02") ROOT_PORT("2", "0x03") ROOT_PORT("3", "0x04")
                                                HOSTDEV_AT("0x10", "0x01", "0x00", "0x0")
@@ -900,8 +902,9 @@ static void test_pruned(void **state) {
                 _cleanup_plan_ struct plan *p = plan_xml(xml, modes[i]);
                 assert_int_equal(p->verdict, PLAN_APPLY);
                 assert_moved(p, "0000:10:00.0", 0);
-                assert_moved(p, "0000:11:00.0", 0);
+                assert_action(p, "0000:11:00.0", PLAN_STAY, "function 0");
                 assert_action(p, "0000:80:00.0", PLAN_STAY, NULL);
+                assert_int_equal(p->n_warnings, 1);
                 assert_int_equal(p->n_pruned, 1);
                 assert_int_equal(p->pruned[0], 1);
                 /* new indexes above the pruned one's neighbours still */
