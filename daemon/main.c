@@ -24,6 +24,7 @@ static void usage(FILE *f) {
                 "  --log-target journal|stderr|auto   where to log (default auto)\n"
                 "  --request-timeout-ms N  close a client that sends nothing for N ms (default 5000)\n"
                 "  --max-connections N     at most N clients at once (default 256)\n"
+                "  --allow-uid UID         also serve this uid (a session libvirtd's user); repeatable\n"
                 "  --version               print the version\n");
 }
 
@@ -36,6 +37,7 @@ int main(int argc, char **argv) {
                 ARG_LOG_TARGET,
                 ARG_TIMEOUT,
                 ARG_MAX_CONN,
+                ARG_ALLOW_UID,
                 ARG_VERSION,
         };
         static const struct option opts[] = {
@@ -46,6 +48,7 @@ int main(int argc, char **argv) {
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },
                 { "request-timeout-ms", required_argument, NULL, ARG_TIMEOUT },
                 { "max-connections", required_argument, NULL, ARG_MAX_CONN },
+                { "allow-uid", required_argument, NULL, ARG_ALLOW_UID },
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
@@ -96,6 +99,14 @@ int main(int argc, char **argv) {
                                 return 2;
                         }
                         cfg.max_connections = (unsigned) v;
+                        break;
+                case ARG_ALLOW_UID:
+                        if (parse_uint(optarg, 10, UINT32_MAX - 1, &v) < 0 || cfg.n_allowed_uids >= ELEMENTSOF(cfg.allowed_uids)) {
+                                fprintf(stderr, "pcinumad: --allow-uid: expected a uid (at most %zu of them), not '%s'\n",
+                                        ELEMENTSOF(cfg.allowed_uids), optarg);
+                                return 2;
+                        }
+                        cfg.allowed_uids[cfg.n_allowed_uids++] = (uid_t) v;
                         break;
                 case ARG_VERSION:
                         printf("pcinumad %s\n", PCINUMA_VERSION);

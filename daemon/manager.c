@@ -475,13 +475,14 @@ void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struc
                         p.summary = xasprintf("the pcinuma topology was undone (policy %s%s%s)", policy_mode_to_string(r->settings.mode),
                                               pl->reason ? ": " : "", pl->reason ? pl->reason : "");
                 else {
-                        struct strbuf b = {0};
-                        strbuf_printf(&b, "planned under policy %s: %zu expander bus%s", policy_mode_to_string(r->settings.mode),
-                                      pl->n_pxbs, pl->n_pxbs == 1 ? "" : "es");
+                        size_t moved = 0;
                         for (size_t i = 0; i < pl->n_devices; i++)
-                                if (pl->devices[i].action == PLAN_MOVE)
-                                        strbuf_printf(&b, ", %s -> cell %d", pl->devices[i].name, pl->devices[i].cell);
-                        p.summary = strbuf_steal(&b);
+                                moved += pl->devices[i].action == PLAN_MOVE;
+                        /* Where each device went is in the PCINUMA_DEVICE /
+                         * PCINUMA_GUEST_CELL fields. */
+                        p.summary = xasprintf("planned under policy %s: %zu device%s on %zu expander bus%s",
+                                              policy_mode_to_string(r->settings.mode), moved, moved == 1 ? "" : "s",
+                                              pl->n_pxbs, pl->n_pxbs == 1 ? "" : "es");
                 }
         } else if (r->verdict == PLAN_REFUSED) {
                 p.prio = LOG_NOTICE;

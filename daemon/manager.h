@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <systemd/sd-device.h>
 #include <systemd/sd-event.h>
 
@@ -35,6 +36,10 @@ struct manager_config {
         const char *libvirt_uri;        /* "none" disables the libvirt watcher */
         unsigned request_timeout_ms;    /* per-connection read timeout */
         unsigned max_connections;
+        /* Besides root, these uids are served (--allow-uid): a session
+         * libvirtd runs its hooks as its own user. */
+        uid_t allowed_uids[8];
+        size_t n_allowed_uids;
 };
 
 struct manager {

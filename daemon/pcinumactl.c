@@ -9,6 +9,7 @@
 
 #include "ctl-policy.h"
 #include "client.h"
+#include "ctl-libvirt.h"
 #include "ctl.h"
 #include "domain.h"
 #include "engine.h"
@@ -198,13 +199,50 @@ static int ctl_plan(int argc, char **argv) {
 }
 
 static int ctl_revert(int argc, char **argv) {
-        if (argc != 2 || streq(argv[1], "--help") || streq(argv[1], "-h")) {
-                FILE *f = argc == 2 ? stdout : stderr;
-                fprintf(f, "Usage: pcinumactl revert FILE|-\n\n"
-                           "Undo pcinuma's rewrite of a domain XML, from its metadata mark, and print the\n"
-                           "original XML.  A domain without a mark is printed unchanged.\n");
-                return argc == 2 ? 0 : EXIT_BAD_INPUT;
+        static const struct option opts[] = {
+                { "domain", required_argument, NULL, 'd' },
+                { "connect", required_argument, NULL, 'c' },
+                { "policy-file", required_argument, NULL, 'f' },
+                { "help", no_argument, NULL, 'h' },
+                { NULL, 0, NULL, 0 },
+        };
+        const char *domain = NULL, *uri = NULL, *policy_file = DEFAULT_POLICY_FILE;
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "hc:", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'd':
+                        domain = optarg;
+                        break;
+                case 'c':
+                        uri = optarg;
+                        break;
+                case 'f':
+                        policy_file = optarg;
+                        break;
+                case 'h':
+                        printf("Usage: pcinumactl revert FILE|-\n"
+                               "       pcinumactl revert --domain NAME [--connect URI] [--policy-file FILE]\n\n"
+                               "Undo pcinuma's rewrite, from its metadata mark: of a domain XML file (printed),\n"
+                               "or of a defined domain's persistent definition (through libvirt).  A domain\n"
+                               "without a mark is left unchanged.\n");
+                        return 0;
+                default:
+                        return EXIT_BAD_INPUT;
+                }
         }
+        if (domain) {
+                if (optind != argc) {
+                        fprintf(stderr, "pcinumactl revert: --domain takes no FILE\n");
+                        return EXIT_BAD_INPUT;
+                }
+                return ctl_revert_domain(domain, uri, policy_file);
+        }
+        if (optind != argc - 1) {
+                fprintf(stderr, "pcinumactl revert: expected one FILE (or - for standard input), or --domain NAME\n");
+                return EXIT_BAD_INPUT;
+        }
+        argv += optind - 1;
         _cleanup_free_ char *err = NULL, *xml = NULL, *out = NULL, *warning = NULL;
         size_t len = 0;
         bool changed = false;
@@ -246,6 +284,15 @@ static void print_status(json_object *st) {
         printf("requests:  %lld total, %lld hook, %lld status, %lld errors, %lld rejected peers, %lld open connections\n",
                I(r, "total"), I(r, "hook"), I(r, "status"), I(r, "errors"), I(r, "rejected_peers"), I(r, "connections"));
         printf("verdicts:  %lld allow, %lld warn, %lld refuse, %lld pass\n", I(v, "allow"), I(v, "warn"), I(v, "refuse"), I(v, "pass"));
+        json_object *lv = json_object_object_get(st, "libvirt");
+        if (lv)
+                printf("libvirt:   %s, %s; %lld redefinitions, %lld failures%s%s\n", S(lv, "uri"),
+                       json_object_get_boolean(json_object_object_get(lv, "connected")) ? "connected" : "NOT connected",
+                       I(lv, "redefinitions"), I(lv, "failures"),
+                       json_object_object_get(lv, "last_error") ? "; last error: " : "",
+                       json_object_object_get(lv, "last_error") ? S(lv, "last_error") : "");
+        else
+                printf("libvirt:   not watched (--libvirt-uri none)\n");
 #undef S
 #undef I
 }
@@ -310,6 +357,8 @@ static void usage(FILE *f) {
                 "  plan [--sysfs-root DIR] [--policy NAME|--policy-file FILE] [--format xml|explain|json] FILE|-\n"
                 "                      plan a domain XML's NUMA-aware PCIe topology\n"
                 "  revert FILE|-       undo pcinuma's rewrite of a domain XML\n"
+                "  revert --domain NAME [--connect URI]\n"
+                "                      undo it in a defined domain, through libvirt\n"
                 "  host [--sysfs-root DIR] [--json]\n"
                 "                      show the host's NUMA nodes and passthrough devices\n"
                 "  check-policy FILE   validate a policy file\n"

@@ -240,7 +240,10 @@ static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userd
 
                 /* Only root may ask: libvirt's hooks run as root, and the
                  * answers reveal the host's device layout. */
-                if (cred.uid != 0) {
+                bool allowed = cred.uid == 0;
+                for (size_t i = 0; i < s->m->cfg.n_allowed_uids; i++)
+                        allowed = allowed || s->m->cfg.allowed_uids[i] == cred.uid;
+                if (!allowed) {
                         struct log_fields f = {0};
                         log_fields_add(&f, "PCINUMA_PEER_UID", "%u", (unsigned) cred.uid);
                         log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) cred.pid);
