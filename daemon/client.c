@@ -1,111 +1,186 @@
-/* One request/response exchange over the hook socket, with a deadline. */
+/* The client side of the hook protocol: one request, one answer, with a
+ * deadline.  Shared by pcinuma-hook and pcinumactl. */
 #include "client.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
 
-static int64_t now_ms(void) {
+#define CHUNK 65536
+
+int64_t client_now_ms(void) {
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
         return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int wait_fd(int fd, short events, int64_t deadline) {
+static int remaining_ms(int64_t deadline) {
+        int64_t left = deadline - client_now_ms();
+
+        return left <= 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int) left;
+}
+
+/* Wait for 'events' on fd until the deadline (-1: no deadline).  Returns
+ * 1 when ready, 0 on timeout, or a negative errno. */
+int client_wait_fd(int fd, short events, int64_t deadline) {
         for (;;) {
-                int64_t left = deadline - now_ms();
-                if (left <= 0)
-                        return -ETIMEDOUT;
-                struct pollfd p = { .fd = fd, .events = events };
-                int r = poll(&p, 1, (int) left);
-                if (r < 0 && errno == EINTR)
-                        continue;
-                if (r < 0)
-                        return -errno;
+                struct pollfd p = {.fd = fd, .events = events};
+                int timeout = deadline < 0 ? -1 : remaining_ms(deadline);
+                int r = poll(&p, 1, timeout);
+
+                if (r > 0)
+                        return 1;
                 if (r == 0)
-                        return -ETIMEDOUT;
-                return 0;
+                        return 0;
+                if (errno != EINTR)
+                        return -errno;
         }
 }
 
-int client_call(const char *socket_path, json_object *req, unsigned timeout_ms, json_object **ret, char **ret_error) {
-        int64_t deadline = now_ms() + timeout_ms;
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        if (strlen(socket_path) >= sizeof sa.sun_path)
-                return set_error(ret_error, -ENAMETOOLONG, "socket path '%s' is too long", socket_path);
-        strcpy(sa.sun_path, socket_path);
+/* Connect to path before the deadline.  Returns the fd, or a negative
+ * errno with *reason set. */
+static int daemon_connect(const char *path, int64_t deadline, unsigned timeout_ms, char **reason) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        _cleanup_close_ int fd = -1;
 
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        strcpy(sa.sun_path, path);      /* its length was checked by conf_load() */
+
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
-                return set_error(ret_error, -errno, "cannot create a socket: %s", strerror(errno));
-        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0) {
-                if (errno != EINPROGRESS && errno != EAGAIN)
-                        return set_error(ret_error, -errno, "cannot connect to %s: %s", socket_path, strerror(errno));
-                int r = wait_fd(fd, POLLOUT, deadline);
-                int soerr = 0;
-                socklen_t sl = sizeof soerr;
-                if (r < 0)
-                        return set_error(ret_error, r, "cannot connect to %s: %s", socket_path, strerror(-r));
-                if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr)
-                        return set_error(ret_error, -(soerr ? soerr : errno), "cannot connect to %s: %s", socket_path,
-                                         strerror(soerr ? soerr : errno));
-        }
+                return set_error(reason, -errno, "cannot create a socket: %s", strerror(errno));
 
-        _cleanup_free_ char *frame = NULL;
-        size_t len = 0, off = 0;
-        int r = proto_frame_encode(req, &frame, &len);
-        if (r < 0)
-                return set_error(ret_error, r, "cannot encode the request");
-        while (off < len) {
-                ssize_t n = send(fd, frame + off, len - off, MSG_NOSIGNAL);
-                if (n < 0) {
+        for (;;) {
+                int r, err = 0;
+                socklen_t len = sizeof(err);
+
+                if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0)
+                        return TAKE_FD(fd);
+                if (errno == EINTR)
+                        continue;
+                if (errno == EAGAIN) {
+                        /* The daemon's listen backlog is full: a Unix socket
+                         * reports this at once rather than by poll, so retry. */
+                        if (remaining_ms(deadline) == 0)
+                                return set_error(reason, -ETIMEDOUT, "cannot connect to %s within %u ms: the daemon is busy",
+                                                 path, timeout_ms);
+                        (void) poll(NULL, 0, remaining_ms(deadline) < 10 ? remaining_ms(deadline) : 10);
+                        continue;
+                }
+                if (errno != EINPROGRESS)
+                        return set_error(reason, -errno, "cannot connect to %s: %s", path, strerror(errno));
+
+                r = client_wait_fd(fd, POLLOUT, deadline);
+                if (r == 0)
+                        return set_error(reason, -ETIMEDOUT, "cannot connect to %s within %u ms", path, timeout_ms);
+                if (r < 0)
+                        return set_error(reason, r, "cannot connect to %s: %s", path, strerror(-r));
+                if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                        err = errno;
+                if (err != 0)
+                        return set_error(reason, -err, "cannot connect to %s: %s", path, strerror(err));
+                return TAKE_FD(fd);
+        }
+}
+
+static int daemon_send(int fd, const char *buf, size_t len, int64_t deadline, unsigned timeout_ms, char **reason) {
+        while (len > 0) {
+                ssize_t k = send(fd, buf, len, MSG_NOSIGNAL);
+
+                if (k < 0) {
+                        int r;
+
                         if (errno == EINTR)
                                 continue;
-                        if (errno == EAGAIN) {
-                                r = wait_fd(fd, POLLOUT, deadline);
-                                if (r < 0)
-                                        return set_error(ret_error, r, "cannot send the request to %s: %s", socket_path,
-                                                         r == -ETIMEDOUT ? "timed out" : strerror(-r));
-                                continue;
+                        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                                if (errno == EPIPE || errno == ECONNRESET)
+                                        return set_error(reason, -errno, "the daemon closed the connection before reading the request");
+                                return set_error(reason, -errno, "cannot send the request to the daemon: %s", strerror(errno));
                         }
-                        return set_error(ret_error, -errno, "cannot send the request to %s: %s", socket_path, strerror(errno));
+                        r = client_wait_fd(fd, POLLOUT, deadline);
+                        if (r == 0)
+                                return set_error(reason, -ETIMEDOUT, "the daemon did not take the request within %u ms", timeout_ms);
+                        if (r < 0)
+                                return set_error(reason, r, "cannot send the request to the daemon: %s", strerror(-r));
+                        continue;
                 }
-                off += (size_t) n;
+                buf += k;
+                len -= (size_t) k;
         }
+        return 0;
+}
 
-        struct proto_decoder dec = {0};
-        char buf[65536];
+/* Read one response frame before the deadline. */
+static int daemon_receive(int fd, int64_t deadline, unsigned timeout_ms, json_object **ret, char **reason) {
+        struct proto_decoder d = {.header_len = 0};
+        char *buf = xmalloc(CHUNK);
+        int r;
+
         for (;;) {
-                r = wait_fd(fd, POLLIN, deadline);
-                if (r < 0) {
-                        proto_decoder_reset(&dec);
-                        return set_error(ret_error, r, r == -ETIMEDOUT ? "no answer from %s within %u ms" : "cannot read from %s",
-                                         socket_path, timeout_ms);
-                }
-                ssize_t n = recv(fd, buf, sizeof buf, 0);
-                if (n < 0) {
-                        if (errno == EINTR || errno == EAGAIN)
-                                continue;
-                        int e = errno;
-                        proto_decoder_reset(&dec);
-                        return set_error(ret_error, -e, "cannot read from %s: %s", socket_path, strerror(e));
-                }
-                if (n == 0) {
-                        proto_decoder_reset(&dec);
-                        return set_error(ret_error, -ECONNRESET, "%s closed the connection without an answer", socket_path);
-                }
-                size_t used = 0;
                 _cleanup_free_ char *err = NULL;
-                r = proto_decoder_feed(&dec, buf, (size_t) n, &used, ret, &err);
+                size_t used = 0;
+                ssize_t k;
+
+                r = client_wait_fd(fd, POLLIN, deadline);
+                if (r == 0) {
+                        r = set_error(reason, -ETIMEDOUT, "no answer from the daemon within %u ms", timeout_ms);
+                        break;
+                }
                 if (r < 0) {
-                        proto_decoder_reset(&dec);
-                        return set_error(ret_error, r, "malformed answer from %s: %s", socket_path, err ? err : "?");
+                        r = set_error(reason, r, "cannot read the daemon's answer: %s", strerror(-r));
+                        break;
+                }
+
+                k = recv(fd, buf, CHUNK, 0);
+                if (k < 0) {
+                        if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+                                continue;
+                        if (errno == ECONNRESET)
+                                r = set_error(reason, -errno, "the daemon closed the connection without answering");
+                        else
+                                r = set_error(reason, -errno, "cannot read the daemon's answer: %s", strerror(errno));
+                        break;
+                }
+                if (k == 0) {
+                        r = set_error(reason, -ECONNRESET,
+                                      proto_decoder_busy(&d) ? "the daemon closed the connection in the middle of its answer"
+                                                             : "the daemon closed the connection without answering");
+                        break;
+                }
+
+                r = proto_decoder_feed(&d, buf, (size_t) k, &used, ret, &err);
+                if (r < 0) {
+                        r = set_error(reason, r, "malformed answer from the daemon: %s", strna(err));
+                        break;
                 }
                 if (r > 0) {
-                        proto_decoder_reset(&dec);
-                        return 0;
+                        /* Anything after the frame is ignored: one request,
+                         * one answer. */
+                        r = 0;
+                        break;
                 }
         }
+        proto_decoder_reset(&d);
+        free(buf);
+        return r;
+}
+
+int client_call(const char *socket_path, json_object *req, unsigned timeout_ms, json_object **ret, char **ret_error) {
+        struct sockaddr_un sa;
+        if (strlen(socket_path) >= sizeof sa.sun_path)
+                return set_error(ret_error, -ENAMETOOLONG, "socket path '%s' is too long", socket_path);
+        int64_t deadline = client_now_ms() + timeout_ms;
+        _cleanup_free_ char *frame = NULL;
+        size_t len = 0;
+        int r = proto_frame_encode(req, &frame, &len);
+        if (r < 0)
+                return set_error(ret_error, r, "cannot encode the request: %s", strerror(-r));
+        _cleanup_close_ int fd = daemon_connect(socket_path, deadline, timeout_ms, ret_error);
+        if (fd < 0)
+                return fd;
+        r = daemon_send(fd, frame, len, deadline, timeout_ms, ret_error);
+        if (r < 0)
+                return r;
+        return daemon_receive(fd, deadline, timeout_ms, ret, ret_error);
 }

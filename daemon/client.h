@@ -2,6 +2,8 @@
  * time budget.  Used by pcinumactl (and small enough for the hook). */
 #pragma once
 
+#include <stdint.h>
+
 #include "protocol.h"
 
 /* Connect to socket_path, send req, and read one response frame, all
@@ -9,4 +11,9 @@
  * negative errno with *ret_error naming what failed ("cannot connect to
  * /run/pcinuma/hook.sock: No such file or directory", "no answer from
  * ... within 5000 ms", "malformed answer: ..."). */
+int64_t client_now_ms(void);
+/* Wait for 'events' on fd until the deadline (client_now_ms() scale; -1:
+ * none).  1 when ready, 0 on timeout, or a negative errno. */
+int client_wait_fd(int fd, short events, int64_t deadline);
+
 int client_call(const char *socket_path, json_object *req, unsigned timeout_ms, json_object **ret, char **ret_error);

@@ -34,17 +34,28 @@ const char *plan_action_to_string(enum plan_action a) {
         return "?";
 }
 
+/* Forget the expander buses, root ports and pruning of a plan. */
+static void clear_layout(struct plan *p) {
+        for (size_t i = 0; i < p->n_pxbs; i++)
+                free(p->pxbs[i].host_nodes);
+        free(p->pxbs);
+        p->pxbs = NULL;
+        p->n_pxbs = 0;
+        free(p->ports);
+        p->ports = NULL;
+        p->n_ports = 0;
+        free(p->pruned);
+        p->pruned = NULL;
+        p->n_pruned = 0;
+}
+
 struct plan *plan_free(struct plan *p) {
         if (!p)
                 return NULL;
         for (size_t i = 0; i < p->n_devices; i++)
                 free(p->devices[i].reason);
         free(p->devices);
-        for (size_t i = 0; i < p->n_pxbs; i++)
-                free(p->pxbs[i].host_nodes);
-        free(p->pxbs);
-        free(p->ports);
-        free(p->pruned);
+        clear_layout(p);
         for (size_t i = 0; i < p->n_warnings; i++)
                 free(p->warnings[i]);
         free(p->warnings);
@@ -608,17 +619,7 @@ int planner_run(const struct domain *d, const struct hostmap *h, const struct po
                                 set_reason(&p->devices[i], "%s", p->reason);
                                 p->devices[i].port_index = -1;
                         }
-                for (size_t i = 0; i < p->n_pxbs; i++)
-                        free(p->pxbs[i].host_nodes);
-                free(p->pxbs);
-                p->pxbs = NULL;
-                p->n_pxbs = 0;
-                free(p->ports);
-                p->ports = NULL;
-                p->n_ports = 0;
-                free(p->pruned);
-                p->pruned = NULL;
-                p->n_pruned = 0;
+                clear_layout(p);
                 if (!strict)
                         add_warning(p, "domain left untouched: %s", p->reason);
                 *ret = TAKE_PTR(p);

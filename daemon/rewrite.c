@@ -254,53 +254,65 @@ static int add_controllers(struct domain *d, const struct plan *p, char **ret_er
         return 0;
 }
 
-/* The pcie.0 slots whose function 0 carries no multifunction attribute.
- * libvirt adds multifunction='on' to function 0 of any slot where it puts
- * more functions, and the root ports it puts in the index gaps we leave can
- * land there; on revert those slots get their attribute back off. */
-static char *single_function_slots(xmlNodePtr devices) {
-        struct strbuf b = {0};
-        bool seen[32] = {0};
+/* If c is a guest <address type='pci'>, parse it into *ret. */
+static bool pci_address_of(xmlNodePtr c, struct pci_addr *ret) {
+        if (!xml_is(c, "address"))
+                return false;
+        _cleanup_free_ char *type = xml_prop(c, "type");
+        return type && streq(type, "pci") && xml_parse_pci_address(c, ret) == 0;
+}
+
+/* Calls fn for every guest PCI <address> directly under a device. */
+static void for_each_device_address(xmlNodePtr devices, void (*fn)(xmlNodePtr addr, const struct pci_addr *a, void *u), void *u) {
         for (xmlNodePtr n = devices->children; n; n = n->next) {
                 if (n->type != XML_ELEMENT_NODE)
                         continue;
                 for (xmlNodePtr c = n->children; c; c = c->next) {
                         struct pci_addr a;
-                        _cleanup_free_ char *type = xml_is(c, "address") ? xml_prop(c, "type") : NULL;
-                        if (!type || !streq(type, "pci") || xml_parse_pci_address(c, &a) < 0)
-                                continue;
-                        if (a.domain != 0 || a.bus != 0 || a.func != 0 || seen[a.slot])
-                                continue;
-                        _cleanup_free_ char *mf = xml_prop(c, "multifunction");
-                        if (mf)
-                                continue;
-                        seen[a.slot] = true;
-                        strbuf_printf(&b, "%s0x%02x", b.len ? " " : "", a.slot);
+                        if (pci_address_of(c, &a))
+                                fn(c, &a, u);
                 }
         }
+}
+
+/* The pcie.0 slots whose function 0 carries no multifunction attribute.
+ * libvirt adds multifunction='on' to function 0 of any slot where it puts
+ * more functions, and the root ports it puts in the index gaps we leave can
+ * land there; on revert those slots get their attribute back off. */
+static void note_single_function(xmlNodePtr addr, const struct pci_addr *a, void *u) {
+        struct bitmap *slots = u;
+        _cleanup_free_ char *mf = xml_prop(addr, "multifunction");
+        if (a->domain == 0 && a->bus == 0 && a->func == 0 && !mf)
+                bitmap_set(slots, a->slot);
+}
+
+static char *single_function_slots(xmlNodePtr devices) {
+        struct bitmap slots = {0};
+        for_each_device_address(devices, note_single_function, &slots);
+        struct strbuf b = {0};
+        for (int slot = bitmap_next(&slots, 0); slot >= 0; slot = bitmap_next(&slots, (unsigned) slot + 1))
+                strbuf_printf(&b, "%s0x%02x", b.len ? " " : "", (unsigned) slot);
+        bitmap_done(&slots);
         return strbuf_steal(&b);
 }
 
-static void clear_multifunction(xmlNodePtr devices, const char *slots) {
-        _cleanup_free_ char *copy = xstrdup(slots);
+static void unset_multifunction(xmlNodePtr addr, const struct pci_addr *a, void *u) {
+        const struct bitmap *slots = u;
+        if (a->domain == 0 && a->bus == 0 && a->func == 0 && bitmap_test(slots, a->slot))
+                xmlUnsetProp(addr, (const xmlChar *) "multifunction");
+}
+
+static void clear_multifunction(xmlNodePtr devices, const char *slots_text) {
+        struct bitmap slots = {0};
+        _cleanup_free_ char *copy = xstrdup(slots_text);
         char *save = NULL;
         for (char *tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
                 uint64_t slot;
-                if (parse_uint(tok, 0, 31, &slot) < 0)
-                        continue;
-                for (xmlNodePtr n = devices->children; n; n = n->next) {
-                        if (n->type != XML_ELEMENT_NODE)
-                                continue;
-                        for (xmlNodePtr c = n->children; c; c = c->next) {
-                                struct pci_addr a;
-                                _cleanup_free_ char *type = xml_is(c, "address") ? xml_prop(c, "type") : NULL;
-                                if (!type || !streq(type, "pci") || xml_parse_pci_address(c, &a) < 0)
-                                        continue;
-                                if (a.domain == 0 && a.bus == 0 && a.slot == slot && a.func == 0)
-                                        xmlUnsetProp(c, (const xmlChar *) "multifunction");
-                        }
-                }
+                if (parse_uint(tok, 0, 31, &slot) == 0)
+                        bitmap_set(&slots, (unsigned) slot);
         }
+        for_each_device_address(devices, unset_multifunction, &slots);
+        bitmap_done(&slots);
 }
 
 static int write_mark(struct domain *d, const struct plan *p, char **removed_xml, const int *removed_pos,
@@ -495,21 +507,21 @@ static xmlNodePtr find_hostdev_elem(struct domain *d, xmlNodePtr dev_rec) {
         return NULL;
 }
 
-static bool bus_referenced(xmlNodePtr devices, int bus, xmlNodePtr except) {
-        /* Any guest PCI address on 'bus' outside 'except'? */
-        for (xmlNodePtr n = devices->children; n; n = n->next) {
-                if (n->type != XML_ELEMENT_NODE || n == except)
-                        continue;
-                for (xmlNodePtr c = n->children; c; c = c->next) {
-                        if (!xml_is(c, "address"))
-                                continue;
-                        _cleanup_free_ char *type = xml_prop(c, "type");
-                        struct pci_addr a;
-                        if (type && streq(type, "pci") && xml_parse_pci_address(c, &a) == 0 && a.domain == 0 && a.bus == bus)
-                                return true;
-                }
-        }
-        return false;
+struct bus_query {
+        int bus;
+        bool found;
+};
+
+static void check_bus(xmlNodePtr addr, const struct pci_addr *a, void *u) {
+        struct bus_query *q = u;
+        q->found = q->found || (a->domain == 0 && a->bus == q->bus);
+}
+
+/* Does any device's guest PCI address sit on 'bus'? */
+static bool bus_referenced(xmlNodePtr devices, int bus) {
+        struct bus_query q = { .bus = bus };
+        for_each_device_address(devices, check_bus, &q);
+        return q.found;
 }
 
 int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
@@ -573,7 +585,7 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
         for (size_t i = 0; i < n_removed; i++) {
                 xmlNodePtr existing = find_controller_elem(devices, removed[i].index);
                 if (existing) {
-                        if (!elem_has_model(existing, "pcie-root-port") || bus_referenced(devices, removed[i].index, NULL)) {
+                        if (!elem_has_model(existing, "pcie-root-port") || bus_referenced(devices, removed[i].index)) {
                                 strbuf_printf(&warn, "%sPCI controller %d was not restored: libvirt has since put a device on the root port "
                                               "that took its index; the devices that were on it get a new address from libvirt",
                                               warn.len ? "\n" : "", removed[i].index);

@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <time.h>
 
+#include "client.h"
 #include "protocol.h"
 
 #ifndef PCINUMA_VERSION
@@ -43,36 +44,6 @@ struct hook_conf {
 
 /* ---- small I/O helpers ------------------------------------------------- */
 
-static int64_t now_ms(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int remaining_ms(int64_t deadline) {
-        int64_t left = deadline - now_ms();
-
-        return left <= 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int) left;
-}
-
-/* Wait for 'events' on fd until the deadline (-1: no deadline).  Returns
- * 1 when ready, 0 on timeout, or a negative errno. */
-static int wait_fd(int fd, short events, int64_t deadline) {
-        for (;;) {
-                struct pollfd p = {.fd = fd, .events = events};
-                int timeout = deadline < 0 ? -1 : remaining_ms(deadline);
-                int r = poll(&p, 1, timeout);
-
-                if (r > 0)
-                        return 1;
-                if (r == 0)
-                        return 0;
-                if (errno != EINTR)
-                        return -errno;
-        }
-}
-
 /* Write all of buf, through partial writes, EINTR and EAGAIN. */
 static int write_all(int fd, const char *buf, size_t len) {
         while (len > 0) {
@@ -82,7 +53,7 @@ static int write_all(int fd, const char *buf, size_t len) {
                         if (errno == EINTR)
                                 continue;
                         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                                int r = wait_fd(fd, POLLOUT, -1);
+                                int r = client_wait_fd(fd, POLLOUT, -1);
                                 if (r < 0)
                                         return r;
                                 continue;
@@ -105,7 +76,7 @@ static ssize_t read_some(int fd, char *buf, size_t len) {
                 if (errno == EINTR)
                         continue;
                 if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                        int r = wait_fd(fd, POLLIN, -1);
+                        int r = client_wait_fd(fd, POLLIN, -1);
                         if (r < 0)
                                 return r;
                         continue;
@@ -316,132 +287,6 @@ static void conf_load(struct hook_conf *c) {
 
 /* ---- talking to the daemon --------------------------------------------- */
 
-/* Connect to path before the deadline.  Returns the fd, or a negative
- * errno with *reason set. */
-static int daemon_connect(const char *path, int64_t deadline, unsigned timeout_ms, char **reason) {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        _cleanup_close_ int fd = -1;
-
-        strcpy(sa.sun_path, path);      /* its length was checked by conf_load() */
-
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return set_error(reason, -errno, "cannot create a socket: %s", strerror(errno));
-
-        for (;;) {
-                int r, err = 0;
-                socklen_t len = sizeof(err);
-
-                if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0)
-                        return TAKE_FD(fd);
-                if (errno == EINTR)
-                        continue;
-                if (errno == EAGAIN) {
-                        /* The daemon's listen backlog is full: a Unix socket
-                         * reports this at once rather than by poll, so retry. */
-                        if (remaining_ms(deadline) == 0)
-                                return set_error(reason, -ETIMEDOUT, "cannot connect to %s within %u ms: the daemon is busy",
-                                                 path, timeout_ms);
-                        (void) poll(NULL, 0, remaining_ms(deadline) < 10 ? remaining_ms(deadline) : 10);
-                        continue;
-                }
-                if (errno != EINPROGRESS)
-                        return set_error(reason, -errno, "cannot connect to %s: %s", path, strerror(errno));
-
-                r = wait_fd(fd, POLLOUT, deadline);
-                if (r == 0)
-                        return set_error(reason, -ETIMEDOUT, "cannot connect to %s within %u ms", path, timeout_ms);
-                if (r < 0)
-                        return set_error(reason, r, "cannot connect to %s: %s", path, strerror(-r));
-                if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-                        err = errno;
-                if (err != 0)
-                        return set_error(reason, -err, "cannot connect to %s: %s", path, strerror(err));
-                return TAKE_FD(fd);
-        }
-}
-
-static int daemon_send(int fd, const char *buf, size_t len, int64_t deadline, unsigned timeout_ms, char **reason) {
-        while (len > 0) {
-                ssize_t k = send(fd, buf, len, MSG_NOSIGNAL);
-
-                if (k < 0) {
-                        int r;
-
-                        if (errno == EINTR)
-                                continue;
-                        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-                                if (errno == EPIPE || errno == ECONNRESET)
-                                        return set_error(reason, -errno, "the daemon closed the connection before reading the request");
-                                return set_error(reason, -errno, "cannot send the request to the daemon: %s", strerror(errno));
-                        }
-                        r = wait_fd(fd, POLLOUT, deadline);
-                        if (r == 0)
-                                return set_error(reason, -ETIMEDOUT, "the daemon did not take the request within %u ms", timeout_ms);
-                        if (r < 0)
-                                return set_error(reason, r, "cannot send the request to the daemon: %s", strerror(-r));
-                        continue;
-                }
-                buf += k;
-                len -= (size_t) k;
-        }
-        return 0;
-}
-
-/* Read one response frame before the deadline. */
-static int daemon_receive(int fd, int64_t deadline, unsigned timeout_ms, json_object **ret, char **reason) {
-        struct proto_decoder d = {.header_len = 0};
-        static char buf[CHUNK];
-        int r;
-
-        for (;;) {
-                _cleanup_free_ char *err = NULL;
-                size_t used = 0;
-                ssize_t k;
-
-                r = wait_fd(fd, POLLIN, deadline);
-                if (r == 0) {
-                        r = set_error(reason, -ETIMEDOUT, "no answer from the daemon within %u ms", timeout_ms);
-                        break;
-                }
-                if (r < 0) {
-                        r = set_error(reason, r, "cannot read the daemon's answer: %s", strerror(-r));
-                        break;
-                }
-
-                k = recv(fd, buf, sizeof(buf), 0);
-                if (k < 0) {
-                        if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
-                                continue;
-                        if (errno == ECONNRESET)
-                                r = set_error(reason, -errno, "the daemon closed the connection without answering");
-                        else
-                                r = set_error(reason, -errno, "cannot read the daemon's answer: %s", strerror(errno));
-                        break;
-                }
-                if (k == 0) {
-                        r = set_error(reason, -ECONNRESET,
-                                      proto_decoder_busy(&d) ? "the daemon closed the connection in the middle of its answer"
-                                                             : "the daemon closed the connection without answering");
-                        break;
-                }
-
-                r = proto_decoder_feed(&d, buf, (size_t) k, &used, ret, &err);
-                if (r < 0) {
-                        r = set_error(reason, r, "malformed answer from the daemon: %s", strna(err));
-                        break;
-                }
-                if (r > 0) {
-                        /* Anything after the frame is ignored: one request,
-                         * one answer. */
-                        r = 0;
-                        break;
-                }
-        }
-        proto_decoder_reset(&d);
-        return r;
-}
-
 /* The verdict when the daemon cannot give one: on_unreachable decides. */
 static int unreachable(const struct hook_conf *c, const char *name, const char *phase, const char *reason) {
         fprintf(stderr, "pcinuma: NUMA placement check skipped for domain %s (phase %s): %s; %s (on_unreachable=%s)\n",
@@ -452,28 +297,14 @@ static int unreachable(const struct hook_conf *c, const char *name, const char *
 static int ask_daemon(const char *const args[4], const char *xml, size_t xml_len) {
         struct hook_conf conf;
         _cleanup_json_ json_object *req = NULL, *answer = NULL;
-        _cleanup_free_ char *frame = NULL, *reason = NULL, *err = NULL;
-        _cleanup_close_ int fd = -1;
+        _cleanup_free_ char *reason = NULL, *err = NULL;
         struct proto_response resp = {.error = NULL};
-        size_t frame_len = 0;
-        int64_t deadline;
         int r;
 
         conf_load(&conf);
-        deadline = now_ms() + conf.timeout_ms;
 
         req = proto_request_new_hook(args, xml, xml_len);
-        r = proto_frame_encode(req, &frame, &frame_len);
-        if (r < 0) {
-                (void) set_error(&reason, r, "cannot encode the request: %s", strerror(-r));
-                return unreachable(&conf, args[0], args[1], reason);
-        }
-
-        fd = daemon_connect(conf.socket, deadline, conf.timeout_ms, &reason);
-        if (fd < 0)
-                return unreachable(&conf, args[0], args[1], reason);
-        if (daemon_send(fd, frame, frame_len, deadline, conf.timeout_ms, &reason) < 0 ||
-            daemon_receive(fd, deadline, conf.timeout_ms, &answer, &reason) < 0)
+        if (client_call(conf.socket, req, conf.timeout_ms, &answer, &reason) < 0)
                 return unreachable(&conf, args[0], args[1], reason);
 
         if (proto_response_parse(answer, &resp, &err) < 0) {
