@@ -180,6 +180,17 @@ int client_call(const char *socket_path, json_object *req, unsigned timeout_ms, 
         if (fd < 0)
                 return fd;
         r = daemon_send(fd, frame, len, deadline, timeout_ms, ret_error);
+        if (r == -EPIPE || r == -ECONNRESET) {
+                /* The daemon may have answered and closed without reading
+                 * the request (it does so to peers it does not serve): its
+                 * answer is then waiting in our receive queue. */
+                _cleanup_free_ char *ignored = NULL;
+                if (daemon_receive(fd, deadline, timeout_ms, ret, &ignored) == 0) {
+                        free(*ret_error);
+                        *ret_error = NULL;
+                        return 0;
+                }
+        }
         if (r < 0)
                 return r;
         return daemon_receive(fd, deadline, timeout_ms, ret, ret_error);

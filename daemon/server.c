@@ -106,6 +106,7 @@ static int conn_fail(struct conn *c, const char *why) {
         log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) c->pid);
         log_event(LOG_WARNING, PCINUMA_MID_PROTOCOL_ERROR, &f, "Bad request from pid %d: %s", (int) c->pid, why);
         log_fields_done(&f);
+        c->server->m->n_requests++;
         c->server->m->n_errors++;
         _cleanup_json_ json_object *o = proto_response_new_error("%s", why);
         c->close_after_write = true;
@@ -142,6 +143,7 @@ static int on_conn_io(sd_event_source *src, int fd, uint32_t revents, void *user
                         log_event(LOG_WARNING, PCINUMA_MID_PROTOCOL_ERROR, &f,
                                   "Client pid %d closed the connection in the middle of a request (truncated frame)", (int) c->pid);
                         log_fields_done(&f);
+                        c->server->m->n_requests++;
                         c->server->m->n_errors++;
                 }
                 conn_free(c);
@@ -169,9 +171,11 @@ static int on_conn_io(sd_event_source *src, int fd, uint32_t revents, void *user
                         conn_free(c);
                         return 0;
                 }
+                /* A request completed: the client gets a fresh timeout for
+                 * its next one.  Partial reads do not extend it, so a client
+                 * that dribbles bytes cannot hold its slot forever. */
+                (void) conn_arm_timer(c);
         }
-        /* Activity: the client gets a fresh timeout for its next request. */
-        (void) conn_arm_timer(c);
         return 0;
 }
 
@@ -181,9 +185,10 @@ static int on_conn_timeout(sd_event_source *src, uint64_t usec, void *userdata) 
                 struct log_fields f = {0};
                 log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) c->pid);
                 log_event(LOG_WARNING, PCINUMA_MID_PROTOCOL_ERROR, &f,
-                          "Client pid %d sent an incomplete request and then nothing for %u ms; closing its connection",
+                          "Client pid %d left an incomplete request for %u ms; closing its connection",
                           (int) c->pid, c->server->m->cfg.request_timeout_ms);
                 log_fields_done(&f);
+                c->server->m->n_requests++;
                 c->server->m->n_errors++;
         }
         conn_free(c);

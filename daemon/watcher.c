@@ -264,10 +264,22 @@ static int on_lifecycle(virConnectPtr conn, virDomainPtr dom, int event, int det
         struct watcher *w = opaque;
         (void) conn;
         (void) detail;
-        if (event != VIR_DOMAIN_EVENT_DEFINED)
+        char uuid[VIR_UUID_STRING_BUFLEN] = "";
+        (void) virDomainGetUUIDString(dom, uuid);
+        if (event == VIR_DOMAIN_EVENT_STARTED || event == VIR_DOMAIN_EVENT_STOPPED) {
+                /* The hook skips the daemon for these phases (they must
+                 * cost nothing); the journal still gets the VM's history. */
+                bool started = event == VIR_DOMAIN_EVENT_STARTED;
+                struct log_fields f = {0};
+                log_fields_add(&f, "PCINUMA_DOMAIN", "%s", virDomainGetName(dom));
+                log_fields_add(&f, "PCINUMA_UUID", "%s", uuid);
+                log_fields_add(&f, "PCINUMA_PHASE", "%s", started ? "started" : "stopped");
+                log_event(LOG_INFO, started ? PCINUMA_MID_DOMAIN_STARTED : PCINUMA_MID_DOMAIN_STOPPED, &f, "Domain %s %s",
+                          virDomainGetName(dom), started ? "started" : "stopped");
+                log_fields_done(&f);
                 return 0;
-        char uuid[VIR_UUID_STRING_BUFLEN];
-        if (virDomainGetUUIDString(dom, uuid) == 0)
+        }
+        if (event == VIR_DOMAIN_EVENT_DEFINED && uuid[0])
                 enqueue(w, uuid);
         return 0;
 }

@@ -95,6 +95,16 @@ def contains(text, sub, what):
         raise Failure("%s: expected to contain %r, got %r" % (what, sub, shorten(text)))
 
 
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def write_json(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f)
+
+
 def shorten(s, n=1500):
     if isinstance(s, bytes):
         s = s.decode("utf-8", "replace")
@@ -110,6 +120,8 @@ class Results:
 
     def run(self, name, fn):
         if ARGS.only and ARGS.only not in name:
+            return
+        if _interrupted:
             return
         self.n += 1
         t0 = time.monotonic()
@@ -158,9 +170,22 @@ def _cleanup_at_exit():
             pass
 
 
+class Interrupted(BaseException):
+    pass
+
+
+_interrupted = []
+
+
 def _on_signal(signo, frame):
-    _cleanup_at_exit()
-    sys.exit(128 + signo)
+    """SIGTERM/SIGINT: stop here.  The cleanup runs in main's finally,
+    after the subprocess in flight (if any) has been killed and reaped,
+    so nothing it writes outlives the cleanup; no further test starts
+    even if some code swallowed the exception."""
+    first = not _interrupted
+    _interrupted.append(signo)
+    if first:
+        raise Interrupted(signo)
 
 
 # ---- log lines -------------------------------------------------------------
@@ -298,7 +323,11 @@ def recv_frame(s):
 def connect(path, timeout=10.0):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
-    s.connect(path)
+    try:
+        s.connect(path)
+    except BaseException:
+        s.close()
+        raise
     return s
 
 
@@ -376,15 +405,17 @@ class Daemon:
         return self
 
     def wait_ready(self, timeout=15.0):
+        """Until the socket answers (and, logging to stderr, the ready
+        line is out)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.poll() is not None:
                 raise Failure("pcinumad exited with %s before it was ready; log:\n%s"
                               % (self.poll(), self.log_text()))
-            if any(e.mid == MID["DAEMON_READY"] for e in self.events()) or \
-                    (self.log_target != "stderr" and self._connectable()):
-                if self._connectable():
-                    return
+            logged = self.log_target != "stderr" or \
+                any(e.mid == MID["DAEMON_READY"] for e in self.events())
+            if logged and self._connectable():
+                return
             time.sleep(0.01)
         raise Failure("pcinumad not ready within %.0f s; log:\n%s" % (timeout, self.log_text()))
 
@@ -415,26 +446,32 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.kill()
                 raise Failure("pcinumad did not exit within %.0f s of SIGTERM" % timeout)
-        self._killpg()
+        self._close_log()
         if self in _live:
             _live.remove(self)
         return self._rc
 
-    def _killpg(self):
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    def _close_log(self):
+        if getattr(self, "logf", None):
+            self.logf.close()
+            self.logf = None
 
     def kill(self):
+        """SIGKILL the daemon's process group (it leads one: a new session)
+        while the leader is not yet reaped, so the id cannot have been
+        reused; pcinumad forks nothing, so nothing outlives the leader."""
         if self.pid is None:
             return
-        self._killpg()
-        if self.proc is not None:
+        if self.poll() is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
             try:
                 self._rc = self.proc.wait(5)
             except subprocess.TimeoutExpired:
                 pass
+        self._close_log()
         if self in _live:
             _live.remove(self)
 
@@ -500,6 +537,22 @@ class Daemon:
 
     def call(self, obj, timeout=10.0):
         return call(self.sock, obj, timeout)
+
+    def wait_connections(self, n, timeout=5.0):
+        """Until the daemon counts n open connections (the status request
+        included): a client's close reaches it asynchronously."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                got = self.status()["requests"]["connections"]
+            except (OSError, Failure) as e:
+                # dropped under --max-connections while others were closing
+                got = "no answer (%s)" % e
+            if got == n:
+                return
+            if time.monotonic() > deadline:
+                raise Failure("open connections: expected %d, still %s after %.0f s" % (n, got, timeout))
+            time.sleep(0.02)
 
 
 # ---- the hook -------------------------------------------------------------
@@ -976,46 +1029,121 @@ def ensure_user():
     return pwd.getpwnam(TEST_USER).pw_uid
 
 
-def t_non_root_peer():
+def _nonroot_setup(d):
+    """Let TEST_USER reach d's socket (0666 in 0755 directories) and run
+    a copy of the hook; returns (uid, the hook copy)."""
+    uid = ensure_user()
+    eq(os.stat(d.sock).st_mode & 0o777, 0o600, "mode of the socket pcinumad created")
+    for p in (RUNTMP, d.dir, os.path.dirname(d.sock)):
+        os.chmod(p, 0o755)
+    os.chmod(d.sock, 0o666)
+    hook_copy = os.path.join(d.dir, "pcinuma-hook")
+    shutil.copy(ARGS.hook, hook_copy)
+    os.chmod(hook_copy, 0o755)
+    return uid, hook_copy
+
+
+RAW_CLIENT = r"""
+import json, socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(10)
+s.connect(sys.argv[1])
+buf = b""
+while True:
+    c = s.recv(65536)
+    if not c:
+        break
+    buf += c
+n = struct.unpack(">I", buf[:4])[0] if len(buf) >= 4 else -1
+print(json.dumps({"n": n, "payload": buf[4:].decode("utf-8", "replace")}))
+"""
+
+
+def nonroot_skip():
     if os.geteuid() != 0:
         return "not root"
     if not shutil.which("runuser"):
         return "runuser not found"
-    uid = ensure_user()
+    return None
+
+
+def t_non_root_peer():
+    why = nonroot_skip()
+    if why:
+        return why
     with Daemon("nonroot", policy="require") as d:
-        sockdir = os.path.dirname(d.sock)
-        eq(os.stat(d.sock).st_mode & 0o777, 0o600, "mode of the socket pcinumad created")
-        # let the user reach it: the directory chain, the socket, the hook
-        for p in (RUNTMP, d.dir, sockdir):
-            os.chmod(p, 0o755)
-        os.chmod(d.sock, 0o666)
-        hook_copy = os.path.join(d.dir, "pcinuma-hook")
-        shutil.copy(ARGS.hook, hook_copy)
-        os.chmod(hook_copy, 0o755)
+        uid, hook_copy = _nonroot_setup(d)
+        # the daemon's answer, read by a client running as the user that
+        # sends nothing and reads until EOF
+        # (a python the user may run: sys.executable may live in root's home)
+        py = next((c for c in ("/usr/bin/python3", "/usr/local/bin/python3", sys.executable)
+                   if os.path.exists(c)), sys.executable)
+        m = d.mark()
+        p = subprocess.run(["runuser", "-u", TEST_USER, "--", py, "-c", RAW_CLIENT, d.sock],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+        eq(p.returncode, 0, "raw client as %s (stderr %r)" % (TEST_USER, p.stderr))
+        got = json.loads(p.stdout)
+        ans = json.loads(got["payload"])
+        eq(got["n"], len(got["payload"].encode()), "frame length of the answer")
+        eq(ans.get("version"), 1, "answer version")
+        contains(ans.get("error", ""), "permission denied", "answer to a non-root peer")
+        contains(ans.get("error", ""), "uid %d" % uid, "answer to a non-root peer")
+        ev = [e for e in d.events(m) if e.mid == MID["PEER_REJECTED"]]
+        eq(len(ev), 1, "PEER_REJECTED events")
+        eq(ev[0].get("PCINUMA_PEER_UID"), str(uid), "PCINUMA_PEER_UID")
+        check(ev[0].get("PCINUMA_PEER_PID", "0") not in ("0", None), "PCINUMA_PEER_PID is set: %r" % ev[0])
+
+        # the hook as that user: on_unreachable applies
         x = XML["gpu-vm-1"]
         m = d.mark()
         r = run_hook("gpu-vm-1", "prepare", "begin", x, d.sock, user=TEST_USER, hook=hook_copy,
                      on_unreachable="allow")
         eq((r.rc, r.out), (0, ""), "non-root hook, allow: %r" % r)
-        contains(r.err, "permission denied", "stderr (non-root)")
-        contains(r.err, "uid %d" % uid, "stderr (non-root)")
         contains(r.err, "check skipped", "stderr (non-root, allow)")
-        ev = [e for e in d.events(m) if e.mid == MID["PEER_REJECTED"]]
-        eq(len(ev), 1, "PEER_REJECTED events")
-        eq(ev[0].get("PCINUMA_PEER_UID"), str(uid), "PCINUMA_PEER_UID")
-        check(ev[0].get("PCINUMA_PEER_PID", "0") != "0", "PCINUMA_PEER_PID is set: %r" % ev[0])
-        eq(d.decisions(m), [], "decisions made for a rejected peer")
+        contains(r.err, "on_unreachable=allow", "stderr (non-root, allow)")
         r = run_hook("gpu-vm-1", "prepare", "begin", x, d.sock, user=TEST_USER, hook=hook_copy,
                      on_unreachable="refuse")
-        eq(r.rc, 1, "non-root hook, refuse: %r" % r)
-        contains(r.err, "permission denied", "stderr (non-root, refuse)")
+        eq((r.rc, r.out), (1, ""), "non-root hook, refuse: %r" % r)
+        contains(r.err, "on_unreachable=refuse", "stderr (non-root, refuse)")
+        ev = [e for e in d.events(m) if e.mid == MID["PEER_REJECTED"]]
+        eq([e.get("PCINUMA_PEER_UID") for e in ev], [str(uid)] * 2, "PEER_REJECTED events for the hook calls")
+        eq(d.decisions(m), [], "decisions made for a rejected peer")
         # the same call as root is served
         r = run_hook("gpu-vm-1", "prepare", "begin", x, d.sock, on_unreachable="allow")
         eq(r.rc, 1, "root hook: %r" % r)
         contains(r.err, "does not match the NUMA plan", "root hook stderr")
         st = d.status()
-        eq(st["requests"]["rejected_peers"], 2, "status rejected_peers")
+        eq(st["requests"]["rejected_peers"], 3, "status rejected_peers")
         eq(st["requests"]["hook"], 1, "status requests.hook (rejected peers are not served)")
+
+    # --allow-uid: that user is served (a session libvirtd's hooks)
+    with Daemon("allow-uid", policy="require", extra=["--allow-uid", str(uid)]) as d:
+        _, hook_copy = _nonroot_setup(d)
+        m = d.mark()
+        r = run_hook("gpu-vm-1", "prepare", "begin", XML["gpu-vm-1"], d.sock, user=TEST_USER, hook=hook_copy,
+                     on_unreachable="allow")
+        eq(r.rc, 1, "hook as an --allow-uid user: %r" % r)
+        contains(r.err, "does not match the NUMA plan", "hook as an --allow-uid user")
+        eq([e.get("PCINUMA_VERDICT") for e in d.decisions(m)], ["refuse"], "decisions for an --allow-uid user")
+        eq(d.status()["requests"]["rejected_peers"], 0, "rejected peers with --allow-uid")
+
+
+def t_non_root_hook_reason():
+    """The hook passes on the daemon's reason ('permission denied'), even
+    though the daemon answers and closes before reading the request: the
+    answer is in the hook's receive queue when its send fails with EPIPE.
+    A 1 MiB XML makes the send outlast the daemon's answer every time."""
+    why = nonroot_skip()
+    if why:
+        return why
+    with Daemon("nonroot-reason", policy="require") as d:
+        uid, hook_copy = _nonroot_setup(d)
+        big = XML["gpu-vm-1"].replace("</domain>", "<!-- %s -->\n</domain>" % ("x" * (1 << 20)))
+        for label, x in (("4 KiB XML", XML["gpu-vm-1"]), ("1 MiB XML", big)):
+            r = run_hook("gpu-vm-1", "prepare", "begin", x, d.sock, user=TEST_USER, hook=hook_copy,
+                         on_unreachable="refuse")
+            eq(r.rc, 1, "%s: non-root hook, refuse: %r" % (label, r))
+            contains(r.err, "permission denied", "%s: hook stderr" % label)
 
 
 def t_parallel():
@@ -1068,8 +1196,7 @@ def t_slow_client():
             total = time.monotonic() - t_sent
             check(total < 1.2, "10 hook calls took %.2f s with a slow client holding a half frame "
                   "(request timeout 1.5 s): %s" % (total, ["%.3f" % t for t in times]))
-            st = d.status()
-            eq(st["requests"]["connections"], 2, "open connections (the slow one and this status)")
+            d.wait_connections(2)     # the slow one and the status request
             # the slow one is closed after the request timeout
             slow.settimeout(6)
             try:
@@ -1086,6 +1213,28 @@ def t_slow_client():
                           what="incomplete-request log line")
         contains(ev.message, "1500 ms", "incomplete-request log message")
         eq(d.status()["requests"]["errors"], 1, "status requests.errors")
+
+
+def t_non_reading_client():
+    """A client that asks for a 3 MiB answer and never reads it does not
+    stall the others, and is closed after the request timeout."""
+    with Daemon("nonreading", policy="require", extra=["--request-timeout-ms", "1500"]) as d:
+        big = planned("gpu-vm-1", "require").replace("</domain>", "<!-- %s -->\n</domain>" % ("y" * (3 << 20)))
+        s = connect(d.sock)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        try:
+            s.sendall(encode({"version": 1, "type": "hook", "argv": ["gpu-vm-1", "restore", "begin", "-"],
+                              "xml": big}))
+            t0 = time.monotonic()
+            for i in range(5):
+                r = run_hook("gpu-vm-1", "prepare", "begin", XML["gpu-vm-1"], d.sock)
+                eq(r.rc, 1, "hook call %d while a client does not read: %r" % (i, r))
+            check(time.monotonic() - t0 < 1.2, "5 hook calls took %.2f s while a client does not read its answer"
+                  % (time.monotonic() - t0))
+            # the stuck connection goes away after the timeout
+            d.wait_connections(1, timeout=6)
+        finally:
+            s.close()
 
 
 def t_idle_client():
@@ -1268,13 +1417,13 @@ def t_policy_hook_conf():
     pol = {"default": {"policy": "require"}, "hook": {"timeout_ms": 1234, "on_unreachable": "refuse"}}
     with Daemon("hookconf", policy=json.dumps(pol)) as d:
         path = os.path.join(os.path.dirname(d.sock), "hook.conf")
-        conf = open(path).read()
+        conf = read_text(path)
         for line in ("socket = %s" % d.sock, "timeout_ms = 1234", "on_unreachable = refuse"):
             check(re.search("^%s$" % re.escape(line), conf, re.M), "%s lacks %r:\n%s" % (path, line, conf))
         pol["hook"] = {"timeout_ms": 777, "on_unreachable": "allow"}
         write_policy(d.policy_file, json.dumps(pol))
         d.hup()
-        conf = open(path).read()
+        conf = read_text(path)
         check(re.search(r"^timeout_ms = 777$", conf, re.M) and re.search(r"^on_unreachable = allow$", conf, re.M),
               "hook.conf after reload:\n%s" % conf)
 
@@ -1303,11 +1452,11 @@ def t_bad_policy_at_start():
 
 
 def t_rescan():
-    desc = json.load(open(os.path.join(ARGS.hosts, "sample-4n.json")))
+    desc = json.loads(read_text(os.path.join(ARGS.hosts, "sample-4n.json")))
     d0 = fresh_dir("rescan")
     tree = os.path.join(d0, "host")
     desc_path = os.path.join(d0, "host.json")
-    json.dump(desc, open(desc_path, "w"))
+    write_json(desc_path, desc)
     mkfakesysfs(desc_path, tree)
     new_gpu = "0000:92:00.0"
     xml_new = rename_domain(XML["gpu-vm-1"], "gpu-vm-new").replace("bus='0x13'", "bus='0x92'")
@@ -1323,7 +1472,7 @@ def t_rescan():
         pci90 = [h for h in desc["hostbridges"] if h["name"] == "pci0000:90"][0]
         pci90["devices"].append({"bdf": "0000:90:02.0", "kind": "rootport",
                                  "devices": [{"bdf": new_gpu, "kind": "gpu"}]})
-        json.dump(desc, open(desc_path, "w"))
+        write_json(desc_path, desc)
         mkfakesysfs(desc_path, tree)
         time.sleep(0.01)
         d.hup()
@@ -1736,6 +1885,7 @@ def t_status_cli():
         check(1 <= st["uptime_sec"] <= 30, "uptime_sec %r" % st["uptime_sec"])
         eq(st["socket"], sock, "socket")
         eq(st["libvirt_uri"], "none", "libvirt_uri")
+        eq(st.get("libvirt", "absent"), None, "libvirt (not watched)")
         h = st["hostmap"]
         eq((h["sysfs_root"], h["devices"], h["mdevs"], h["nodes"], h["generation"], h["udev"]),
            (FIXTURE, 61, 2, 4, 1, False), "hostmap")
@@ -1776,6 +1926,8 @@ def t_status_cli():
                         % (total + 1), out, re.M), "requests line in:\n%s" % out)
         check(re.search(r"^verdicts:\s+1 allow, 0 warn, 1 refuse, 1 pass$", out, re.M),
               "verdicts line in:\n%s" % out)
+        check(re.search(r"^libvirt:\s+not watched \(--libvirt-uri none\)$", out, re.M),
+              "libvirt line in:\n%s" % out)
     # a stopped daemon: pcinumactl status fails and says so
     p = subprocess.run([ARGS.pcinumactl, "status", "--socket", sock],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -1834,8 +1986,7 @@ def t_max_connections():
             a.close()
             if b:
                 b.close()
-        time.sleep(0.1)
-        eq(d.status()["requests"]["connections"], 1, "connections after the two closed")
+        d.wait_connections(1)
 
 
 def t_big_xml():
@@ -1848,6 +1999,11 @@ def t_big_xml():
         r, dec = hook_and_decision(d, "gpu-vm-1", "restore", "begin", big)
         eq((r.rc, r.err), (0, ""), "restore of a 3 MiB XML: exit/stderr %r" % ((r.rc, shorten(r.err, 300)),))
         check(r.out == big, "restore of a 3 MiB XML: stdout differs (%d bytes vs %d)" % (len(r.out), len(big)))
+        # UTF-8 and JSON-special characters survive the round trip byte for byte
+        odd = base.replace("</domain>", "<!-- caf\u00e9 \u20ac \\ \"q\" \t \U0001f600 -->\n</domain>")
+        r = run_hook("gpu-vm-1", "restore", "begin", odd, d.sock)
+        eq((r.rc, r.err), (0, ""), "restore of an XML with UTF-8: %r" % r)
+        check(r.out == odd, "restore of an XML with UTF-8 and escapes: stdout differs")
         huge = base.replace("</domain>", "<!-- %s -->\n</domain>" % ("x" * (5 * 1024 * 1024)))
         before = d.status()["requests"]["total"]
         r = run_hook("gpu-vm-1", "prepare", "begin", huge, d.sock)
@@ -1893,15 +2049,20 @@ def main():
 
     t0 = time.monotonic()
     FIXTURE = os.path.join(RUNTMP, "sample-4n")
-    mkfakesysfs(os.path.join(ARGS.hosts, "sample-4n.json"), FIXTURE)
-    XML["gpu-vm-1"] = open(os.path.join(os.path.dirname(os.path.dirname(ARGS.golden)),
-                                        "conf", "examples", "gpu-vm-1.xml")).read() \
-        if os.path.exists(os.path.join(os.path.dirname(os.path.dirname(ARGS.golden)),
-                                       "conf", "examples", "gpu-vm-1.xml")) else None
-    if XML["gpu-vm-1"] is None:
-        print("Bail out! conf/examples/gpu-vm-1.xml not found next to %s" % ARGS.golden)
+    try:
+        mkfakesysfs(os.path.join(ARGS.hosts, "sample-4n.json"), FIXTURE)
+    except Failure as e:
+        print("Bail out! %s" % e)
+        print("0 passed, 1 failed")
         return 1
-    XML["partial-require"] = open(os.path.join(ARGS.golden, "partial-require", "input.xml")).read()
+    # conf/examples/gpu-vm-1.xml, from the source tree --golden lives in
+    src = os.path.dirname(os.path.dirname(ARGS.golden))
+    example = os.path.join(src, "conf", "examples", "gpu-vm-1.xml")
+    if not os.path.exists(example):
+        print("Bail out! %s not found" % example)
+        return 1
+    XML["gpu-vm-1"] = read_text(example)
+    XML["partial-require"] = read_text(os.path.join(ARGS.golden, "partial-require", "input.xml"))
 
     for p in POLICIES:
         R.run("hook: every phase under policy %s" % p, t_phase_matrix(p))
@@ -1910,10 +2071,12 @@ def main():
     R.run("fast path: other phases and hostdev-less XML never connect", t_fast_path)
     R.run("fast path: daemon stopped, refuse: other phases still exit 0", t_fast_path_daemon_stopped)
     R.run("unreachable/erroring/silent daemon: on_unreachable allow and refuse", t_unreachable)
-    R.run("non-root peer is refused (PEER_REJECTED, permission denied)", t_non_root_peer)
+    R.run("non-root peer is refused (PEER_REJECTED, permission denied); --allow-uid serves it", t_non_root_peer)
+    R.run("non-root peer: the hook reports the daemon's 'permission denied'", t_non_root_hook_reason)
     R.run("64 parallel hook calls", t_parallel)
     R.run("a slow client does not stall others and is timed out", t_slow_client)
     R.run("an idle client is timed out without an error", t_idle_client)
+    R.run("a client that does not read its answer does not stall others", t_non_reading_client)
     R.run("malformed, truncated, oversized frames get errors; daemon keeps serving", t_malformed)
     R.run("policy reload on SIGHUP: good, bad value, syntax error, removed, fixed", t_policy_reload)
     R.run("policy hook section published as hook.conf and republished on reload", t_policy_hook_conf)
@@ -1928,7 +2091,7 @@ def main():
     R.run("status counters: total == hook + status + errors", t_status_counter_consistency)
     R.run("socket lifecycle: live socket not stolen, stale one replaced", t_socket_lifecycle)
     R.run("--max-connections drops the extra client", t_max_connections)
-    R.run("a 3 MiB XML round-trips; over 4 MiB is refused by the hook", t_big_xml)
+    R.run("a 3 MiB XML and UTF-8 round-trip; over 4 MiB is refused by the hook", t_big_xml)
 
     print("# total %.1f s" % (time.monotonic() - t0))
     print("%d passed, %d failed" % (R.passed, R.failed))
@@ -1936,8 +2099,16 @@ def main():
 
 
 if __name__ == "__main__":
+    rc = 1
     try:
         rc = main()
+    except Interrupted as e:
+        print("Bail out! interrupted by signal %d" % e.args[0])
+        rc = 128 + e.args[0]
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         _cleanup_at_exit()
+    if _interrupted:
+        rc = 128 + _interrupted[0]
     sys.exit(rc)

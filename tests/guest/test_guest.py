@@ -1,0 +1,969 @@
+#!/usr/bin/env python3
+"""Guest end-to-end suite (design.md §12 "Guest end-to-end").
+
+    test_guest.py --pcinumactl PATH --mkfakesysfs PATH --hosts DIR \
+                  --source DIR --workdir DIR [--boot-timeout S] [--filter X]
+
+Boots a real Linux guest under TCG on the topology pcinuma plans, and checks,
+in the guest's own words, that every passthrough device ends up on the NUMA
+node the plan promised.
+
+For each case:
+
+  1. plan the domain with `pcinumactl plan --format json` and `--format xml`
+     against a fixture host tree (tests/fixtures/hosts/*.json);
+  2. swap each passthrough device (<hostdev>, <interface type='hostdev'>) for
+     a virtio-rng stand-in (modern-only on a PCIe port: no I/O BAR) at the
+     SAME guest address, with a user alias "ua-pcinuma-sN" so we can find it
+     again in libvirt's dumpxml; keep the pxbs, root ports and the mark;
+  3. make it bootable: the Debian kernel (/boot/vmlinuz-*, copied), a
+     busybox-static initramfs built here, console=ttyS0 to a file serial,
+     one vCPU and 64 MiB per guest cell, no <numatune>/<cputune> (they name
+     the FIXTURE host's nodes and CPUs, which this machine does not have;
+     they do not change what the guest sees);
+  4. define and start it in a private session libvirtd (tests/libvirt/
+     session.py), wait for the guest's report on the console, and check:
+     each stand-in reports numa_node = its planned guest cell, and sits alone
+     behind its own root port under the host bridge pci0000:XX where XX is
+     the busNr of the pxb of that cell.
+
+Cases: (a) sample-4n, conf/examples/gpu-vm-1.xml, policy require: 16 devices
+on 4 cells; (b) snc2, policy socket, one guest cell backed by node 0, the
+node-1 devices go there by the socket rule; (c) sample-4n, policy legacy, the
+NVMe 0000:01:00.0 without a NUMA node stays on pcie.0 and reports -1, the
+others their cells; (d) control: (a)'s planned XML without <acpi/>: every
+stand-in reports -1 (why the planner requires ACPI).
+
+The required tools are NOT optional here: a missing kernel, busybox-static,
+cpio, gzip, qemu-system-x86_64, libvirtd or virsh is a failure (they are
+installed by scripts/install-deps.sh), never a skip.
+
+Output: "ok N - ..." / "not ok N - ..." lines, "#" diagnostics (the guest's
+own lines as "# guest: ..."), final line "N passed, M failed"; exit 1 on any
+failure.
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+NS_PCINUMA = "urn:pcinuma:topology:1"
+ET.register_namespace("pcinuma", NS_PCINUMA)
+
+BEGIN = "=== PCINUMA GUEST REPORT BEGIN ==="
+END = "=== PCINUMA GUEST REPORT END ==="
+STANDIN_ID = "1af4:1044"        # virtio-rng, modern (virtio 1.0) device id
+TOOL_TIMEOUT = 60
+CELL_MIB = 64
+
+# The guest's /init.  Every report line starts with "@@ " so kernel
+# messages that might reach the console can never be mistaken for one.
+INIT_SCRIPT = r"""#!/bin/sh
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+[ -c /dev/console ] && exec </dev/console >/dev/console 2>&1
+echo "%(begin)s"
+echo "@@ kernel $(cat /proc/sys/kernel/osrelease) cmdline: $(cat /proc/cmdline)"
+for d in /sys/bus/pci/devices/*; do
+    [ -e "$d" ] || continue
+    n=-
+    [ -r "$d/numa_node" ] && n=$(cat "$d/numa_node")
+    echo "@@ pci ${d##*/} class=$(cat "$d/class") id=$(cat "$d/vendor"):$(cat "$d/device") numa_node=$n path=$(readlink -f "$d")"
+done
+for n in /sys/devices/system/node/node*; do
+    [ -r "$n/distance" ] || continue
+    echo "@@ node ${n##*/} cpulist=$(cat "$n/cpulist") distance=$(cat "$n/distance")"
+done
+echo "%(end)s"
+poweroff -f
+sleep 5
+echo o > /proc/sysrq-trigger
+""" % {"begin": BEGIN, "end": END}
+
+APPLETS = ["sh", "mount", "cat", "readlink", "echo", "poweroff", "sleep"]
+
+CMDLINE = "console=ttyS0 quiet loglevel=3 panic=-1"
+
+
+# ---------------------------------------------------------------- output
+class Tap:
+    def __init__(self):
+        self.n = 0
+        self.passed = 0
+        self.failed = 0
+
+    def ok(self, cond, name, diag=None):
+        self.n += 1
+        if cond:
+            self.passed += 1
+            print("ok %d - %s" % (self.n, name))
+        else:
+            self.failed += 1
+            print("not ok %d - %s" % (self.n, name))
+        if diag and not cond:
+            self.diag(diag)
+        sys.stdout.flush()
+        return cond
+
+    @staticmethod
+    def diag(text):
+        for line in str(text).rstrip("\n").splitlines() or [""]:
+            print("# " + line)
+        sys.stdout.flush()
+
+    def summary(self):
+        print("%d passed, %d failed" % (self.passed, self.failed))
+        sys.stdout.flush()
+
+
+class Fatal(Exception):
+    """A failure that makes the rest of a case (or the run) meaningless."""
+
+
+# ---------------------------------------------------------------- prerequisites
+def elf_is_static(path):
+    """True when path is an ELF executable without a PT_INTERP header."""
+    with open(path, "rb") as f:
+        hdr = f.read(64)
+        if hdr[:4] != b"\x7fELF" or hdr[4] != 2:      # 64-bit only
+            return False
+        endian = "little" if hdr[5] == 1 else "big"
+        u = lambda b: int.from_bytes(b, endian)
+        phoff, phentsize, phnum = u(hdr[32:40]), u(hdr[54:56]), u(hdr[56:58])
+        f.seek(phoff)
+        for _ in range(phnum):
+            ph = f.read(phentsize)
+            if u(ph[0:4]) == 3:                         # PT_INTERP
+                return False
+    return True
+
+
+def version_key(path):
+    return [int(x) if x.isdigit() else x
+            for x in re.split(r"(\d+)", os.path.basename(path))]
+
+
+def find_prereqs(tap):
+    """Check every tool the suite needs; return a dict of paths, or raise
+    Fatal naming everything that is missing."""
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "libvirt"))
+    from session import find_tool          # noqa: E402
+    hint = ("install it with scripts/install-deps.sh (Debian packages "
+            "linux-image-amd64, busybox-static, cpio, qemu-system-x86, "
+            "libvirt-daemon-driver-qemu, libvirt-clients)")
+    missing = []
+    found = {}
+
+    kernels = sorted((k for k in glob.glob("/boot/vmlinuz-*")
+                      if os.path.isfile(k)), key=version_key)
+    if not kernels:
+        missing.append("a kernel /boot/vmlinuz-* (package linux-image-amd64)")
+    else:
+        found["kernel"] = kernels[-1]
+        if not os.access(kernels[-1], os.R_OK):
+            missing.append("read access to %s (mode %o; run the suite as root)"
+                           % (kernels[-1], os.stat(kernels[-1]).st_mode & 0o7777))
+
+    bb = None
+    for c in ("/bin/busybox", "/usr/bin/busybox", shutil.which("busybox")):
+        if c and os.path.isfile(c):
+            bb = c
+            break
+    if not bb:
+        missing.append("busybox (package busybox-static)")
+    elif not elf_is_static(bb):
+        missing.append("a STATIC busybox: %s is dynamically linked "
+                       "(install busybox-static instead of busybox)" % bb)
+    else:
+        found["busybox"] = bb
+
+    for tool, pkg in (("cpio", "cpio"), ("gzip", "gzip"),
+                      ("qemu-system-x86_64", "qemu-system-x86"),
+                      ("libvirtd", "libvirt-daemon"),
+                      ("virsh", "libvirt-clients")):
+        p = find_tool(tool)
+        if not p:
+            missing.append("%s (package %s)" % (tool, pkg))
+        found[tool] = p
+    if not os.path.exists("/usr/bin/qemu-system-x86_64"):
+        missing.append("/usr/bin/qemu-system-x86_64 (package qemu-system-x86)")
+    if missing:
+        tap.ok(False, "prerequisites: kernel, busybox-static, cpio, qemu, "
+               "libvirtd, virsh",
+               "MISSING: %s\n%s" % ("; ".join(missing), hint))
+        raise Fatal("missing prerequisites")
+    tap.ok(True, "prerequisites: kernel %s, static busybox %s, cpio, "
+           "qemu-system-x86_64, libvirtd, virsh"
+           % (os.path.basename(found["kernel"]), found["busybox"]))
+    return found
+
+
+# ---------------------------------------------------------------- initramfs
+def build_initramfs(workdir, busybox, cpio):
+    root = os.path.join(workdir, "initramfs-root")
+    shutil.rmtree(root, ignore_errors=True)
+    for d in ("bin", "dev", "proc", "sys"):
+        os.makedirs(os.path.join(root, d), 0o755)
+    shutil.copyfile(busybox, os.path.join(root, "bin", "busybox"))
+    os.chmod(os.path.join(root, "bin", "busybox"), 0o755)
+    for a in APPLETS:
+        os.symlink("busybox", os.path.join(root, "bin", a))
+    with open(os.path.join(root, "init"), "w") as f:
+        f.write(INIT_SCRIPT)
+    os.chmod(os.path.join(root, "init"), 0o755)
+    names = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames + filenames:
+            names.append(os.path.relpath(os.path.join(dirpath, n), root))
+    names.sort()
+    r = subprocess.run([cpio, "-o", "-H", "newc", "-R", "0:0", "--quiet"],
+                       input=("\n".join(names) + "\n").encode(),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       cwd=root, timeout=TOOL_TIMEOUT)
+    if r.returncode != 0:
+        raise Fatal("cpio failed (%d): %s" % (r.returncode,
+                                             r.stderr.decode(errors="replace")))
+    import gzip
+    out = os.path.join(workdir, "initramfs.cpio.gz")
+    with open(out, "wb") as raw:
+        with gzip.GzipFile(filename="", mode="wb", compresslevel=6,
+                           fileobj=raw, mtime=0) as f:
+            f.write(r.stdout)
+    return out, len(names)
+
+
+# ---------------------------------------------------------------- helpers
+def run(argv, timeout=TOOL_TIMEOUT):
+    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=timeout)
+
+
+def hexint(s):
+    return int(s, 16) if s.lower().startswith("0x") else int(s, 0)
+
+
+def addr_str(a):
+    """libvirt <address> -> 'dddd:bb:ss.f' (bus = controller index)."""
+    return "%04x:%02x:%02x.%x" % (hexint(a.get("domain", "0")),
+                                  hexint(a.get("bus", "0")),
+                                  hexint(a.get("slot", "0")),
+                                  hexint(a.get("function", "0")))
+
+
+def source_bdf(el):
+    """Host BDF of a <hostdev type='pci'> / <interface type='hostdev'>."""
+    a = el.find("source/address")
+    if a is None or a.get("uuid"):
+        return None
+    return addr_str(a)
+
+
+def is_passthrough(el):
+    if el.tag == "hostdev":
+        return el.get("type") in ("pci", "mdev")
+    return el.tag == "interface" and el.get("type") == "hostdev"
+
+
+# ---------------------------------------------------------------- domains
+SAMPLE_CELLS = """
+  <cpu mode='custom' match='exact'>
+    <model fallback='allow'>qemu64</model>
+    <numa>
+      <cell id='0' cpus='0-3' memory='256' unit='MiB'/>
+      <cell id='1' cpus='4-7' memory='256' unit='MiB'/>
+      <cell id='2' cpus='8-11' memory='256' unit='MiB'/>
+      <cell id='3' cpus='12-15' memory='256' unit='MiB'/>
+    </numa>
+  </cpu>
+  <numatune>
+    <memnode cellid='0' mode='strict' nodeset='0'/>
+    <memnode cellid='1' mode='strict' nodeset='1'/>
+    <memnode cellid='2' mode='strict' nodeset='2'/>
+    <memnode cellid='3' mode='strict' nodeset='3'/>
+  </numatune>"""
+
+
+def hostdev_xml(bdf):
+    d, b, sf = bdf.split(":")
+    s, f = sf.split(".")
+    return ("    <hostdev mode='subsystem' type='pci' managed='yes'><source>"
+            "<address domain='0x%s' bus='0x%s' slot='0x%s' function='0x%s'/>"
+            "</source></hostdev>\n" % (d, b, s, f))
+
+
+# (b) SNC2, one socket with nodes 0 and 1; the guest has two cells but only
+# cell 1 is backed (by host node 0).  Under `socket` the node-0 devices go to
+# cell 1 as local, the node-1 devices as "same socket, nearest".
+CASE_B_XML = """<domain type='qemu'>
+  <name>guest-b</name>
+  <memory unit='MiB'>256</memory>
+  <vcpu placement='static'>4</vcpu>
+  <os><type arch='x86_64' machine='q35'>hvm</type></os>
+  <features><acpi/><apic/></features>
+  <cpu mode='custom' match='exact'>
+    <model fallback='allow'>qemu64</model>
+    <numa>
+      <cell id='0' cpus='0-1' memory='128' unit='MiB'/>
+      <cell id='1' cpus='2-3' memory='128' unit='MiB'/>
+    </numa>
+  </cpu>
+  <numatune>
+    <memnode cellid='1' mode='strict' nodeset='0'/>
+  </numatune>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+%s    <memballoon model='virtio'/>
+  </devices>
+</domain>
+""" % "".join(hostdev_xml(b) for b in ("0000:21:00.0", "0000:22:00.0",
+                                        "0000:41:00.0", "0000:42:00.0"))
+
+# (c) legacy: an NVMe with no NUMA node (stays on pcie.0) beside one local
+# device per node, one of them an <interface type='hostdev'>.
+CASE_C_XML = """<domain type='qemu'>
+  <name>guest-c</name>
+  <memory unit='MiB'>1024</memory>
+  <vcpu placement='static'>16</vcpu>
+  <os><type arch='x86_64' machine='q35'>hvm</type></os>
+  <features><acpi/><apic/></features>%s
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+%s    <interface type='hostdev' managed='yes'>
+      <mac address='52:54:00:00:38:00'/>
+      <source><address type='pci' domain='0x0000' bus='0x38' slot='0x00' function='0x0'/></source>
+    </interface>
+%s    <memballoon model='virtio'/>
+  </devices>
+</domain>
+""" % (SAMPLE_CELLS,
+       "".join(hostdev_xml(b) for b in ("0000:01:00.0", "0000:13:00.0")),
+       "".join(hostdev_xml(b) for b in ("0000:54:00.0", "0000:77:00.0")))
+
+
+class Case:
+    def __init__(self, key, title, host, policy, input_path=None,
+                 input_text=None, control_of=None):
+        self.key = key
+        self.title = title
+        self.host = host
+        self.policy = policy
+        self.input_path = input_path
+        self.input_text = input_text
+        self.control_of = control_of      # a Case: boot its plan without ACPI
+        self.plan_xml = None
+        self.plan = None
+
+
+# ---------------------------------------------------------------- planning
+def plan_case(tap, args, case, hosts_built):
+    """pcinumactl plan (json and xml); fills case.plan / case.plan_xml."""
+    sysroot = hosts_built[case.host]
+    path = case.input_path
+    if path is None:
+        path = os.path.join(args.workdir, "%s-input.xml" % case.key)
+        with open(path, "w") as f:
+            f.write(case.input_text)
+    base = [args.pcinumactl, "plan", "--sysfs-root", sysroot,
+            "--policy", case.policy]
+    rj = run(base + ["--format", "json", path])
+    rx = run(base + [path])
+    good = rj.returncode == 0 and rx.returncode == 0
+    plan = None
+    err = ""
+    if good:
+        try:
+            plan = json.loads(rj.stdout)
+        except ValueError as e:
+            good = False
+            err = "bad JSON: %s\n" % e
+    if good and plan.get("verdict") != "apply":
+        good = False
+    tap.ok(good, "%s: pcinumactl plan --policy %s on host %s: verdict apply"
+           % (case.key, case.policy, case.host),
+           "%sexit %s/%s\n%s%s%s" % (err, rj.returncode, rx.returncode,
+                                     rj.stderr, rx.stderr, rj.stdout[:2000]))
+    if not good:
+        raise Fatal("planning failed")
+    case.plan = plan
+    case.plan_xml = rx.stdout
+    with open(os.path.join(args.workdir, "%s-planned.xml" % case.key), "w") as f:
+        f.write(rx.stdout)
+    exp = {e["guest_cell"]: e for e in plan.get("expanders", [])}
+    for e in sorted(exp.values(), key=lambda e: e["guest_cell"]):
+        tap.diag("plan: pxb controller %d at %s: guest cell %d, busNr %d "
+                 "(guest host bridge pci0000:%02x), %d root ports"
+                 % (e["controller"], e["address"], e["guest_cell"],
+                    e["busNr"], e["busNr"], e["root_ports"]))
+    for d in plan["devices"]:
+        tap.diag("plan: host %s (%s, host node %s) -> %s"
+                 % (d["host"], d.get("class_name"), d.get("host_node"),
+                    "guest cell %s, guest address %s (root port %s)"
+                    % (d["guest_cell"], d["guest_address"], d["controller"])
+                    if d["action"] == "move" else
+                    "%s: %s" % (d["action"], d.get("reason"))))
+
+
+# ---------------------------------------------------------------- boot XML
+def boot_xml(case, plan_xml, name, kernel, initrd, console, acpi=True,
+             extra_cmdline=""):
+    """The planned XML, made bootable, with stand-ins for the passthrough
+    devices.  Returns (xml text, [(alias, host bdf, planned guest address
+    string or None)])."""
+    root = ET.fromstring(plan_xml)
+    root.set("type", "qemu")
+    root.find("name").text = name
+    u = root.find("uuid")
+    if u is not None:
+        root.remove(u)
+
+    # CPUs/memory: one vCPU and CELL_MIB per cell; drop host pinning
+    cells = root.findall("cpu/numa/cell")
+    ncells = max(1, len(cells))
+    for i, c in enumerate(cells):
+        c.set("cpus", str(i))
+        c.set("memory", str(CELL_MIB))
+        c.set("unit", "MiB")
+    for tag in ("numatune", "cputune", "currentMemory"):
+        for el in root.findall(tag):
+            root.remove(el)
+    mem = root.find("memory")
+    mem.text = str(CELL_MIB * ncells)
+    mem.set("unit", "MiB")
+    vcpu = root.find("vcpu")
+    vcpu.text = str(ncells)
+    for a in ("cpuset", "current"):
+        vcpu.attrib.pop(a, None)
+
+    # direct kernel boot
+    os_el = root.find("os")
+    for tag in ("kernel", "initrd", "cmdline", "boot", "loader", "nvram"):
+        for el in os_el.findall(tag):
+            os_el.remove(el)
+    ET.SubElement(os_el, "kernel").text = kernel
+    ET.SubElement(os_el, "initrd").text = initrd
+    ET.SubElement(os_el, "cmdline").text = (CMDLINE + " " + extra_cmdline).strip()
+
+    feats = root.find("features")
+    if not acpi and feats is not None:
+        for el in feats.findall("acpi"):
+            feats.remove(el)
+
+    for tag in ("on_poweroff", "on_reboot", "on_crash"):
+        for el in root.findall(tag):
+            root.remove(el)
+        ET.SubElement(root, tag).text = "destroy"
+
+    devs = root.find("devices")
+    emu = devs.find("emulator")
+    if emu is None:
+        emu = ET.Element("emulator")
+        devs.insert(0, emu)
+    emu.text = "/usr/bin/qemu-system-x86_64"
+    for tag in ("serial", "console"):
+        for el in devs.findall(tag):
+            devs.remove(el)
+
+    standins = []
+    for pos, el in enumerate(list(devs)):
+        if not is_passthrough(el):
+            continue
+        bdf = source_bdf(el) or ("mdev " + (el.find("source/address").get("uuid")
+                                            or "?"))
+        alias = "ua-pcinuma-s%d" % len(standins)
+        rng = ET.Element("rng", model="virtio")
+        ET.SubElement(rng, "backend", model="builtin")
+        ET.SubElement(rng, "alias", name=alias)
+        a = el.find("address")
+        planned = None
+        if a is not None and a.get("type", "pci") == "pci":
+            na = ET.SubElement(rng, "address")
+            for k in ("type", "domain", "bus", "slot", "function"):
+                if a.get(k) is not None:
+                    na.set(k, a.get(k))
+            na.set("type", "pci")
+            planned = addr_str(a)
+        rng.tail = el.tail
+        devs.remove(el)
+        devs.insert(pos, rng)
+        standins.append((alias, bdf, planned))
+
+    ser = ET.SubElement(devs, "serial", type="file")
+    ET.SubElement(ser, "source", path=console)
+    ET.SubElement(ser, "target", port="0")
+    return ET.tostring(root, encoding="unicode"), standins
+
+
+def locate(dump_xml, standins):
+    """From libvirt's dumpxml: for each stand-in alias, where the guest will
+    see it.  Returns {alias: dict(address, rp_index, rp_bdf, hostbridge,
+    pxb_index, pxb_busnr, pxb_node, ok, why)}."""
+    root = ET.fromstring(dump_xml)
+    ctrls = {}
+    for c in root.findall("devices/controller[@type='pci']"):
+        ctrls[int(c.get("index"))] = c
+    out = {}
+    for rng in root.findall("devices/rng"):
+        al = rng.find("alias")
+        if al is None:
+            continue
+        alias = al.get("name")
+        info = {"address": None, "why": None}
+        out[alias] = info
+        a = rng.find("address")
+        if a is None:
+            info["why"] = "no <address> in dumpxml"
+            continue
+        info["address"] = addr_str(a)
+        rp_i = hexint(a.get("bus"))
+        rp = ctrls.get(rp_i)
+        info["rp_index"] = rp_i
+        if rp is None or rp.get("model") != "pcie-root-port":
+            info["why"] = "bus %d is not a pcie-root-port (%s)" % (
+                rp_i, None if rp is None else rp.get("model"))
+            continue
+        ra = rp.find("address")
+        parent_i = hexint(ra.get("bus"))
+        parent = ctrls.get(parent_i)
+        info["pxb_index"] = parent_i
+        if parent is not None and parent.get("model") == "pcie-expander-bus":
+            nr = int(parent.find("target").get("busNr"))
+            node = parent.find("target/node")
+            info["pxb_busnr"] = nr
+            info["pxb_node"] = int(node.text) if node is not None else None
+        elif parent_i == 0:
+            nr = 0
+            info["pxb_busnr"] = None
+            info["pxb_node"] = None
+        else:
+            info["why"] = "root port %d sits on controller %d (%s)" % (
+                rp_i, parent_i, None if parent is None else parent.get("model"))
+            continue
+        info["hostbridge"] = "pci0000:%02x" % nr
+        info["rp_bdf"] = "0000:%02x:%02x.%x" % (nr, hexint(ra.get("slot")),
+                                               hexint(ra.get("function")))
+    return out
+
+
+# ---------------------------------------------------------------- guest
+REPORT_RE = re.compile(r"@@ pci (\S+) class=(\S+) id=(\S+) numa_node=(\S+) "
+                       r"path=(\S+)")
+
+
+def parse_report(text):
+    """-> (list of device dicts, list of raw '@@' lines) from the console."""
+    text = text.replace("\r", "")
+    i = text.find(BEGIN)
+    j = text.find(END, i + 1)
+    body = text[i + len(BEGIN):j] if i >= 0 and j >= 0 else ""
+    lines = [ln.strip() for ln in body.splitlines() if ln.strip()]
+    devs = []
+    for ln in lines:
+        m = REPORT_RE.match(ln)
+        if not m:
+            continue
+        bdf, cls, vid, numa, path = m.groups()
+        parts = path.split("/")
+        # /sys/devices/pci0000:XX/<bdf>/.../<bdf>
+        chain = parts[3:] if parts[:3] == ["", "sys", "devices"] else parts
+        vid = ":".join(x[2:] if x.lower().startswith("0x") else x
+                       for x in vid.split(":"))
+        devs.append({"bdf": bdf, "class": cls, "id": vid, "numa": numa,
+                     "path": path, "chain": chain,
+                     "hostbridge": chain[0] if chain else None,
+                     "parent": chain[-2] if len(chain) >= 2 else None})
+    return devs, lines
+
+
+class Guest:
+    """One booted domain: define, start, wait for the report, clean up."""
+
+    def __init__(self, sess, name, xml, console, timeout):
+        self.s = sess
+        self.name = name
+        self.xml = xml
+        self.console = console
+        self.timeout = timeout
+        self.defined = False
+        self.boot_s = None
+        self.console_text = ""
+        self.state = None
+
+    def define(self):
+        path = self.s.write(self.xml, name="%s.xml" % self.name)
+        r = self.s.virsh("define", path, quiet=False)
+        if r.returncode != 0:
+            raise Fatal("virsh define failed: %s" % (r.stderr.strip()
+                                                    or r.stdout.strip()))
+        self.defined = True
+        return self.s.dumpxml(self.name)
+
+    def start_and_wait(self):
+        t0 = time.monotonic()
+        r = self.s.virsh("start", self.name, quiet=False)
+        if r.returncode != 0:
+            raise Fatal("virsh start failed: %s\n%s" % (
+                r.stderr.strip() or r.stdout.strip(), self.s.log_tail(20)))
+        deadline = t0 + self.timeout
+        next_state = 0
+        while True:
+            now = time.monotonic()
+            self.console_text = self._read_console()
+            if END in self.console_text:
+                self.boot_s = now - t0
+                return True
+            if now >= deadline:
+                return False
+            if now >= next_state:
+                next_state = now + 1.0
+                st = self.s.virsh("domstate", self.name, timeout=20)
+                self.state = st.stdout.strip()
+                if st.returncode == 0 and self.state not in (
+                        "running", "paused", "in shutdown", "blocked"):
+                    self.console_text = self._read_console()
+                    if END in self.console_text:
+                        self.boot_s = time.monotonic() - t0
+                        return True
+                    return False
+            time.sleep(0.2)
+
+    def _read_console(self):
+        try:
+            with open(self.console, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def wait_shutoff(self, secs=5):
+        end = time.monotonic() + secs
+        while time.monotonic() < end:
+            st = self.s.virsh("domstate", self.name, timeout=20)
+            if st.returncode != 0 or st.stdout.strip() == "shut off":
+                return True
+            time.sleep(0.2)
+        return False
+
+    def cleanup(self):
+        try:
+            self.s.virsh("destroy", self.name, timeout=30)
+        except Exception:
+            pass
+        if self.defined:
+            try:
+                self.s.undefine(self.name)
+            except Exception:
+                pass
+            self.defined = False
+
+
+def console_tail(text, n=40):
+    lines = text.replace("\r", "").splitlines()
+    return "\n".join("console: " + ln for ln in lines[-n:]) or "console: (empty)"
+
+
+def check_case(tap, case, guest_devs, lines, loc, standins, acpi):
+    """The assertions on one booted guest."""
+    key = case.key
+    plan = (case.control_of or case).plan
+    expanders = {e["guest_cell"]: e for e in plan.get("expanders", [])}
+    pdev = {d["host"]: d for d in plan["devices"]}
+    by_chain = {}
+    children = {}
+    for d in guest_devs:
+        by_chain[tuple(d["chain"][-2:])] = d
+        if d["parent"]:
+            children.setdefault(d["parent"], []).append(d["bdf"])
+
+    # the guest's own words first
+    for ln in lines:
+        tap.diag("guest: " + ln[3:] if ln.startswith("@@ ") else "guest: " + ln)
+
+    n_standin_guest = sum(1 for d in guest_devs if d["id"] == STANDIN_ID)
+    tap.ok(n_standin_guest == len(standins),
+           "%s: the guest sees %d virtio-rng stand-ins (%s)"
+           % (key, len(standins), STANDIN_ID),
+           "guest shows %d" % n_standin_guest)
+
+    for alias, host, planned in standins:
+        d = pdev.get(host, {})
+        moved = d.get("action") == "move"
+        cell = d.get("guest_cell") if moved else None
+        want_numa = str(cell) if (moved and acpi) else "-1"
+        where = loc.get(alias, {})
+        problems = []
+        if where.get("why"):
+            problems.append("libvirt: " + where["why"])
+        if moved:
+            e = expanders.get(cell)
+            if e is None:
+                problems.append("plan has no expander for cell %s" % cell)
+            else:
+                if where.get("pxb_busnr") != e["busNr"]:
+                    problems.append("its root port is on busNr %s, the plan's "
+                                    "pxb for cell %s has busNr %s"
+                                    % (where.get("pxb_busnr"), cell, e["busNr"]))
+                if where.get("pxb_node") != cell:
+                    problems.append("its pxb has <node>%s</node>, planned cell "
+                                    "%s" % (where.get("pxb_node"), cell))
+            if planned != d.get("guest_address"):
+                problems.append("stand-in address %s != planned guest address "
+                                "%s" % (planned, d.get("guest_address")))
+            if where.get("address") != planned:
+                problems.append("libvirt moved it: %s -> %s"
+                                % (planned, where.get("address")))
+        else:
+            if where.get("hostbridge") != "pci0000:00":
+                problems.append("a device the plan leaves on pcie.0 is under "
+                                "%s" % where.get("hostbridge"))
+        g = None
+        if where.get("rp_bdf"):
+            cands = [x for x in guest_devs
+                     if x["parent"] == where["rp_bdf"]
+                     and x["hostbridge"] == where["hostbridge"]
+                     and len(x["chain"]) == 3]
+            if len(cands) == 1:
+                g = cands[0]
+            elif not cands:
+                problems.append("the guest shows no device behind root port "
+                                "%s under %s" % (where["rp_bdf"],
+                                                 where["hostbridge"]))
+            else:
+                problems.append("the guest shows %d devices behind root port "
+                                "%s" % (len(cands), where["rp_bdf"]))
+        if g is not None:
+            if g["id"] != STANDIN_ID:
+                problems.append("device behind the root port is %s, not the "
+                                "stand-in %s" % (g["id"], STANDIN_ID))
+            others = [c for c in children.get(where["rp_bdf"], [])
+                      if c != g["bdf"]]
+            if others:
+                problems.append("root port %s also holds %s"
+                                % (where["rp_bdf"], ", ".join(others)))
+            if g["numa"] != want_numa:
+                problems.append("guest numa_node %s, want %s"
+                                % (g["numa"], want_numa))
+        if moved:
+            what = ("host %s (host node %s) -> planned cell %s: guest %s "
+                    "numa_node=%s, alone on root port %s under %s (busNr %s)"
+                    % (host, d.get("host_node"), cell,
+                       g["bdf"] if g else "?", g["numa"] if g else "?",
+                       where.get("rp_bdf"), where.get("hostbridge"),
+                       where.get("pxb_busnr")))
+        else:
+            what = ("host %s (no host node, stays on pcie.0): guest %s "
+                    "numa_node=%s on root port %s under %s"
+                    % (host, g["bdf"] if g else "?", g["numa"] if g else "?",
+                       where.get("rp_bdf"), where.get("hostbridge")))
+        if not acpi:
+            what += " (no ACPI: want -1)"
+        tap.ok(not problems, "%s: %s" % (key, what), "\n".join(problems))
+
+    # every device under a pxb host bridge reports that pxb's node
+    if acpi:
+        want = {"pci0000:%02x" % e["busNr"]: str(e["guest_cell"])
+                for e in expanders.values()}
+        bad = ["%s under %s numa_node=%s (want %s)"
+               % (x["bdf"], x["hostbridge"], x["numa"], want[x["hostbridge"]])
+               for x in guest_devs if x["hostbridge"] in want
+               and x["numa"] != want[x["hostbridge"]]]
+        missing = sorted(set(want) - {x["hostbridge"] for x in guest_devs})
+        tap.ok(not bad and not missing,
+               "%s: every device (root ports too) under each pxb host bridge "
+               "reports that pxb's cell; host bridges %s"
+               % (key, ", ".join("%s=cell %s" % kv for kv in sorted(want.items()))),
+               "\n".join(bad + ["no device under %s" % m for m in missing]))
+        ncells = len(plan.get("cells", []))
+        nodes = [ln for ln in lines if ln.startswith("@@ node ")]
+        tap.ok(len(nodes) == ncells,
+               "%s: the guest sees %d NUMA nodes (one per cell)" % (key, ncells),
+               "guest node lines: %d" % len(nodes))
+    else:
+        bad = ["%s numa_node=%s" % (x["bdf"], x["numa"])
+               for x in guest_devs if x["numa"] != "-1"]
+        tap.ok(not bad, "%s: without ACPI every PCI device in the guest "
+               "reports numa_node -1" % key, "\n".join(bad))
+
+
+# ---------------------------------------------------------------- main
+def run_case(tap, args, sess, case, hosts_built, kernel, initrd):
+    control = case.control_of is not None
+    if control:
+        src = case.control_of
+        if src.plan_xml is None:
+            tap.ok(False, "%s: control needs the plan of %s" % (case.key,
+                                                               src.key))
+            return
+        plan_xml = src.plan_xml
+        # the planner itself refuses this domain under require: it checks ACPI
+        noacpi = os.path.join(args.workdir, "%s-noacpi-input.xml" % case.key)
+        with open(src.input_path) as f:
+            text = f.read()
+        with open(noacpi, "w") as f:
+            f.write(re.sub(r"<acpi\s*/>", "", text))
+        r = run([args.pcinumactl, "plan", "--sysfs-root",
+                 hosts_built[src.host], "--policy", src.policy, noacpi])
+        tap.ok(r.returncode == 1 and "acpi" in r.stderr.lower(),
+               "%s: pcinumactl refuses %s's domain without <acpi/> under %s "
+               "(exit 1, says why)" % (case.key, src.key, src.policy),
+               "exit %d: %s" % (r.returncode, r.stderr.strip()))
+        for ln in r.stderr.strip().splitlines():
+            tap.diag("pcinumactl: " + ln)
+    else:
+        plan_case(tap, args, case, hosts_built)
+        plan_xml = case.plan_xml
+    name = "pcinuma-guest-%s" % case.key
+    console = os.path.join(sess.files, "%s.console" % name)
+    try:
+        os.unlink(console)
+    except OSError:
+        pass
+    xml, standins = boot_xml(case, plan_xml, name, kernel, initrd, console,
+                             acpi=not control)
+    with open(os.path.join(args.workdir, "%s-boot.xml" % case.key), "w") as f:
+        f.write(xml)
+    for alias, host, planned in standins:
+        tap.diag("stand-in %s: virtio-rng for host %s at guest address %s"
+                 % (alias, host, planned or "(none: libvirt assigns, pcie.0)"))
+    g = Guest(sess, name, xml, console, args.boot_timeout)
+    try:
+        try:
+            dump = g.define()
+        except Fatal as e:
+            tap.ok(False, "%s: virsh define of the boot XML" % case.key, str(e))
+            return
+        with open(os.path.join(args.workdir, "%s-dump.xml" % case.key), "w") as f:
+            f.write(dump)
+        loc = locate(dump, standins)
+        try:
+            booted = g.start_and_wait()
+        except Fatal as e:
+            tap.ok(False, "%s: virsh start" % case.key, str(e))
+            return
+        with open(os.path.join(args.workdir, "%s.console" % case.key), "w") as f:
+            f.write(g.console_text)
+        devs, lines = parse_report(g.console_text)
+        tap.ok(booted and devs,
+               "%s: guest booted under TCG and reported %d PCI devices%s"
+               % (case.key, len(devs),
+                  " in %.1f s" % g.boot_s if g.boot_s else ""),
+               "no report within %ds (domain state %s)\n%s"
+               % (args.boot_timeout, g.state, console_tail(g.console_text)))
+        if not (booted and devs):
+            return
+        tap.diag("%s: boot to report: %.1f s" % (case.key, g.boot_s))
+        check_case(tap, case, devs, lines, loc, standins, acpi=not control)
+        g.wait_shutoff(5)
+    finally:
+        g.cleanup()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pcinumactl", required=True)
+    ap.add_argument("--mkfakesysfs", required=True)
+    ap.add_argument("--hosts", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--boot-timeout", type=float, default=60)
+    ap.add_argument("--filter", default="",
+                    help="run only cases whose key contains this (a,b,c,d)")
+    args = ap.parse_args()
+    args.workdir = os.path.abspath(args.workdir)
+    os.makedirs(args.workdir, exist_ok=True)
+
+    tap = Tap()
+    sess = None
+    t_start = time.monotonic()
+    try:
+        tools = find_prereqs(tap)
+        initrd_local, nfiles = build_initramfs(args.workdir, tools["busybox"],
+                                               tools["cpio"])
+        tap.ok(True, "initramfs %s: busybox-static, %d entries, %d bytes"
+               % (initrd_local, nfiles, os.path.getsize(initrd_local)))
+
+        hosts_built = {}
+        for h in ("sample-4n", "snc2"):
+            out = os.path.join(args.workdir, "host-" + h)
+            r = run([sys.executable, args.mkfakesysfs,
+                     os.path.join(args.hosts, h + ".json"), out])
+            if not tap.ok(r.returncode == 0, "fixture host %s" % h,
+                          r.stderr + r.stdout):
+                raise Fatal("fixture host %s" % h)
+            hosts_built[h] = out
+
+        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "libvirt"))
+        from session import Session, SessionError   # noqa: E402
+        try:
+            sess = Session()
+        except SessionError as e:
+            tap.ok(False, "private session libvirtd starts", str(e))
+            raise Fatal("no libvirtd")
+        tap.ok(True, "private session libvirtd (qemu:///session as %s)"
+               % sess.user)
+
+        # kernel and initramfs where the session user (qemu) can read them
+        kernel = os.path.join(sess.files, "vmlinuz")
+        initrd = os.path.join(sess.files, "initramfs.cpio.gz")
+        for src, dst in ((tools["kernel"], kernel), (initrd_local, initrd)):
+            shutil.copyfile(src, dst)
+            os.chmod(dst, 0o644)
+            if os.geteuid() == 0:
+                os.chown(dst, sess.uid, sess.gid)
+        tap.diag("kernel %s (copied to %s), cmdline %r"
+                 % (tools["kernel"], kernel, CMDLINE))
+
+        a = Case("a", "gpu-vm-1: 16 devices on 4 cells", "sample-4n",
+                 "require",
+                 input_path=os.path.join(args.source, "conf", "examples",
+                                         "gpu-vm-1.xml"))
+        b = Case("b", "snc2 partial mapping", "snc2", "socket",
+                 input_text=CASE_B_XML)
+        c = Case("c", "NVMe without node stays on pcie.0", "sample-4n",
+                 "legacy", input_text=CASE_C_XML)
+        d = Case("d", "control: case a without ACPI", "sample-4n", "require",
+                 control_of=a)
+        cases = [a, b, c, d]
+        for case in cases:
+            if args.filter and case.key not in args.filter:
+                continue
+            if case.control_of is not None and case.control_of.plan_xml is None:
+                # run the source's planning when it was filtered out
+                try:
+                    plan_case(tap, args, case.control_of, hosts_built)
+                except Fatal:
+                    continue
+            tap.diag("---- case %s: %s (host %s, policy %s) ----"
+                     % (case.key, case.title, case.host, case.policy))
+            try:
+                run_case(tap, args, sess, case, hosts_built, kernel, initrd)
+            except Fatal as e:
+                tap.diag("case %s stopped: %s" % (case.key, e))
+            except (subprocess.SubprocessError, OSError, ET.ParseError,
+                    KeyError, ValueError) as e:
+                tap.ok(False, "%s: unexpected error" % case.key,
+                       "%s: %s" % (type(e).__name__, e))
+    except Fatal as e:
+        tap.diag("stopped: %s" % e)
+    except Exception as e:          # never end without the summary line
+        import traceback
+        tap.ok(False, "unexpected error: %s: %s" % (type(e).__name__, e),
+               traceback.format_exc())
+    finally:
+        if sess is not None:
+            sess.stop()
+        tap.diag("total %.1f s" % (time.monotonic() - t_start))
+        tap.summary()
+    return 1 if tap.failed or tap.passed == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1163 @@
+#!/usr/bin/env python3
+"""libvirt suite: pcinumad, its libvirt watcher and the real hook against a
+private session libvirtd (design §8, issue 4).
+
+    test_integration.py --pcinumad P --pcinumactl P --hook P \
+        --mkfakesysfs P --hosts DIR --workdir DIR [--source DIR] [-v]
+
+How it is wired (the lead's "option b"):
+
+* A private session libvirtd (tests/libvirt/session.py) runs as the
+  unprivileged user pcinuma-test, TCG only.
+* pcinumad runs as root on a private socket with the fixture host
+  sample-4n (--sysfs-root) and a test policy file.  Its watcher connects to
+  the session daemon as root through
+  qemu+unix:///session?socket=$XDG_RUNTIME_DIR/libvirt/libvirt-sock, and it
+  serves the session's hook calls thanks to --allow-uid <pcinuma-test>.
+  The socket is chmod 0666 (its directory is 0755) once the daemon made it.
+* The real hook is installed for the test's duration as
+  /etc/libvirt/hooks/qemu.d/pcinuma-test-<random>, a wrapper that sets
+  PCINUMA_SOCKET and PCINUMA_HOOK_CONF (libvirt scrubs the environment) and
+  execs a copy of pcinuma-hook.  libvirt reads qemu.d only when it starts,
+  so the wrapper is installed before any session libvirtd starts, and
+  removed in a finally block and by atexit.
+* A domain with PCI hostdevs can never start under a session libvirtd
+  ("host doesn't support passthrough of host PCI devices"), but libvirt
+  runs the prepare hook before it gets there.  So a start attempt tells the
+  hook's verdict: refused -> virsh's error has "Hook script execution
+  failed" and "pcinuma: refusing to start"; allowed -> the error is the
+  passthrough one.
+
+What it checks (issue 4): define-time planning and its layout; the prepare
+verdicts (require, legacy, policy refusal); define && start races; the
+migrate hook, and a real offline `virsh migrate` between two session
+libvirtds; revert by pcinumactl and by policy off; a running domain whose
+persistent definition changes; transient domains; parallel starts, a
+libvirtd restart, a daemon restart, and that a failure never loses a
+definition (a refused domain, and a redefinition libvirt rejects because
+its config directory is read-only).
+
+Output: "ok N - ..." / "not ok N - ..." lines, "# ..." diagnostics, and a
+final line "N passed, M failed".  Exit 1 on any failure, 77 only when
+libvirtd or virsh is not installed.
+"""
+
+import argparse
+import atexit
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid as uuidlib
+import xml.etree.ElementTree as ET
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from session import Session, SessionError, require_tools, find_tool  # noqa: E402
+from test_define import Tap, compare, diff  # noqa: E402
+
+VIRSH_TIMEOUT = 60          # any virsh call slower than this is a hang
+PLAN_DEADLINE = 2.0         # define -> planned persistent definition
+RECONNECT_DEADLINE = 5.0    # libvirtd back -> watcher connected
+NS = "urn:pcinuma:topology:1"
+MARK = "{%s}topology" % NS
+
+HOOK_FAILED = "Hook script execution failed"
+REFUSING = "pcinuma: refusing to start"
+NO_PASSTHROUGH = "doesn't support passthrough of host PCI devices"
+MSG8_MISMATCH = "does not match the NUMA plan"
+MSG8_UPDATING = "persistent definition is being updated"
+
+MID_WARNED = "4e9a72241f07404697b187ec3ec82cb0"
+MID_REDEFINED = "455d2ff90a3f4acca3521fe01fa462e5"
+MID_REDEFINE_FAILED = "3ff37e4203cd43f58daec424d2534d21"
+
+# sample-4n: host node of each passthrough device used here
+NODE_OF = {}
+for _n, _bdfs in ((0, ("13", "14", "17", "18")), (1, ("33", "34", "37", "38")),
+                  (2, ("53", "54", "57", "58")), (3, ("73", "74", "77", "78"))):
+    for _b in _bdfs:
+        NODE_OF["0000:%s:00.0" % _b] = _n
+
+
+# -- small helpers -----------------------------------------------------------
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def write(path, text, mode=0o644):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chmod(path, mode)
+    return path
+
+
+def domain_xml(name, devices=(), cells=2, memnodes=None, memory_mib=128,
+               extra_devices="", uid=None):
+    """A q35/ACPI/TCG domain with `cells` guest cells; memnodes maps cell ->
+    host nodeset (None: no <numatune>); devices are host BDFs."""
+    uid = uid or str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, "pcinuma-it:" + name))
+    per = max(1, memory_mib // cells)
+    cell_xml = "".join("      <cell id='%d' cpus='%d' memory='%d' unit='MiB'/>\n"
+                       % (i, i, per) for i in range(cells))
+    numatune = ""
+    if memnodes:
+        numatune = "  <numatune>\n%s  </numatune>\n" % "".join(
+            "    <memnode cellid='%d' mode='strict' nodeset='%s'/>\n" % (c, n)
+            for c, n in sorted(memnodes.items()))
+    hd = ""
+    for bdf in devices:
+        dom, bus, rest = bdf.split(":")
+        slot, fn = rest.split(".")
+        hd += ("    <hostdev mode='subsystem' type='pci' managed='yes'>\n"
+               "      <source>\n"
+               "        <address domain='0x%s' bus='0x%s' slot='0x%s' "
+               "function='0x%s'/>\n"
+               "      </source>\n"
+               "    </hostdev>\n" % (dom, bus, slot, fn))
+    return ("<domain type='qemu'>\n"
+            "  <name>%s</name>\n"
+            "  <uuid>%s</uuid>\n"
+            "  <memory unit='MiB'>%d</memory>\n"
+            "  <vcpu placement='static'>%d</vcpu>\n"
+            "  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>\n  </os>\n"
+            "  <features>\n    <acpi/>\n  </features>\n"
+            "  <cpu mode='custom' match='exact'>\n"
+            "    <model fallback='allow'>qemu64</model>\n"
+            "    <numa>\n%s    </numa>\n  </cpu>\n"
+            "%s"
+            "  <devices>\n"
+            "    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n"
+            "    <controller type='pci' index='0' model='pcie-root'/>\n"
+            "%s%s"
+            "    <memballoon model='none'/>\n"
+            "  </devices>\n"
+            "</domain>\n" % (name, uid, memory_mib, cells, cell_xml, numatune,
+                             hd, extra_devices))
+
+
+def is_planned(xml):
+    """The pcinuma mark and at least one pxb."""
+    return (NS in xml and "pcie-expander-bus" in xml)
+
+
+def layout_problems(xml):
+    """Check the planned layout: every PCI hostdev sits alone on a
+    pcie-root-port whose parent is a pcie-expander-bus whose <node> is a
+    guest cell backed by the device's host node.  Return a list of
+    problems (empty = fine)."""
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError as e:
+        return ["not well-formed: %s" % e]
+    probs = []
+    if root.find("metadata/" + MARK) is None:
+        probs.append("no <pcinuma:topology> mark in <metadata>")
+    backing = {}
+    for mn in root.findall("numatune/memnode"):
+        backing[int(mn.get("cellid"))] = set(
+            int(x) for x in expand_nodeset(mn.get("nodeset")))
+    ctrls = {}
+    for c in root.findall("devices/controller"):
+        if c.get("type") == "pci":
+            ctrls[int(c.get("index"))] = c
+    port_users = {}
+    for el in root.iter():
+        a = el.find("address")
+        if el.tag in ("hostdev", "controller") or a is None:
+            pass
+        if a is not None and a.get("type") == "pci" and el.tag != "source":
+            bus = int(a.get("bus"), 0)
+            port_users.setdefault(bus, []).append(el)
+    n = 0
+    for hd in root.findall("devices/hostdev"):
+        if hd.get("type") != "pci":
+            continue
+        n += 1
+        s = hd.find("source/address")
+        bdf = "%04x:%02x:%02x.%x" % (int(s.get("domain"), 0), int(s.get("bus"), 0),
+                                     int(s.get("slot"), 0), int(s.get("function"), 0))
+        a = hd.find("address")
+        if a is None:
+            probs.append("%s: no guest address" % bdf)
+            continue
+        port = ctrls.get(int(a.get("bus"), 0))
+        if port is None or port.get("model") != "pcie-root-port":
+            probs.append("%s: guest bus %s is not a pcie-root-port"
+                         % (bdf, a.get("bus")))
+            continue
+        if len(port_users.get(int(port.get("index")), [])) != 1:
+            probs.append("%s: its root port %s holds %d devices"
+                         % (bdf, port.get("index"),
+                            len(port_users.get(int(port.get("index")), []))))
+        pa = port.find("address")
+        pxb = ctrls.get(int(pa.get("bus"), 0)) if pa is not None else None
+        if pxb is None or pxb.get("model") != "pcie-expander-bus":
+            probs.append("%s: root port %s is not on a pcie-expander-bus"
+                         % (bdf, port.get("index")))
+            continue
+        node_el = pxb.find("target/node")
+        if node_el is None:
+            probs.append("%s: pxb %s has no <node>" % (bdf, pxb.get("index")))
+            continue
+        cell = int(node_el.text)
+        want = NODE_OF.get(bdf)
+        if want is None or want not in backing.get(cell, set()):
+            probs.append("%s (host node %s): on pxb %s of guest cell %d, backed "
+                         "by host nodes %s" % (bdf, want, pxb.get("index"), cell,
+                                               sorted(backing.get(cell, []))))
+    if n == 0:
+        probs.append("no PCI hostdev")
+    return probs
+
+
+def expand_nodeset(s):
+    out = []
+    for part in (s or "").split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            out.extend(range(int(a), int(b) + 1))
+        elif part.strip():
+            out.append(int(part))
+    return out
+
+
+def strip_for_compare(xml):
+    return xml
+
+
+# -- the session libvirtd, restartable, with a host UUID ---------------------
+
+class LvSession(Session):
+    """Session with a fixed host_uuid in libvirtd.conf (two of them on one
+    machine must differ for migration) and a restart() that keeps every
+    directory (so definitions survive)."""
+
+    def __init__(self, host_uuid=None, **kw):
+        self.host_uuid = host_uuid
+        self._restarting = False
+        super().__init__(**kw)
+
+    def _setup_dirs(self):
+        if self._restarting:
+            return
+        super()._setup_dirs()
+        if self.host_uuid:
+            conf = os.path.join(self.env["XDG_CONFIG_HOME"], "libvirt",
+                                "libvirtd.conf")
+            with open(conf, "a") as f:
+                f.write('host_uuid = "%s"\n' % self.host_uuid)
+
+    @property
+    def sock(self):
+        return os.path.join(self.env["XDG_RUNTIME_DIR"], "libvirt",
+                            "libvirt-sock")
+
+    @property
+    def uri(self):
+        return "qemu+unix:///session?socket=" + self.sock
+
+    def kill_daemon(self):
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def restart(self):
+        self.kill_daemon()
+        self._restarting = True
+        try:
+            self.start()
+        finally:
+            self._restarting = False
+
+    def start_dom(self, name, timeout=VIRSH_TIMEOUT):
+        """virsh start; return (verdict, text): verdict is 'refused' (by
+        our hook), 'passed' (the hook let it through; libvirt then failed
+        on the hostdev), 'started', 'hang' or 'other'."""
+        t0 = time.monotonic()
+        try:
+            r = self.virsh("start", name, timeout=timeout, quiet=False)
+        except subprocess.TimeoutExpired:
+            return "hang", "virsh start %s did not return within %ds" % (
+                name, timeout)
+        text = (r.stdout + r.stderr).strip()
+        text += "\n(%.2fs)" % (time.monotonic() - t0)
+        return classify(r.returncode, text), text
+
+    def create_dom(self, path, timeout=VIRSH_TIMEOUT):
+        try:
+            r = self.virsh("create", path, timeout=timeout, quiet=False)
+        except subprocess.TimeoutExpired:
+            return "hang", "virsh create did not return within %ds" % timeout
+        text = (r.stdout + r.stderr).strip()
+        return classify(r.returncode, text), text
+
+
+def classify(rc, text):
+    if rc == 0:
+        return "started"
+    if HOOK_FAILED in text and REFUSING in text:
+        return "refused"
+    if NO_PASSTHROUGH in text and HOOK_FAILED not in text:
+        return "passed"
+    return "other"
+
+
+# -- pcinumad ------------------------------------------------------------------
+
+class Daemon:
+    def __init__(self, a, rundir, sysfs, policy, allow_uid, logdir):
+        self.a = a
+        self.rundir = rundir
+        self.socket = os.path.join(rundir, "hook.sock")
+        self.sysfs = sysfs
+        self.policy = policy
+        self.allow_uid = allow_uid
+        self.logdir = logdir
+        self.proc = None
+        self.logpath = None
+        self.n = 0
+        self.logs = []
+
+    def start(self, uri, wait_connected=False):
+        self.stop()
+        self.n += 1
+        self.logpath = os.path.join(self.logdir, "pcinumad.%d.log" % self.n)
+        self.logs.append(self.logpath)
+        log = open(self.logpath, "w")
+        try:
+            self.proc = subprocess.Popen(
+                [self.a.pcinumad, "--sysfs-root", self.sysfs,
+                 "--socket", self.socket, "--policy-file", self.policy,
+                 "--libvirt-uri", uri, "--log-target", "stderr",
+                 "--allow-uid", str(self.allow_uid)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True)
+        finally:
+            log.close()
+        self.uri = uri
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("pcinumad exited with %s:\n%s"
+                                   % (self.proc.returncode, self.log()[-3000:]))
+            if os.path.exists(self.socket):
+                st = self.status()
+                if st is not None:
+                    os.chmod(self.socket, 0o666)
+                    break
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("pcinumad did not answer on %s within 10 s:\n%s"
+                               % (self.socket, self.log()[-3000:]))
+        if wait_connected:
+            self.wait_connected(RECONNECT_DEADLINE)
+        return self
+
+    def wait_connected(self, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = self.status()
+            if st and (st.get("libvirt") or {}).get("connected"):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self):
+        if self.proc is None:
+            return None
+        rc = self.proc.poll()
+        if rc is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                rc = self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+                rc = "killed (did not stop within 15 s of SIGTERM)"
+        self.proc = None
+        return rc
+
+    def hup(self):
+        before = (self.status() or {}).get("policy", {}).get("loaded_at_usec")
+        self.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            st = self.status() or {}
+            if st.get("policy", {}).get("loaded_at_usec") != before:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def status(self, text=False):
+        try:
+            r = subprocess.run([self.a.pcinumactl, "status", "--socket",
+                                self.socket] + ([] if text else ["--json"]),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, timeout=10)
+        except subprocess.TimeoutExpired:
+            return None
+        if r.returncode != 0:
+            return None
+        if text:
+            return r.stdout
+        try:
+            return json.loads(r.stdout)
+        except ValueError:
+            return None
+
+    def log(self, all_runs=False):
+        out = []
+        for p in (self.logs if all_runs else self.logs[-1:]):
+            try:
+                out.append(read(p))
+            except OSError:
+                pass
+        return "".join(out)
+
+
+# -- the test ------------------------------------------------------------------
+
+class Test:
+    def __init__(self, a, tap):
+        self.a = a
+        self.tap = tap
+        self.s = None
+        self.s2 = None
+        self.d = None
+        self.hook_wrapper = None
+        self.tmp = None
+
+    # -- plumbing --------------------------------------------------------
+    def diag(self, text):
+        self.tap.diag(text)
+
+    def check(self, ok, what, diag=None, note=None):
+        return self.tap.check(bool(ok), what, diag, note)
+
+    def set_policy(self, default="require", rules=None):
+        rules = rules if rules is not None else self.rules
+        write(self.policy, json.dumps({
+            "default": {"policy": default},
+            "rules": [{"match": {"name": n}, "policy": p} for n, p in rules],
+            "hook": {"timeout_ms": 10000, "on_unreachable": "allow"},
+        }, indent=1) + "\n")
+
+    def define(self, xml):
+        return self.s.define(xml)
+
+    def dump(self, name, inactive=True, sess=None):
+        return (sess or self.s).dumpxml(name, inactive=inactive)
+
+    def wait_planned(self, name, timeout=PLAN_DEADLINE, sess=None):
+        """Poll dumpxml --inactive until planned; (xml, seconds or None)."""
+        t0 = time.monotonic()
+        xml = None
+        while True:
+            xml = self.dump(name, sess=sess)
+            if is_planned(xml):
+                return xml, time.monotonic() - t0
+            if time.monotonic() - t0 > timeout:
+                return xml, None
+            time.sleep(0.05)
+
+    def wait_until(self, pred, timeout, step=0.05):
+        t0 = time.monotonic()
+        while True:
+            v = pred()
+            if v:
+                return v
+            if time.monotonic() - t0 > timeout:
+                return v
+            time.sleep(step)
+
+    def wait_log(self, needle, timeout=5.0, all_runs=False):
+        return self.wait_until(lambda: needle in self.d.log(all_runs), timeout)
+
+    def same(self, got, want, tag):
+        return compare(got, want, self.work, tag, "got", "want")
+
+    def run_hook(self, name, phase, sub, xml):
+        env = dict(self.s.env)
+        env["PCINUMA_SOCKET"] = self.d.socket
+        env["PCINUMA_HOOK_CONF"] = self.hook_conf
+        return subprocess.run([self.hook_copy, name, phase, sub, "-"],
+                              input=xml, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env,
+                              timeout=30, user=self.s.uid, group=self.s.gid,
+                              extra_groups=[])
+
+    # -- setup -----------------------------------------------------------
+    def setup(self):
+        a = self.a
+        self.work = a.workdir
+        os.makedirs(self.work, exist_ok=True)
+        self.sysfs = os.path.join(self.work, "sys-sample-4n")
+        shutil.rmtree(self.sysfs, ignore_errors=True)
+        r = subprocess.run([sys.executable, a.mkfakesysfs,
+                            os.path.join(a.hosts, "sample-4n.json"), self.sysfs],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=60)
+        if r.returncode != 0:
+            raise RuntimeError("mkfakesysfs failed: %s" % r.stdout)
+        # Short, world-traversable dir: socket path < 108 bytes, and the
+        # hook (run by libvirt as pcinuma-test) must reach the socket, its
+        # settings and its binary.
+        self.tmp = tempfile.mkdtemp(prefix="pcinuma-it-", dir="/tmp")
+        os.chmod(self.tmp, 0o755)
+        self.hook_copy = os.path.join(self.tmp, "pcinuma-hook")
+        shutil.copy2(a.hook, self.hook_copy)
+        os.chmod(self.hook_copy, 0o755)
+        self.hook_conf = os.path.join(self.tmp, "hook-test.conf")
+        write(self.hook_conf, "socket = %s\ntimeout_ms = 10000\n"
+              "on_unreachable = allow\n" % os.path.join(self.tmp, "hook.sock"))
+        self.policy = os.path.join(self.tmp, "policy.json")
+        # domain name -> policy; everything else: require
+        self.rules = [("legacy-*", "legacy"), ("off-*", "off"),
+                      ("rev-*", "off")]
+        self.set_policy()
+        # the hook wrapper, before any libvirtd starts
+        hooks = "/etc/libvirt/hooks/qemu.d"
+        os.makedirs(hooks, exist_ok=True)
+        self.hook_wrapper = os.path.join(hooks, "pcinuma-test-" + secrets.token_hex(4))
+        atexit.register(self.remove_hook)
+        write(self.hook_wrapper,
+              "#!/bin/sh\n"
+              "# pcinuma integration test (%s); removed when the test ends\n"
+              "[ -e %s ] || exit 0\n"
+              "PCINUMA_SOCKET=%s PCINUMA_HOOK_CONF=%s exec %s \"$@\"\n"
+              % (self.tmp, self.hook_conf, os.path.join(self.tmp, "hook.sock"),
+                 self.hook_conf, self.hook_copy), mode=0o755)
+        self.s = LvSession(host_uuid=str(uuidlib.uuid4()))
+        self.check(True, "private session libvirtd starts",
+                   note="as %s in %s; hook %s" % (self.s.user, self.s.tmp,
+                                                  self.hook_wrapper))
+        self.logdir = os.path.join(self.work, "logs")
+        os.makedirs(self.logdir, exist_ok=True)
+        self.d = Daemon(a, self.tmp, self.sysfs, self.policy, self.s.uid,
+                        self.logdir)
+
+    def remove_hook(self):
+        if self.hook_wrapper and os.path.exists(self.hook_wrapper):
+            try:
+                os.unlink(self.hook_wrapper)
+            except OSError:
+                pass
+
+    def cleanup(self):
+        for s in (self.s2, self.s):
+            if s is not None:
+                try:
+                    s.stop()
+                except Exception as e:   # noqa: BLE001
+                    self.diag("stopping a libvirtd: %s" % e)
+        if self.d is not None:
+            self.d.stop()
+        self.remove_hook()
+        if self.d is not None:
+            for p in self.d.logs:
+                self.diag("pcinumad log: %s" % p)
+        if self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # -- 2: prepare verdicts ---------------------------------------------
+    def t2_prepare(self):
+        d = self.d
+        # Defined while no daemon runs: nothing plans them.
+        xml_req = domain_xml("p2-req", ["0000:13:00.0", "0000:33:00.0"],
+                             memnodes={0: "0", 1: "1"})
+        xml_leg = domain_xml("legacy-p2", ["0000:13:00.0", "0000:33:00.0"],
+                             memnodes={0: "0", 1: "1"})
+        self.define(xml_req)
+        self.define(xml_leg)
+        before_req = self.dump("p2-req")
+        before_leg = self.dump("legacy-p2")
+        self.check(not is_planned(before_req) and not is_planned(before_leg),
+                   "2: domains defined while pcinumad is down stay unplanned")
+        # A daemon that answers the hook while its libvirt connection is
+        # down (its watcher cannot plan yet): the start must be refused
+        # with the §8 message, which says the definition is being updated.
+        dead = "qemu+unix:///session?socket=" + os.path.join(self.tmp, "no-such-sock")
+        d.start(dead)
+        st = d.status() or {}
+        self.check(not (st.get("libvirt") or {}).get("connected", True),
+                   "2: pcinumad with an unreachable libvirt reports "
+                   "'connected: false'", json.dumps(st.get("libvirt")))
+        v, text = self.s.start_dom("p2-req")
+        self.check(v == "refused" and MSG8_MISMATCH in text and MSG8_UPDATING in text,
+                   "2: require, unplanned definition: start refused with the "
+                   "§8 message", text)
+        ok, how, dg = self.same(self.dump("p2-req"), before_req, "p2-req")
+        self.check(ok, "2: the refused start left the definition unchanged",
+                   dg, note=how)
+        v, text = self.s.start_dom("legacy-p2")
+        self.check(v == "passed", "2: legacy, unplanned definition: start "
+                   "passes the hook", text)
+        log = d.log()
+        warned = [l for l in log.splitlines()
+                  if MID_WARNED in l and "PCINUMA_DOMAIN=legacy-p2" in l]
+        self.check(warned and "warning" in warned[0],
+                   "2: legacy: the hook's pass came with a warning "
+                   "(MESSAGE_ID start allowed with a warning)",
+                   "\n".join(warned) or log[-2000:])
+        # The real daemon now: it plans both within 2 s of its start.
+        d.stop()
+        t0 = time.monotonic()
+        d.start(self.s.uri)
+        xml, _ = self.wait_planned("p2-req", timeout=PLAN_DEADLINE -
+                                   (time.monotonic() - t0))
+        dt = time.monotonic() - t0
+        self.check(is_planned(xml) and dt <= PLAN_DEADLINE + 0.2,
+                   "2: pcinumad started now plans the domain within %.0f s"
+                   % PLAN_DEADLINE, "after %.2fs; planned=%s\n%s"
+                   % (dt, is_planned(xml), d.log()[-2000:]),
+                   note="%.2fs" % dt)
+        v, text = self.s.start_dom("p2-req")
+        self.check(v == "passed", "2: require: the next start passes the hook",
+                   text)
+        xml, dt = self.wait_planned("legacy-p2")
+        self.check(dt is not None, "2: legacy: the definition is planned too")
+        # A domain the policy refuses: device on host node 2, cells on 0, 1.
+        xml_bad = domain_xml("p2-bad", ["0000:13:00.0", "0000:53:00.0"],
+                             memnodes={0: "0", 1: "1"})
+        self.define(xml_bad)
+        before_bad = self.dump("p2-bad")
+        seen = self.wait_log("Domain p2-bad: not planned", timeout=5)
+        self.check(seen, "2: the watcher looked at the refused domain and "
+                   "left it (log 'Domain p2-bad: not planned')",
+                   d.log()[-2000:])
+        ok, how, dg = self.same(self.dump("p2-bad"), before_bad, "p2-bad")
+        self.check(ok, "8d: a policy refusal leaves the definition unchanged",
+                   dg, note=how)
+        v, text = self.s.start_dom("p2-bad")
+        self.check(v == "refused" and "0000:53:00.0" in text and
+                   "host node 2" in text,
+                   "2: require, device on a host node no cell is backed by: "
+                   "start refused naming the device", text)
+        for n in ("p2-req", "legacy-p2", "p2-bad"):
+            self.s.undefine(n)
+
+    # -- 1: define-time planning -------------------------------------------
+    def t1_define(self):
+        src = read(os.path.join(self.a.source, "conf", "examples",
+                                "gpu-vm-1.xml"))
+        t0 = time.monotonic()
+        name = self.define(src)
+        xml, dt = self.wait_planned(name)
+        self.check(dt is not None, "1: gpu-vm-1 (16 hostdevs) is planned "
+                   "within %.0f s of virsh define" % PLAN_DEADLINE,
+                   xml[-3000:] if dt is None else None,
+                   note="%.2fs" % (time.monotonic() - t0))
+        probs = layout_problems(xml)
+        self.check(not probs, "1: planned layout: each hostdev alone on a "
+                   "pcie-root-port under a pxb whose <node> is the cell backed "
+                   "by its host node", "\n".join(probs))
+        npxb = xml.count("model='pcie-expander-bus'")
+        self.check(npxb == 4, "1: one pxb per guest cell (4)", "found %d" % npxb)
+        v, text = self.s.start_dom(name)
+        self.check(v == "passed", "1: the planned domain passes the hook", text)
+        self.planned_gpu = xml
+        # The golden inputs planned under require on this fixture host go
+        # through the watcher too: each is planned on define.
+        gdir = os.path.join(self.a.source, "tests", "golden")
+        cases = []
+        for case in sorted(os.listdir(gdir)) if os.path.isdir(gdir) else []:
+            cd = os.path.join(gdir, case)
+            try:
+                if (read(os.path.join(cd, "host")).strip() == "sample-4n" and
+                        read(os.path.join(cd, "args")).split() == ["--policy", "require"] and
+                        os.path.exists(os.path.join(cd, "expected.xml"))):
+                    cases.append(case)
+            except OSError:
+                pass
+        n_ok, bad = 0, []
+        for case in cases:
+            gx = read(os.path.join(gdir, case, "input.xml"))
+            gx = re.sub(r"<domain type=(['\"])kvm\1", "<domain type='qemu'", gx)
+            gx = re.sub(r"<name>[^<]*</name>", "<name>golden-%s</name>" % case, gx, 1)
+            if "<uuid>" not in gx:
+                gx = gx.replace("</name>", "</name>\n  <uuid>%s</uuid>" %
+                                uuidlib.uuid5(uuidlib.NAMESPACE_URL, case), 1)
+            r = self.s.define(gx, check=False)
+            if not isinstance(r, str):
+                bad.append("%s: define failed: %s" % (case, r.stderr.strip()))
+                continue
+            gxml, gdt = self.wait_planned(r)
+            if gdt is None:
+                bad.append("%s: not planned within %.0f s" % (case, PLAN_DEADLINE))
+            else:
+                n_ok += 1
+                v, text = self.s.start_dom(r)
+                if v != "passed":
+                    bad.append("%s: planned, but the start: %s: %s" % (case, v, text))
+            self.s.undefine(r)
+        self.check(cases and not bad, "1: the golden inputs planned under "
+                   "require on sample-4n are planned on define and pass the "
+                   "hook", "\n".join(bad), note="%d of %d" % (n_ok, len(cases)))
+
+    # -- 4: migrate ------------------------------------------------------------
+    def t4_migrate(self):
+        planned = self.dump("gpu-vm-1")
+        r = self.run_hook("gpu-vm-1", "migrate", "begin", planned)
+        self.check(r.returncode == 1 and 'migratable="no"' in r.stderr and
+                   "refusing incoming migration" in r.stderr,
+                   "4: migrate begin, planned domain: the hook exits 1 with the "
+                   "migratable=\"no\" message", "exit %d\nstderr: %s"
+                   % (r.returncode, r.stderr))
+        plain = domain_xml("mig-plain", ["0000:13:00.0"], memnodes={0: "0", 1: "1"})
+        r = self.run_hook("mig-plain", "migrate", "begin", plain)
+        self.check(r.returncode == 0 and r.stdout == plain,
+                   "4: migrate begin, unplanned domain: passes with the XML "
+                   "on stdout", "exit %d\nstderr: %s\nstdout: %s"
+                   % (r.returncode, r.stderr, r.stdout[:500]))
+        r = self.run_hook("gpu-vm-1", "restore", "begin", planned)
+        self.check(r.returncode == 0 and r.stdout == planned,
+                   "4: restore begin passes the XML unchanged",
+                   "exit %d\nstderr: %s" % (r.returncode, r.stderr))
+
+        # A real offline migration between two session libvirtds.
+        try:
+            self.s2 = LvSession(host_uuid=str(uuidlib.uuid4()))
+        except SessionError as e:
+            self.check(False, "4: a second session libvirtd starts", str(e))
+            return
+        dest = self.s2.uri
+        try:
+            r = self.s.virsh("migrate", "--offline", "--persistent", "gpu-vm-1",
+                             dest, timeout=VIRSH_TIMEOUT, quiet=False)
+            out = (r.stdout + r.stderr).strip()
+            hang = False
+        except subprocess.TimeoutExpired:
+            out, hang, r = "timed out", True, None
+        on_dest = self.s2.virsh("dominfo", "gpu-vm-1").returncode == 0
+        self.diag("virsh migrate --offline --persistent gpu-vm-1 %s -> exit %s: %s"
+                  % (dest, None if r is None else r.returncode, out))
+        # the hook that refused is the destination's: libvirt names the
+        # child's environment, whose HOME is the destination session's
+        refused = (r is not None and r.returncode != 0 and
+                   "refusing incoming migration" in out and
+                   "HOME=%s " % self.s2.home in out)
+        self.check(not hang and refused and not on_dest,
+                   "4: real offline virsh migrate of a planned domain between "
+                   "two session libvirtds is refused by the destination's hook",
+                   "%s\ndomain on destination: %s" % (out, on_dest))
+        self.migrate_result = (r.returncode if r else None, out, on_dest)
+        # an unplanned domain migrates (policy off for it: stays unplanned)
+        self.define(domain_xml("off-mig", ["0000:13:00.0"], memnodes={0: "0", 1: "1"}))
+        try:
+            r = self.s.virsh("migrate", "--offline", "--persistent", "off-mig",
+                             dest, timeout=VIRSH_TIMEOUT, quiet=False)
+            out = (r.stdout + r.stderr).strip()
+            ok = r.returncode == 0 and \
+                self.s2.virsh("dominfo", "off-mig").returncode == 0
+        except subprocess.TimeoutExpired:
+            out, ok = "timed out", False
+        self.check(ok, "4: real offline virsh migrate of an unplanned domain "
+                   "passes the hook", out)
+        self.s.undefine("off-mig")
+        self.s2.stop()
+        self.s2 = None
+
+    # -- 5: revert ---------------------------------------------------------
+    def t5_revert(self):
+        d = self.d
+        name = "rev-1"
+        self.define(domain_xml(name, ["0000:13:00.0", "0000:33:00.0",
+                                      "0000:17:00.0"],
+                               memnodes={0: "0", 1: "1"}))
+        time.sleep(0.5)   # give the watcher a chance to (wrongly) touch it
+        before = self.dump(name)
+        self.check(not is_planned(before), "5: policy off: the definition is "
+                   "left as it is")
+        # policy require + SIGHUP -> planned
+        self.set_policy(rules=[r for r in self.rules if r[0] != "rev-*"])
+        self.check(d.hup(), "5: SIGHUP reloads the policy")
+        xml, dt = self.wait_planned(name)
+        self.check(dt is not None and not layout_problems(xml),
+                   "5: policy switched to require + SIGHUP: planned",
+                   "\n".join(layout_problems(xml)), note=dt and "%.2fs" % dt)
+        # pcinumactl revert, the policy switched back to off first; the
+        # daemon is stopped meanwhile (a running daemon with policy off
+        # reverts by itself, checked below; with require it would plan the
+        # domain again at once)
+        self.set_policy()
+        d.stop()
+        r = subprocess.run([self.a.pcinumactl, "revert", "--domain", name,
+                            "--connect", self.s.uri, "--policy-file", self.policy],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=VIRSH_TIMEOUT)
+        after = self.dump(name)
+        ok, how, dg = self.same(after, before, "rev1-ctl")
+        self.check(r.returncode == 0 and ok, "5: pcinumactl revert --domain "
+                   "restores the definition from before the plan",
+                   "exit %d: %s%s\n%s" % (r.returncode, r.stdout, r.stderr,
+                                          dg or ""), note=how)
+        d.start(self.s.uri, wait_connected=True)
+        time.sleep(0.5)
+        ok, how, dg = self.same(self.dump(name), after, "rev1-restart")
+        self.check(ok, "5: a restarted pcinumad leaves the reverted domain "
+                   "alone under policy off", dg, note=how)
+        # require again, then off: the watcher reverts by itself
+        self.set_policy(rules=[r for r in self.rules if r[0] != "rev-*"])
+        d.hup()
+        xml, dt = self.wait_planned(name)
+        self.check(dt is not None, "5: planned again under require")
+        self.set_policy()
+        d.hup()
+        got = self.wait_until(lambda: (lambda x: x if not is_planned(x) else None)(
+            self.dump(name)), timeout=PLAN_DEADLINE)
+        ok, how, dg = self.same(got or self.dump(name), before, "rev1-off")
+        self.check(got and ok, "5: policy off + SIGHUP: the watcher reverts the "
+                   "definition to the one from before the plan", dg, note=how)
+        self.s.undefine(name)
+
+    # -- 6: a running domain -----------------------------------------------
+    def t6_running(self):
+        name = "run-1"
+        xml0 = domain_xml(name, [], cells=2, memory_mib=64)
+        self.define(xml0)
+        v, text = self.s.start_dom(name)
+        if not self.check(v == "started", "6: a domain without hostdevs starts "
+                          "under TCG", text):
+            self.s.undefine(name)
+            return
+        live0 = self.dump(name, inactive=False)
+        xml1 = domain_xml(name, ["0000:13:00.0", "0000:33:00.0"], cells=2,
+                          memory_mib=64, memnodes={0: "0", 1: "1"})
+        r = self.s.define(xml1, check=False)
+        self.check(isinstance(r, str), "6: virsh define of the running domain "
+                   "with hostdevs added", getattr(r, "stderr", ""))
+        xml, dt = self.wait_planned(name)
+        self.check(dt is not None and not layout_problems(xml),
+                   "6: the persistent definition of the running domain is "
+                   "planned", "\n".join(layout_problems(xml)) +
+                   self.d.log()[-1500:], note=dt and "%.2fs" % dt)
+        self.check("it is running" in self.d.log() or "running" in self.d.log(),
+                   "6: the log says the new layout applies at the next start")
+        state = self.s.virsh("domstate", name).stdout.strip()
+        live = self.dump(name, inactive=False)
+        self.check(state == "running" and "pcie-expander-bus" not in live and
+                   NS not in live,
+                   "6: the domain keeps running and its live XML has no pxb",
+                   "state %r\n%s" % (state, diff(live0, live)))
+        self.s.virsh("destroy", name, timeout=VIRSH_TIMEOUT)
+        self.s.undefine(name)
+
+    # -- 7: transient domains ------------------------------------------------
+    def t7_transient(self):
+        xml = domain_xml("trans-1", ["0000:13:00.0", "0000:33:00.0"],
+                         memnodes={0: "0", 1: "1"})
+        path = self.s.write(xml, "trans-1.xml")
+        v, text = self.s.create_dom(path)
+        self.check(v == "refused" and MSG8_MISMATCH in text,
+                   "7: virsh create of an unplanned domain under require: "
+                   "refused by the hook", text)
+        r = subprocess.run([self.a.pcinumactl, "plan", "--sysfs-root", self.sysfs,
+                            "--policy", "require", path], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+        if not self.check(r.returncode == 0 and is_planned(r.stdout),
+                          "7: pcinumactl plan --policy require vm.xml",
+                          r.stderr):
+            return
+        ppath = self.s.write(r.stdout, "trans-1.planned.xml")
+        v, text = self.s.create_dom(ppath)
+        self.check(v == "passed", "7: virsh create of the planned XML passes "
+                   "the hook (then libvirt fails on the hostdev)", text)
+        # and through a pipe, as the §8 message suggests
+        try:
+            r2 = self.s.run_as(["/bin/sh", "-c", "%s plan --sysfs-root %s --policy "
+                                "require %s | virsh -c qemu:///session create "
+                                "/dev/stdin" % (self.a.pcinumactl, self.sysfs, path)],
+                               timeout=VIRSH_TIMEOUT)
+            text = (r2.stdout + r2.stderr).strip()
+            v = classify(r2.returncode, text)
+        except subprocess.TimeoutExpired:
+            v, text = "hang", "timed out"
+        self.check(v == "passed", "7: 'pcinumactl plan ... | virsh create "
+                   "/dev/stdin' passes the hook", text)
+
+    # -- 3: define && start races -------------------------------------------
+    def t3_race(self):
+        name = "race-1"
+        devs_a = ["0000:13:00.0", "0000:33:00.0"]
+        devs_b = ["0000:13:00.0", "0000:33:00.0", "0000:17:00.0"]
+        counts = {"refused": 0, "passed": 0}
+        bad = []
+        for i in range(20):
+            xml = domain_xml(name, devs_b if i % 2 else devs_a,
+                             memnodes={0: "0", 1: "1"})
+            path = self.s.write(xml, "race-%d.xml" % i)
+            try:
+                r = self.s.run_as(["/bin/sh", "-c",
+                                   "virsh -c qemu:///session define %s && "
+                                   "virsh -c qemu:///session start %s"
+                                   % (path, name)], timeout=VIRSH_TIMEOUT)
+                text = (r.stdout + r.stderr).strip()
+                v = classify(r.returncode, text)
+            except subprocess.TimeoutExpired:
+                v, text = "hang", "define && start did not return in %ds" % VIRSH_TIMEOUT
+            if v == "refused" and not (MSG8_MISMATCH in text and MSG8_UPDATING in text):
+                v = "other"
+            if v not in counts:
+                bad.append("round %d: %s: %s" % (i, v, text))
+                if v == "hang":
+                    break
+                continue
+            counts[v] += 1
+            if v == "refused":
+                v2, text2 = self.s.start_dom(name)
+                if v2 != "passed":
+                    bad.append("round %d: refused, and the next start: %s: %s"
+                               % (i, v2, text2))
+        self.check(not any("hang" in b for b in bad),
+                   "3: 20 x 'virsh define && virsh start': every call returns "
+                   "within %d s" % VIRSH_TIMEOUT, "\n".join(bad))
+        self.check(not bad, "3: each start is refused with the §8 message or "
+                   "passes the hook, and a start after a refusal passes",
+                   "\n".join(b[:700] for b in bad[:2]) +
+                   ("\n... %d more" % (len(bad) - 2) if len(bad) > 2 else "") +
+                   "\npcinumad said:\n" + "\n".join(
+                       l[:400] for l in self.d.log().splitlines()
+                       if "race-1" in l and "redefined" in l),
+                   note="%(refused)d refused, %(passed)d passed" % counts)
+        self.s.undefine(name)
+
+    # -- 8a: parallel starts -------------------------------------------------
+    def t8a_parallel(self):
+        names = []
+        for i in range(8):
+            name = "par-%d" % i
+            if i % 2 == 0:
+                devs, mem = ["0000:13:00.0", "0000:33:00.0"], {0: "0", 1: "1"}
+            else:   # refused by the policy: host node 2, cells on 0 and 1
+                devs, mem = ["0000:53:00.0"], {0: "0", 1: "1"}
+            self.define(domain_xml(name, devs, memnodes=mem))
+            names.append(name)
+        for name in names[::2]:
+            self.wait_planned(name)
+        results = {}
+
+        def go(n):
+            results[n] = self.s.start_dom(n)
+        ths = [threading.Thread(target=go, args=(n,)) for n in names]
+        t0 = time.monotonic()
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join(VIRSH_TIMEOUT + 10)
+        dt = time.monotonic() - t0
+        bad = []
+        for i, n in enumerate(names):
+            want = "passed" if i % 2 == 0 else "refused"
+            got, text = results.get(n, ("hang", "no answer"))
+            if got != want:
+                bad.append("%s: want %s, got %s: %s" % (n, want, got, text))
+        self.check(not bad, "8a: 8 domains started in parallel: all answered as "
+                   "expected (4 pass the hook, 4 refused), no hang",
+                   "\n".join(bad), note="%.1fs" % dt)
+        for n in names:
+            self.s.undefine(n)
+
+    # -- 8b: libvirtd restart ------------------------------------------------
+    def t8b_libvirtd_restart(self):
+        d = self.d
+        self.check(d.wait_connected(1), "8b: the watcher is connected before")
+        t0 = time.monotonic()
+        self.s.kill_daemon()
+        gone = self.wait_until(lambda: not (d.status() or {}).get(
+            "libvirt", {}).get("connected", True), timeout=15)
+        self.check(gone, "8b: status shows the watcher disconnected once "
+                   "libvirtd is gone", note="%.2fs" % (time.monotonic() - t0))
+        time.sleep(1.0)
+        self.s.restart()
+        t_up = time.monotonic()
+        # defined right after libvirtd is back, before the watcher reconnects
+        connected_at_define = (d.status() or {}).get("libvirt", {}).get("connected")
+        self.define(domain_xml("lvr-1", ["0000:13:00.0", "0000:33:00.0"],
+                               memnodes={0: "0", 1: "1"}))
+        ok = d.wait_connected(RECONNECT_DEADLINE)
+        dt = time.monotonic() - t_up
+        self.check(ok, "8b: the watcher reconnects within %.0f s of libvirtd's "
+                   "restart (status: connected)" % RECONNECT_DEADLINE,
+                   d.status(text=True), note="%.2fs" % dt)
+        self.diag("lvr-1 was defined while the watcher was %s"
+                  % ("connected (the reconnect beat us)" if connected_at_define
+                     else "disconnected"))
+        xml, pdt = self.wait_planned("lvr-1", timeout=PLAN_DEADLINE + RECONNECT_DEADLINE)
+        self.check(pdt is not None, "8b: a domain defined before the watcher "
+                   "reconnected is planned", d.log()[-1500:])
+        self.s.undefine("lvr-1")
+        # earlier definitions survived the restart, still planned
+        self.check(is_planned(self.dump("gpu-vm-1")), "8b: gpu-vm-1 is still "
+                   "planned after the libvirtd restart")
+
+    # -- 8c: daemon restart ----------------------------------------------------
+    def t8c_daemon_restart(self):
+        d = self.d
+        rc = d.stop()
+        self.check(rc == 0, "8c: pcinumad stops cleanly on SIGTERM",
+                   "exit %s\n%s" % (rc, d.log()[-1500:]))
+        self.define(domain_xml("dr-1", ["0000:13:00.0", "0000:33:00.0"],
+                               memnodes={0: "0", 1: "1"}))
+        self.define(domain_xml("dr-2", ["0000:17:00.0", "0000:37:00.0"],
+                               memnodes={0: "0", 1: "1"}))
+        self.check(not is_planned(self.dump("dr-1")), "8c: defined while "
+                   "pcinumad is down: unplanned")
+        t0 = time.monotonic()
+        d.start(self.s.uri)
+        a, _ = self.wait_planned("dr-1", timeout=PLAN_DEADLINE + 1)
+        b, _ = self.wait_planned("dr-2", timeout=PLAN_DEADLINE + 1)
+        dt = time.monotonic() - t0
+        self.check(is_planned(a) and is_planned(b), "8c: the restarted daemon "
+                   "catches up on definitions made while it was down",
+                   d.log()[-1500:], note="%.2fs" % dt)
+        for n in ("dr-1", "dr-2"):
+            self.s.undefine(n)
+
+    # -- 8d: libvirt rejects a redefinition -----------------------------------
+    def t8d_rejected(self):
+        """Provoke an honest libvirt failure of the watcher's
+        virDomainDefineXMLFlags: the session daemon's config directory
+        ($XDG_CONFIG_HOME/libvirt/qemu) is made read-only, so libvirt
+        cannot save the new definition and must keep the old one."""
+        d = self.d
+        name = "off-rej"
+        self.define(domain_xml(name, ["0000:13:00.0", "0000:33:00.0"],
+                               memnodes={0: "0", 1: "1"}))
+        time.sleep(0.3)
+        before = self.dump(name)
+        cfg = os.path.join(self.s.env["XDG_CONFIG_HOME"], "libvirt", "qemu")
+        st0 = d.status() or {}
+        failures0 = (st0.get("libvirt") or {}).get("failures", 0)
+        mode0 = stat.S_IMODE(os.stat(cfg).st_mode)
+        os.chmod(cfg, 0o555)
+        try:
+            # the domain's policy becomes require: the watcher tries to
+            # redefine it, libvirt fails to write the file
+            self.set_policy(rules=[r for r in self.rules if r[0] != "off-*"])
+            d.hup()
+            got = self.wait_until(lambda: ((d.status() or {}).get("libvirt") or {})
+                                  .get("failures", 0) > failures0, timeout=5)
+            after = self.dump(name)
+            self.check(got, "8d: libvirt rejects the redefinition (read-only "
+                       "config dir): status counts a failure",
+                       json.dumps((d.status() or {}).get("libvirt")))
+            lines = [l for l in d.log().splitlines()
+                     if MID_REDEFINE_FAILED in l and "PCINUMA_DOMAIN=%s" % name in l]
+            self.check(lines and "PCINUMA_LIBVIRT_ERROR=" in lines[0] and
+                       "unchanged" in lines[0],
+                       "8d: REDEFINE_FAILED is logged with libvirt's message",
+                       "\n".join(lines) or d.log()[-1500:])
+            if lines:
+                self.diag(lines[0][:400])
+            ok, how, dg = self.same(after, before, "rej-1")
+            self.check(ok, "8d: the rejected redefinition leaves the original "
+                       "definition", dg, note=how)
+        finally:
+            os.chmod(cfg, mode0)
+            self.set_policy()
+            d.hup()
+        # config writable again + policy off: nothing else happened to it
+        time.sleep(0.3)
+        ok, how, dg = self.same(self.dump(name), before, "rej-2")
+        self.check(ok, "8d: still the original definition after the fault is "
+                   "gone (policy off)", dg, note=how)
+        # and once libvirt can write again, the same domain is planned
+        self.set_policy(rules=[r for r in self.rules if r[0] != "off-*"])
+        d.hup()
+        xml, dt = self.wait_planned(name)
+        self.check(dt is not None, "8d: with the fault gone, the next reload "
+                   "plans the domain", d.log()[-1500:])
+        self.set_policy()
+        d.hup()
+        self.s.undefine(name)
+
+    def run(self):
+        steps = [self.t2_prepare, self.t1_define, self.t4_migrate,
+                 self.t5_revert, self.t6_running, self.t7_transient,
+                 self.t3_race, self.t8a_parallel, self.t8b_libvirtd_restart,
+                 self.t8c_daemon_restart, self.t8d_rejected]
+        for step in steps:
+            if self.a.only and not any(o in step.__name__ for o in self.a.only):
+                continue
+            t0 = time.monotonic()
+            self.diag("---- %s" % step.__name__)
+            try:
+                if step != self.t2_prepare and not self.d.alive():
+                    self.d.start(self.s.uri, wait_connected=True)
+                if self.s.proc is None or self.s.proc.poll() is not None:
+                    raise SessionError("the session libvirtd is not running:\n"
+                                       + self.s.log_tail())
+                step()
+            except (SessionError, RuntimeError, subprocess.TimeoutExpired,
+                    OSError) as e:
+                self.check(False, "%s: ran to the end" % step.__name__,
+                           "%s: %s" % (type(e).__name__, e))
+            self.diag("%s: %.1fs" % (step.__name__, time.monotonic() - t0))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pcinumad", required=True)
+    ap.add_argument("--pcinumactl", required=True)
+    ap.add_argument("--hook", required=True)
+    ap.add_argument("--mkfakesysfs", required=True)
+    ap.add_argument("--hosts", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--source", default=os.path.dirname(os.path.dirname(HERE)))
+    ap.add_argument("--only", action="append", default=[],
+                    help="run only the steps whose name contains this "
+                         "(repeatable; for debugging)")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args()
+    require_tools(("libvirtd", "virsh"))
+    for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts",
+              "workdir", "source"):
+        setattr(a, k, os.path.abspath(getattr(a, k)))
+    tap = Tap(a.verbose)
+    if os.geteuid() != 0:
+        tap.check(False, "runs as root",
+                  "the hook must be installed in /etc/libvirt/hooks/qemu.d "
+                  "and pcinumad must reach a session libvirtd as root")
+        print("%d passed, %d failed" % (tap.passed, tap.failed))
+        return 1
+    t0 = time.monotonic()
+    t = Test(a, tap)
+    try:
+        t.setup()
+        t.run()
+    except (SessionError, RuntimeError, OSError) as e:
+        tap.check(False, "setup", "%s: %s" % (type(e).__name__, e))
+    finally:
+        t.cleanup()
+    tap.diag("%.1fs in all" % (time.monotonic() - t0))
+    if tap.failures:
+        tap.diag("failed: " + "; ".join(tap.failures))
+    print("%d passed, %d failed" % (tap.passed, tap.failed))
+    return 1 if tap.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
