@@ -524,6 +524,25 @@ static bool bus_referenced(xmlNodePtr devices, int bus) {
         return q.found;
 }
 
+struct addr_query {
+        const struct pci_addr *want;
+        xmlNodePtr except;
+        xmlNodePtr found;
+};
+
+static void check_addr(xmlNodePtr addr, const struct pci_addr *a, void *u) {
+        struct addr_query *q = u;
+        if (!q->found && addr->parent != q->except && pci_addr_eq(a, q->want))
+                q->found = addr->parent;
+}
+
+/* The device (other than 'except') whose guest address is *a, or NULL. */
+static xmlNodePtr address_user(xmlNodePtr devices, const struct pci_addr *a, xmlNodePtr except) {
+        struct addr_query q = { .want = a, .except = except };
+        for_each_device_address(devices, check_addr, &q);
+        return q.found;
+}
+
 int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
         int r = 0;
         xmlNodePtr mark = d->mark;
@@ -635,11 +654,24 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
                                 goto out;
                         struct pci_addr a;
                         bool on_lost = false;
-                        if (xml_parse_pci_address(addr, &a) == 0)
+                        xmlNodePtr taken = NULL;
+                        if (xml_parse_pci_address(addr, &a) == 0) {
                                 for (size_t k = 0; k < n_lost; k++)
                                         on_lost = on_lost || (a.domain == 0 && a.bus == lost[k]);
-                        if (!on_lost)
+                                taken = address_user(devices, &a, hd);
+                        }
+                        if (!on_lost && !taken)
                                 continue;
+                        /* libvirt put another device at the original address
+                         * (an unaddressed one lands on an empty root port):
+                         * let libvirt pick a free address instead. */
+                        if (taken) {
+                                _cleanup_free_ char *who = xml_prop(dev_recs[i], "host");
+                                strbuf_printf(&warn, "%sdevice %s could not go back to its original address "
+                                              "%04x:%02x:%02x.%x: <%s> now sits there; libvirt gives it a free address",
+                                              warn.len ? "\n" : "", who ? who : "?", a.domain, a.bus, a.slot, a.func,
+                                              (const char *) taken->name);
+                        }
                 }
                 if (addr)
                         unlink_unit(addr);

@@ -35,7 +35,7 @@ others their cells; (d) control: (a)'s planned XML without <acpi/>: every
 stand-in reports -1 (why the planner requires ACPI).
 
 The required tools are NOT optional here: a missing kernel, busybox-static,
-cpio, gzip, qemu-system-x86_64, libvirtd or virsh is a failure (they are
+cpio, qemu-system-x86_64, libvirtd or virsh is a failure (they are
 installed by scripts/install-deps.sh), never a skip.
 
 Output: "ok N - ..." / "not ok N - ..." lines, "#" diagnostics (the guest's
@@ -74,6 +74,7 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null
 [ -c /dev/console ] && exec </dev/console >/dev/console 2>&1
 echo "%(begin)s"
 echo "@@ kernel $(cat /proc/sys/kernel/osrelease) cmdline: $(cat /proc/cmdline)"
+echo "@@ acpi tables: $(ls /sys/firmware/acpi/tables 2>/dev/null | tr '\n' ' ')"
 for d in /sys/bus/pci/devices/*; do
     [ -e "$d" ] || continue
     n=-
@@ -90,7 +91,8 @@ sleep 5
 echo o > /proc/sysrq-trigger
 """ % {"begin": BEGIN, "end": END}
 
-APPLETS = ["sh", "mount", "cat", "readlink", "echo", "poweroff", "sleep"]
+APPLETS = ["sh", "mount", "cat", "readlink", "echo", "poweroff", "sleep",
+           "ls", "tr"]
 
 CMDLINE = "console=ttyS0 quiet loglevel=3 panic=-1"
 
@@ -158,7 +160,7 @@ def find_prereqs(tap):
     Fatal naming everything that is missing."""
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "libvirt"))
     from session import find_tool          # noqa: E402
-    hint = ("install it with scripts/install-deps.sh (Debian packages "
+    hint = ("install them with scripts/install-deps.sh (Debian packages "
             "linux-image-amd64, busybox-static, cpio, qemu-system-x86, "
             "libvirt-daemon-driver-qemu, libvirt-clients)")
     missing = []
@@ -187,7 +189,7 @@ def find_prereqs(tap):
     else:
         found["busybox"] = bb
 
-    for tool, pkg in (("cpio", "cpio"), ("gzip", "gzip"),
+    for tool, pkg in (("cpio", "cpio"),
                       ("qemu-system-x86_64", "qemu-system-x86"),
                       ("libvirtd", "libvirt-daemon"),
                       ("virsh", "libvirt-clients")):
@@ -748,6 +750,10 @@ def check_case(tap, case, guest_devs, lines, loc, standins, acpi):
             if others:
                 problems.append("root port %s also holds %s"
                                 % (where["rp_bdf"], ", ".join(others)))
+            parent = [x for x in guest_devs if x["bdf"] == where["rp_bdf"]]
+            if not parent or not parent[0]["class"].startswith("0x0604"):
+                problems.append("its parent %s is not a PCI bridge in the "
+                                "guest" % where["rp_bdf"])
             if g["numa"] != want_numa:
                 problems.append("guest numa_node %s, want %s"
                                 % (g["numa"], want_numa))
@@ -830,9 +836,19 @@ def run_case(tap, args, sess, case, hosts_built, kernel, initrd):
                              acpi=not control)
     with open(os.path.join(args.workdir, "%s-boot.xml" % case.key), "w") as f:
         f.write(xml)
+    pdev = {d["host"]: d for d in (case.control_of or case).plan["devices"]}
+    mapping = []
     for alias, host, planned in standins:
-        tap.diag("stand-in %s: virtio-rng for host %s at guest address %s"
-                 % (alias, host, planned or "(none: libvirt assigns, pcie.0)"))
+        cell = pdev.get(host, {}).get("guest_cell")
+        tap.diag("stand-in %s: virtio-rng at guest address %s for host %s, "
+                 "planned guest cell %s"
+                 % (alias, planned or "(none: libvirt assigns one on pcie.0)",
+                    host, "none (stays)" if cell is None else cell))
+        mapping.append({"alias": alias, "guest_address": planned,
+                        "host": host, "guest_cell": cell})
+    with open(os.path.join(args.workdir, "%s-mapping.json" % case.key),
+              "w") as f:
+        json.dump(mapping, f, indent=1)
     g = Guest(sess, name, xml, console, args.boot_timeout)
     try:
         try:
@@ -953,6 +969,12 @@ def main():
                        "%s: %s" % (type(e).__name__, e))
     except Fatal as e:
         tap.diag("stopped: %s" % e)
+    except (SystemExit, KeyboardInterrupt) as e:
+        # SIGTERM (meson's timeout) or ^C: say so, clean up below, re-raise
+        tap.ok(False, "interrupted (%s) - domains destroyed, libvirtd "
+               "stopped" % (type(e).__name__ if not isinstance(e, SystemExit)
+                            else "exit %s" % e.code))
+        raise
     except Exception as e:          # never end without the summary line
         import traceback
         tap.ok(False, "unexpected error: %s: %s" % (type(e).__name__, e),
