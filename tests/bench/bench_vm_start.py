@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""VM start benchmark: `virsh start` of a small TCG domain with the
+pcinuma hook installed, against without it.
+
+A private session libvirtd (tests/libvirt/session.py, as the user
+pcinuma-test) starts a q35/ACPI TCG domain of 64 MiB with no disk (SeaBIOS
+finds no boot device, but QEMU runs, and `virsh start` returns once it
+does), then destroys it, many times.  Two domains: 'bench-vm' (no
+passthrough device, no pcinuma metadata: the hook's fast path) and
+'bench-vm-mark' (a <pcinuma:policy> element in its metadata: the hook
+sends the XML to pcinumad, which answers 'pass').
+
+libvirt looks for hooks when it starts, so the no-hook baseline needs its
+own libvirtd:
+
+  A  libvirtd started with /etc/libvirt/hooks/qemu.d free of our hook:
+     'base' = bench-vm, 'base_mark' = bench-vm-mark (no hook runs)
+  B  libvirtd started with the wrapper /etc/libvirt/hooks/qemu.d/ZZ-pcinuma-bench
+     installed (a sh script that execs build/hook/pcinuma-hook with
+     PCINUMA_SOCKET and PCINUMA_HOOK_CONF set; the hook runs for prepare,
+     start and started during `virsh start`):
+     'fast' = bench-vm, 'mark' = bench-vm-mark, and, interleaved with them,
+     'off' = bench-vm with the wrapper moved out of qemu.d (libvirt reads
+     the directory at every call once it knows hooks exist, so this is a
+     same-daemon no-hook run)
+
+A and B alternate (A B A B), each block runs its variants interleaved,
+order rotated.  pcinumad runs with --allow-uid of pcinuma-test and its
+socket made reachable.  The wrapper is always removed (finally, atexit,
+SIGTERM).  Targets: median(fast) and median(mark) at most 1.05 x
+median(base).
+
+Needs root, libvirtd, virsh, qemu-system-x86_64; otherwise exits 77.
+
+    bench_vm_start.py --hook PATH --pcinumad PATH --session-py PATH
+                      --mkfakesysfs PATH --hosts DIR [--example XML] [--rounds N]
+"""
+
+import argparse
+import importlib.util
+import os
+import pwd
+import shutil
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib as B  # noqa: E402
+
+HOOK_DIR = "/etc/libvirt/hooks/qemu.d"
+WRAPPER = os.path.join(HOOK_DIR, "ZZ-pcinuma-bench")
+
+
+def load_session(path):
+    spec = importlib.util.spec_from_file_location("session", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def remove_wrapper(parked=None):
+    for p in (WRAPPER, parked):
+        if p:
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+
+def timed_start(s, name):
+    t0 = time.monotonic()
+    r = s.virsh("start", name, timeout=120)
+    t = time.monotonic() - t0
+    if r.returncode != 0:
+        raise RuntimeError("virsh start %s failed: %s" % (name, r.stderr.strip()))
+    d = s.virsh("destroy", name, timeout=120)
+    if d.returncode != 0:
+        raise RuntimeError("virsh destroy %s failed: %s" % (name, d.stderr.strip()))
+    return t * 1e3
+
+
+def hook_count(sock):
+    return B.call(sock, {"version": 1, "type": "status"})["status"]["requests"]["hook"]
+
+
+def run(a):
+    if os.geteuid() != 0:
+        B.skip("needs root (installs a hook in %s)" % HOOK_DIR)
+    for tool in ("libvirtd", "virsh", "qemu-system-x86_64"):
+        if not (shutil.which(tool) or os.path.exists("/usr/sbin/" + tool)):
+            B.skip("%s not found" % tool)
+    if not os.path.isdir(HOOK_DIR):
+        B.skip("%s does not exist" % HOOK_DIR)
+    if os.path.exists(WRAPPER):
+        raise RuntimeError("%s exists: another run of this benchmark?" % WRAPPER)
+    session = load_session(a.session_py)
+    uid = session.ensure_user()[0]
+
+    work = B.short_tmpdir("vm")
+    os.chmod(work, 0o711)
+    sysfs = B.mkfakesysfs(a.mkfakesysfs, os.path.join(a.hosts, "sample-4n.json"),
+                          os.path.join(work, "host"))
+    d = B.Daemon(a.pcinumad, sysfs, work, policy="legacy",
+                 extra=["--allow-uid", str(uid)]).start()
+    os.chmod(d.sock, 0o666)   # the peer check still serves only root and uid
+    conf = os.path.join(work, "bench-hook.conf")
+    with open(conf, "w") as f:
+        f.write("socket = %s\non_unreachable = refuse\n" % d.sock)
+    os.chmod(conf, 0o644)
+    wrapper_text = ("#!/bin/sh\n# pcinuma benchmark (tests/bench/bench_vm_start.py); "
+                    "removed when it ends\nPCINUMA_SOCKET=%s PCINUMA_HOOK_CONF=%s exec %s \"$@\"\n"
+                    % (d.sock, conf, os.path.abspath(a.hook)))
+    parked = os.path.join(os.path.dirname(HOOK_DIR), ".pcinuma-bench-parked-%d" % os.getpid())
+    B.at_exit(lambda: remove_wrapper(parked))
+
+    def install():
+        tmp = WRAPPER + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(wrapper_text)
+        os.chmod(tmp, 0o755)
+        os.rename(tmp, WRAPPER)
+
+    xml = {"bench-vm": B.plain_domain_xml("bench-vm", 0),
+           "bench-vm-mark": B.plain_domain_xml("bench-vm-mark", 0, mark=True)}
+    B.say("# domain XML (bench-vm-mark):\n# " + xml["bench-vm-mark"].replace("\n", "\n# "))
+    times = {k: [] for k in ("base", "base_mark", "off", "fast", "mark")}
+    per_block = max(1, a.rounds // 2)
+    for block in ("A", "B", "A", "B"):
+        if block == "B":
+            install()
+        else:
+            remove_wrapper()
+        s = session.Session()
+        try:
+            for name, text in xml.items():
+                s.define(text)
+            if block == "A":
+                variants = [("base", "bench-vm"), ("base_mark", "bench-vm-mark")]
+            else:
+                variants = [("off", "bench-vm"), ("fast", "bench-vm"), ("mark", "bench-vm-mark")]
+            # warm-up (first start loads QEMU and its capabilities), and checks
+            before = hook_count(d.sock)
+            timed_start(s, "bench-vm-mark")
+            timed_start(s, "bench-vm")
+            calls = hook_count(d.sock) - before
+            want = 1 if block == "B" else 0
+            if calls != want:
+                raise RuntimeError("block %s: the daemon saw %d hook request(s) for one start of "
+                                   "bench-vm-mark, expected %d" % (block, calls, want))
+            for r in range(per_block):
+                for k in range(len(variants)):
+                    var, name = variants[(k + r) % len(variants)]
+                    if var == "off":
+                        os.rename(WRAPPER, parked)
+                    try:
+                        times[var].append(timed_start(s, name))
+                    finally:
+                        if var == "off":
+                            os.rename(parked, WRAPPER)
+            if block == "B":
+                # the parked wrapper is invisible to this libvirtd:
+                os.rename(WRAPPER, parked)
+                before = hook_count(d.sock)
+                timed_start(s, "bench-vm-mark")
+                seen = hook_count(d.sock) - before
+                os.rename(parked, WRAPPER)
+                if seen != 0:
+                    raise RuntimeError("with the wrapper parked the hook still ran: 'off' is not a no-hook run")
+        finally:
+            s.stop()
+            remove_wrapper(parked)
+        B.say("# block %s done: %s" % (block, {k: len(v) for k, v in times.items()}))
+    d.stop()
+
+    B.say("# virsh start wall time, ms (as pcinuma-test, qemu:///session, TCG):")
+    for k, v in times.items():
+        v = sorted(v)
+        B.say("#   %-9s median %.1f  p10 %.1f  p90 %.1f  n=%d" % (
+            k, B.median(v), v[len(v) // 10], v[(len(v) * 9) // 10], len(v)))
+    base = B.median(times["base"])
+    for k in ("base", "base_mark", "off", "fast", "mark"):
+        B.info("vmstart.%s_median_ms" % k, B.median(times[k]), "ms", "%.1f")
+    B.result("vmstart.fast_path_ratio", B.median(times["fast"]) / base, "x", "<=", 1.05, "%.3f",
+             "vs the same daemon with the hook parked: %.3f"
+             % (B.median(times["fast"]) / B.median(times["off"])))
+    B.result("vmstart.daemon_path_ratio", B.median(times["mark"]) / B.median(times["base_mark"]), "x",
+             "<=", 1.05, "%.3f", "vs the same daemon with the hook parked: %.3f"
+             % (B.median(times["mark"]) / B.median(times["off"])))
+    return 0
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    for opt in ("--hook", "--pcinumad", "--session-py", "--mkfakesysfs", "--hosts"):
+        ap.add_argument(opt, required=True)
+    ap.add_argument("--example")
+    ap.add_argument("--rounds", type=int, default=20)
+    B.main(lambda: run(ap.parse_args()))
