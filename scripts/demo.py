@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""The pcinuma demo: the whole mission on the bundled sample host.
+
+Run by scripts/demo.sh (which installs what is missing and builds) as root:
+
+  1. builds the sample host (2 sockets, 4 NUMA nodes, 8 GPUs and 8 NICs
+     under PCIe switches) as a sysfs tree;
+  2. starts a private libvirtd (qemu:///session, as user pcinuma-test) with
+     the pcinuma hook installed, and pcinumad over the sample host, policy
+     require, watching that libvirtd;
+  3. defines the sample GPU VM the way an admin would (virsh define) and
+     shows what pcinumad did to it: the explanation and a diff;
+  4. starts it: the hook lets it through (this machine has no GPUs, so
+     libvirt then stops; that is expected);
+  5. boots the same topology under TCG with a virtio stand-in at each GPU's
+     and NIC's guest address, and prints what the guest reports beside the
+     host's nodes;
+  6. cleans up everything it started.
+"""
+
+import argparse
+import difflib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "tests", "libvirt"))
+sys.path.insert(0, os.path.join(TOP, "tests", "guest"))
+
+import test_guest as tg          # noqa: E402  (initramfs, stand-ins, guest report)
+from session import Session      # noqa: E402
+
+T0 = time.monotonic()
+STEPS = 7
+
+
+def step(n, text):
+    print("\n[%d/%d %5.1fs] %s" % (n, STEPS, time.monotonic() - T0, text), flush=True)
+
+
+def say(text=""):
+    print("    " + text if text else "", flush=True)
+
+
+def run(argv, **kw):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, **kw)
+
+
+class QuietTap:
+    """test_guest's helpers report through a Tap; the demo prints its own."""
+    failed = passed = 0
+
+    def ok(self, cond, name, diag=None):
+        if not cond:
+            self.failed += 1
+            print("    problem: %s\n%s" % (name, diag or ""), flush=True)
+        return cond
+
+    @staticmethod
+    def diag(text):
+        pass
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    ctl = os.path.join(build, "daemon", "pcinumactl")
+    pcinumad = os.path.join(build, "daemon", "pcinumad")
+    hook = os.path.join(build, "hook", "pcinuma-hook")
+    vm_src = os.path.join(TOP, "conf", "examples", "gpu-vm-1.xml")
+    if os.geteuid() != 0:
+        sys.exit("demo: run as root (it installs a libvirt hook and starts libvirtd as an unprivileged user)")
+
+    work = tempfile.mkdtemp(prefix="pcinuma-demo-")
+    os.chmod(work, 0o755)
+    hook_wrapper = "/etc/libvirt/hooks/qemu.d/pcinuma-demo-%s" % uuid.uuid4().hex[:8]
+    daemon = sess = guest = None
+    try:
+        step(1, "The sample host: tests/fixtures/hosts/sample-4n.json as a sysfs tree")
+        host = os.path.join(work, "sys")
+        r = run([sys.executable, os.path.join(TOP, "tests", "fixtures", "mkfakesysfs.py"),
+                 os.path.join(TOP, "tests", "fixtures", "hosts", "sample-4n.json"), host])
+        if r.returncode:
+            sys.exit("demo: cannot build the sample host: " + r.stderr)
+        out = run([ctl, "host", "--sysfs-root", host]).stdout
+        for line in out.splitlines():
+            if line.startswith("  node ") and "socket" in line:
+                say(line.strip())
+        say("%d GPUs and %d InfiniBand NICs, paired under PCIe switches (pcinumactl host shows them all)"
+            % (out.count("3D controller [10de:2330]"), out.count("Infiniband controller [15b3:1021]")))
+
+        step(2, "A private libvirtd with the pcinuma hook, and pcinumad (policy require) watching it")
+        sockdir = os.path.join(work, "run")
+        os.makedirs(sockdir, 0o755)
+        sock = os.path.join(sockdir, "hook.sock")
+        # libvirt runs hooks with a scrubbed environment and reads the hook
+        # directory only when it starts: a wrapper with the socket baked in.
+        hook_copy = os.path.join(work, "pcinuma-hook")
+        shutil.copy(hook, hook_copy)
+        os.chmod(hook_copy, 0o755)
+        with open(hook_wrapper, "w") as f:
+            f.write("#!/bin/sh\nPCINUMA_SOCKET=%s exec %s \"$@\"\n" % (sock, hook_copy))
+        os.chmod(hook_wrapper, 0o755)
+        sess = Session()
+        say("libvirtd: qemu:///session as user %s (hook %s)" % (sess.user, hook_wrapper))
+        policy = os.path.join(work, "policy.json")
+        with open(policy, "w") as f:
+            f.write('{"default": {"policy": "require"}}\n')
+        uri = "qemu+unix:///session?socket=%s/libvirt/libvirt-sock" % sess.env["XDG_RUNTIME_DIR"]
+        dlog = open(os.path.join(work, "pcinumad.log"), "w")
+        daemon = subprocess.Popen([pcinumad, "--sysfs-root", host, "--socket", sock, "--policy-file", policy,
+                                   "--libvirt-uri", uri, "--allow-uid", str(sess.uid), "--log-target", "stderr"],
+                                  stderr=dlog)
+        for _ in range(100):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+        os.chmod(sock, 0o666)
+        for _ in range(100):
+            st = run([ctl, "status", "--socket", sock]).stdout
+            if "connected" in st and "NOT connected" not in st:
+                break
+            time.sleep(0.1)
+        for line in st.splitlines():
+            say(line)
+
+        step(3, "An admin defines the sample GPU VM: virsh define conf/examples/gpu-vm-1.xml")
+        say("16 hostdevs (8 GPUs, 8 NICs), 4 guest NUMA cells backed by host nodes 0-3, no PCI layout given")
+        t = time.monotonic()
+        name = sess.define(open(vm_src).read())
+        planned = None
+        while time.monotonic() - t < 5:
+            x = sess.dumpxml(name)
+            if "urn:pcinuma:topology:1" in x:
+                planned = x
+                break
+            time.sleep(0.02)
+        if not planned:
+            sys.exit("demo: pcinumad did not plan the domain; see %s" % dlog.name)
+        say("pcinumad redefined it with the NUMA-aware topology %.0f ms later:" % ((time.monotonic() - t) * 1000))
+        with open(dlog.name) as f:
+            for line in f:
+                if "redefined" in line:
+                    say(line.split(" | ")[0].strip())
+
+        step(4, "What pcinumad decided (pcinumactl plan --format explain) and what changed in the definition")
+        cur = os.path.join(work, "defined.xml")
+        with open(cur, "w") as f:
+            f.write(planned)
+        r = run([ctl, "plan", "--sysfs-root", host, "--policy", "require", "--format", "explain", cur])
+        for line in r.stdout.splitlines():
+            say(line)
+        r = run([ctl, "revert", cur])
+        # Same serializer on both sides, so the diff shows only pcinuma's changes.
+        before = run(["xmllint", "--format", "-"], input=r.stdout).stdout
+        after = run(["xmllint", "--format", "-"], input=planned).stdout
+        # The mark is long (it keeps what revert needs); summarise it and
+        # diff the rest.
+        import re
+        mark = re.search(r"\n *<metadata>.*?</metadata>", after, flags=re.S)
+        mark_lines = mark.group(0).count("\n") if mark else 0
+        after = after.replace(mark.group(0), "") if mark else after
+        diff = list(difflib.unified_diff(before.splitlines(), after.splitlines(),
+                                         "before pcinuma (libvirt's layout)", "after pcinuma (virsh dumpxml)",
+                                         lineterm="", n=1))
+        say("")
+        say("the definition gained a <metadata><pcinuma:topology> mark (%d lines: policy, migratable=\"no\", "
+            "every device's original address and every pruned root port, for 'pcinumactl revert')" % mark_lines)
+        say("and its devices changed like this (diff of the rest, %d lines; the first 70):" % len(diff))
+        for line in diff[:70]:
+            say(line)
+
+        step(5, "virsh start %s: the pcinuma hook checks the layout at start" % name)
+        r = sess.virsh("start", name, quiet=False)
+        with open(dlog.name) as f:
+            verdict = [l.split(" | ")[0] for l in f if "PCINUMA_PHASE=prepare" in l and "PCINUMA_DOMAIN=%s " % name in l]
+        for v in verdict[-1:]:
+            say("pcinumad: " + v.split(": ", 1)[-1])
+        say("libvirt then says: %s" % (r.stderr.strip().splitlines() or ["(started)"])[-1])
+        say("(expected on this machine: it has no GPUs to pass through; the hook ran first and allowed it)")
+
+        step(6, "Booting the planned topology under TCG, with a virtio stand-in at each device's guest address")
+        tap = QuietTap()
+        tools = tg.find_prereqs(tap)
+        initrd_local, _ = tg.build_initramfs(work, tools["busybox"], tools["cpio"])
+        kernel = os.path.join(sess.files, "vmlinuz")
+        initrd = os.path.join(sess.files, "initramfs.cpio.gz")
+        for src, dst in ((tools["kernel"], kernel), (initrd_local, initrd)):
+            shutil.copyfile(src, dst)
+            os.chmod(dst, 0o644)
+            os.chown(dst, sess.uid, sess.gid)
+        console = os.path.join(sess.files, "console.log")
+        bxml, standins = tg.boot_xml(None, planned, "gpu-vm-1-standin", kernel, initrd, console)
+        # Without its GPUs the stand-in copy is no longer pcinuma's to plan:
+        # drop the mark, or pcinumad would (rightly) undo the topology of a
+        # marked domain that has no passthrough devices left.
+        import xml.etree.ElementTree as ET
+        root = ET.fromstring(bxml)
+        for md in root.findall("metadata"):
+            for el in md.findall("{urn:pcinuma:topology:1}topology"):
+                md.remove(el)
+        bxml = ET.tostring(root, encoding="unicode")
+        guest = tg.Guest(sess, "gpu-vm-1-standin", bxml, console, 90)
+        dump = guest.define()
+        loc = tg.locate(dump, standins)
+        if not guest.start_and_wait():
+            sys.exit("demo: the guest stopped or did not report within 90 s (domain state: %s)\n%s\nlibvirtd log:\n%s"
+                     % (guest.state, tg.console_tail(guest.console_text), sess.log_tail(20)))
+        say("the guest booted and reported in %.1f s" % guest.boot_s)
+
+        step(7, "What the guest sees, beside the host")
+        devs, _ = tg.parse_report(guest.console_text)
+        by_path = {}
+        for d in devs:
+            by_path.setdefault(d["hostbridge"], []).append(d)
+        plan_cell = {}
+        import json
+        pj = json.loads(run([ctl, "plan", "--sysfs-root", host, "--policy", "require", "--format", "json", cur]).stdout)
+        for d in pj["devices"]:
+            plan_cell[d["host"]] = (d["host_node"], d["guest_cell"], d.get("class_name"))
+        say("%-14s %-22s %-9s %-10s %-13s %-15s %s" % ("HOST DEVICE", "CLASS", "HOST NODE", "GUEST CELL",
+                                                      "GUEST BDF", "GUEST numa_node", ""))
+        ok_all = True
+        for alias, bdf, _addr in standins:
+            info = loc.get(alias, {})
+            hb = info.get("hostbridge")
+            mine = [d for d in by_path.get(hb, []) if d["id"] == tg.STANDIN_ID and d["parent"] and
+                    d["parent"].endswith(info.get("rp_bdf", "?")[5:])] if hb else []
+            node, cell, cls = plan_cell.get(bdf, ("?", "?", "?"))
+            g = mine[0] if mine else None
+            good = g is not None and str(g["numa"]) == str(cell)
+            ok_all = ok_all and good
+            say("%-14s %-22s %-9s %-10s %-13s %-15s %s" % (bdf, cls, node, cell, g["bdf"] if g else "?",
+                                                           g["numa"] if g else "?", "ok" if good else "MISMATCH"))
+        nodes = sorted({d["numa"] for d in devs if d["id"] == tg.STANDIN_ID})
+        say("")
+        say("The guest's own words: every device reports the NUMA node of its host device's cell"
+            if ok_all else "Some devices do not report their planned node: see above")
+        say("(guest nodes seen: %s; without pcinuma every one of them would report -1)" % ", ".join(nodes))
+        return 0 if ok_all else 1
+    finally:
+        print("\n[cleanup] stopping the guest, libvirtd and pcinumad; removing the hook wrapper", flush=True)
+        if guest is not None:
+            guest.cleanup()
+        if daemon is not None:
+            daemon.terminate()
+            try:
+                daemon.wait(10)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+        if sess is not None:
+            sess.stop()
+        if os.path.exists(hook_wrapper):
+            os.unlink(hook_wrapper)
+        shutil.rmtree(work, ignore_errors=True)
+        print("[done in %.1f s]" % (time.monotonic() - T0), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
