@@ -173,11 +173,21 @@ static void process_domain(struct watcher *w, virDomainPtr dom) {
                 log_msg(LOG_WARNING, "Cannot read the definition of domain %s: %s, ignoring", name, lv_error());
                 return;
         }
+        /* A definition without our mark is new input from the user: it
+         * starts a fresh count for the loop guard below. */
+        bool ours = strstr(xml, "urn:pcinuma:topology:1") != NULL;
+        struct loop_guard *g = guard_for(w, uuid);
+        if (!ours) {
+                g->count = 0;
+                g->stopped = false;
+        }
         struct redefine_plan plan = {0};
         bool ok = plan_on_main(w, xml, &plan);
         free(xml);
         if (!ok)
                 return;
+        if (!plan.redefine)
+                g->count = 0;   /* stable */
         if (!plan.redefine) {
                 if (plan.summary)
                         log_msg(plan.prio, "Domain %s: %s", name, plan.summary);
@@ -185,15 +195,16 @@ static void process_domain(struct watcher *w, virDomainPtr dom) {
                 return;
         }
 
-        struct loop_guard *g = guard_for(w, uuid);
         if (g->stopped) {
                 redefine_plan_done(&plan);
                 return;
         }
-        if (++g->count > LOOP_LIMIT) {
+        /* Only re-plans of our own output count: those must converge at
+         * once (plan(dumpxml(plan(x))) is dumpxml(plan(x))). */
+        if (ours && ++g->count > LOOP_LIMIT) {
                 g->stopped = true;
                 log_event(LOG_ERR, PCINUMA_MID_REDEFINE_FAILED, &plan.fields,
-                          "Domain %s was redefined %u times within %d s and its plan still changes: "
+                          "Domain %s was re-planned %u times within %d s without settling: "
                           "not redefining it again until pcinumad restarts (please report this as a bug)",
                           name, LOOP_LIMIT, LOOP_WINDOW_SEC);
                 redefine_plan_done(&plan);

@@ -105,10 +105,18 @@ def main():
         hook_copy = os.path.join(work, "pcinuma-hook")
         shutil.copy(hook, hook_copy)
         os.chmod(hook_copy, 0o755)
+        # Only this demo's libvirtd (told apart by the HOME libvirt passes to
+        # hooks) is forwarded: other libvirtds on the machine see exit 0.
+        home_file = os.path.join(work, "libvirtd-home")
         with open(hook_wrapper, "w") as f:
-            f.write("#!/bin/sh\nPCINUMA_SOCKET=%s exec %s \"$@\"\n" % (sock, hook_copy))
+            f.write("#!/bin/sh\n"
+                    "[ \"$HOME\" = \"$(cat %s 2>/dev/null)\" ] || { cat >/dev/null; exit 0; }\n"
+                    "PCINUMA_SOCKET=%s exec %s \"$@\"\n" % (home_file, sock, hook_copy))
         os.chmod(hook_wrapper, 0o755)
         sess = Session()
+        with open(home_file, "w") as f:
+            f.write(sess.env["HOME"])
+        os.chmod(home_file, 0o644)
         say("libvirtd: qemu:///session as user %s (hook %s)" % (sess.user, hook_wrapper))
         policy = os.path.join(work, "policy.json")
         with open(policy, "w") as f:
