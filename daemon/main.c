@@ -25,6 +25,7 @@ static void usage(FILE *f) {
                 "  --request-timeout-ms N  close a client that sends nothing for N ms (default 5000)\n"
                 "  --max-connections N     at most N clients at once (default 256)\n"
                 "  --allow-uid UID         also serve this uid (a session libvirtd's user); repeatable\n"
+                "  --watch-udev yes|no|auto  rescan on udev PCI events (auto: only for /sys)\n"
                 "  --version               print the version\n");
 }
 
@@ -38,6 +39,7 @@ int main(int argc, char **argv) {
                 ARG_TIMEOUT,
                 ARG_MAX_CONN,
                 ARG_ALLOW_UID,
+                ARG_WATCH_UDEV,
                 ARG_VERSION,
         };
         static const struct option opts[] = {
@@ -49,6 +51,7 @@ int main(int argc, char **argv) {
                 { "request-timeout-ms", required_argument, NULL, ARG_TIMEOUT },
                 { "max-connections", required_argument, NULL, ARG_MAX_CONN },
                 { "allow-uid", required_argument, NULL, ARG_ALLOW_UID },
+                { "watch-udev", required_argument, NULL, ARG_WATCH_UDEV },
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
@@ -61,6 +64,7 @@ int main(int argc, char **argv) {
                 .libvirt_uri = "qemu:///system",
                 .request_timeout_ms = 5000,
                 .max_connections = 256,
+                .watch_udev = -1,
         };
         enum log_target target = LOG_TARGET_AUTO;
         uint64_t v;
@@ -107,6 +111,18 @@ int main(int argc, char **argv) {
                                 return 2;
                         }
                         cfg.allowed_uids[cfg.n_allowed_uids++] = (uid_t) v;
+                        break;
+                case ARG_WATCH_UDEV:
+                        if (streq(optarg, "yes"))
+                                cfg.watch_udev = 1;
+                        else if (streq(optarg, "no"))
+                                cfg.watch_udev = 0;
+                        else if (streq(optarg, "auto"))
+                                cfg.watch_udev = -1;
+                        else {
+                                fprintf(stderr, "pcinumad: --watch-udev: expected yes, no or auto, not '%s'\n", optarg);
+                                return 2;
+                        }
                         break;
                 case ARG_VERSION:
                         printf("pcinumad %s\n", PCINUMA_VERSION);

@@ -173,8 +173,9 @@ static int setup_udev(struct manager *m) {
         (void) sd_event_source_set_description(m->rescan_timer, "rescan");
         (void) sd_event_source_set_enabled(m->rescan_timer, SD_EVENT_OFF);
 
-        /* A fixture tree gets no uevents: only watch the real /sys. */
-        if (!streq(m->cfg.sysfs_root, "/sys"))
+        /* A fixture tree gets no uevents: by default only the real /sys is
+         * watched (--watch-udev yes forces it, for tests). */
+        if (m->cfg.watch_udev == 0 || (m->cfg.watch_udev < 0 && !streq(m->cfg.sysfs_root, "/sys")))
                 return 0;
         r = sd_device_monitor_new(&m->monitor);
         if (r >= 0)

@@ -36,6 +36,7 @@ struct manager_config {
         const char *libvirt_uri;        /* "none" disables the libvirt watcher */
         unsigned request_timeout_ms;    /* per-connection read timeout */
         unsigned max_connections;
+        int watch_udev;                 /* 1 yes, 0 no, -1 auto: only for the real /sys */
         /* Besides root, these uids are served (--allow-uid): a session
          * libvirtd runs its hooks as its own user. */
         uid_t allowed_uids[8];

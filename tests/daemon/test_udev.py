@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""pcinumad rebuilds its host map when udev reports a PCI device added,
+removed, bound or unbound (sd-device monitor), and never per request.
+
+There is no udevd on a test machine, so the test plays udevd: it sends the
+same netlink multicast message udevd sends to libudev listeners (group 2,
+"libudev" header, the subsystem hash the monitor's BPF filter checks) as
+root, after changing the fixture tree.  Ends with 'N passed, M failed'.
+"""
+import argparse
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+NETLINK_KOBJECT_UEVENT = 15
+UDEV_GROUP = 2
+results = []
+
+
+def check(ok, what, diag=""):
+    results.append(bool(ok))
+    print(("ok" if ok else "not ok"), len(results), "-", what, flush=True)
+    if not ok and diag:
+        for line in str(diag).rstrip().splitlines():
+            print("#  ", line)
+    return ok
+
+
+def murmur2(data, seed=0):
+    """systemd's string_hash32(): MurmurHash2, 32-bit, little-endian."""
+    m, r = 0x5BD1E995, 24
+    length = len(data)
+    h = (seed ^ length) & 0xFFFFFFFF
+    i = 0
+    while length >= 4:
+        k = int.from_bytes(data[i:i + 4], "little")
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> r
+        k = (k * m) & 0xFFFFFFFF
+        h = (h * m) & 0xFFFFFFFF
+        h ^= k
+        i += 4
+        length -= 4
+    if length == 3:
+        h ^= data[i + 2] << 16
+    if length >= 2:
+        h ^= data[i + 1] << 8
+    if length >= 1:
+        h ^= data[i]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h
+
+
+def uevent(action, devpath, subsystem, seqnum):
+    props = ("ACTION=%s\0DEVPATH=%s\0SUBSYSTEM=%s\0SEQNUM=%d\0" % (action, devpath, subsystem, seqnum)).encode()
+    # The magic and the filter hashes are big-endian on the wire, the sizes
+    # native (systemd's struct monitor_netlink_header).
+    header = struct.pack("8s", b"libudev\0")
+    header += struct.pack(">I", 0xFEEDCAFE)
+    header += struct.pack("=III", 40, 40, len(props))
+    header += struct.pack(">II", murmur2(subsystem.encode()), 0)
+    header += struct.pack("=II", 0, 0)
+    assert len(header) == 40
+    return header + props
+
+
+def send(msg):
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_KOBJECT_UEVENT)
+    try:
+        s.bind((0, 0))
+        s.sendto(msg, (0, UDEV_GROUP))
+    finally:
+        s.close()
+
+
+def status(ctl, sock):
+    r = subprocess.run([ctl, "status", "--socket", sock, "--json"], capture_output=True, text=True, timeout=10)
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pcinumad", required=True)
+    ap.add_argument("--pcinumactl", required=True)
+    ap.add_argument("--mkfakesysfs", required=True)
+    ap.add_argument("--hosts", required=True)
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        print("1..0 # SKIP sending udev's netlink multicast needs root")
+        sys.exit(77)
+
+    work = tempfile.mkdtemp(prefix="pcinuma-udev-")
+    daemon = None
+    try:
+        desc = json.load(open(os.path.join(a.hosts, "sample-4n.json")))
+        host = os.path.join(work, "sys")
+        desc_path = os.path.join(work, "host.json")
+        json.dump(desc, open(desc_path, "w"))
+        subprocess.run([sys.executable, a.mkfakesysfs, desc_path, host], check=True)
+        sock = os.path.join(work, "hook.sock")
+        log = open(os.path.join(work, "daemon.log"), "w")
+        daemon = subprocess.Popen([a.pcinumad, "--sysfs-root", host, "--socket", sock, "--libvirt-uri", "none",
+                                   "--log-target", "stderr", "--policy-file", os.path.join(work, "none.json"),
+                                   "--watch-udev", "yes"], stderr=log)
+        for _ in range(100):
+            st = status(a.pcinumactl, sock) if os.path.exists(sock) else None
+            if st:
+                break
+            time.sleep(0.05)
+        check(st is not None, "pcinumad answers status")
+        check(st and st["hostmap"]["udev"] is True, "pcinumad watches udev (--watch-udev yes)", json.dumps(st))
+        gen0, dev0 = st["hostmap"]["generation"], st["hostmap"]["devices"]
+
+        # Requests never rescan: 20 status calls leave the generation alone.
+        for _ in range(20):
+            st = status(a.pcinumactl, sock)
+        check(st["hostmap"]["generation"] == gen0, "requests do not rebuild the host map")
+
+        # A new GPU appears in the tree; udev says so.
+        desc["hostbridges"].append({"name": "pci0000:a0", "node": 2, "devices": [
+            {"bdf": "0000:a0:01.0", "kind": "rootport", "devices": [{"bdf": "0000:a1:00.0", "kind": "gpu"}]}]})
+        json.dump(desc, open(desc_path, "w"))
+        subprocess.run([sys.executable, a.mkfakesysfs, desc_path, host], check=True)
+        send(uevent("add", "/devices/pci0000:a0/0000:a0:01.0/0000:a1:00.0", "pci", 9001))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            st = status(a.pcinumactl, sock)
+            if st["hostmap"]["generation"] > gen0:
+                break
+            time.sleep(0.05)
+        check(st["hostmap"]["generation"] == gen0 + 1, "a udev 'add' for a PCI device rebuilds the host map once",
+              json.dumps(st["hostmap"]))
+        check(st["hostmap"]["devices"] == dev0 + 2, "the rebuilt map has the new root port and GPU (%d -> %d devices)"
+              % (dev0, st["hostmap"]["devices"]))
+        log.flush()
+        text = open(log.name).read()
+        check("Host map built (udev)" in text, "the rebuild is logged as caused by udev", text[-2000:])
+
+        # A burst (add, bind) is one rebuild; other subsystems are ignored.
+        gen1 = st["hostmap"]["generation"]
+        send(uevent("add", "/devices/virtual/net/dummy0", "net", 9002))
+        time.sleep(0.6)
+        st = status(a.pcinumactl, sock)
+        check(st["hostmap"]["generation"] == gen1, "a udev event for another subsystem (net) is ignored")
+        send(uevent("bind", "/devices/pci0000:a0/0000:a0:01.0/0000:a1:00.0", "pci", 9003))
+        send(uevent("unbind", "/devices/pci0000:a0/0000:a0:01.0/0000:a1:00.0", "pci", 9004))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            st = status(a.pcinumactl, sock)
+            if st["hostmap"]["generation"] > gen1:
+                break
+            time.sleep(0.05)
+        time.sleep(0.6)
+        st = status(a.pcinumactl, sock)
+        check(st["hostmap"]["generation"] == gen1 + 1, "bind + unbind in a burst give one rebuild",
+              json.dumps(st["hostmap"]))
+    finally:
+        if daemon:
+            daemon.terminate()
+            try:
+                daemon.wait(10)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+        shutil.rmtree(work, ignore_errors=True)
+    passed = sum(results)
+    print("%d passed, %d failed" % (passed, len(results) - passed))
+    sys.exit(0 if results and passed == len(results) else 1)
+
+
+if __name__ == "__main__":
+    main()
