@@ -148,6 +148,8 @@ static void model_clear(struct domain *d) {
         free(d->arch);
         free(d->machine);
         free(d->firmware);
+        d->ovmf = false;
+        d->pcihole64_kib = 0;
         free(d->requested_policy);
         free(d->policy_tag);
         d->name = d->uuid = d->arch = d->machine = d->firmware = NULL;
@@ -187,6 +189,8 @@ static int parse_os(struct domain *d, xmlNodePtr root) {
                         d->firmware = xml_text(loader);
         }
         d->acpi = xml_child(xml_child(root, "features"), "acpi") != NULL;
+        if (d->firmware)
+                d->ovmf = streq(d->firmware, "efi") || strcasestr(d->firmware, "ovmf") || strcasestr(d->firmware, "edk2");
         return 0;
 }
 
@@ -210,6 +214,7 @@ static int parse_cells(struct domain *d, xmlNodePtr root, char **ret_error) {
                 if (id && parse_uint(id, 10, MAX_NODE, &v) < 0)
                         return set_error(ret_error, -EINVAL, "line %ld: <cell id='%s'>: not a NUMA cell number", xmlGetLineNo(c), id);
                 cell->id = (unsigned) v;
+                cell->has_distances = xml_child(c, "distances") != NULL;
                 if (cpus && bitmap_parse(cpus, MAX_CPU, &cell->cpus) < 0)
                         return set_error(ret_error, -EINVAL, "line %ld: <cell id='%u' cpus='%s'>: not a CPU list", xmlGetLineNo(c), cell->id, cpus);
         }
@@ -320,6 +325,24 @@ static int parse_controller(struct domain *d, xmlNodePtr c, char **ret_error) {
                         ctl->node = (int) v;
                 }
         }
+        xmlNodePtr hole = xml_child(c, "pcihole64");
+        if (hole && index && idx == 0) {
+                _cleanup_free_ char *t = xml_text(hole);
+                _cleanup_free_ char *unit = xml_prop(hole, "unit");
+                uint64_t v;
+                uint64_t mult = 1;   /* libvirt's default unit here is KiB */
+                if (unit && (streq(unit, "M") || streq(unit, "MiB")))
+                        mult = 1024;
+                else if (unit && (streq(unit, "G") || streq(unit, "GiB")))
+                        mult = 1024 * 1024;
+                else if (unit && (streq(unit, "T") || streq(unit, "TiB")))
+                        mult = UINT64_C(1024) * 1024 * 1024;
+                else if (unit && (streq(unit, "b") || streq(unit, "bytes")))
+                        mult = 0;
+                if (parse_uint(t, 10, UINT64_MAX / (1024ull * 1024 * 1024), &v) < 0)
+                        return set_error(ret_error, -EINVAL, "line %ld: bad <pcihole64> '%s'", xmlGetLineNo(hole), t);
+                d->pcihole64_kib = mult ? v * mult : v / 1024;
+        }
         xmlNodePtr addr = guest_pci_address(c);
         if (addr) {
                 if (xml_parse_pci_address(addr, &ctl->addr) < 0)
@@ -344,7 +367,12 @@ static int parse_uuid(const char *s, char out[37]) {
 }
 
 static int parse_hostdev(struct domain *d, xmlNodePtr e, bool is_interface, char **ret_error) {
-        struct domain_hostdev hd = { .elem = e, .is_interface = is_interface };
+        struct domain_hostdev hd = { .elem = e, .is_interface = is_interface, .managed = -1 };
+        {
+                _cleanup_free_ char *managed = xml_prop(e, "managed");
+                if (managed)
+                        hd.managed = streq(managed, "yes") ? 1 : 0;
+        }
         xmlNodePtr source = xml_child(e, "source");
         xmlNodePtr saddr = xml_child(source, "address");
         long line = xmlGetLineNo(e);

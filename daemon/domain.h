@@ -32,6 +32,7 @@ struct domain_hostdev {
         struct pci_addr guest;
         xmlNodePtr elem;                /* <hostdev> or <interface> */
         xmlNodePtr addr_elem;           /* its guest <address>, or NULL */
+        int managed;                    /* managed=: 1 yes, 0 no, -1 absent */
 };
 
 struct domain_controller {
@@ -57,6 +58,7 @@ struct domain_cell {
         struct bitmap cpus;             /* guest vCPUs */
         struct bitmap host_nodes;       /* filled by domain_resolve_backing() */
         enum domain_backing backing;
+        bool has_distances;             /* the cell has its own <distances> */
 };
 
 struct domain_vcpupin {
@@ -85,6 +87,8 @@ struct domain {
         bool q35;
         bool acpi;
         char *firmware;                 /* <os firmware=> or the <loader> path, or NULL */
+        bool ovmf;                      /* UEFI firmware (OVMF): firmware='efi' or an OVMF/edk2 loader */
+        uint64_t pcihole64_kib;         /* <pcihole64> of the pcie-root, 0 if unset */
         xmlNodePtr devices;             /* <devices> */
 
         struct domain_cell *cells;

@@ -27,8 +27,8 @@ static char *mark_policy(const struct domain *d) {
 /* Does the mark describe exactly the plan's moves and expander buses?  A
  * device removed from the domain since, or one that now goes elsewhere,
  * means the topology must be planned afresh. */
-static bool mark_matches(xmlNodePtr mark, const struct plan *p, const struct domain *base) {
-        size_t n_dev = 0, n_exp = 0, n_moved = 0;
+static bool mark_matches(xmlNodePtr mark, const struct plan *p, const struct domain *base, const struct domain *cur) {
+        size_t n_dev = 0, n_exp = 0, n_moved = 0, n_ctl = 0, n_managed = 0, n_switch_ports = 0;
         for (xmlNodePtr c = mark->children; c; c = c->next) {
                 if (c->type != XML_ELEMENT_NODE)
                         continue;
@@ -36,7 +36,21 @@ static bool mark_matches(xmlNodePtr mark, const struct plan *p, const struct dom
                         n_exp++;
                 else if (xmlStrEqual(c->name, (const xmlChar *) "device"))
                         n_dev++;
+                else if (xmlStrEqual(c->name, (const xmlChar *) "controller"))
+                        n_ctl++;
+                else if (xmlStrEqual(c->name, (const xmlChar *) "managed"))
+                        n_managed++;
         }
+        for (size_t i = 0; i < p->n_ports; i++)
+                n_switch_ports += p->ports[i].device < 0;
+        /* The feature switches' marks. */
+        _cleanup_free_ char *dist = xml_prop(mark, "distances");
+        if (!!dist != p->add_distances || n_ctl != n_switch_ports || n_managed != p->n_managed)
+                return false;
+        _cleanup_free_ char *hole_created = xml_prop(mark, "pcie-root-created");
+        _cleanup_free_ char *hole_orig = xml_prop(mark, "pcihole64-original");
+        if (p->pcihole64_kib ? cur->pcihole64_kib != p->pcihole64_kib : (hole_created || hole_orig))
+                return false;
         for (size_t i = 0; i < p->n_devices; i++) {
                 const struct plan_device *pd = &p->devices[i];
                 if (pd->action != PLAN_MOVE)
@@ -73,7 +87,8 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
 
         _cleanup_(engine_result_freep) struct engine_result *res = xcalloc(1, sizeof(*res));
         if (forced) {
-                res->settings.mode = *forced;
+                /* The feature switches keep their defaults. */
+                res->settings = policy_settings_default(*forced);
                 res->policy_origin = xstrdup("command line");
         } else {
                 struct policy_subject subj = {
@@ -104,7 +119,11 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
                 if (r < 0 && res->base->n_hostdevs > 0)
                         return set_error(ret_error, r, "%s", backing_error);
         }
-        r = planner_run(res->base, h, &res->settings, &res->plan);
+        struct planner_options opts = {
+                .variant_drivers = pol ? pol->variant_drivers : NULL,
+                .n_variant_drivers = pol ? pol->n_variant_drivers : 0,
+        };
+        r = planner_run_opts(res->base, h, &res->settings, &opts, &res->plan);
         if (r < 0)
                 return set_error(ret_error, r, "planner failed");
         res->verdict = res->plan->verdict;
@@ -125,7 +144,7 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
         case PLAN_APPLY: {
                 _cleanup_free_ char *old_policy = mark_policy(cur);
                 if (cur->mark && old_policy && streq(old_policy, policy_mode_to_string(res->settings.mode)) &&
-                    mark_matches(cur->mark, res->plan, res->base) && planner_matches(cur, res->base, res->plan)) {
+                    mark_matches(cur->mark, res->plan, res->base, cur) && planner_matches(cur, res->base, res->plan)) {
                         res->xml = xstrndup(xml, len);
                         res->already_planned = true;
                         break;
@@ -204,6 +223,11 @@ static char *controller_desc(const struct plan *p, const struct plan_device *pd,
                 return xstrdup("-");
         if (pd->action == PLAN_MOVE) {
                 const struct plan_port *port = port_of(p, pd->port_index);
+                if (port && streq(port->model, PLAN_SWITCH_DOWN)) {
+                        const struct plan_port *up = port_of(p, port->parent_index);
+                        return xasprintf("switch %d (root port %d) port %d on pxb %d", port->parent_index,
+                                         up ? up->parent_index : -1, pd->port_index, port->pxb_index);
+                }
                 return xasprintf("root port %d on pxb %d", pd->port_index, port ? port->pxb_index : -1);
         }
         const struct domain_hostdev *hd = &base->hostdevs[pd->hostdev];
@@ -292,8 +316,18 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
                         const struct plan_pxb *x = &p->pxbs[i];
                         const char *nodes = x->host_nodes;
                         strbuf_printf(&b, "  controller %d at 0000:00:%02x.0: guest cell %u (host node %s), busNr %d-%d, %u root port%s\n",
-                                      x->index, x->addr.slot, x->cell, nodes, x->bus_nr, x->bus_nr + (int) x->n_ports,
+                                      x->index, x->addr.slot, x->cell, nodes, x->bus_nr, x->bus_nr + (int) x->n_buses - 1,
                                       x->n_ports, x->n_ports == 1 ? "" : "s");
+                        for (size_t k = 0; k < p->n_ports; k++) {
+                                const struct plan_port *up = &p->ports[k];
+                                if (up->pxb_index != x->index || !streq(up->model, PLAN_SWITCH_UP))
+                                        continue;
+                                strbuf_printf(&b, "    switch %d on root port %d, mirroring a host switch:", up->index, up->parent_index);
+                                for (size_t j = 0; j < p->n_ports; j++)
+                                        if (p->ports[j].parent_index == up->index && p->ports[j].device >= 0)
+                                                strbuf_printf(&b, " %s (port %d)", p->devices[p->ports[j].device].name, p->ports[j].index);
+                                strbuf_append(&b, "\n");
+                        }
                 }
                 strbuf_printf(&b, "bus numbers: the pcie.0 side uses 0-%d; expander buses use %d-%d\n",
                               p->pcie0_buses - 1, p->pxbs[p->n_pxbs - 1].bus_nr, p->busnr_limit - 1);
@@ -303,6 +337,25 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
                 for (size_t i = 0; i < p->n_pruned; i++)
                         strbuf_printf(&b, " %d", p->pruned[i]);
                 strbuf_append(&b, "\n");
+        }
+        /* The feature switches (docs/policy.md), when the plan applies. */
+        if (p->verdict == PLAN_APPLY) {
+                strbuf_printf(&b, "\nswitches: %s\n", p->settings.mirror_switches
+                              ? "mirror_switches on: devices behind one host switch share a guest switch"
+                              : "mirror_switches off: one root port per device");
+                if (p->distances_note)
+                        strbuf_printf(&b, "%s\n", p->distances_note);
+                if (p->mmio64_note)
+                        strbuf_printf(&b, "%s\n", p->mmio64_note);
+                if (p->io_note)
+                        strbuf_printf(&b, "%s\n", p->io_note);
+                if (!p->settings.managed_auto)
+                        strbuf_append(&b, "managed: not changed (managed is off)\n");
+                else if (!p->n_managed)
+                        strbuf_append(&b, "managed: no device is bound to a VFIO variant driver\n");
+                for (size_t i = 0; i < p->n_managed; i++)
+                        strbuf_printf(&b, "managed: %s is bound to the VFIO variant driver %s: managed='no', so libvirt does not rebind it\n",
+                                      p->managed[i].name, p->managed[i].driver);
         }
         for (size_t i = 0; i < p->n_warnings; i++)
                 strbuf_printf(&b, "warning: %s\n", p->warnings[i]);
@@ -389,6 +442,25 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
         for (size_t i = 0; i < p->n_pruned; i++)
                 json_object_array_add(pruned, json_object_new_int(p->pruned[i]));
         json_object_object_add(o, "pruned", pruned);
+
+        json_object *feat = json_object_new_object();
+        json_object_object_add(feat, "mirror_switches", json_object_new_boolean(p->settings.mirror_switches));
+        json_object_object_add(feat, "distances_copied", json_object_new_boolean(p->add_distances));
+        json_add_str(feat, "distances", p->distances_note);
+        json_object_object_add(feat, "mmio64_need_bytes", json_object_new_int64((int64_t) p->mmio64_need));
+        json_object_object_add(feat, "pcihole64_kib", p->pcihole64_kib ? json_object_new_int64((int64_t) p->pcihole64_kib) : NULL);
+        json_add_str(feat, "mmio64", p->mmio64_note);
+        json_object_object_add(feat, "io_devices", json_object_new_int((int) p->io_devices));
+        json_add_str(feat, "io_ports", p->io_note);
+        json_object *mg = json_object_new_array();
+        for (size_t i = 0; i < p->n_managed; i++) {
+                json_object *m = json_object_new_object();
+                json_add_str(m, "host", p->managed[i].name);
+                json_add_str(m, "driver", p->managed[i].driver);
+                json_object_array_add(mg, m);
+        }
+        json_object_object_add(feat, "managed_no", mg);
+        json_object_object_add(o, "features", feat);
 
         json_object *warn = json_object_new_array();
         for (size_t i = 0; i < p->n_warnings; i++)

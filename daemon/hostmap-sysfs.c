@@ -430,7 +430,8 @@ static int read_pci_devices(struct hostmap *h, int devices_fd) {
                 memcpy(e->name, de->d_name, strlen(de->d_name) + 1);
         }
 
-        scan_parallel(h, devices_fd, entries, n);
+        if (n > 0)
+                scan_parallel(h, devices_fd, entries, n);
         return 0;
 }
 

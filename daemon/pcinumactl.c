@@ -10,6 +10,7 @@
 #include "ctl-policy.h"
 #include "client.h"
 #include "ctl-libvirt.h"
+#include "ctl-topo.h"
 #include "ctl.h"
 #include "domain.h"
 #include "engine.h"
@@ -361,6 +362,8 @@ static void usage(FILE *f) {
                 "                      undo it in a defined domain, through libvirt\n"
                 "  host [--sysfs-root DIR] [--json]\n"
                 "                      show the host's NUMA nodes and passthrough devices\n"
+                "  topo [--sysfs-root DIR] [--policy NAME|--policy-file FILE] FILE|-\n"
+                "                      host vs planned guest device topology matrix\n"
                 "  check-policy FILE   validate a policy file\n"
                 "  status [--socket PATH] [--json]\n"
                 "                      show pcinumad's state and counters\n"
@@ -379,6 +382,7 @@ int main(int argc, char **argv) {
                 { "host", ctl_host },
                 { "check-policy", ctl_check_policy },
                 { "status", ctl_status },
+                { "topo", ctl_topo },
         };
         if (argc < 2) {
                 usage(stderr);

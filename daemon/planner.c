@@ -3,6 +3,7 @@
  * struct plan; the rewriter turns that into XML. */
 #include "planner.h"
 
+#include <inttypes.h>
 #include <limits.h>
 
 #define BUSNR_TOP 255   /* exclusive: libvirt accepts busNr 1..254 */
@@ -61,6 +62,11 @@ struct plan *plan_free(struct plan *p) {
         free(p->warnings);
         free(p->reason);
         free(p->cells_desc);
+        free(p->distances);
+        free(p->distances_note);
+        free(p->mmio64_note);
+        free(p->io_note);
+        free(p->managed);
         free(p);
         return NULL;
 }
@@ -193,8 +199,34 @@ static void describe_device(const struct domain *d, const struct hostmap *h, siz
                         pd->host_node = dev->node;
                 }
         }
-        if (dev)
+        pd->switch_group = -1;
+        if (dev) {
                 pd->class = dev->class;
+                if (hd->kind == DOMAIN_HOSTDEV_PCI && dev->driver)
+                        snprintf(pd->driver, sizeof pd->driver, "%s", dev->driver);
+                /* root port, switch upstream, switch downstream, ...: the
+                 * bridge below the root port names the switch. */
+                if (dev->n_upstream >= 3) {
+                        pd->has_host_switch = true;
+                        pd->host_switch = dev->upstream[1];
+                }
+                /* 64-bit MMIO: each BAR is naturally aligned, so a BAR costs
+                 * its size rounded up to a power of two; mdevs' BARs are the
+                 * vendor's and not in sysfs, so only real functions count. */
+                for (int b = 0; hd->kind == DOMAIN_HOSTDEV_PCI && b < HOSTMAP_N_BARS; b++) {
+                        const struct hostmap_bar *bar = &dev->bars[b];
+                        if (bar->type == HOSTMAP_BAR_IO)
+                                pd->io_bars++;
+                        if (bar->type != HOSTMAP_BAR_MEM64 || bar->size == 0)
+                                continue;
+                        uint64_t sz = 1;
+                        while (sz < bar->size && sz < (UINT64_C(1) << 62))
+                                sz <<= 1;
+                        pd->mmio64_size += sz;
+                        if (sz > pd->mmio64_align)
+                                pd->mmio64_align = sz;
+                }
+        }
         if (pd->host_node >= 0)
                 pd->host_socket = hostmap_node_socket(h, pd->host_node);
 }
@@ -225,8 +257,24 @@ static size_t place_devices(const struct domain *d, const struct hostmap *h, str
                         continue;
                 }
 
-                cell = pick_cell(d, h, pd->host_node, pd->host_socket, CAND_LOCAL, load);
-                if (cell >= 0) {
+                /* mirror_switches: a device behind a host switch goes where
+                 * the first device behind that switch went, so the two can
+                 * share a guest switch (GPU + NIC for GPUDirect RDMA). */
+                const struct plan_device *mate = NULL;
+                for (size_t k = 0; p->settings.mirror_switches && pd->has_host_switch && k < i && !mate; k++)
+                        if (p->devices[k].action == PLAN_MOVE && p->devices[k].has_host_switch &&
+                            pci_addr_eq(&p->devices[k].host_switch, &pd->host_switch) &&
+                            p->devices[k].host_node == pd->host_node)
+                                mate = &p->devices[k];
+                if (mate)
+                        cell = mate->cell;
+                else
+                        cell = pick_cell(d, h, pd->host_node, pd->host_socket, CAND_LOCAL, load);
+                if (mate) {
+                        char sw[PCI_ADDR_STRLEN];
+                        set_reason(pd, "%s; shares host switch %s with %s", mate->reason, pci_addr_format(&pd->host_switch, sw),
+                                   mate->name);
+                } else if (cell >= 0) {
                         set_reason(pd, "local: cell %d is backed by host node %d", cell, pd->host_node);
                 } else if (p->mode == POLICY_SOCKET || p->mode == POLICY_PREFERRED) {
                         cell = pick_cell(d, h, pd->host_node, pd->host_socket, CAND_SOCKET, load);
@@ -380,28 +428,66 @@ static int layout(const struct domain *d, struct plan *p) {
                         max_index = d->pci_uses[i].addr.bus;
         p->first_index = max_index + 1;
 
-        /* One pxb per cell that gets a device, in cell order. */
+        /* mirror_switches: two or more moved devices of one cell behind one
+         * host switch share a guest switch (root port -> upstream port ->
+         * a downstream port each). */
+        int n_groups = 0;
+        for (size_t i = 0; p->settings.mirror_switches && i < p->n_devices; i++) {
+                struct plan_device *pd = &p->devices[i];
+                if (pd->action != PLAN_MOVE || !pd->has_host_switch || pd->switch_group >= 0)
+                        continue;
+                bool any = false;
+                for (size_t j = i + 1; j < p->n_devices; j++) {
+                        struct plan_device *o = &p->devices[j];
+                        if (o->action == PLAN_MOVE && o->has_host_switch && o->cell == pd->cell &&
+                            pci_addr_eq(&o->host_switch, &pd->host_switch)) {
+                                o->switch_group = n_groups;
+                                any = true;
+                        }
+                }
+                if (any)
+                        pd->switch_group = n_groups++;
+        }
+
+        /* One pxb per cell that gets a device, in cell order; one root port
+         * per device or per switch group ("unit"). */
         for (size_t c = 0; c < d->n_cells; c++) {
-                unsigned n = 0;
-                for (size_t i = 0; i < p->n_devices; i++)
-                        if (p->devices[i].action == PLAN_MOVE && p->devices[i].cell == (int) c)
-                                n++;
-                if (!n)
+                unsigned units = 0, buses = 1;
+                for (size_t i = 0; i < p->n_devices; i++) {
+                        const struct plan_device *pd = &p->devices[i];
+                        if (pd->action != PLAN_MOVE || pd->cell != (int) c)
+                                continue;
+                        bool first = pd->switch_group < 0;
+                        if (pd->switch_group >= 0) {
+                                first = true;
+                                for (size_t k = 0; k < i; k++)
+                                        if (p->devices[k].switch_group == pd->switch_group)
+                                                first = false;
+                        }
+                        if (first) {
+                                units++;
+                                buses += 1 + (pd->switch_group >= 0 ? 1 : 0);   /* root port (+ upstream port) */
+                        }
+                        if (pd->switch_group >= 0)
+                                buses++;                                         /* its downstream port */
+                }
+                if (!units)
                         continue;
                 struct plan_pxb *x = GROW(p->pxbs, p->n_pxbs);
                 x->cell = (unsigned) c;
                 x->host_nodes = bitmap_format(&d->cells[c].host_nodes);
-                x->n_ports = n;
+                x->n_ports = units;
+                x->n_buses = buses;
                 x->index = -1;
         }
         int next = p->first_index;
         for (size_t i = 0; i < p->n_pxbs; i++)
                 p->pxbs[i].index = next++;
 
-        /* One root port per moved device, in device order. */
+        /* The ports, in device order. */
         for (size_t i = 0; i < p->n_devices; i++) {
                 struct plan_device *pd = &p->devices[i];
-                if (pd->action != PLAN_MOVE)
+                if (pd->action != PLAN_MOVE || pd->port_index >= 0)
                         continue;
                 struct plan_pxb *x = NULL;
                 for (size_t k = 0; k < p->n_pxbs; k++)
@@ -409,12 +495,14 @@ static int layout(const struct domain *d, struct plan *p) {
                                 x = &p->pxbs[k];
                 unsigned k = 0;
                 for (size_t j = 0; j < p->n_ports; j++)
-                        if (p->ports[j].pxb_index == x->index)
+                        if (p->ports[j].parent_index == x->index)
                                 k++;
                 struct plan_port *port = GROW(p->ports, p->n_ports);
                 port->index = next++;
+                port->model = PLAN_ROOT_PORT;
+                port->parent_index = x->index;
                 port->pxb_index = x->index;
-                port->device = i;
+                port->device = pd->switch_group < 0 ? (long) i : -1;
                 /* Up to 32 ports get a slot each; beyond that, eight
                  * functions share a slot (multifunction). */
                 if (x->n_ports <= PXB_SLOTS) {
@@ -425,8 +513,34 @@ static int layout(const struct domain *d, struct plan *p) {
                         port->func = (uint8_t) (k % 8);
                         port->multifunction = port->func == 0 && k + 1 < x->n_ports;
                 }
-                pd->port_index = port->index;
-                pd->guest = (struct pci_addr) { .domain = 0, .bus = (uint8_t) port->index, .slot = 0, .func = 0 };
+                int root = port->index;
+                if (pd->switch_group < 0) {
+                        pd->port_index = root;
+                        pd->guest = (struct pci_addr) { .domain = 0, .bus = (uint8_t) root, .slot = 0, .func = 0 };
+                        continue;
+                }
+                struct plan_port *up = GROW(p->ports, p->n_ports);
+                up->index = next++;
+                up->model = PLAN_SWITCH_UP;
+                up->parent_index = root;
+                up->pxb_index = x->index;
+                up->device = -1;
+                int upi = up->index;
+                uint8_t slot = 0;
+                for (size_t j = i; j < p->n_devices; j++) {
+                        struct plan_device *m = &p->devices[j];
+                        if (m->switch_group != pd->switch_group)
+                                continue;
+                        struct plan_port *dn = GROW(p->ports, p->n_ports);
+                        dn->index = next++;
+                        dn->model = PLAN_SWITCH_DOWN;
+                        dn->parent_index = upi;
+                        dn->pxb_index = x->index;
+                        dn->slot = slot++;
+                        dn->device = (long) j;
+                        m->port_index = dn->index;
+                        m->guest = (struct pci_addr) { .domain = 0, .bus = (uint8_t) dn->index, .slot = 0, .func = 0 };
+                }
         }
         if (next - 1 > 255) {
                 p->reason = xasprintf("controller indexes exhausted: the new controllers would need indexes %d-%d, beyond 255",
@@ -472,7 +586,7 @@ static int layout(const struct domain *d, struct plan *p) {
 
         int top = limit, need = 0;
         for (size_t i = 0; i < p->n_pxbs; i++) {
-                int n = 1 + (int) p->pxbs[i].n_ports;
+                int n = (int) p->pxbs[i].n_buses;
                 need += n;
                 top -= n;
                 p->pxbs[i].bus_nr = top;
@@ -535,9 +649,217 @@ static size_t check_shared_slots(const struct domain *d, struct plan *p) {
         return refused;
 }
 
+/* The I/O port check (on by default): each moved device with an I/O BAR
+ * gets a root port with a 4 KiB I/O window out of the guest's 64 KiB.
+ * Returns -ENOSPC when require or socket must refuse. */
+static int check_io_ports(struct plan *p) {
+        p->io_devices = 0;
+        for (size_t i = 0; i < p->n_devices; i++)
+                if (p->devices[i].action == PLAN_MOVE && p->devices[i].io_bars)
+                        p->io_devices++;
+        if (!p->settings.io_port_check) {
+                p->io_note = xstrdup("I/O ports: not checked (io_port_check is off)");
+                return 0;
+        }
+        if (p->io_devices <= PLAN_IO_WINDOWS_MAX) {
+                p->io_note = xasprintf("I/O ports: %u moved device%s with I/O BARs need %u KiB of I/O windows; "
+                                       "%u fit in the guest's 64 KiB",
+                                       p->io_devices, p->io_devices == 1 ? "" : "s", p->io_devices * 4, PLAN_IO_WINDOWS_MAX);
+                return 0;
+        }
+        p->io_note = xasprintf("I/O ports exhausted: %u moved devices with I/O BARs need %u root ports with a 4 KiB I/O "
+                               "window each (%u KiB), but only about %u fit in the guest's 64 KiB of I/O space; "
+                               "past that SeaBIOS hangs at boot",
+                               p->io_devices, p->io_devices, p->io_devices * 4, PLAN_IO_WINDOWS_MAX);
+        if (p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET)
+                return -ENOSPC;
+        add_warning(p, "%s", p->io_note);
+        return 0;
+}
+
+/* mirror_distances (on by default): copy the host SLIT between the nodes
+ * backing each pair of cells into <cell><distances>, unless the domain
+ * sets its own. */
+static void plan_distances(const struct domain *d, const struct hostmap *h, struct plan *p) {
+        if (!p->settings.mirror_distances) {
+                p->distances_note = xstrdup("distances: not copied (mirror_distances is off)");
+                return;
+        }
+        if (d->n_cells < 2) {
+                p->distances_note = xstrdup("distances: one guest cell, nothing to copy");
+                return;
+        }
+        for (size_t i = 0; i < d->n_cells; i++) {
+                if (d->cells[i].has_distances) {
+                        p->distances_note = xstrdup("distances: the domain sets its own <distances>; left as they are");
+                        return;
+                }
+                if (bitmap_isempty(&d->cells[i].host_nodes)) {
+                        p->distances_note = xasprintf("distances: not copied: guest cell %zu has no host node behind it", i);
+                        return;
+                }
+        }
+        size_t n = d->n_cells;
+        _cleanup_free_ int *m = xcalloc(n * n, sizeof(int));
+        for (size_t i = 0; i < n; i++)
+                for (size_t j = 0; j < n; j++) {
+                        if (i == j) {
+                                m[i * n + j] = 10;
+                                continue;
+                        }
+                        /* Cells backed by several nodes: the nearest pair. */
+                        int best = INT_MAX;
+                        const struct bitmap *a = &d->cells[i].host_nodes, *b = &d->cells[j].host_nodes;
+                        for (int x = bitmap_next(a, 0); x >= 0; x = bitmap_next(a, (unsigned) x + 1))
+                                for (int y = bitmap_next(b, 0); y >= 0; y = bitmap_next(b, (unsigned) y + 1)) {
+                                        int dist = hostmap_distance(h, x, y);
+                                        if (dist >= 0 && dist < best)
+                                                best = dist;
+                                }
+                        /* libvirt takes 10 for the local distance only, and
+                         * values up to 255. */
+                        if (best == INT_MAX || best <= 10 || best > 255) {
+                                p->distances_note = xasprintf("distances: not copied: the host gives no usable distance "
+                                                              "between the nodes of cells %zu and %zu", i, j);
+                                return;
+                        }
+                        m[i * n + j] = best;
+                }
+        struct strbuf b = {0};
+        strbuf_append(&b, "distances: copied from the host SLIT:");
+        for (size_t i = 0; i < n; i++) {
+                strbuf_printf(&b, " cell %zu [", i);
+                for (size_t j = 0; j < n; j++)
+                        strbuf_printf(&b, "%s%d", j ? " " : "", m[i * n + j]);
+                strbuf_append(&b, "]");
+        }
+        p->distances_note = strbuf_steal(&b);
+        p->distances = TAKE_PTR(m);
+        p->n_cells = n;
+        p->add_distances = true;
+}
+
+/* "128 GiB", "128.03 GiB", "2 TiB": the largest unit, two decimals at most. */
+static char *fmt_size(uint64_t bytes) {
+        static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+        size_t u = 0;
+        uint64_t div = 1;
+        while (u + 1 < ELEMENTSOF(units) && bytes >= div * 1024) {
+                div *= 1024;
+                u++;
+        }
+        if (bytes % div == 0)
+                return xasprintf("%" PRIu64 " %s", bytes / div, units[u]);
+        char *s = xasprintf("%.2f", (double) bytes / (double) div);
+        /* trim trailing zeros */
+        size_t l = strlen(s);
+        while (l > 0 && s[l - 1] == '0')
+                s[--l] = 0;
+        if (l > 0 && s[l - 1] == '.')
+                s[--l] = 0;
+        char *r = xasprintf("%s %s", s, units[u]);
+        free(s);
+        return r;
+}
+
+/* mmio64: auto.  Each device's 64-bit BARs sit in its own bridge window,
+ * aligned to its largest BAR; pack the windows largest-first and compare
+ * the total with the default 64-bit hole (32 GiB).  If it does not fit,
+ * set <pcihole64> to the next power of two, and for OVMF the aperture
+ * (opt/ovmf/X-PciMmio64Mb) too. */
+static void plan_mmio64(const struct domain *d, struct plan *p) {
+        if (!p->settings.mmio64_auto) {
+                p->mmio64_note = xstrdup("64-bit MMIO: not sized (mmio64 is off)");
+                return;
+        }
+        size_t n = p->n_devices;
+        _cleanup_free_ size_t *order = xcalloc(n ? n : 1, sizeof(size_t));
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+                if (p->devices[i].mmio64_size)
+                        order[k++] = i;
+        /* largest alignment first (insertion sort: a handful of devices) */
+        for (size_t i = 1; i < k; i++)
+                for (size_t j = i; j > 0 && p->devices[order[j]].mmio64_align > p->devices[order[j - 1]].mmio64_align; j--) {
+                        size_t t = order[j];
+                        order[j] = order[j - 1];
+                        order[j - 1] = t;
+                }
+        uint64_t pos = 0;
+        struct strbuf b = {0};
+        for (size_t i = 0; i < k; i++) {
+                const struct plan_device *pd = &p->devices[order[i]];
+                uint64_t a = pd->mmio64_align;
+                pos = (pos + a - 1) / a * a + pd->mmio64_size;
+                _cleanup_free_ char *sz = fmt_size(pd->mmio64_size);
+                strbuf_printf(&b, "%s%s %s", i ? ", " : "", pd->name, sz);
+        }
+        p->mmio64_need = pos;
+        _cleanup_free_ char *need = fmt_size(pos);
+        _cleanup_free_ char *list = strbuf_steal(&b);
+        uint64_t have = d->pcihole64_kib ? d->pcihole64_kib * 1024 : PLAN_DEFAULT_MMIO64;
+        if (pos <= have) {
+                _cleanup_free_ char *h = fmt_size(have);
+                p->mmio64_note = xasprintf("64-bit MMIO: the devices need %s (%s), which fits the %s window%s",
+                                           need, k ? list : "no 64-bit BARs", h, d->pcihole64_kib ? " the domain sets" : "");
+                return;
+        }
+        uint64_t hole = 1;
+        while (hole < pos)
+                hole <<= 1;
+        p->pcihole64_kib = hole / 1024;
+        p->set_ovmf_mmio64 = d->ovmf;
+        _cleanup_free_ char *h = fmt_size(hole);
+        _cleanup_free_ char *old = fmt_size(have);
+        p->mmio64_note = xasprintf("64-bit MMIO: the devices need %s, packed largest first (%s); the %s %s window is too small: "
+                                   "<pcihole64> set to %s%s",
+                                   need, list, d->pcihole64_kib ? "domain's" : "default", old, h,
+                                   d->ovmf ? ", and OVMF's opt/ovmf/X-PciMmio64Mb to match (through <qemu:commandline>: libvirt reserves opt/ovmf/ names in <sysinfo type='fwcfg'>)" : "");
+}
+
+bool planner_is_vfio_variant(const char *driver, const struct planner_options *o) {
+        if (!driver || !*driver || streq(driver, "vfio-pci"))
+                return false;
+        for (size_t i = 0; o && i < o->n_variant_drivers; i++)
+                if (streq(driver, o->variant_drivers[i]))
+                        return true;
+        /* The kernel's vfio-pci variants are named <vendor>_vfio_pci. */
+        size_t l = strlen(driver);
+        return l > 9 && streq(driver + l - 9, "_vfio_pci");
+}
+
+/* managed: auto.  A device bound to a VFIO variant driver must not be
+ * rebound by libvirt: managed='no'.  managed='no' on a device bound to a
+ * plain host driver is reported, whatever the switch says. */
+static void plan_managed(const struct domain *d, struct plan *p, const struct planner_options *o) {
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                const struct domain_hostdev *hd = &d->hostdevs[pd->hostdev];
+                if (hd->kind != DOMAIN_HOSTDEV_PCI || !pd->known)
+                        continue;
+                bool variant = planner_is_vfio_variant(pd->driver, o);
+                if (variant && hd->managed != 0 && p->settings.managed_auto) {
+                        struct plan_managed *m = GROW(p->managed, p->n_managed);
+                        m->hostdev = pd->hostdev;
+                        snprintf(m->name, sizeof m->name, "%s", pd->name);
+                        snprintf(m->driver, sizeof m->driver, "%s", pd->driver);
+                } else if (hd->managed == 0 && !variant && pd->driver[0] && !streq(pd->driver, "vfio-pci"))
+                        add_warning(p, "%s has managed='no' but is bound to the host driver %s: libvirt will not rebind "
+                                       "it to vfio-pci, so the domain cannot start; bind it to vfio-pci (or its VFIO "
+                                       "variant driver) first, or set managed='yes'",
+                                    pd->name, pd->driver);
+        }
+}
+
 int planner_run(const struct domain *d, const struct hostmap *h, const struct policy_settings *s, struct plan **ret) {
+        return planner_run_opts(d, h, s, NULL, ret);
+}
+
+int planner_run_opts(const struct domain *d, const struct hostmap *h, const struct policy_settings *s,
+                     const struct planner_options *o, struct plan **ret) {
         _cleanup_plan_ struct plan *p = xcalloc(1, sizeof(*p));
         p->mode = s->mode;
+        p->settings = *s;
         p->first_index = -1;
         p->busnr_limit = BUSNR_TOP;
         p->cells_desc = describe_cells(d, h);
@@ -592,6 +914,17 @@ int planner_run(const struct domain *d, const struct hostmap *h, const struct po
 
         size_t refused = place_devices(d, h, p);
         refused += check_shared_slots(d, p);
+        if (!refused && check_io_ports(p) < 0) {
+                p->verdict = PLAN_REFUSED;
+                p->reason = xstrdup(p->io_note);
+                for (size_t i = 0; i < p->n_devices; i++)
+                        if (p->devices[i].action == PLAN_MOVE && p->devices[i].io_bars) {
+                                p->devices[i].action = PLAN_REFUSE;
+                                set_reason(&p->devices[i], "it has an I/O BAR and %s", p->io_note);
+                        }
+                *ret = TAKE_PTR(p);
+                return 0;
+        }
         if (refused) {
                 p->verdict = PLAN_REFUSED;
                 p->reason = xasprintf("%zu of %zu passthrough device%s cannot be placed under policy %s",
@@ -626,6 +959,9 @@ int planner_run(const struct domain *d, const struct hostmap *h, const struct po
                 return 0;
         }
         p->verdict = PLAN_APPLY;
+        plan_distances(d, h, p);
+        plan_mmio64(d, p);
+        plan_managed(d, p, o);
         *ret = TAKE_PTR(p);
         return 0;
 }
@@ -641,6 +977,43 @@ static const struct domain_hostdev *find_same_hostdev(const struct domain *d, co
         return NULL;
 }
 
+/* Is device hd of 'cur' where plan device pd wants it?  A moved device
+ * sits alone on its port: a root port under a pxb of its cell, or (in a
+ * guest switch) a downstream port of a switch whose root port is there. */
+static bool in_place(const struct domain *cur, const struct domain_hostdev *hd, const struct domain_hostdev *bhd,
+                     const struct plan_device *pd) {
+        if (pd->action == PLAN_STAY)
+                return hd->has_guest_addr == bhd->has_guest_addr && (!hd->has_guest_addr || pci_addr_eq(&hd->guest, &bhd->guest));
+        if (pd->action != PLAN_MOVE)
+                return true;
+        if (!hd->has_guest_addr || hd->guest.domain != 0 || hd->guest.slot != 0 || hd->guest.func != 0)
+                return false;
+        const struct domain_controller *port = domain_find_controller(cur, hd->guest.bus);
+        if (!port || !port->has_addr || port->addr.domain != 0)
+                return false;
+        const struct domain_controller *root = port;
+        if (pd->switch_group >= 0) {
+                if (!streq(port->model, PLAN_SWITCH_DOWN))
+                        return false;
+                const struct domain_controller *up = domain_find_controller(cur, port->addr.bus);
+                if (!up || !streq(up->model, PLAN_SWITCH_UP) || !up->has_addr)
+                        return false;
+                root = domain_find_controller(cur, up->addr.bus);
+                if (!root || !root->has_addr)
+                        return false;
+        }
+        if (!streq(root->model, PLAN_ROOT_PORT))
+                return false;
+        const struct domain_controller *pxb = domain_find_controller(cur, root->addr.bus);
+        if (!pxb || !streq(pxb->model, "pcie-expander-bus") || pxb->node != pd->cell)
+                return false;
+        for (size_t u = 0; u < cur->n_pci_uses; u++)
+                if (cur->pci_uses[u].addr.domain == 0 && cur->pci_uses[u].addr.bus == port->index &&
+                    cur->pci_uses[u].owner != hd->elem)
+                        return false;
+        return true;
+}
+
 bool planner_matches(const struct domain *cur, const struct domain *base, const struct plan *p) {
         if (p->verdict != PLAN_APPLY || cur->n_hostdevs != base->n_hostdevs)
                 return false;
@@ -648,27 +1021,8 @@ bool planner_matches(const struct domain *cur, const struct domain *base, const 
                 const struct plan_device *pd = &p->devices[i];
                 const struct domain_hostdev *bhd = &base->hostdevs[pd->hostdev];
                 const struct domain_hostdev *hd = find_same_hostdev(cur, bhd);
-                if (!hd)
+                if (!hd || !in_place(cur, hd, bhd, pd))
                         return false;
-                if (pd->action == PLAN_STAY) {
-                        if (hd->has_guest_addr != bhd->has_guest_addr ||
-                            (hd->has_guest_addr && !pci_addr_eq(&hd->guest, &bhd->guest)))
-                                return false;
-                        continue;
-                }
-                if (!hd->has_guest_addr || hd->guest.domain != 0 || hd->guest.slot != 0 || hd->guest.func != 0)
-                        return false;
-                const struct domain_controller *port = domain_find_controller(cur, hd->guest.bus);
-                if (!port || !streq(port->model, "pcie-root-port") || !port->has_addr || port->addr.domain != 0)
-                        return false;
-                const struct domain_controller *pxb = domain_find_controller(cur, port->addr.bus);
-                if (!pxb || !streq(pxb->model, "pcie-expander-bus") || pxb->node != pd->cell)
-                        return false;
-                /* Alone on its port. */
-                for (size_t u = 0; u < cur->n_pci_uses; u++)
-                        if (cur->pci_uses[u].addr.domain == 0 && cur->pci_uses[u].addr.bus == port->index &&
-                            cur->pci_uses[u].owner != hd->elem)
-                                return false;
         }
         return true;
 }
@@ -697,21 +1051,7 @@ char *planner_mismatch(const struct domain *cur, const struct domain *base, cons
                 const struct domain_hostdev *hd = find_same_hostdev(cur, bhd);
                 if (!hd)
                         continue;
-                bool ok = true;
-                if (pd->action == PLAN_MOVE) {
-                        ok = hd->has_guest_addr && hd->guest.domain == 0 && hd->guest.slot == 0 && hd->guest.func == 0;
-                        const struct domain_controller *port = ok ? domain_find_controller(cur, hd->guest.bus) : NULL;
-                        ok = port && streq(port->model, "pcie-root-port") && port->has_addr;
-                        const struct domain_controller *pxb = ok ? domain_find_controller(cur, port->addr.bus) : NULL;
-                        ok = pxb && streq(pxb->model, "pcie-expander-bus") && pxb->node == pd->cell;
-                        for (size_t u = 0; ok && u < cur->n_pci_uses; u++)
-                                if (cur->pci_uses[u].addr.domain == 0 && cur->pci_uses[u].addr.bus == port->index &&
-                                    cur->pci_uses[u].owner != hd->elem)
-                                        ok = false;
-                } else if (pd->action == PLAN_STAY)
-                        ok = hd->has_guest_addr == bhd->has_guest_addr &&
-                             (!hd->has_guest_addr || pci_addr_eq(&hd->guest, &bhd->guest));
-                if (ok)
+                if (in_place(cur, hd, bhd, pd))
                         continue;
                 /* A few examples say enough; the explain output has all. */
                 if (++n_out > 4) {

@@ -27,9 +27,18 @@ struct plan_device {
         int host_socket;                /* -1: none */
         enum plan_action action;
         int cell;                       /* guest cell, or -1 */
-        int port_index;                 /* its new pcie-root-port, or -1 */
+        int port_index;                 /* the port it plugs into (root or switch downstream port), or -1 */
         struct pci_addr guest;          /* its new guest address (MOVE) */
         char *reason;                   /* why, in a phrase */
+        char driver[64];                /* the host driver, "" if none or unknown */
+        /* The host switch it sits behind (the bridge below its root port),
+         * for mirror_switches and `pcinumactl topo`. */
+        bool has_host_switch;
+        struct pci_addr host_switch;
+        int switch_group;               /* mirror_switches: the guest switch it shares, or -1 */
+        unsigned io_bars;               /* I/O BARs on the host */
+        uint64_t mmio64_size;           /* its 64-bit BARs, each rounded up to a power of two */
+        uint64_t mmio64_align;          /* its largest 64-bit BAR (a power of two) */
 };
 
 struct plan_pxb {
@@ -38,15 +47,30 @@ struct plan_pxb {
         int index;                      /* controller index */
         struct pci_addr addr;           /* its slot on pcie.0 */
         int bus_nr;
-        unsigned n_ports;
+        unsigned n_ports;               /* root ports on it */
+        unsigned n_buses;               /* bus numbers its tree takes: itself, root ports, switch ports */
 };
 
+#define PLAN_ROOT_PORT "pcie-root-port"
+#define PLAN_SWITCH_UP "pcie-switch-upstream-port"
+#define PLAN_SWITCH_DOWN "pcie-switch-downstream-port"
+
+/* A new controller below an expander bus: a root port, or (mirror_switches)
+ * a switch's upstream or downstream port. */
 struct plan_port {
         int index;                      /* controller index */
-        int pxb_index;
+        const char *model;              /* PLAN_ROOT_PORT, PLAN_SWITCH_UP or PLAN_SWITCH_DOWN */
+        int parent_index;               /* the controller it plugs into */
+        int pxb_index;                  /* the expander bus of its tree */
         uint8_t slot, func;
         bool multifunction;             /* set on function 0 of a shared slot */
-        size_t device;                  /* index into plan->devices */
+        long device;                    /* index into plan->devices, or -1 (a switch's own ports) */
+};
+
+struct plan_managed {
+        size_t hostdev;                 /* index into domain->hostdevs */
+        char name[64];
+        char driver[64];
 };
 
 enum plan_verdict {
@@ -74,13 +98,56 @@ struct plan {
         int first_index;                /* first new controller index */
         int pcie0_buses;                /* bus numbers the pcie.0 side needs */
         int busnr_limit;                /* our pxbs live below this busNr */
+
+        struct policy_settings settings;
+
+        /* mirror_distances: <cell><distances> from the host SLIT */
+        bool add_distances;
+        int *distances;                 /* n_cells x n_cells */
+        size_t n_cells;
+        char *distances_note;           /* what was done or why not */
+
+        /* mmio64: auto */
+        uint64_t mmio64_need;           /* bytes the passthrough devices' 64-bit BARs need */
+        uint64_t pcihole64_kib;         /* the <pcihole64> to set, 0 = leave it */
+        bool set_ovmf_mmio64;           /* also opt/ovmf/X-PciMmio64Mb */
+        char *mmio64_note;
+
+        /* the I/O port check */
+        unsigned io_devices;            /* moved devices with I/O BARs: one 4 KiB window each */
+        char *io_note;
+
+        /* managed: auto: hostdevs to set managed='no' (VFIO variant drivers) */
+        struct plan_managed *managed;
+        size_t n_managed;
 };
+
+/* Root ports with an I/O window the guest's 64 KiB of I/O space holds
+ * before SeaBIOS runs out (seen here: 16 e1000e behind 16 root ports hang
+ * it; about 12 fit beside the chipset's own ranges). */
+#define PLAN_IO_WINDOWS_MAX 12
+/* QEMU q35's default pci-hole64-size, and OVMF's default aperture. */
+#define PLAN_DEFAULT_MMIO64 (UINT64_C(32) << 30)
 
 /* Plan domain d (whose backing must already be resolved with
  * domain_resolve_backing()) against h under settings s.  A refusal is not
  * an error: it is a plan with verdict PLAN_REFUSED.  Returns 0; the caller
  * owns *ret. */
 int planner_run(const struct domain *d, const struct hostmap *h, const struct policy_settings *s, struct plan **ret);
+
+/* Options that come from the policy file as a whole rather than a rule. */
+struct planner_options {
+        char *const *variant_drivers;   /* extra VFIO variant driver names (managed: auto) */
+        size_t n_variant_drivers;
+};
+
+/* planner_run() with options (NULL: none). */
+int planner_run_opts(const struct domain *d, const struct hostmap *h, const struct policy_settings *s,
+                     const struct planner_options *o, struct plan **ret);
+
+/* Is 'driver' a VFIO variant driver (not vfio-pci itself, but a vfio-pci
+ * variant such as mlx5_vfio_pci or nvgrace_gpu_vfio_pci, or one listed)? */
+bool planner_is_vfio_variant(const char *driver, const struct planner_options *o);
 
 /* True when d is already laid out as p says: every moved device sits
  * alone on a pcie-root-port under a pcie-expander-bus whose <node> is its

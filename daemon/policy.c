@@ -69,9 +69,17 @@ int policy_mode_from_string(const char *s, enum policy_mode *ret) {
         return -EINVAL;
 }
 
+struct policy_settings policy_settings_default(enum policy_mode mode) {
+        return (struct policy_settings) {
+                .mode = mode,
+                .mirror_distances = true,
+                .io_port_check = true,
+        };
+}
+
 static void policy_init_default(struct policy *p) {
         *p = (struct policy) {
-                .def.mode = POLICY_LEGACY,
+                .def = policy_settings_default(POLICY_LEGACY),
                 .allow_domain_policy = false,
                 .hook_timeout_ms = POLICY_TIMEOUT_MS_DEFAULT,
                 .hook_on_unreachable = POLICY_UNREACHABLE_ALLOW,
@@ -94,6 +102,9 @@ struct policy *policy_free(struct policy *p) {
                 free(p->rules[i].tag);
         }
         free(p->rules);
+        for (size_t i = 0; i < p->n_variant_drivers; i++)
+                free(p->variant_drivers[i]);
+        free(p->variant_drivers);
         free(p);
         return NULL;
 }
@@ -209,8 +220,53 @@ static int parse_mode(const struct parse_ctx *c, const char *path, json_object *
         return 0;
 }
 
+/* The feature switches, shared by "default" and the rules: each is
+ * optional and overrides what *ret already holds. */
+#define FEATURE_KEYS "mirror_switches", "mirror_distances", "mmio64", "io_port_check", "managed"
+
+static int parse_bool_key(const struct parse_ctx *c, const char *path, json_object *o, const char *key, bool *ret) {
+        json_object *v;
+        if (!json_object_object_get_ex(o, key, &v))
+                return 0;
+        _cleanup_free_ char *p = child_path(path, key);
+        int r = expect_type(c, p, v, json_type_boolean, "a boolean");
+        if (r < 0)
+                return r;
+        *ret = json_object_get_boolean(v);
+        return 0;
+}
+
+static int parse_auto_off_key(const struct parse_ctx *c, const char *path, json_object *o, const char *key, bool *ret) {
+        json_object *v;
+        if (!json_object_object_get_ex(o, key, &v))
+                return 0;
+        _cleanup_free_ char *p = child_path(path, key);
+        const char *s = NULL;
+        int r = get_string(c, p, v, &s);
+        if (r < 0)
+                return r;
+        if (streq(s, "auto"))
+                *ret = true;
+        else if (streq(s, "off"))
+                *ret = false;
+        else
+                return parse_error(c, p, "expected \"auto\" or \"off\", not '%s'", s);
+        return 0;
+}
+
+static int parse_features(const struct parse_ctx *c, const char *path, json_object *o, struct policy_settings *ret) {
+        int r;
+        if ((r = parse_bool_key(c, path, o, "mirror_switches", &ret->mirror_switches)) < 0 ||
+            (r = parse_bool_key(c, path, o, "mirror_distances", &ret->mirror_distances)) < 0 ||
+            (r = parse_auto_off_key(c, path, o, "mmio64", &ret->mmio64_auto)) < 0 ||
+            (r = parse_bool_key(c, path, o, "io_port_check", &ret->io_port_check)) < 0 ||
+            (r = parse_auto_off_key(c, path, o, "managed", &ret->managed_auto)) < 0)
+                return r;
+        return 0;
+}
+
 static int parse_default(const struct parse_ctx *c, json_object *v, struct policy_settings *ret) {
-        static const char *const keys[] = { "policy" };
+        static const char *const keys[] = { "policy", FEATURE_KEYS };
         json_object *m;
         int r;
 
@@ -228,7 +284,7 @@ static int parse_default(const struct parse_ctx *c, json_object *v, struct polic
                 if (r < 0)
                         return r;
         }
-        return 0;
+        return parse_features(c, "default", v, ret);
 }
 
 /* libvirt always prints a domain's UUID in the canonical 8-4-4-4-12 form,
@@ -283,8 +339,9 @@ static int parse_match(const struct parse_ctx *c, const char *path, json_object 
         return 0;
 }
 
-static int parse_rule(const struct parse_ctx *c, size_t idx, json_object *v, struct policy_rule *rule) {
-        static const char *const keys[] = { "match", "policy" };
+static int parse_rule(const struct parse_ctx *c, size_t idx, json_object *v, const struct policy_settings *def,
+                      struct policy_rule *rule) {
+        static const char *const keys[] = { "match", "policy", FEATURE_KEYS };
         _cleanup_free_ char *path = xasprintf("rules[%zu]", idx);
         json_object *m;
         int r;
@@ -306,7 +363,12 @@ static int parse_rule(const struct parse_ctx *c, size_t idx, json_object *v, str
         if (!json_object_object_get_ex(v, "policy", &m))
                 return parse_error(c, path, "missing key 'policy'");
         _cleanup_free_ char *policy_path = child_path(path, "policy");
-        return parse_mode(c, policy_path, m, &rule->settings.mode);
+        /* A rule's feature switches start from the default's. */
+        rule->settings = *def;
+        r = parse_mode(c, policy_path, m, &rule->settings.mode);
+        if (r < 0)
+                return r;
+        return parse_features(c, path, v, &rule->settings);
 }
 
 static int parse_rules(const struct parse_ctx *c, json_object *v, struct policy *p) {
@@ -320,7 +382,7 @@ static int parse_rules(const struct parse_ctx *c, json_object *v, struct policy 
                  * rule that failed half way. */
                 struct policy_rule *rule = GROW(p->rules, p->n_rules);
 
-                r = parse_rule(c, i, json_object_array_get_idx(v, i), rule);
+                r = parse_rule(c, i, json_object_array_get_idx(v, i), &p->def, rule);
                 if (r < 0)
                         return r;
         }
@@ -431,7 +493,7 @@ static int tokenize(const struct parse_ctx *c, const char *buf, size_t len, json
 }
 
 int policy_parse(const char *buf, size_t len, const char *source, struct policy **ret, char **ret_error) {
-        static const char *const keys[] = { "default", "allow_domain_policy", "rules", "hook" };
+        static const char *const keys[] = { "default", "allow_domain_policy", "rules", "hook", "vfio_variant_drivers" };
         struct parse_ctx c = {
                 .source = source ? source : "policy",
                 .ret_error = ret_error,
@@ -504,6 +566,20 @@ int policy_parse(const char *buf, size_t len, const char *source, struct policy 
                 r = parse_hook(&c, v, p);
                 if (r < 0)
                         return r;
+        }
+
+        if (json_object_object_get_ex(root, "vfio_variant_drivers", &v)) {
+                r = expect_type(&c, "vfio_variant_drivers", v, json_type_array, "an array");
+                if (r < 0)
+                        return r;
+                for (size_t i = 0; i < json_object_array_length(v); i++) {
+                        _cleanup_free_ char *path = xasprintf("vfio_variant_drivers[%zu]", i);
+                        const char *name = NULL;
+                        r = get_nonempty_string(&c, path, json_object_array_get_idx(v, i), &name);
+                        if (r < 0)
+                                return r;
+                        *GROW(p->variant_drivers, p->n_variant_drivers) = xstrdup(name);
+                }
         }
 
         *ret = TAKE_PTR(p);

@@ -25,11 +25,19 @@ const char *policy_mode_to_string(enum policy_mode m);
 /* Accepts the names above and the alias "required". 0 or -EINVAL. */
 int policy_mode_from_string(const char *s, enum policy_mode *ret);
 
-/* What a rule (or the default) sets for a domain.  Later issues add the
- * feature switches here. */
+/* What a rule (or the default) sets for a domain: the placement policy
+ * and the feature switches (docs/policy.md). */
 struct policy_settings {
         enum policy_mode mode;
+        bool mirror_switches;         /* devices sharing a host switch share a guest switch; default off */
+        bool mirror_distances;        /* copy the host SLIT into <distances>; default on */
+        bool mmio64_auto;             /* size the guest's 64-bit MMIO window; default off ("off") */
+        bool io_port_check;           /* check the guest's 64 KiB of I/O space; default on */
+        bool managed_auto;            /* managed='no' for VFIO variant drivers; default off ("off") */
 };
+
+/* The defaults above, with the given mode. */
+struct policy_settings policy_settings_default(enum policy_mode mode);
 
 struct policy_rule {
         /* Each non-NULL field must match (AND); at least one is set. */
@@ -50,6 +58,8 @@ struct policy {
         struct policy_rule *rules;
         size_t n_rules;
         unsigned hook_timeout_ms;     /* "hook": {"timeout_ms"} */
+        char **variant_drivers;       /* "vfio_variant_drivers": extra VFIO variant driver names */
+        size_t n_variant_drivers;
         enum policy_unreachable hook_on_unreachable;
 };
 

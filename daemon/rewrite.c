@@ -233,12 +233,12 @@ static int add_controllers(struct domain *d, const struct plan *p, char **ret_er
                                       ind2, nl, ind2, a, nl, ind1);
                 } else {
                         const struct plan_port *port = &p->ports[i - p->n_pxbs];
-                        struct pci_addr pa = { .domain = 0, .bus = (uint8_t) port->pxb_index, .slot = port->slot, .func = port->func };
+                        struct pci_addr pa = { .domain = 0, .bus = (uint8_t) port->parent_index, .slot = port->slot, .func = port->func };
                         _cleanup_free_ char *a = fmt_addr_attrs(&pa);
-                        s = xasprintf("<controller type='pci' index='%d' model='pcie-root-port'>%s"
+                        s = xasprintf("<controller type='pci' index='%d' model='%s'>%s"
                                       "%s<address %s%s/>%s"
                                       "%s</controller>",
-                                      port->index, nl, ind2, a, port->multifunction ? " multifunction='on'" : "", nl, ind1);
+                                      port->index, port->model, nl, ind2, a, port->multifunction ? " multifunction='on'" : "", nl, ind1);
                 }
                 xmlNodePtr e = parse_fragment(devices, s, ret_error);
                 if (!e)
@@ -315,8 +315,231 @@ static void clear_multifunction(xmlNodePtr devices, const char *slots_text) {
         bitmap_done(&slots);
 }
 
+/* Add element e as the last element child of parent, indented one level
+ * deeper than parent (or not at all in unindented XML).  For a parent with
+ * no children yet the closing indentation is added too; remove_child_unit()
+ * undoes both. */
+static void append_child_unit(xmlNodePtr parent, xmlNodePtr e) {
+        xmlNodePtr last = last_element_child(parent);
+        if (last) {
+                insert_unit_after(last, e);
+                return;
+        }
+        bool pretty = is_ws_text(parent->prev);
+        _cleanup_free_ char *ind = indent_of(parent);
+        if (pretty) {
+                _cleanup_free_ char *open = xasprintf("\n%s  ", ind);
+                _cleanup_free_ char *close = xasprintf("\n%s", ind);
+                xmlAddChild(parent, xmlNewText((const xmlChar *) open));
+                xmlAddChild(parent, e);
+                xmlAddChild(parent, xmlNewText((const xmlChar *) close));
+        } else
+                xmlAddChild(parent, e);
+}
+
+/* Remove e; if its parent has no element children left, drop the parent's
+ * remaining white space too, so an element that was empty (<cell/>) is
+ * empty again. */
+static void remove_child_unit(xmlNodePtr e) {
+        xmlNodePtr parent = e->parent;
+        unlink_unit(e);
+        if (parent && !last_element_child(parent))
+                while (parent->children) {
+                        xmlNodePtr c = parent->children;
+                        xmlUnlinkNode(c);
+                        xmlFreeNode(c);
+                }
+}
+
+static xmlNodePtr new_elem_text(const char *name, const char *text) {
+        xmlNodePtr e = xmlNewNode(NULL, (const xmlChar *) name);
+        xmlNodeAddContent(e, (const xmlChar *) text);
+        return e;
+}
+
+/* mirror_distances: <distances><sibling id= value=/>...</distances> in each cell. */
+static void apply_distances(struct domain *d, const struct plan *p) {
+        xmlNodePtr root = xmlDocGetRootElement(d->doc);
+        xmlNodePtr numa = xml_child(xml_child(root, "cpu"), "numa");
+        size_t n = p->n_cells;
+        for (xmlNodePtr c = numa ? numa->children : NULL; c; c = c->next) {
+                if (!xml_is(c, "cell"))
+                        continue;
+                _cleanup_free_ char *ids = xml_prop(c, "id");
+                uint64_t id;
+                if (!ids || parse_uint(ids, 10, n - 1, &id) < 0)
+                        continue;
+                xmlNodePtr dist = xmlNewNode(NULL, (const xmlChar *) "distances");
+                append_child_unit(c, dist);
+                for (size_t j = 0; j < n; j++) {
+                        xmlNodePtr sib = xmlNewNode(NULL, (const xmlChar *) "sibling");
+                        char v[32];
+                        snprintf(v, sizeof v, "%zu", j);
+                        xmlSetProp(sib, (const xmlChar *) "id", (const xmlChar *) v);
+                        snprintf(v, sizeof v, "%d", p->distances[id * n + j]);
+                        xmlSetProp(sib, (const xmlChar *) "value", (const xmlChar *) v);
+                        append_child_unit(dist, sib);
+                }
+        }
+}
+
+static void revert_distances(struct domain *d) {
+        xmlNodePtr root = xmlDocGetRootElement(d->doc);
+        xmlNodePtr numa = xml_child(xml_child(root, "cpu"), "numa");
+        for (xmlNodePtr c = numa ? numa->children : NULL; c; c = c->next) {
+                xmlNodePtr dist = xml_is(c, "cell") ? xml_child(c, "distances") : NULL;
+                if (dist)
+                        remove_child_unit(dist);
+        }
+}
+
+static xmlNodePtr pcie_root_elem(xmlNodePtr devices) {
+        xmlNodePtr e = find_controller_elem(devices, 0);
+        return e && elem_has_model(e, "pcie-root") ? e : NULL;
+}
+
+/* mmio64: <pcihole64 unit='KiB'> on the pcie-root (created when the XML
+ * leaves the pcie-root implicit).  Returns the mark attributes recording
+ * what was there, for revert. */
+static char *apply_pcihole64(struct domain *d, const struct plan *p, char **ret_error) {
+        char v[32];
+        snprintf(v, sizeof v, "%" PRIu64, p->pcihole64_kib);
+        xmlNodePtr rootc = pcie_root_elem(d->devices);
+        if (!rootc) {
+                xmlNodePtr first = element_at(d->devices, 0);
+                xmlNodePtr anchor = xml_child(d->devices, "emulator");
+                _cleanup_free_ char *s = xasprintf("<controller type='pci' index='0' model='pcie-root'/>");
+                xmlNodePtr e = parse_fragment(d->devices, s, ret_error);
+                if (!e)
+                        return NULL;
+                if (anchor)
+                        insert_unit_after(anchor, e);
+                else if (first)
+                        insert_unit_before(first, e);
+                else
+                        xmlAddChild(d->devices, e);
+                append_child_unit(e, new_elem_text("pcihole64", v));
+                xmlSetProp(last_element_child(e), (const xmlChar *) "unit", (const xmlChar *) "KiB");
+                return xstrdup(" pcie-root-created='yes'");
+        }
+        xmlNodePtr hole = xml_child(rootc, "pcihole64");
+        if (!hole) {
+                xmlNodePtr h = new_elem_text("pcihole64", v);
+                xmlSetProp(h, (const xmlChar *) "unit", (const xmlChar *) "KiB");
+                append_child_unit(rootc, h);
+                return xstrdup(" pcihole64-original='none'");
+        }
+        _cleanup_free_ char *unit = xml_prop(hole, "unit");
+        xmlChar *old = xmlNodeGetContent(hole);
+        _cleanup_free_ char *esc = (char *) xmlEncodeSpecialChars(d->doc, old);
+        char *r = xasprintf(" pcihole64-original='%s' pcihole64-original-unit='%s'", esc, unit ? unit : "none");
+        xmlFree(old);
+        xmlNodeSetContent(hole, (const xmlChar *) v);
+        xmlSetProp(hole, (const xmlChar *) "unit", (const xmlChar *) "KiB");
+        return r;
+}
+
+static void revert_pcihole64(struct domain *d, xmlNodePtr mark) {
+        _cleanup_free_ char *created = xml_prop(mark, "pcie-root-created");
+        _cleanup_free_ char *orig = xml_prop(mark, "pcihole64-original");
+        _cleanup_free_ char *unit = xml_prop(mark, "pcihole64-original-unit");
+        xmlNodePtr rootc = d->devices ? pcie_root_elem(d->devices) : NULL;
+        if (!rootc)
+                return;
+        if (created && streq(created, "yes")) {
+                unlink_unit(rootc);
+                return;
+        }
+        xmlNodePtr hole = xml_child(rootc, "pcihole64");
+        if (!orig || !hole)
+                return;
+        if (streq(orig, "none")) {
+                remove_child_unit(hole);
+                return;
+        }
+        xmlNodeSetContent(hole, (const xmlChar *) orig);
+        if (unit && !streq(unit, "none"))
+                xmlSetProp(hole, (const xmlChar *) "unit", (const xmlChar *) unit);
+        else
+                xmlUnsetProp(hole, (const xmlChar *) "unit");
+}
+
+#define QEMU_NS "http://libvirt.org/schemas/domain/qemu/1.0"
+
+/* OVMF's 64-bit aperture is the fw_cfg file opt/ovmf/X-PciMmio64Mb.
+ * libvirt reserves opt/ovmf/ names in <sysinfo type='fwcfg'> ("That
+ * firmware name is reserved", libvirt 9.0), so it goes through QEMU's
+ * command line: <qemu:commandline> -fw_cfg name=...,string=MB. */
+static char *apply_ovmf_mmio64(struct domain *d, const struct plan *p, char **ret_error) {
+        xmlNodePtr root = xmlDocGetRootElement(d->doc);
+        bool ns_added = false;
+        xmlNsPtr ns = xmlSearchNsByHref(d->doc, root, (const xmlChar *) QEMU_NS);
+        if (!ns) {
+                ns = xmlNewNs(root, (const xmlChar *) QEMU_NS, (const xmlChar *) "qemu");
+                ns_added = true;
+        }
+        _cleanup_free_ char *val = xasprintf("name=opt/ovmf/X-PciMmio64Mb,string=%" PRIu64, p->pcihole64_kib / 1024);
+        xmlNodePtr cl = NULL;
+        for (xmlNodePtr c = root->children; c; c = c->next)
+                if (c->type == XML_ELEMENT_NODE && c->ns == ns && xmlStrEqual(c->name, (const xmlChar *) "commandline"))
+                        cl = c;
+        bool created = !cl;
+        if (created) {
+                cl = xmlNewNode(ns, (const xmlChar *) "commandline");
+                insert_unit_after(last_element_child(root), cl);
+        }
+        xmlNodePtr a1 = xmlNewNode(ns, (const xmlChar *) "arg");
+        xmlSetProp(a1, (const xmlChar *) "value", (const xmlChar *) "-fw_cfg");
+        xmlNodePtr a2 = xmlNewNode(ns, (const xmlChar *) "arg");
+        xmlSetProp(a2, (const xmlChar *) "value", (const xmlChar *) val);
+        append_child_unit(cl, a1);
+        append_child_unit(cl, a2);
+        (void) ret_error;
+        return xasprintf(" ovmf-mmio64='%s'%s", created ? "created" : "added", ns_added ? " qemu-ns-added='yes'" : "");
+}
+
+static void revert_ovmf_mmio64(struct domain *d, xmlNodePtr mark) {
+        _cleanup_free_ char *how = xml_prop(mark, "ovmf-mmio64");
+        _cleanup_free_ char *ns_added = xml_prop(mark, "qemu-ns-added");
+        if (!how)
+                return;
+        xmlNodePtr root = xmlDocGetRootElement(d->doc);
+        for (xmlNodePtr cl = root->children; cl; cl = cl->next) {
+                if (cl->type != XML_ELEMENT_NODE || !cl->ns || !xmlStrEqual(cl->ns->href, (const xmlChar *) QEMU_NS) ||
+                    !xmlStrEqual(cl->name, (const xmlChar *) "commandline"))
+                        continue;
+                if (streq(how, "created"))
+                        unlink_unit(cl);
+                else
+                        /* Our two args: "-fw_cfg" followed by the aperture. */
+                        for (xmlNodePtr a = cl->children; a; a = a->next) {
+                                _cleanup_free_ char *v = a->type == XML_ELEMENT_NODE ? xml_prop(a, "value") : NULL;
+                                if (!v || !strstr(v, "opt/ovmf/X-PciMmio64Mb"))
+                                        continue;
+                                xmlNodePtr prev = a->prev;
+                                while (prev && prev->type != XML_ELEMENT_NODE)
+                                        prev = prev->prev;
+                                remove_child_unit(a);
+                                if (prev)
+                                        remove_child_unit(prev);
+                                break;
+                        }
+                break;
+        }
+        if (ns_added && streq(ns_added, "yes"))
+                for (xmlNsPtr *pp = &root->nsDef; *pp; pp = &(*pp)->next)
+                        if ((*pp)->href && xmlStrEqual((*pp)->href, (const xmlChar *) QEMU_NS)) {
+                                xmlNsPtr dead = *pp;
+                                *pp = dead->next;
+                                dead->next = NULL;
+                                xmlFreeNs(dead);
+                                break;
+                        }
+}
+
 static int write_mark(struct domain *d, const struct plan *p, char **removed_xml, const int *removed_pos,
-                      char **orig_addr, const char *single_slots, char **ret_error) {
+                      char **orig_addr, const char *single_slots, const char *extra_attrs, char **orig_managed,
+                      char **ret_error) {
         xmlNodePtr root = xmlDocGetRootElement(d->doc);
         xmlNodePtr md = xml_child(root, "metadata");
         bool created = !md;
@@ -337,6 +560,10 @@ static int write_mark(struct domain *d, const struct plan *p, char **removed_xml
                       PCINUMA_TOPOLOGY_NS, policy_mode_to_string(p->mode), created ? " metadata-created='yes'" : "");
         if (p->n_pruned && single_slots && *single_slots)
                 strbuf_printf(&b, " single-function-slots='%s'", single_slots);
+        if (p->add_distances)
+                strbuf_append(&b, " distances='host'");
+        if (extra_attrs)
+                strbuf_append(&b, extra_attrs);
         strbuf_append(&b, ">");
         for (size_t i = 0; i < p->n_pxbs; i++) {
                 const struct plan_pxb *x = &p->pxbs[i];
@@ -362,6 +589,15 @@ static int write_mark(struct domain *d, const struct plan *p, char **removed_xml
                               pd->cell, pd->port_index, esc ? esc : "none");
                 k++;
         }
+        /* Ports that carry no device themselves: a guest switch's root
+         * and upstream ports. */
+        for (size_t i = 0; i < p->n_ports; i++)
+                if (p->ports[i].device < 0)
+                        strbuf_printf(&b, "%s<pcinuma:controller index='%d' model='%s'/>", cind, p->ports[i].index,
+                                      p->ports[i].model);
+        for (size_t i = 0; i < p->n_managed; i++)
+                strbuf_printf(&b, "%s<pcinuma:managed host='%s' driver='%s' original='%s'/>", cind, p->managed[i].name,
+                              p->managed[i].driver, orig_managed[i] ? orig_managed[i] : "absent");
         for (size_t i = 0; i < p->n_pruned; i++) {
                 _cleanup_free_ char *esc = (char *) xmlEncodeSpecialChars(d->doc, (const xmlChar *) removed_xml[i]);
                 strbuf_printf(&b, "%s<pcinuma:removed controller='%d' position='%d'>%s</pcinuma:removed>",
@@ -420,6 +656,8 @@ int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
         for (size_t i = 0; i < p->n_devices; i++)
                 n_moved += p->devices[i].action == PLAN_MOVE;
 
+        _cleanup_free_ char *extra = NULL;
+        _cleanup_free_ char **orig_managed = NULL;
         _cleanup_free_ char **orig = xcalloc(n_moved ? n_moved : 1, sizeof(char *));
         _cleanup_free_ char **removed = xcalloc(p->n_pruned ? p->n_pruned : 1, sizeof(char *));
         _cleanup_free_ int *removed_pos = xcalloc(p->n_pruned ? p->n_pruned : 1, sizeof(int));
@@ -468,7 +706,40 @@ int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
         r = add_controllers(d, p, ret_error);
         if (r < 0)
                 goto out;
-        r = write_mark(d, p, removed, removed_pos, orig, single_slots, ret_error);
+        /* The feature switches (issue 6). */
+        extra = xstrdup("");
+        orig_managed = xcalloc(p->n_managed ? p->n_managed : 1, sizeof(char *));
+        if (p->add_distances)
+                apply_distances(d, p);
+        if (p->pcihole64_kib) {
+                _cleanup_free_ char *a = apply_pcihole64(d, p, ret_error);
+                if (!a) {
+                        r = -EINVAL;
+                        goto out;
+                }
+                char *e = xasprintf("%s%s", extra, a);
+                free(extra);
+                extra = e;
+                if (p->set_ovmf_mmio64) {
+                        _cleanup_free_ char *f = apply_ovmf_mmio64(d, p, ret_error);
+                        if (!f) {
+                                r = -EINVAL;
+                                goto out;
+                        }
+                        e = xasprintf("%s%s", extra, f);
+                        free(extra);
+                        extra = e;
+                }
+        }
+        for (size_t i = 0; i < p->n_managed; i++) {
+                xmlNodePtr e = d->hostdevs[p->managed[i].hostdev].elem;
+                orig_managed[i] = xml_prop(e, "managed");
+                xmlSetProp(e, (const xmlChar *) "managed", (const xmlChar *) "no");
+        }
+
+        r = write_mark(d, p, removed, removed_pos, orig, single_slots, extra, orig_managed, ret_error);
+        for (size_t i = 0; i < p->n_managed; i++)
+                free(orig_managed[i]);
         if (r < 0)
                 goto out;
         r = domain_reload(d, ret_error);
@@ -565,11 +836,33 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
                 uint64_t idx = 0;
                 bool has_idx = ctl && parse_uint(ctl, 10, 255, &idx) == 0;
 
-                if (streq(name, "expander") || streq(name, "device")) {
-                        const char *model = streq(name, "expander") ? "pcie-expander-bus" : "pcie-root-port";
+                if (streq(name, "expander") || streq(name, "device") || streq(name, "controller")) {
+                        /* Only what we added, and only if it is still what we
+                         * added: a controller's model must match. */
+                        _cleanup_free_ char *index = xml_prop(c, "index");
+                        _cleanup_free_ char *model = xml_prop(c, "model");
+                        if (streq(name, "controller"))
+                                has_idx = index && model && parse_uint(index, 10, 255, &idx) == 0;
                         xmlNodePtr e = has_idx && devices ? find_controller_elem(devices, (int) idx) : NULL;
-                        if (e && elem_has_model(e, model))
+                        bool ours = e && (streq(name, "expander") ? elem_has_model(e, "pcie-expander-bus")
+                                          : streq(name, "device") ? (elem_has_model(e, "pcie-root-port") ||
+                                                                     elem_has_model(e, "pcie-switch-downstream-port"))
+                                          : elem_has_model(e, model));
+                        if (ours)
                                 unlink_unit(e);
+                }
+                if (streq(name, "managed")) {
+                        struct domain_hostdev tmp = { .kind = DOMAIN_HOSTDEV_PCI };
+                        _cleanup_free_ char *host = xml_prop(c, "host");
+                        _cleanup_free_ char *orig = xml_prop(c, "original");
+                        if (host && pci_addr_parse(host, &tmp.host) == 0)
+                                for (size_t k = 0; k < d->n_hostdevs; k++)
+                                        if (d->hostdevs[k].kind == DOMAIN_HOSTDEV_PCI && pci_addr_eq(&d->hostdevs[k].host, &tmp.host)) {
+                                                if (!orig || streq(orig, "absent"))
+                                                        xmlUnsetProp(d->hostdevs[k].elem, (const xmlChar *) "managed");
+                                                else
+                                                        xmlSetProp(d->hostdevs[k].elem, (const xmlChar *) "managed", (const xmlChar *) orig);
+                                        }
                 }
                 if (streq(name, "device"))
                         *GROW(dev_recs, n_dev_recs) = c;
@@ -600,7 +893,8 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
          * original.  A filler that libvirt has since put a device on
          * stays, and the devices that sat on the original get no address,
          * so libvirt assigns them a free one. */
-        qsort(removed, n_removed, sizeof(*removed), cmp_removed);
+        if (n_removed > 1)
+                qsort(removed, n_removed, sizeof(*removed), cmp_removed);
         for (size_t i = 0; i < n_removed; i++) {
                 xmlNodePtr existing = find_controller_elem(devices, removed[i].index);
                 if (existing) {
@@ -680,6 +974,14 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
         single_slots = xml_prop(mark, "single-function-slots");
         if (single_slots && devices)
                 clear_multifunction(devices, single_slots);
+
+        {
+                _cleanup_free_ char *dist = xml_prop(mark, "distances");
+                if (dist && streq(dist, "host"))
+                        revert_distances(d);
+        }
+        revert_pcihole64(d, mark);
+        revert_ovmf_mmio64(d, mark);
 
         created = xml_prop(mark, "metadata-created");
         xmlNodePtr md = mark->parent;

@@ -1,0 +1,4 @@
+/* pcinumactl topo. */
+#pragma once
+
+int ctl_topo(int argc, char **argv);

@@ -1,0 +1,220 @@
+/* Fuzz target: a domain XML through everything pcinumad does with it.
+ *
+ * 1. The engine as the daemon runs it (engine_plan() with the policy file's
+ *    rules, or a forced policy), its explanations, and its two promises:
+ *    planning the planned output again gives it back byte for byte, and
+ *    engine_revert() accepts it.
+ * 2. The pieces by hand: domain_parse(), domain_resolve_backing(),
+ *    planner_run(), rewrite_apply(), domain_format() and rewrite_revert(),
+ *    which must give back the document it started from (white space
+ *    between elements aside).
+ *
+ * The host is the bundled sample host (fuzz-hostmap.c), which the golden
+ * cases in the corpus were written for. */
+#include "fuzz.h"
+
+#include <ctype.h>
+
+#include "domain.h"
+#include "engine.h"
+#include "planner.h"
+#include "policy.h"
+#include "rewrite.h"
+
+static struct hostmap *host;
+static struct policy *pol;
+
+static const char policy_text[] =
+        "{\"default\": {\"policy\": \"require\"},\n"
+        " \"allow_domain_policy\": true,\n"
+        " \"rules\": [{\"match\": {\"name\": \"legacy-*\"}, \"policy\": \"legacy\"},\n"
+        "           {\"match\": {\"tag\": \"best-effort\"}, \"policy\": \"preferred\"},\n"
+        "           {\"match\": {\"uuid\": \"4dea22b3-1d52-d8f3-2516-782e98ab3fa0\"}, \"policy\": \"socket\"},\n"
+        "           {\"match\": {\"name\": \"off-*\"}, \"policy\": \"off\"}]}\n";
+
+static void setup(void) {
+        _cleanup_free_ char *err = NULL;
+
+        if (host)
+                return;
+        host = fuzz_sample_hostmap();
+        if (policy_parse(policy_text, sizeof(policy_text) - 1, "fuzz", &pol, &err) < 0)
+                fuzz_fail("built-in policy: %s", err);
+}
+
+/* The document without the white space between tags, which the rewriter
+ * adds and removes with the elements it indents, and with each empty
+ * element written "<x/>" (an element left empty by the revert is printed
+ * so, where the input had "<x>\n</x>"). */
+static char *squeeze(const char *s) {
+        size_t n = strlen(s);
+        char *out = xmalloc(n + 1), *o = out;
+        const char *open_name = NULL;   /* the last start tag, if the output ends with it */
+        size_t open_len = 0;
+
+        for (size_t i = 0; i < n;) {
+                if (s[i] == '<' && s[i + 1] == '/' && open_name && o > out && o[-1] == '>' &&
+                    strncmp(s + i + 2, open_name, open_len) == 0 && s[i + 2 + open_len] == '>') {
+                        o[-1] = '/';
+                        *o++ = '>';
+                        i += 3 + open_len;
+                        open_name = NULL;
+                        size_t j = i;
+                        while (j < n && isspace((unsigned char) s[j]))
+                                j++;
+                        if (j < n && s[j] == '<')
+                                i = j;
+                        continue;
+                }
+                if (s[i] == '<') {
+                        open_name = NULL;
+                        if (s[i + 1] != '/' && s[i + 1] != '?' && s[i + 1] != '!') {
+                                size_t k = i + 1;
+                                while (k < n && !isspace((unsigned char) s[k]) && s[k] != '>' && s[k] != '/')
+                                        k++;
+                                const char *gt = strchr(s + k, '>');
+                                if (gt && gt[-1] != '/') {
+                                        open_name = s + i + 1;
+                                        open_len = k - i - 1;
+                                }
+                        }
+                } else if (s[i] != '>' && !isspace((unsigned char) s[i]) && o > out && o[-1] == '>')
+                        open_name = NULL;
+                if (s[i] == '>') {
+                        size_t j = i + 1;
+                        while (j < n && isspace((unsigned char) s[j]))
+                                j++;
+                        *o++ = '>';
+                        if (j < n && s[j] == '<') {
+                                i = j;
+                                continue;
+                        }
+                        i++;
+                        continue;
+                }
+                *o++ = s[i++];
+        }
+        *o = 0;
+        return out;
+}
+
+static void check_engine(const char *xml, size_t len, const enum policy_mode *forced) {
+        _cleanup_engine_result_ struct engine_result *res = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        if (engine_plan(xml, len, host, pol, forced, &res, &err) < 0)
+                return;
+        free(engine_explain(res, host));
+        free(engine_json(res, host));
+        if (res->verdict == PLAN_REFUSED) {
+                free(engine_refusal(res));
+                if (res->xml)
+                        fuzz_fail("refused, but there is an output XML");
+                return;
+        }
+        if (!res->xml)
+                fuzz_fail("verdict %s without an output XML", plan_verdict_to_string(res->verdict));
+
+        /* Planning is idempotent: the planned domain, planned again under
+         * the same policy, is already planned and printed byte for byte. */
+        if (res->verdict == PLAN_APPLY && res->changed) {
+                _cleanup_engine_result_ struct engine_result *again = NULL;
+                _cleanup_free_ char *err2 = NULL;
+                enum policy_mode m = res->settings.mode;
+                size_t out_len = strlen(res->xml);
+
+                if (engine_plan(res->xml, out_len, host, pol, &m, &again, &err2) < 0)
+                        fuzz_fail("the planned XML does not plan again: %s", err2);
+                if (again->verdict != PLAN_APPLY || !again->already_planned || again->changed ||
+                    !again->xml || !streq(again->xml, res->xml))
+                        fuzz_fail("planning is not idempotent: verdict %s, already_planned %d, changed %d%s%s",
+                                  plan_verdict_to_string(again->verdict), again->already_planned,
+                                  again->changed, again->mismatch ? ", mismatch: " : "",
+                                  strempty(again->mismatch));
+
+                _cleanup_free_ char *reverted = NULL, *warning = NULL, *err3 = NULL;
+                bool changed = false;
+                if (engine_revert(res->xml, out_len, &reverted, &changed, &warning, &err3) < 0)
+                        fuzz_fail("the planned XML does not revert: %s", err3);
+                if (!changed)
+                        fuzz_fail("the planned XML has no mark to revert");
+        }
+}
+
+static void check_round_trip(const char *xml, size_t len) {
+        _cleanup_domain_ struct domain *d = NULL;
+        _cleanup_plan_ struct plan *p = NULL;
+        _cleanup_free_ char *err = NULL, *before = NULL, *planned = NULL, *after = NULL, *warning = NULL;
+        int r;
+
+        if (domain_parse(xml, len, &d, &err) < 0)
+                return;
+        if (d->mark) {
+                r = rewrite_revert(d, &warning, &err);
+                if (r < 0)
+                        return;
+                if (r != 1)
+                        fuzz_fail("rewrite_revert() returned %d for a marked domain", r);
+                if (d->mark)
+                        fuzz_fail("rewrite_revert() left the mark");
+                free(TAKE_PTR(warning));
+        }
+        if (domain_resolve_backing(d, host, &err) < 0)
+                return;
+        /* Two devices on one guest address is a domain libvirt refuses
+         * ("double use of PCI address"), and the rewriter's notes on
+         * single-function slots are not meant to restore it exactly. */
+        bool exact = true;
+        for (size_t i = 0; i < d->n_pci_uses && exact; i++)
+                for (size_t j = i + 1; j < d->n_pci_uses && exact; j++)
+                        if (pci_addr_eq(&d->pci_uses[i].addr, &d->pci_uses[j].addr))
+                                exact = false;
+
+        /* The policy from the input, so that corpus entries keep theirs. */
+        struct policy_settings s = { .mode = POLICY_REQUIRE };
+        if (len > 0)
+                s.mode = (enum policy_mode) (1 + xml[len - 1] % (_POLICY_MODE_MAX - 1));
+        if (planner_run(d, host, &s, &p) < 0)
+                fuzz_fail("planner_run() failed");
+        if (p->verdict != PLAN_APPLY)
+                return;
+
+        if (domain_format(d, &before) < 0)
+                fuzz_fail("domain_format() failed");
+        if (rewrite_apply(d, p, &err) < 0)
+                return;
+        if (domain_format(d, &planned) < 0)
+                fuzz_fail("domain_format() failed after rewrite_apply()");
+        if (!d->mark)
+                fuzz_fail("rewrite_apply() wrote no mark");
+
+        r = rewrite_revert(d, &warning, &err);
+        if (r != 1)
+                fuzz_fail("rewrite_revert() of our own mark returned %d: %s", r, strna(err));
+        if (domain_format(d, &after) < 0)
+                fuzz_fail("domain_format() failed after rewrite_revert()");
+        if (warning || !exact)
+                return;   /* it said it could not restore exactly */
+
+        _cleanup_free_ char *a = squeeze(before), *b = squeeze(after);
+        if (!streq(a, b))
+                fuzz_fail("rewrite_revert(rewrite_apply(d)) differs from d:\n--- before\n%s\n--- after\n%s", before, after);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        const char *xml = (const char *) data;
+
+        /* domain_parse() refuses more than DOMAIN_XML_MAX at once; a big
+         * input only slows the fuzzer down. */
+        if (size > 256 * 1024)
+                return 0;
+        setup();
+
+        check_engine(xml, size, NULL);
+        /* A forced policy as well (pcinumactl plan --policy), chosen by the
+         * input's length so that every mode gets its share. */
+        enum policy_mode forced = (enum policy_mode) (size % _POLICY_MODE_MAX);
+        check_engine(xml, size, &forced);
+        check_round_trip(xml, size);
+        return 0;
+}

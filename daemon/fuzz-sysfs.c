@@ -1,0 +1,296 @@
+/* Fuzz target: the sysfs reader.  The input describes a small sysfs tree,
+ * which is written to a private directory (on /dev/shm when there is one)
+ * and read with hostmap_load(), so that every attribute parser of
+ * hostmap-sysfs.c (resource lines, numa_node, class, distance rows,
+ * cpulists, the upstream bridges in a device's real path, mdev links)
+ * sees it exactly as it would on a host.  Each file's text also goes
+ * straight to the helpers they use: bitmap_parse() (whose output must
+ * survive bitmap_format() and parsing again), parse_uint(), parse_int()
+ * and pci_addr_parse() (which must survive pci_addr_format()).
+ *
+ * The input is a list of records, each ended by a NUL byte:
+ *   "f" PATH "\n" CONTENT      a regular file
+ *   "l" PATH "\n" TARGET       a symbolic link
+ *   "d" PATH                   a directory
+ * PATH is relative to the sysfs root; missing parent directories are
+ * created.  Paths with "." or ".." components, and link targets that are
+ * absolute or climb above the root (".." is accepted only as a leading
+ * run, as sysfs writes them), are skipped: this program may run as root,
+ * and must write and read nothing outside its directory.
+ * tests/fuzz/sysfs-to-corpus.py turns a sysfs tree into this form. */
+#include "fuzz.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+
+#define MAX_RECORDS 320
+#define MAX_PATH_LEN 256
+#define MAX_CONTENT (64 * 1024)
+
+static char base_dir[PATH_MAX];
+static int base_fd = -1;
+
+static void remove_tree_at(int dir_fd, const char *name);
+
+static void remove_contents(int fd) {
+        int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (dup_fd < 0)
+                return;
+        DIR *dir = fdopendir(dup_fd);
+        if (!dir) {
+                (void) close(dup_fd);
+                return;
+        }
+        for (struct dirent *de; (de = readdir(dir));) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                remove_tree_at(fd, de->d_name);
+        }
+        closedir(dir);
+}
+
+/* rm -rf without following links. */
+static void remove_tree_at(int dir_fd, const char *name) {
+        struct stat st;
+
+        if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return;
+        if (S_ISDIR(st.st_mode)) {
+                int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd >= 0) {
+                        remove_contents(fd);
+                        (void) close(fd);
+                }
+                if (unlinkat(dir_fd, name, AT_REMOVEDIR) < 0)
+                        fuzz_fail("cannot remove %s/%s: %s", base_dir, name, strerror(errno));
+        } else if (unlinkat(dir_fd, name, 0) < 0)
+                fuzz_fail("cannot remove %s/%s: %s", base_dir, name, strerror(errno));
+}
+
+static void cleanup_base(void) {
+        if (base_fd < 0)
+                return;
+        remove_contents(base_fd);
+        (void) close(base_fd);
+        base_fd = -1;
+        (void) rmdir(base_dir);
+}
+
+static void setup(void) {
+        if (base_fd >= 0)
+                return;
+        const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        snprintf(base_dir, sizeof(base_dir), "%s/pcinuma-fuzz-sysfs-XXXXXX", tmp);
+        if (!mkdtemp(base_dir))
+                fuzz_fail("mkdtemp(%s): %s", base_dir, strerror(errno));
+        base_fd = open(base_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (base_fd < 0)
+                fuzz_fail("open(%s): %s", base_dir, strerror(errno));
+        atexit(cleanup_base);
+}
+
+/* Split path into components: none may be empty, "." or "..".  Returns the
+ * number of components, or -1. */
+static int split_path(char *path, char **comp, int max) {
+        int n = 0;
+        char *save = NULL;
+
+        if (path[0] == '/' || !path[0])
+                return -1;
+        for (char *c = strtok_r(path, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+                if (streq(c, ".") || streq(c, "..") || strlen(c) > NAME_MAX || n == max)
+                        return -1;
+                comp[n++] = c;
+        }
+        return n > 0 ? n : -1;
+}
+
+/* Open (creating) the directory comp[0..n) below root, never through a
+ * symbolic link. */
+static int open_parent(int root_fd, char **comp, int n) {
+        int fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
+
+        for (int i = 0; i < n && fd >= 0; i++) {
+                (void) mkdirat(fd, comp[i], 0755);
+                int next = openat(fd, comp[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                (void) close(fd);
+                fd = next;
+        }
+        return fd;
+}
+
+/* A link target stays below the root if it is relative and its ".."
+ * components form a leading run no longer than the link's depth. */
+static bool target_ok(const char *target, int depth) {
+        int up = 0;
+        bool leading = true;
+
+        if (!target[0] || target[0] == '/' || strlen(target) > 1024)
+                return false;
+        for (const char *p = target; *p;) {
+                const char *slash = strchr(p, '/');
+                size_t len = slash ? (size_t) (slash - p) : strlen(p);
+                if (len == 2 && p[0] == '.' && p[1] == '.') {
+                        if (!leading)
+                                return false;
+                        up++;
+                } else if (len > 0 && !(len == 1 && p[0] == '.'))
+                        leading = false;
+                p += len;
+                if (*p == '/')
+                        p++;
+        }
+        return up <= depth;
+}
+
+static void check_text(const char *text) {
+        struct bitmap b = {0}, again = {0};
+        struct pci_addr a, a2;
+        uint64_t u;
+        int64_t i;
+
+        if (bitmap_parse(text, 65535, &b) >= 0) {
+                _cleanup_free_ char *s = bitmap_format(&b);
+                if (bitmap_parse(s, 65535, &again) < 0)
+                        fuzz_fail("bitmap_format() gave '%s', which does not parse", s);
+                if (!bitmap_equal(&b, &again))
+                        fuzz_fail("bitmap '%s' formats as '%s', which parses differently", text, s);
+                if (bitmap_isempty(&b) != (bitmap_count(&b) == 0) || bitmap_isempty(&b) != (bitmap_next(&b, 0) < 0))
+                        fuzz_fail("bitmap '%s': empty and count disagree", text);
+                bitmap_done(&again);
+                bitmap_done(&b);
+        }
+        (void) parse_uint(text, 0, UINT64_MAX, &u);
+        (void) parse_uint(text, 10, INT_MAX, &u);
+        (void) parse_uint(text, 16, 0xffffff, &u);
+        (void) parse_int(text, 10, -1, INT_MAX, &i);
+        (void) parse_int(text, 0, INT64_MIN, INT64_MAX, &i);
+
+        if (pci_addr_parse(text, &a) >= 0) {
+                char buf[PCI_ADDR_STRLEN];
+                pci_addr_format(&a, buf);
+                if (pci_addr_parse(buf, &a2) < 0 || !pci_addr_eq(&a, &a2))
+                        fuzz_fail("PCI address '%s' formats as '%s', which parses differently", text, buf);
+                if (a.slot > 31 || a.func > 7)
+                        fuzz_fail("PCI address '%s' parsed to slot %u function %u", text, a.slot, a.func);
+        }
+}
+
+static void build(int root_fd, const char *data, size_t size) {
+        size_t n_records = 0;
+
+        for (size_t pos = 0; pos < size && n_records < MAX_RECORDS; n_records++) {
+                const char *rec = data + pos;
+                const char *nul = memchr(rec, 0, size - pos);
+                size_t rec_len = nul ? (size_t) (nul - rec) : size - pos;
+                pos += rec_len + 1;
+
+                if (rec_len < 2)
+                        continue;
+                char kind = rec[0];
+                const char *nl = memchr(rec + 1, '\n', rec_len - 1);
+                size_t path_len = nl ? (size_t) (nl - rec - 1) : rec_len - 1;
+                if (path_len == 0 || path_len > MAX_PATH_LEN)
+                        continue;
+                _cleanup_free_ char *path = xstrndup(rec + 1, path_len);
+                const char *body = nl ? nl + 1 : rec + rec_len;
+                size_t body_len = (size_t) (rec + rec_len - body);
+                if (body_len > MAX_CONTENT)
+                        continue;
+                _cleanup_free_ char *text = xstrndup(body, body_len);
+
+                char *comp[MAX_PATH_LEN];
+                int n = split_path(path, comp, (int) ELEMENTSOF(comp));
+                if (n < 0)
+                        continue;
+                for (int k = 0; k < n; k++)
+                        check_text(comp[k]);
+
+                if (kind == 'd') {
+                        int fd = open_parent(root_fd, comp, n);
+                        if (fd >= 0)
+                                (void) close(fd);
+                        continue;
+                }
+
+                _cleanup_close_ int parent = open_parent(root_fd, comp, n - 1);
+                if (parent < 0)
+                        continue;
+
+                if (kind == 'f') {
+                        check_text(text);
+                        _cleanup_close_ int fd = openat(parent, comp[n - 1],
+                                                        O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+                        if (fd < 0)
+                                continue;
+                        if (body_len > 0 && write(fd, body, body_len) != (ssize_t) body_len)
+                                fuzz_fail("cannot write %s: %s", comp[n - 1], strerror(errno));
+                } else if (kind == 'l') {
+                        if (!target_ok(text, n - 1))
+                                continue;
+                        (void) symlinkat(text, parent, comp[n - 1]);
+                }
+        }
+}
+
+static void check_map(const struct hostmap *h) {
+        if (h->n_nodes == 0)
+                fuzz_fail("a host map without nodes");
+        for (size_t i = 0; i < h->n_nodes; i++) {
+                if (i > 0 && h->nodes[i - 1].id >= h->nodes[i].id)
+                        fuzz_fail("nodes not sorted or duplicated: %d, %d", h->nodes[i - 1].id, h->nodes[i].id);
+                if (hostmap_find_node(h, h->nodes[i].id) != &h->nodes[i])
+                        fuzz_fail("node %d not found", h->nodes[i].id);
+                for (size_t j = 0; j < h->n_nodes; j++)
+                        (void) hostmap_distance(h, h->nodes[i].id, h->nodes[j].id);
+                for (int c = bitmap_next(&h->nodes[i].cpus, 0); c >= 0 && c < 4096;
+                     c = bitmap_next(&h->nodes[i].cpus, (unsigned) c + 1))
+                        if (hostmap_cpu_node(h, (unsigned) c) < 0)
+                                fuzz_fail("CPU %d of node %d has no node", c, h->nodes[i].id);
+        }
+        for (size_t i = 0; i < h->n_devices; i++) {
+                const struct hostmap_device *d = &h->devices[i];
+                if (i > 0 && pci_addr_cmp(&h->devices[i - 1].addr, &d->addr) >= 0)
+                        fuzz_fail("devices not sorted or duplicated: %s", d->name);
+                if (hostmap_find_device(h, &d->addr) != d)
+                        fuzz_fail("device %s not found", d->name);
+                (void) hostmap_class_name(d->class);
+                (void) hostmap_device_is_bridge(d);
+                (void) hostmap_node_socket(h, d->node);
+        }
+        for (size_t i = 0; i < h->n_mdevs; i++) {
+                const struct hostmap_mdev *m = &h->mdevs[i];
+                if (hostmap_find_mdev(h, m->uuid) != m)
+                        fuzz_fail("mdev %s not found", m->uuid);
+        }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        _cleanup_hostmap_ struct hostmap *h = NULL;
+        _cleanup_free_ char *err = NULL;
+        _cleanup_close_ int root_fd = -1;
+
+        if (size > 1024 * 1024)
+                return 0;
+        setup();
+
+        if (mkdirat(base_fd, "root", 0755) < 0)
+                fuzz_fail("mkdir %s/root: %s", base_dir, strerror(errno));
+        root_fd = openat(base_fd, "root", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (root_fd < 0)
+                fuzz_fail("open %s/root: %s", base_dir, strerror(errno));
+
+        build(root_fd, (const char *) data, size);
+
+        int r = hostmap_load(root_fd, &h, &err);
+        if (r < 0) {
+                if (!err)
+                        fuzz_fail("hostmap_load() failed (%d) without a message", r);
+        } else
+                check_map(h);
+
+        remove_tree_at(base_fd, "root");
+        return 0;
+}
