@@ -15,6 +15,22 @@ static void usage(FILE *f) {
                 "2 usage error or unreadable file.\n");
 }
 
+/* ", mirror_switches, mmio64 auto, ..." for the switches that differ from
+ * the defaults, so an admin sees what each rule turns on or off. */
+static void print_features(const struct policy_settings *s) {
+        const struct policy_settings d = policy_settings_default(s->mode);
+        if (s->mirror_switches != d.mirror_switches)
+                printf(", mirror_switches %s", s->mirror_switches ? "on" : "off");
+        if (s->mirror_distances != d.mirror_distances)
+                printf(", mirror_distances %s", s->mirror_distances ? "on" : "off");
+        if (s->mmio64_auto != d.mmio64_auto)
+                printf(", mmio64 %s", s->mmio64_auto ? "auto" : "off");
+        if (s->io_port_check != d.io_port_check)
+                printf(", io_port_check %s", s->io_port_check ? "on" : "off");
+        if (s->managed_auto != d.managed_auto)
+                printf(", managed %s", s->managed_auto ? "auto" : "off");
+}
+
 static void print_rule(size_t idx, const struct policy_rule *rule) {
         const char *sep = "";
 
@@ -29,7 +45,9 @@ static void print_rule(size_t idx, const struct policy_rule *rule) {
         }
         if (rule->tag)
                 printf("%stag '%s'", sep, rule->tag);
-        printf(" -> %s\n", policy_mode_to_string(rule->settings.mode));
+        printf(" -> %s", policy_mode_to_string(rule->settings.mode));
+        print_features(&rule->settings);
+        printf("\n");
 }
 
 int ctl_check_policy(int argc, char **argv) {
@@ -81,7 +99,11 @@ int ctl_check_policy(int argc, char **argv) {
         }
 
         printf("%s: OK\n", path);
-        printf("default: %s\n", policy_mode_to_string(p->def.mode));
+        printf("default: %s", policy_mode_to_string(p->def.mode));
+        print_features(&p->def);
+        printf("\n");
+        for (size_t i = 0; i < p->n_variant_drivers; i++)
+                printf("vfio variant driver: %s\n", p->variant_drivers[i]);
         printf("allow_domain_policy: %s\n", p->allow_domain_policy ? "true" : "false");
         if (p->n_rules == 0)
                 printf("rules: none\n");

@@ -176,6 +176,55 @@ static void test_timeout_range(void **state) {
                            SRC ": hook.timeout_ms: expected an integer, got null");
 }
 
+static void test_feature_switches(void **state) {
+        (void) state;
+        /* Defaults: distances and the I/O check on, the rest off. */
+        _cleanup_policy_ struct policy *d = parse_ok("{}");
+        assert_false(d->def.mirror_switches);
+        assert_true(d->def.mirror_distances);
+        assert_false(d->def.mmio64_auto);
+        assert_true(d->def.io_port_check);
+        assert_false(d->def.managed_auto);
+
+        /* A rule starts from the default's switches and overrides its own. */
+        _cleanup_policy_ struct policy *p = parse_ok(
+                "{\"default\": {\"policy\": \"legacy\", \"mirror_switches\": true, \"mmio64\": \"auto\"},"
+                " \"rules\": [{\"match\": {\"name\": \"gpu-*\"}, \"policy\": \"require\","
+                " \"mirror_distances\": false, \"io_port_check\": false, \"managed\": \"auto\"}],"
+                " \"vfio_variant_drivers\": [\"acme_vfio\", \"other\"]}");
+        assert_true(p->def.mirror_switches);
+        assert_true(p->def.mmio64_auto);
+        assert_true(p->def.mirror_distances);
+        const struct policy_settings *r = &p->rules[0].settings;
+        assert_int_equal(r->mode, POLICY_REQUIRE);
+        assert_true(r->mirror_switches);          /* inherited */
+        assert_true(r->mmio64_auto);              /* inherited */
+        assert_false(r->mirror_distances);        /* overridden */
+        assert_false(r->io_port_check);
+        assert_true(r->managed_auto);
+        assert_int_equal(p->n_variant_drivers, 2);
+        assert_string_equal(p->variant_drivers[1], "other");
+
+        struct policy_settings got;
+        struct policy_subject subj = { .name = "gpu-1" };
+        policy_resolve(p, &subj, &got, NULL);
+        assert_false(got.mirror_distances);
+        subj.name = "web-1";
+        policy_resolve(p, &subj, &got, NULL);
+        assert_true(got.mirror_distances);
+
+        assert_parse_error("{\"default\": {\"mirror_switches\": \"yes\"}}",
+                           SRC ": default.mirror_switches: expected a boolean, got string");
+        assert_parse_error("{\"default\": {\"mmio64\": \"on\"}}",
+                           SRC ": default.mmio64: expected \"auto\" or \"off\", not 'on'");
+        assert_parse_error("{\"rules\": [{\"match\": {\"name\": \"a\"}, \"policy\": \"off\", \"managed\": true}]}",
+                           SRC ": rules[0].managed: expected a string, got boolean");
+        assert_parse_error("{\"vfio_variant_drivers\": [\"\"]}",
+                           SRC ": vfio_variant_drivers[0]: expected a non-empty string");
+        assert_parse_error("{\"vfio_variant_drivers\": \"x\"}",
+                           SRC ": vfio_variant_drivers: expected an array, got string");
+}
+
 static void test_errors_keys(void **state) {
         (void) state;
 
@@ -496,6 +545,7 @@ int main(void) {
                 cmocka_unit_test(test_mode_strings),
                 cmocka_unit_test(test_new_default),
                 cmocka_unit_test(test_minimal),
+                cmocka_unit_test(test_feature_switches),
                 cmocka_unit_test(test_empty_object),
                 cmocka_unit_test(test_full),
                 cmocka_unit_test(test_alias_required),
