@@ -375,8 +375,14 @@ def plan_case(tap, args, case, hosts_built):
         path = os.path.join(args.workdir, "%s-input.xml" % case.key)
         with open(path, "w") as f:
             f.write(case.input_text)
-    base = [args.pcinumactl, "plan", "--sysfs-root", sysroot,
-            "--policy", case.policy]
+    base = [args.pcinumactl, "plan", "--sysfs-root", sysroot]
+    if getattr(case, "policy_json", None):
+        pol = os.path.join(args.workdir, "%s-policy.json" % case.key)
+        with open(pol, "w") as f:
+            f.write(case.policy_json)
+        base += ["--policy-file", pol]
+    else:
+        base += ["--policy", case.policy]
     rj = run(base + ["--format", "json", path])
     rx = run(base + [path])
     good = rj.returncode == 0 and rx.returncode == 0
@@ -881,6 +887,108 @@ def run_case(tap, args, sess, case, hosts_built, kernel, initrd):
     finally:
         g.cleanup()
 
+KEYBOARD_ID = "1af4:1052"       # virtio-input, modern
+
+
+def run_switch_case(tap, args, sess, hosts_built, kernel, initrd):
+    """(e) mirror_switches and mirror_distances, in the guest's own words:
+    the sample VM planned with mirror_switches; each host GPU+NIC pair
+    shares a host PCIe switch, so in the guest the pair must share an
+    upstream bridge.  The GPU stand-ins are virtio-rng and the NIC
+    stand-ins virtio keyboards, so the guest can tell them apart.  The
+    guest's node distances must be the host's SLIT, not libvirt's 10/20."""
+    case = Case("e", "mirror_switches + mirror_distances", "sample-4n", "require",
+                input_path=os.path.join(args.source, "conf", "examples", "gpu-vm-1.xml"))
+    case.policy_json = '{"default": {"policy": "require", "mirror_switches": true, "mirror_distances": true}}'
+    plan_case(tap, args, case, hosts_built)
+    name = "pcinuma-guest-e"
+    console = os.path.join(sess.files, "%s.console" % name)
+    try:
+        os.unlink(console)
+    except OSError:
+        pass
+    xml, standins = boot_xml(case, case.plan_xml, name, kernel, initrd, console)
+    pdev = {d["host"]: d for d in case.plan["devices"]}
+    # NIC stand-ins become virtio keyboards at the same address.
+    root = ET.fromstring(xml)
+    devs_el = root.find("devices")
+    kinds = {}
+    for rng in list(devs_el.findall("rng")):
+        alias = rng.find("alias").get("name")
+        host = next(h for a, h, _p in standins if a == alias)
+        is_nic = (pdev.get(host, {}).get("class") or "").startswith("0x02")
+        kinds[host] = "nic" if is_nic else "gpu"
+        if not is_nic:
+            continue
+        kb = ET.Element("input", type="keyboard", bus="virtio")
+        kb.append(rng.find("alias"))
+        kb.append(rng.find("address"))
+        kb.tail = rng.tail
+        i = list(devs_el).index(rng)
+        devs_el.remove(rng)
+        devs_el.insert(i, kb)
+    xml = ET.tostring(root, encoding="unicode")
+    with open(os.path.join(args.workdir, "e-boot.xml"), "w") as f:
+        f.write(xml)
+    groups = {}
+    for d in case.plan["devices"]:
+        tap.diag("plan: %s %s -> cell %s, %s" % (kinds.get(d["host"]), d["host"], d["guest_cell"], d.get("reason")))
+    g = Guest(sess, name, xml, console, args.boot_timeout)
+    try:
+        try:
+            g.define()
+            booted = g.start_and_wait()
+        except Fatal as e:
+            tap.ok(False, "e: define and start", str(e))
+            return
+        devs, lines = parse_report(g.console_text)
+        for ln in lines:
+            tap.diag("guest: " + (ln[3:] if ln.startswith("@@ ") else ln))
+        if not tap.ok(booted and devs, "e: guest booted and reported %d PCI devices" % len(devs),
+                      console_tail(g.console_text)):
+            return
+        expanders = {"pci0000:%02x" % e["busNr"]: e["guest_cell"] for e in case.plan["expanders"]}
+        # group the stand-ins by the upstream bridge they sit behind:
+        # chain = [pci0000:XX, root port, upstream port, downstream port, device]
+        for d in devs:
+            if d["id"] not in (STANDIN_ID, KEYBOARD_ID):
+                continue
+            if len(d["chain"]) != 5 or d["hostbridge"] not in expanders:
+                groups.setdefault(("not behind a switch under a pxb", d["bdf"]), []).append(d)
+                continue
+            groups.setdefault((d["hostbridge"], d["chain"][2]), []).append(d)
+        n_pairs = sum(1 for k, v in groups.items() if k[0] in expanders and len(v) == 2 and
+                      {x["id"] for x in v} == {STANDIN_ID, KEYBOARD_ID})
+        bad = ["%s: %s" % (k, [x["bdf"] + "=" + x["id"] for x in v]) for k, v in groups.items()
+               if not (k[0] in expanders and len(v) == 2 and {x["id"] for x in v} == {STANDIN_ID, KEYBOARD_ID})]
+        tap.ok(n_pairs == 8 and not bad,
+               "e: each of the 8 host GPU+NIC switch pairs shares one upstream bridge in the guest "
+               "(a GPU stand-in and a NIC stand-in behind each guest switch; %d pairs seen)" % n_pairs,
+               "\n".join(bad))
+        wrong = ["%s under %s numa_node=%s, want %s" % (x["bdf"], x["hostbridge"], x["numa"], expanders[x["hostbridge"]])
+                 for v in groups.values() for x in v
+                 if x["hostbridge"] in expanders and x["numa"] != str(expanders[x["hostbridge"]])]
+        tap.ok(not wrong, "e: every stand-in behind a guest switch reports its pxb's cell", "\n".join(wrong))
+        # distances: the planned XML's <distances> are the host's SLIT
+        want = {}
+        proot = ET.fromstring(case.plan_xml)
+        for c in proot.findall("cpu/numa/cell"):
+            want[int(c.get("id"))] = [int(s.get("value")) for s in sorted(c.findall("distances/sibling"),
+                                                                          key=lambda s: int(s.get("id")))]
+        got = {}
+        for ln in lines:
+            m = re.match(r"@@ node node(\d+) cpulist=\S* distance=(.*)$", ln)
+            if m:
+                got[int(m.group(1))] = [int(x) for x in m.group(2).split()]
+        host_rows = {0: [10, 12, 32, 32], 1: [12, 10, 32, 32], 2: [32, 32, 10, 12], 3: [32, 32, 12, 10]}
+        tap.ok(want == host_rows, "e: the plan copies the sample host's SLIT into <distances>", "plan: %s" % want)
+        tap.ok(got == host_rows,
+               "e: the guest's /sys/devices/system/node/node*/distance are the host's SLIT "
+               "(%s), not libvirt's default 10/20" % "; ".join(" ".join(map(str, host_rows[i])) for i in sorted(host_rows)),
+               "guest: %s" % got)
+    finally:
+        g.cleanup()
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -948,6 +1056,11 @@ def main():
         d = Case("d", "control: case a without ACPI", "sample-4n", "require",
                  control_of=a)
         cases = [a, b, c, d]
+        if not args.filter or "e" in args.filter:
+            try:
+                run_switch_case(tap, args, sess, hosts_built, kernel, initrd)
+            except Fatal as e:
+                tap.diag("case e stopped: %s" % e)
         for case in cases:
             if args.filter and case.key not in args.filter:
                 continue
