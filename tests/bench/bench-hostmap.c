@@ -24,8 +24,9 @@ static double now(void) {
         return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
 }
 
-/* user + system time of this process: what the scan costs whatever else
- * the machine runs. */
+/* user + system time of the whole process: the scan runs on up to 4
+ * threads for large hosts (hostmap-sysfs.c), so this is its total CPU
+ * cost, which exceeds the wall time when the threads run in parallel. */
 static double cpu_now(void) {
         struct timespec ts;
 

@@ -16,7 +16,8 @@ do not depend on the machine's load, to compare from run to run.
                 'prepare begin' requests minus the same daemon serving
                 none (startup and shutdown cancel out), / N
 
-The Ir figures have no targets; a change of more than a few percent
+The Ir figures have no targets (except the 64- vs 16-device scaling of
+planner_run, at most 4x, in instructions); a change of more than a few percent
 between two runs of the same tree means the code changed.
 
     bench_callgrind.py --bench-planner PATH --hook PATH --noop PATH --pcinumad PATH
@@ -30,6 +31,7 @@ import shutil
 import subprocess
 import sys
 
+sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as B  # noqa: E402
 
@@ -64,7 +66,17 @@ def top_inclusive(outfile, n=14):
         return []
     r = subprocess.run([ann, "--inclusive=yes", outfile], stdout=subprocess.PIPE,
                        stderr=subprocess.DEVNULL, text=True)
-    rows = [l for l in r.stdout.splitlines() if re.match(r"^\s*[\d,]+ \(\s*[\d.]+%\)\s+\S", l)]
+    rows, seen = [], set()
+    for line in r.stdout.splitlines():
+        m = re.match(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(\S.*)$", line)
+        if not m:
+            continue
+        # callgrind lists a function once per spelling of its file's path
+        fn = re.sub(r"^.*?(daemon|hook|tests/bench)/", r"\1/", m.group(2).split(" [")[0])
+        if fn in seen:
+            continue
+        seen.add(fn)
+        rows.append("%s  %s" % (m.group(1), fn))
     return rows[1:n + 1]
 
 
@@ -88,12 +100,28 @@ def run(a):
                    [a.bench_planner, "--sysfs", sysfs, "--policy", "require",
                     "--count-planner", str(n), a.example], toggle="planner_run")
     B.info("callgrind.planner_run_ir_per_plan", ir / n, "Ir", "%.0f")
+    # The scaling of planner_run from 16 to 64 devices on the same host
+    # (bench_planner.py's generated 4 x 16-GPU host), in instructions.
+    import bench_planner
+    desc, gpus = bench_planner.wide_host()
+    wide = B.mkfakesysfs(a.mkfakesysfs, desc, os.path.join(work, "wide-4x16"))
+    wide_ir = {}
+    for ndev in (16, 64):
+        xml = os.path.join(work, "wide-%d.xml" % ndev)
+        with open(xml, "w") as f:
+            f.write(B.gen_gpu_domain("bench-%d" % ndev, ndev, 4, gpus))
+        wide_ir[ndev] = callgrind(os.path.join(work, "cg.planner-wide-%d" % ndev),
+                                  [a.bench_planner, "--sysfs", wide, "--policy", "require",
+                                   "--count-planner", "50", xml], toggle="planner_run") / 50
+        B.info("callgrind.planner_run_ir_%ddev_wide_host" % ndev, wide_ir[ndev], "Ir", "%.0f")
+    B.result("callgrind.planner_run_scaling_64_vs_16", wide_ir[64] / wide_ir[16], "x", "<=", 4.0,
+             "%.2f", "instructions, independent of the machine's load")
     n = 20
     ir = callgrind(os.path.join(work, "cg.engine"),
                    [a.bench_planner, "--sysfs", sysfs, "--policy", "require",
                     "--count-engine", str(n), a.example], toggle="engine_plan")
     B.info("callgrind.engine_plan_ir_per_plan", ir / n, "Ir", "%.0f")
-    for row in top_inclusive(os.path.join(work, "cg.engine"))[6:]:
+    for row in top_inclusive(os.path.join(work, "cg.engine"), 16)[3:]:
         B.say("#   engine_plan x20 inclusive: " + row.strip())
 
     # The hook process against a native daemon.

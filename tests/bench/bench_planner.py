@@ -11,8 +11,10 @@
      (same host, same shape): the 64-device plan must take at most 4x the
      16-device one.
 
-Rates are the median of 15 batches of ~0.2 s each (wall clock, single
-thread); the thread's CPU-time rate is printed too.
+Rates are the median of 15 batches of ~0.2 s each, single thread.  The
+targets are judged on the thread's CPU time (CLOCK_THREAD_CPUTIME_ID:
+what one core spends, whatever else the machine runs); the wall-clock
+rate of the same batches is printed too.
 
     bench_planner.py --bench-planner PATH --mkfakesysfs PATH --hosts DIR --example XML
 """
@@ -23,6 +25,7 @@ import re
 import subprocess
 import sys
 
+sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as B  # noqa: E402
 
@@ -75,11 +78,12 @@ def run(a):
     sample = B.mkfakesysfs(a.mkfakesysfs, os.path.join(a.hosts, "sample-4n.json"),
                            os.path.join(work, "sample-4n"))
     r16 = bench(a, sample, a.example, "gpu-vm-1", 3.0)
-    B.result("planner.plans_per_s_16dev_4cell", r16["planner_run"][1], "plans/s", ">=", 20000,
-             "%.0f", "%.1f us/plan; CPU-time rate %.0f/s"
-             % (r16["planner_run"][0], r16["planner_run"][3]))
-    B.info("planner.engine_plan_per_s_16dev_4cell", r16["engine_plan"][1], "plans/s", "%.0f")
-    B.info("planner.engine_plan_us_16dev_4cell", r16["engine_plan"][0], "us", "%.1f")
+    B.result("planner.plans_per_s_16dev_4cell", r16["planner_run"][3], "plans/s", ">=", 20000,
+             "%.0f", "thread CPU time, %.2f us/plan; wall clock %.0f plans/s"
+             % (r16["planner_run"][2], r16["planner_run"][1]))
+    B.info("planner.engine_plan_per_s_16dev_4cell", r16["engine_plan"][3], "plans/s (CPU time)", "%.0f")
+    B.info("planner.engine_plan_us_16dev_4cell", r16["engine_plan"][2], "us (CPU time)", "%.1f")
+    B.info("planner.engine_plan_wall_us_16dev_4cell", r16["engine_plan"][0], "us (wall)", "%.1f")
 
     desc, gpus = wide_host()
     wide = B.mkfakesysfs(a.mkfakesysfs, desc, os.path.join(work, "wide-4x16"))
@@ -90,13 +94,14 @@ def run(a):
             f.write(B.gen_gpu_domain("bench-%d" % n, n, 4, gpus))
         res[n] = bench(a, wide, path, "wide-%d" % n, 3.0)
     for fn in ("planner_run", "engine_plan"):
-        B.info("planner.%s_us_16dev_wide_host" % fn, res[16][fn][0], "us", "%.1f")
-        B.info("planner.%s_us_64dev_wide_host" % fn, res[64][fn][0], "us", "%.1f")
-    ratio = res[64]["planner_run"][0] / res[16]["planner_run"][0]
+        B.info("planner.%s_us_16dev_wide_host" % fn, res[16][fn][2], "us (CPU time)", "%.2f")
+        B.info("planner.%s_us_64dev_wide_host" % fn, res[64][fn][2], "us (CPU time)", "%.2f")
+    ratio = res[64]["planner_run"][2] / res[16]["planner_run"][2]
     B.result("planner.scaling_64_vs_16", ratio, "x", "<=", 4.0, "%.2f",
-             "CPU-time ratio %.2f" % (res[64]["planner_run"][2] / res[16]["planner_run"][2]))
+             "thread CPU time; wall-clock ratio %.2f (see callgrind.planner_run_scaling_64_vs_16 "
+             "for a load-independent one)" % (res[64]["planner_run"][0] / res[16]["planner_run"][0]))
     B.info("planner.engine_plan_scaling_64_vs_16",
-           res[64]["engine_plan"][0] / res[16]["engine_plan"][0], "x", "%.2f")
+           res[64]["engine_plan"][2] / res[16]["engine_plan"][2], "x", "%.2f")
     return 0
 
 
