@@ -14,6 +14,7 @@
 #include "fuzz.h"
 
 #include <ctype.h>
+#include <libxml/parser.h>
 
 #include "domain.h"
 #include "engine.h"
@@ -42,60 +43,59 @@ static void setup(void) {
                 fuzz_fail("built-in policy: %s", err);
 }
 
-/* The document without the white space between tags, which the rewriter
- * adds and removes with the elements it indents, and with each empty
- * element written "<x/>" (an element left empty by the revert is printed
- * so, where the input had "<x>\n</x>"). */
-static char *squeeze(const char *s) {
-        size_t n = strlen(s);
-        char *out = xmalloc(n + 1), *o = out;
-        const char *open_name = NULL;   /* the last start tag, if the output ends with it */
-        size_t open_len = 0;
+/* Are two documents the same, as libvirt reads a domain: the same
+ * elements in the same order, each with the same attributes (in any
+ * order) and, for a leaf, the same text?  Text and comments between
+ * elements (the indentation the rewriter adds and removes) do not count. */
+static bool same_attrs(xmlNodePtr a, xmlNodePtr b) {
+        size_t na = 0, nb = 0;
 
-        for (size_t i = 0; i < n;) {
-                if (s[i] == '<' && s[i + 1] == '/' && open_name && o > out && o[-1] == '>' &&
-                    strncmp(s + i + 2, open_name, open_len) == 0 && s[i + 2 + open_len] == '>') {
-                        o[-1] = '/';
-                        *o++ = '>';
-                        i += 3 + open_len;
-                        open_name = NULL;
-                        size_t j = i;
-                        while (j < n && isspace((unsigned char) s[j]))
-                                j++;
-                        if (j < n && s[j] == '<')
-                                i = j;
-                        continue;
-                }
-                if (s[i] == '<') {
-                        open_name = NULL;
-                        if (s[i + 1] != '/' && s[i + 1] != '?' && s[i + 1] != '!') {
-                                size_t k = i + 1;
-                                while (k < n && !isspace((unsigned char) s[k]) && s[k] != '>' && s[k] != '/')
-                                        k++;
-                                const char *gt = strchr(s + k, '>');
-                                if (gt && gt[-1] != '/') {
-                                        open_name = s + i + 1;
-                                        open_len = k - i - 1;
-                                }
-                        }
-                } else if (s[i] != '>' && !isspace((unsigned char) s[i]) && o > out && o[-1] == '>')
-                        open_name = NULL;
-                if (s[i] == '>') {
-                        size_t j = i + 1;
-                        while (j < n && isspace((unsigned char) s[j]))
-                                j++;
-                        *o++ = '>';
-                        if (j < n && s[j] == '<') {
-                                i = j;
-                                continue;
-                        }
-                        i++;
-                        continue;
-                }
-                *o++ = s[i++];
+        for (xmlAttrPtr p = a->properties; p; p = p->next) {
+                na++;
+                const xmlChar *ns = p->ns ? p->ns->href : NULL;
+                xmlChar *va = xmlNodeListGetString(a->doc, p->children, 1);
+                xmlChar *vb = ns ? xmlGetNsProp(b, p->name, ns) : xmlGetNoNsProp(b, p->name);
+                bool eq = va && vb && xmlStrEqual(va, vb);
+                xmlFree(va);
+                xmlFree(vb);
+                if (!eq)
+                        return false;
         }
-        *o = 0;
-        return out;
+        for (xmlAttrPtr p = b->properties; p; p = p->next)
+                nb++;
+        return na == nb;
+}
+
+static bool blank(const xmlChar *s) {
+        for (; s && *s; s++)
+                if (!isspace(*s))
+                        return false;
+        return true;
+}
+
+static xmlNodePtr next_element(xmlNodePtr n) {
+        while (n && n->type != XML_ELEMENT_NODE)
+                n = n->next;
+        return n;
+}
+
+static bool same_tree(xmlNodePtr a, xmlNodePtr b) {
+        if (!xmlStrEqual(a->name, b->name) || !a->ns != !b->ns || (a->ns && !xmlStrEqual(a->ns->href, b->ns->href)) ||
+            !same_attrs(a, b))
+                return false;
+        xmlNodePtr ca = next_element(a->children), cb = next_element(b->children);
+        if (!ca && !cb) {
+                xmlChar *ta = xmlNodeGetContent(a), *tb = xmlNodeGetContent(b);
+                /* "<metadata>\n  </metadata>" comes back as "<metadata/>" */
+                bool eq = xmlStrEqual(ta, tb) || (blank(ta) && blank(tb));
+                xmlFree(ta);
+                xmlFree(tb);
+                return eq;
+        }
+        for (; ca && cb; ca = next_element(ca->next), cb = next_element(cb->next))
+                if (!same_tree(ca, cb))
+                        return false;
+        return !ca && !cb;
 }
 
 static void check_engine(const char *xml, size_t len, const enum policy_mode *forced) {
@@ -196,8 +196,11 @@ static void check_round_trip(const char *xml, size_t len) {
         if (warning || !exact)
                 return;   /* it said it could not restore exactly */
 
-        _cleanup_free_ char *a = squeeze(before), *b = squeeze(after);
-        if (!streq(a, b))
+        _cleanup_xmldoc_ xmlDocPtr orig = xmlReadMemory(before, (int) strlen(before), "before.xml", NULL,
+                                                        XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+        if (!orig)
+                fuzz_fail("domain_format() gave XML that does not parse");
+        if (!same_tree(xmlDocGetRootElement(orig), xmlDocGetRootElement(d->doc)))
                 fuzz_fail("rewrite_revert(rewrite_apply(d)) differs from d:\n--- before\n%s\n--- after\n%s", before, after);
 }
 

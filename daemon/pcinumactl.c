@@ -223,7 +223,7 @@ static int ctl_revert(int argc, char **argv) {
                         break;
                 case 'h':
                         printf("Usage: pcinumactl revert FILE|-\n"
-                               "       pcinumactl revert --domain NAME [--connect URI] [--policy-file FILE]\n\n"
+                               "       pcinumactl revert --domain NAME [-c|--connect URI] [--policy-file FILE]\n\n"
                                "Undo pcinuma's rewrite, from its metadata mark: of a domain XML file (printed),\n"
                                "or of a defined domain's persistent definition (through libvirt).  A domain\n"
                                "without a mark is left unchanged.\n");
@@ -358,7 +358,7 @@ static void usage(FILE *f) {
                 "  plan [--sysfs-root DIR] [--policy NAME|--policy-file FILE] [--format xml|explain|json] FILE|-\n"
                 "                      plan a domain XML's NUMA-aware PCIe topology\n"
                 "  revert FILE|-       undo pcinuma's rewrite of a domain XML\n"
-                "  revert --domain NAME [--connect URI]\n"
+                "  revert --domain NAME [--connect URI] [--policy-file FILE]\n"
                 "                      undo it in a defined domain, through libvirt\n"
                 "  host [--sysfs-root DIR] [--json]\n"
                 "                      show the host's NUMA nodes and passthrough devices\n"

@@ -350,6 +350,7 @@ int main(int argc, char *argv[]) {
         }
         if (argc == 2 && streq(argv[1], "--help")) {
                 puts("Usage: pcinuma-hook NAME PHASE SUBPHASE EXTRA < domain.xml\n"
+                     "       pcinuma-hook --help | --version\n"
                      "The libvirt qemu hook of pcinuma; see pcinumad(8).\n"
                      "Settings: " RUN_CONF ", then " ETC_CONF " (or $PCINUMA_HOOK_CONF);\n"
                      "$PCINUMA_SOCKET overrides the socket path.");

@@ -10,7 +10,8 @@ PKGS="gcc meson ninja-build pkg-config python3
       libxml2-utils libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu
       qemu-system-x86 qemu-utils
       linux-image-amd64 busybox-static cpio
-      sudo procps systemd"
+      sudo procps systemd valgrind
+      build-essential debhelper dpkg-dev"
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps: must run as root to install packages with apt" >&2

@@ -5,6 +5,16 @@ end to end, on fixture hosts (design §8-§11).
     test_daemon.py --pcinumad PATH --pcinumactl PATH --hook PATH
                    --mkfakesysfs PATH --hosts DIR --golden DIR --workdir DIR
                    [--only SUBSTRING] [--keep]
+                   [--daemon-wrapper CMD] [--timeout-factor F]
+
+--daemon-wrapper prefixes every pcinumad command line with CMD (split like
+a shell would), e.g. "valgrind --leak-check=full --error-exitcode=99".  The
+wrapper must exec pcinumad in the same process (valgrind does), so the pid
+the test sees is the daemon's.  Every daemon stopped by SIGTERM must exit 0;
+an exit status of 99 is reported as the wrapper's (valgrind's) finding, with
+the tail of the daemon's log.  --timeout-factor F multiplies every deadline
+and upper time bound of the suite (not the lower ones, nor the timeouts
+given to the daemon itself): a slow wrapper needs it; the defaults stay.
 
 Every test starts its own pcinumad on a fresh socket (in a short temporary
 directory under /tmp: socket paths are limited to 107 bytes) with a fixture
@@ -25,6 +35,7 @@ import os
 import pwd
 import re
 import shutil
+import shlex
 import signal
 import socket
 import struct
@@ -36,6 +47,13 @@ import time
 import traceback
 
 SKIP = 77
+WRAPPER_ERROR = 99     # valgrind --error-exitcode of scripts/test.sh
+FACTOR = 1.0           # --timeout-factor
+
+
+def T(seconds):
+    """An upper time bound or deadline, scaled by --timeout-factor."""
+    return seconds * FACTOR
 
 # daemon/log.h
 MID = {
@@ -66,6 +84,7 @@ GPU_VM_DEVICES = ["0000:%02x:00.0" % (base + off)
 GPU_VM_NODE = {bdf: (int(bdf[5:7], 16) - 0x10) // 0x20 for bdf in GPU_VM_DEVICES}
 
 ARGS = None
+WRAPPER = []         # --daemon-wrapper, split
 WORK = None          # the --workdir
 RUNTMP = None        # short directory under /tmp for sockets
 FIXTURE = None       # the sample-4n sysfs tree
@@ -322,7 +341,7 @@ def recv_frame(s):
 
 def connect(path, timeout=10.0):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
+    s.settimeout(T(timeout))
     try:
         s.connect(path)
     except BaseException:
@@ -384,7 +403,7 @@ class Daemon:
         self._rc = None
 
     def argv(self):
-        return [ARGS.pcinumad, "--sysfs-root", self.sysfs,
+        return WRAPPER + [ARGS.pcinumad, "--sysfs-root", self.sysfs,
                 "--policy-file", self.policy_file, "--socket", self.sock,
                 "--libvirt-uri", "none", "--log-target", self.log_target] + self.extra
 
@@ -407,6 +426,7 @@ class Daemon:
     def wait_ready(self, timeout=15.0):
         """Until the socket answers (and, logging to stderr, the ready
         line is out)."""
+        timeout = T(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.poll() is not None:
@@ -436,6 +456,7 @@ class Daemon:
 
     def stop(self, timeout=10.0):
         """SIGTERM and wait; returns the exit status."""
+        timeout = T(timeout)
         if self.poll() is None:
             try:
                 self.signal(signal.SIGTERM)
@@ -468,7 +489,7 @@ class Daemon:
             except (ProcessLookupError, PermissionError):
                 pass
             try:
-                self._rc = self.proc.wait(5)
+                self._rc = self.proc.wait(T(5))
             except subprocess.TimeoutExpired:
                 pass
         self._close_log()
@@ -483,7 +504,7 @@ class Daemon:
     def __exit__(self, *exc):
         if exc[0] is None:
             rc = self.stop()
-            eq(rc, 0, "pcinumad exit status after SIGTERM")
+            check_clean_exit(self, rc)
         else:
             self.kill()
         return False
@@ -514,6 +535,7 @@ class Daemon:
         return [e for e in self.events(since) if e.get("PCINUMA_VERDICT") is not None]
 
     def wait_event(self, pred, since=0, timeout=10.0, what="a log line"):
+        timeout = T(timeout)
         deadline = time.monotonic() + timeout
         while True:
             for e in self.events(since):
@@ -541,6 +563,7 @@ class Daemon:
     def wait_connections(self, n, timeout=5.0):
         """Until the daemon counts n open connections (the status request
         included): a client's close reaches it asynchronously."""
+        timeout = T(timeout)
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -553,6 +576,20 @@ class Daemon:
             if time.monotonic() > deadline:
                 raise Failure("open connections: expected %d, still %s after %.0f s" % (n, got, timeout))
             time.sleep(0.02)
+
+
+def check_clean_exit(d, rc, what="pcinumad exit status after SIGTERM", want=0):
+    """A daemon stopped by SIGTERM exits 0.  Under --daemon-wrapper an
+    exit of 99 is the wrapper's (valgrind's) verdict: memory errors or
+    definite leaks; any other failure shows the log's tail too (a
+    sanitizer's report lands there)."""
+    if rc == want:
+        return
+    tail = "\n".join(d.log_text().splitlines()[-60:])
+    if WRAPPER and rc == WRAPPER_ERROR:
+        raise Failure("%s: %d: %s reported errors or definite leaks; log tail:\n%s"
+                      % (what, rc, os.path.basename(WRAPPER[0]), tail))
+    raise Failure("%s: expected %d, got %r; log tail:\n%s" % (what, want, rc, tail))
 
 
 # ---- the hook -------------------------------------------------------------
@@ -584,10 +621,14 @@ def hook_conf(sock, on_unreachable="allow", timeout_ms=5000):
     return _confs[key]
 
 
-def run_hook(name, phase, subphase, xml, sock, on_unreachable="allow", timeout_ms=5000,
+def run_hook(name, phase, subphase, xml, sock, on_unreachable="allow", timeout_ms=None,
              user=None, hook=None, extra="-", timeout=60):
     """Run pcinuma-hook as libvirt does: argv NAME PHASE SUBPHASE EXTRA,
-    the domain XML on stdin, a scrubbed environment."""
+    the domain XML on stdin, a scrubbed environment.  The hook's own
+    timeout_ms defaults to 5000 scaled by --timeout-factor."""
+    if timeout_ms is None:
+        timeout_ms = int(T(5000))
+    timeout = T(timeout)
     conf = hook_conf(sock, on_unreachable, timeout_ms)
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C",
            "PCINUMA_SOCKET": sock, "PCINUMA_HOOK_CONF": conf}
@@ -961,7 +1002,7 @@ def t_fast_path_daemon_stopped():
     under on_unreachable=refuse: it never tried."""
     d = Daemon("fastpath-stopped", policy="require").start()
     sock = d.sock
-    eq(d.stop(), 0, "pcinumad exit status")
+    check_clean_exit(d, d.stop())
     for phase, sub in OTHER_PHASES:
         r = run_hook("gpu-vm-1", phase, sub, XML["gpu-vm-1"], sock, on_unreachable="refuse")
         eq((r.rc, r.out, r.err), (0, "", ""), "hook %s %s, daemon stopped: %r" % (phase, sub, r))
@@ -1153,8 +1194,8 @@ def t_parallel():
 
         def one(i):
             if i % 2 == 0:
-                return i, run_hook("gpu-vm-1", "prepare", "begin", good, d.sock, timeout_ms=20000)
-            return i, run_hook("gpu-vm-1", "prepare", "begin", bad, d.sock, timeout_ms=20000)
+                return i, run_hook("gpu-vm-1", "prepare", "begin", good, d.sock, timeout_ms=int(T(20000)))
+            return i, run_hook("gpu-vm-1", "prepare", "begin", bad, d.sock, timeout_ms=int(T(20000)))
 
         t0 = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(64) as ex:
@@ -1194,18 +1235,18 @@ def t_slow_client():
                 eq(r.rc, 0 if i % 2 == 0 else 1, "hook call %d with a slow client open: %r" % (i, r))
                 times.append(r.elapsed)
             total = time.monotonic() - t_sent
-            check(total < 1.2, "10 hook calls took %.2f s with a slow client holding a half frame "
+            check(total < T(1.2), "10 hook calls took %.2f s with a slow client holding a half frame "
                   "(request timeout 1.5 s): %s" % (total, ["%.3f" % t for t in times]))
             d.wait_connections(2)     # the slow one and the status request
             # the slow one is closed after the request timeout
-            slow.settimeout(6)
+            slow.settimeout(T(6))
             try:
                 data = slow.recv(100)
             except ConnectionResetError:
                 data = b""
             waited = time.monotonic() - t_sent
             eq(data, b"", "what the daemon sent the slow client")
-            check(1.3 < waited < 3.5, "the slow client was closed %.2f s after its last byte; "
+            check(1.3 < waited < T(3.5), "the slow client was closed %.2f s after its last byte; "
                   "--request-timeout-ms 1500" % waited)
         finally:
             slow.close()
@@ -1229,7 +1270,7 @@ def t_non_reading_client():
             for i in range(5):
                 r = run_hook("gpu-vm-1", "prepare", "begin", XML["gpu-vm-1"], d.sock)
                 eq(r.rc, 1, "hook call %d while a client does not read: %r" % (i, r))
-            check(time.monotonic() - t0 < 1.2, "5 hook calls took %.2f s while a client does not read its answer"
+            check(time.monotonic() - t0 < T(1.2), "5 hook calls took %.2f s while a client does not read its answer"
                   % (time.monotonic() - t0))
             # the stuck connection goes away after the timeout
             d.wait_connections(1, timeout=6)
@@ -1246,7 +1287,7 @@ def t_idle_client():
         data = s.recv(10)
         s.close()
         eq(data, b"", "idle client")
-        check(0.4 < time.monotonic() - t0 < 3, "idle client closed after %.2f s" % (time.monotonic() - t0))
+        check(0.4 < time.monotonic() - t0 < T(3), "idle client closed after %.2f s" % (time.monotonic() - t0))
         eq(d.status()["requests"]["errors"], 0, "errors for an idle client")
 
 
@@ -1292,7 +1333,7 @@ def t_malformed():
             check(isinstance(r, dict) and "error" in r, "%s: expected an error answer, got %r" % (label, r))
             eq(r.get("version"), 1, "%s: answer version" % label)
             contains(r["error"], want, "%s: error" % label)
-            check(elapsed < 1.0, "%s: answered after %.2f s" % (label, elapsed))
+            check(elapsed < T(1.0), "%s: answered after %.2f s" % (label, elapsed))
             ev = [e for e in d.events(m) if e.mid == MID["PROTOCOL_ERROR"]]
             eq(len(ev), 1, "%s: PROTOCOL_ERROR log lines" % label)
             contains(ev[0].message, want, "%s: log message" % label)
@@ -1436,13 +1477,13 @@ def t_bad_policy_at_start():
         d = Daemon("badstart", policy=text)
         d.start(wait=False)
         try:
-            rc = d.proc.wait(10)
+            rc = d.proc.wait(T(10))
         except subprocess.TimeoutExpired:
             raise Failure("%s: pcinumad with a broken policy is still running" % label)
         finally:
             d.kill()
         log = d.log_text()
-        check(rc != 0, "%s: pcinumad exit status %d" % (label, rc))
+        check_clean_exit(d, rc, "%s: pcinumad exit status with a broken policy" % label, want=1)
         contains(log, d.policy_file, "%s: message names the file" % label)
         for w in wants:
             contains(log, w, "%s: message" % label)
@@ -1649,7 +1690,7 @@ def t_journal():
             for label, x, phase, mid, rc in cases:
                 r = run_hook("gpu-vm-1", phase, "begin", x, d.sock)
                 eq(r.rc, rc, "%s: hook exit: %r" % (label, r))
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + T(5)
             while time.monotonic() < deadline:
                 ev = [e for e in j.events(d.pid) if e.get("PCINUMA_VERDICT")]
                 if len(ev) >= 3:
@@ -1673,7 +1714,7 @@ def t_journal():
             name = "gpu-vm-1\nsecond line"
             r = run_hook(name, "prepare", "begin", planned("gpu-vm-1", "require"), d.sock)
             eq(r.rc, 0, "hook with a newline in the name: %r" % r)
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + T(5)
             while time.monotonic() < deadline:
                 ev = [e for e in j.events(d.pid) if e.get("PCINUMA_VERDICT")]
                 if len(ev) >= 4:
@@ -1713,6 +1754,7 @@ class NotifySocket:
             self.s.settimeout(0.0001)
 
     def wait_for(self, pred, since, timeout=10):
+        timeout = T(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.drain(0.05)
@@ -1943,7 +1985,7 @@ def t_socket_lifecycle():
         d2 = Daemon("lifecycle2", policy="require", socket_path=d.sock)
         d2.start(wait=False)
         try:
-            rc = d2.proc.wait(10)
+            rc = d2.proc.wait(T(10))
         except subprocess.TimeoutExpired:
             raise Failure("a second pcinumad on a live socket kept running")
         finally:
@@ -1962,7 +2004,7 @@ def t_max_connections():
         b = None
         try:
             # wait until a is the only connection (wait_ready's probe is gone)
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + T(5)
             while True:
                 a.sendall(encode({"version": 1, "type": "status"}))
                 if recv_frame(a)["status"]["requests"]["connections"] == 1:
@@ -2021,7 +2063,20 @@ def main():
         ap.add_argument("--" + opt, required=True)
     ap.add_argument("--only", help="run only the tests whose name contains this")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--daemon-wrapper", default="",
+                    help="prefix every pcinumad command line with this (e.g. valgrind ...)")
+    ap.add_argument("--timeout-factor", type=float, default=1.0,
+                    help="multiply the suite's deadlines and upper time bounds")
     ARGS = ap.parse_args()
+    global WRAPPER, FACTOR
+    WRAPPER = shlex.split(ARGS.daemon_wrapper)
+    FACTOR = max(1.0, ARGS.timeout_factor)
+    if WRAPPER and not shutil.which(WRAPPER[0]):
+        print("SKIP: --daemon-wrapper %s not found" % WRAPPER[0], file=sys.stderr)
+        print("1..0 # SKIP %s missing" % WRAPPER[0])
+        return SKIP
+    if WRAPPER:
+        print("# pcinumad runs under: %s (timeouts x%g)" % (" ".join(WRAPPER), FACTOR))
 
     for opt in ("pcinumad", "pcinumactl", "hook"):
         path = getattr(ARGS, opt)

@@ -1,0 +1,464 @@
+#!/usr/bin/env python3
+"""Faults (issue 8): pcinumad killed, its policy broken, libvirtd killed.
+
+    test_faults.py --pcinumad P --pcinumactl P --hook P --mkfakesysfs P
+                   --hosts DIR --golden DIR --workdir DIR [--only S]
+
+(a) Socket activation without systemd: a supervisor thread owns the
+    listening socket, as pcinumad.socket does, and starts pcinumad with
+    LISTEN_FDS=1/LISTEN_PID (fd 3) whenever the socket is readable and no
+    daemon runs, as systemd does for a socket-activated service.  The
+    daemon is SIGKILLed while it holds a request (a client's half-sent
+    frame: that is the killed request, and its client sees EOF) and while
+    it is frozen (SIGSTOP) with hook calls queued:
+    - hooks with a short timeout give up within it and apply
+      on_unreachable (allow: exit 0; refuse: exit 1), saying so;
+    - hooks with a long timeout, queued in the socket's backlog, are all
+      served by the new daemon (a new pid in status): nothing is lost
+      beyond the killed request;
+    - the new daemon survives the connections of hooks that gave up.
+(b) The policy file replaced by a broken one, then SIGHUP: the last good
+    policy stays (status last_error names the file; the verdicts and the
+    policy of the decisions do not change).
+(c) libvirtd SIGKILLed and restarted (a private session libvirtd, through
+    tests/libvirt's helpers): the watcher notices, reconnects within 5 s
+    of libvirtd answering again, and plans a domain defined before it
+    reconnected; definitions made before the kill are untouched.
+    (Restart by SIGTERM, and a redefinition libvirt rejects, are in
+    tests/libvirt/test_integration.py, steps 8b and 8d.)
+
+Output: "ok N - ..." / "not ok N - ..." with "#" diagnostics, then
+"N passed, M failed".  Exit 1 on any failure; 77 only when a binary or
+libvirtd/virsh is missing."""
+
+import argparse
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "daemon"))
+sys.path.insert(0, os.path.join(HERE, "..", "libvirt"))
+import test_daemon as td  # noqa: E402
+from test_daemon import Failure, check, eq, contains  # noqa: E402
+
+SKIP = 77
+ARGS = None
+RECONNECT_DEADLINE = 5.0
+
+
+class Results:
+    def __init__(self):
+        self.n = self.passed = self.failed = 0
+
+    def run(self, name, fn):
+        if ARGS.only and ARGS.only not in name:
+            return
+        self.n += 1
+        t0 = time.monotonic()
+        try:
+            fn()
+        except Failure as e:
+            self.failed += 1
+            print("not ok %d - %s" % (self.n, name))
+            for line in str(e).splitlines():
+                print("# " + line)
+        except Exception:
+            self.failed += 1
+            print("not ok %d - %s" % (self.n, name))
+            for line in traceback.format_exc().splitlines():
+                print("# " + line)
+        else:
+            self.passed += 1
+            print("ok %d - %s (%.2f s)" % (self.n, name, time.monotonic() - t0))
+        sys.stdout.flush()
+
+
+R = Results()
+
+
+# ---- (a) a socket-activation supervisor --------------------------------------------
+
+class Supervisor:
+    """Owns the listening socket; (re)starts pcinumad on demand with the
+    socket as fd 3, LISTEN_FDS=1 and LISTEN_PID=<its pid>, like systemd's
+    socket activation (Restart= aside: a dead daemon is restarted only
+    when a client knocks)."""
+
+    def __init__(self, d):
+        self.d = d                       # a td.Daemon for argv, logs, status
+        self.path = os.path.join(d.dir, "activated.sock")
+        self.ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.ls.bind(self.path)
+        os.chmod(self.path, 0o600)
+        self.ls.listen(128)
+        # the daemon's own --socket must stay unused
+        d.sock = os.path.join(d.dir, "run", "unused.sock")
+        os.makedirs(os.path.dirname(d.sock), exist_ok=True)
+        self.procs = []                  # every SpawnedProc started
+        self.lock = threading.Lock()
+        self.stop_flag = False
+        self.t = threading.Thread(target=self._loop, daemon=True)
+        self.t.start()
+
+    def current(self):
+        with self.lock:
+            p = self.procs[-1] if self.procs else None
+        return p if p is not None and p.poll() is None else None
+
+    def _loop(self):
+        while not self.stop_flag:
+            try:
+                r, _, _ = select.select([self.ls], [], [], 0.02)
+            except (OSError, ValueError):
+                return
+            if not r or self.current() is not None:
+                if r:
+                    time.sleep(0.01)     # the daemon will accept
+                continue
+            mark = self.d.mark()
+            with self.lock:
+                pid = td.spawn_activated(self.d.argv(), self.ls.fileno(), self.d.log_path)
+                p = td.SpawnedProc(pid)
+                self.procs.append(p)
+            # let it take over before looking at the socket again
+            deadline = time.monotonic() + td.T(10)
+            while time.monotonic() < deadline and p.poll() is None:
+                if any(e.mid == td.MID["DAEMON_READY"] for e in self.d.events(mark)):
+                    break
+                time.sleep(0.01)
+
+    def pids(self):
+        with self.lock:
+            return [p.pid for p in self.procs]
+
+    def close(self):
+        self.stop_flag = True
+        self.t.join(2)
+        self.ls.close()
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.kill(p.pid, signal.SIGTERM)
+                    p.wait(td.T(10))
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait(5)
+
+
+def hook(xml, sock, **kw):
+    return td.run_hook("gpu-vm-1", "prepare", "begin", xml, sock, **kw)
+
+
+class A:
+    sup = None
+    d = None
+
+
+def t_activation_on_demand():
+    """No daemon runs until the first hook call; the supervisor starts it
+    and the call is served."""
+    sup = A.sup
+    eq(sup.pids(), [], "daemons before any client")
+    r = hook(td.planned("gpu-vm-1", "require"), sup.path)
+    eq((r.rc, r.err), (0, ""), "the first hook call, served by an activated daemon: %r" % r)
+    eq(len(sup.pids()), 1, "daemons started")
+    st = td.status_of(sup.path)
+    eq(st["pid"], sup.pids()[0], "status pid")
+    contains(A.d.log_text(), "Listening on the socket passed by systemd", "daemon log")
+
+
+def t_kill_during_request():
+    sup, d = A.sup, A.d
+    good = td.planned("gpu-vm-1", "require")
+    bad = td.XML["gpu-vm-1"]
+    old = sup.current()
+    check(old is not None, "no daemon runs")
+    st0 = td.status_of(sup.path)
+    # 1. the killed request: a client that sent half its frame
+    frame = td.encode({"version": 1, "type": "hook", "argv": ["gpu-vm-1", "prepare", "begin", "-"], "xml": bad})
+    victim = td.connect(sup.path, td.T(10))
+    victim.sendall(frame[:len(frame) // 2])
+    deadline = time.monotonic() + td.T(5)
+    while td.status_of(sup.path)["requests"]["connections"] < 2:     # the victim and this status
+        check(time.monotonic() < deadline, "the daemon never took the victim's connection")
+        time.sleep(0.02)
+    # 2. freeze the daemon; queue hooks: two that give up fast (allow,
+    # refuse) and five patient ones (alternating good and bad XML)
+    os.kill(old.pid, signal.SIGSTOP)
+    results = {}
+
+    def run(key, xml, **kw):
+        results[key] = hook(xml, sup.path, **kw)
+
+    threads = [threading.Thread(target=run, args=("fast-allow", bad),
+                                kwargs=dict(on_unreachable="allow", timeout_ms=800)),
+               threading.Thread(target=run, args=("fast-refuse", good),
+                                kwargs=dict(on_unreachable="refuse", timeout_ms=800))]
+    for i in range(5):
+        threads.append(threading.Thread(target=run, args=("patient-%d" % i, good if i % 2 == 0 else bad),
+                                        kwargs=dict(on_unreachable="refuse", timeout_ms=int(td.T(15000)))))
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads[:2]:
+        t.join(td.T(10))
+    fast_elapsed = time.monotonic() - t0
+    # 3. SIGKILL the frozen daemon
+    t_kill = time.monotonic()
+    os.kill(old.pid, signal.SIGKILL)
+    old.wait(td.T(5))
+    for t in threads[2:]:
+        t.join(td.T(30))
+    served_after = time.monotonic() - t_kill
+    # the victim lost its request: EOF, no answer
+    victim.settimeout(td.T(5))
+    try:
+        got = victim.recv(100)
+    except (ConnectionResetError, socket.timeout):
+        got = b""
+    victim.close()
+    eq(got, b"", "what the killed request's client got")
+
+    fa, fr = results.get("fast-allow"), results.get("fast-refuse")
+    check(fa is not None and fr is not None, "the fast hooks did not finish: %r" % results)
+    eq(fa.rc, 0, "frozen daemon, on_unreachable=allow: %r" % fa)
+    contains(fa.err, "no answer from the daemon within 800 ms", "allow: stderr")
+    contains(fa.err, "on_unreachable=allow", "allow: stderr")
+    eq(fr.rc, 1, "frozen daemon, on_unreachable=refuse: %r" % fr)
+    contains(fr.err, "on_unreachable=refuse", "refuse: stderr")
+    for r in (fa, fr):
+        check(0.6 < r.elapsed < td.T(3), "a fast hook gave up after %.2f s (timeout_ms 800)" % r.elapsed)
+    print("# fast hooks gave up after %.2f s / %.2f s; kill -> patient hooks served in %.2f s"
+          % (fa.elapsed, fr.elapsed, served_after))
+    # every patient hook was served by the new daemon: real verdicts
+    bad_ones = []
+    for i in range(5):
+        r = results.get("patient-%d" % i)
+        want = 0 if i % 2 == 0 else 1
+        if r is None or r.rc != want or "check skipped" in r.err or \
+                (want == 1 and "does not match the NUMA plan" not in r.err):
+            bad_ones.append("patient-%d: %r" % (i, r))
+    check(not bad_ones, "hooks queued while the daemon was killed were lost or misjudged:\n%s"
+          % "\n".join(bad_ones))
+    new = sup.current()
+    check(new is not None and new.pid != old.pid, "no new daemon (pids %r)" % sup.pids())
+    st = td.status_of(sup.path)
+    eq(st["pid"], new.pid, "status pid of the new daemon")
+    check(st["pid"] != st0["pid"], "status pid did not change")
+    # the new daemon served the five patient hooks, and also read the two
+    # requests the fast hooks left in the backlog before giving up (their
+    # answers go to closed sockets: it must survive that)
+    rq = st["requests"]
+    check(rq["hook"] in (5, 7), "hook requests served by the new daemon: %r" % rq)
+    eq(st["verdicts"]["allow"] + st["verdicts"]["refuse"], rq["hook"], "verdicts of the new daemon")
+    print("# the new daemon (pid %d) served %d hook requests: %r" % (new.pid, rq["hook"], st["verdicts"]))
+    r = hook(good, sup.path)
+    eq((r.rc, r.err), (0, ""), "a hook call after the kill: %r" % r)
+    eq(td.status_of(sup.path)["pid"], new.pid, "still the new daemon")
+
+
+def t_kill_idle_then_call():
+    """SIGKILL with nothing in flight: the next hook call starts a new
+    daemon and is served (no request lost at all)."""
+    sup = A.sup
+    old = sup.current()
+    check(old is not None, "no daemon runs")
+    os.kill(old.pid, signal.SIGKILL)
+    old.wait(td.T(5))
+    r = hook(td.XML["gpu-vm-1"], sup.path, on_unreachable="allow")
+    eq(r.rc, 1, "hook call after the kill: %r" % r)
+    contains(r.err, "does not match the NUMA plan", "served by a new daemon")
+    st = td.status_of(sup.path)
+    check(st["pid"] not in (old.pid,), "status pid %r is the killed one" % st["pid"])
+    eq(st["requests"]["hook"], 1, "hook requests of the new daemon")
+
+
+# ---- (b) broken policy + SIGHUP -----------------------------------------------------
+
+def t_broken_policy_reload():
+    sup, d = A.sup, A.d
+    cur = sup.current()
+    check(cur is not None, "no daemon runs")
+    st0 = td.status_of(sup.path)
+    pol0 = st0["policy"]
+    eq(pol0["default"], "require", "policy before")
+    m = d.mark()
+    r0 = hook(td.XML["gpu-vm-1"], sup.path)
+    dec0 = d.decisions(m)[-1]
+    for label, text, want in (("syntax", '{"default": {"policy": "require"', "JSON syntax error"),
+                              ("bad value", '{"default": {"policy": "preferred-ish"}}', "unknown policy"),
+                              ("truncated to nothing", "", "empty file")):
+        td.write_policy(d.policy_file, text)
+        m = d.mark()
+        os.kill(cur.pid, signal.SIGHUP)
+        d.wait_event(lambda e: e.mid == td.MID["POLICY_INVALID"], m, what="POLICY_INVALID after SIGHUP")
+        d.wait_event(lambda e: e.mid == td.MID["HOSTMAP_REBUILT"], m, what="the reload's rescan")
+        st = td.status_of(sup.path)
+        pol = st["policy"]
+        contains(pol["last_error"] or "", d.policy_file, "%s: last_error names the file" % label)
+        contains(pol["last_error"] or "", want, "%s: last_error" % label)
+        eq((pol["default"], pol["loaded_at_usec"], pol["rules"]),
+           (pol0["default"], pol0["loaded_at_usec"], pol0["rules"]), "%s: the policy in force" % label)
+        m = d.mark()
+        r = hook(td.XML["gpu-vm-1"], sup.path)
+        dec = d.decisions(m)[-1]
+        eq((r.rc, r.err), (r0.rc, r0.err), "%s: the hook's verdict" % label)
+        eq((dec.get("PCINUMA_POLICY"), dec.get("PCINUMA_VERDICT")),
+           (dec0.get("PCINUMA_POLICY"), dec0.get("PCINUMA_VERDICT")), "%s: the decision" % label)
+        eq(st["pid"], cur.pid, "%s: the same daemon" % label)
+    td.write_policy(d.policy_file, "require")
+    os.kill(cur.pid, signal.SIGHUP)
+    deadline = time.monotonic() + td.T(5)
+    while td.status_of(sup.path)["policy"]["last_error"] is not None:
+        check(time.monotonic() < deadline, "last_error not cleared by a good reload")
+        time.sleep(0.05)
+
+
+# ---- (c) libvirtd SIGKILLed --------------------------------------------------------------
+
+def t_libvirtd_sigkill():
+    import test_integration as ti
+    from session import SessionError   # noqa: F401
+    work = os.path.join(td.WORK, "libvirt")
+    os.makedirs(work, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="pcinuma-fl-", dir="/tmp")
+    os.chmod(tmp, 0o755)
+    sysfs = os.path.join(tmp, "sys")
+    td.mkfakesysfs(os.path.join(ARGS.hosts, "sample-4n.json"), sysfs)
+    policy = os.path.join(tmp, "policy.json")
+    td.write_policy(policy, "require")
+    s = ti.LvSession(host_uuid="7a3a4b1e-0c55-4f43-9d1c-5e0a6b1f2c3d")
+    daemon = None
+    try:
+        daemon = ti.Daemon(ARGS, tmp, sysfs, policy, s.uid, work)
+        daemon.start(s.uri, wait_connected=False)
+        check(daemon.wait_connected(td.T(RECONNECT_DEADLINE)), "the watcher connects to the session libvirtd")
+        ti.Test.wait_planned  # noqa: B018  (the helper used below, by hand)
+        s.define(ti.domain_xml("fk-before", ["0000:13:00.0", "0000:33:00.0"], memnodes={0: "0", 1: "1"}))
+
+        def planned(name, timeout):
+            t0 = time.monotonic()
+            while True:
+                x = s.dumpxml(name, inactive=True)
+                if ti.is_planned(x):
+                    return x
+                if time.monotonic() - t0 > timeout:
+                    return None
+                time.sleep(0.05)
+
+        before = planned("fk-before", td.T(ti.PLAN_DEADLINE))
+        check(before is not None, "fk-before is planned before the kill:\n%s" % daemon.log()[-1500:])
+        # SIGKILL libvirtd: no goodbye on the connection
+        pid = s.proc.pid
+        os.killpg(pid, signal.SIGKILL)
+        s.proc.wait(10)
+        s.proc = None
+        t0 = time.monotonic()
+        while (daemon.status() or {}).get("libvirt", {}).get("connected", True):
+            check(time.monotonic() - t0 < td.T(15), "status still says connected %.0f s after the kill" % td.T(15))
+            time.sleep(0.05)
+        print("# the watcher noticed the kill after %.2f s" % (time.monotonic() - t0))
+        check(daemon.alive(), "pcinumad died with libvirtd")
+        time.sleep(1.0)
+        s.restart()
+        t_up = time.monotonic()
+        s.define(ti.domain_xml("fk-during", ["0000:17:00.0", "0000:37:00.0"], memnodes={0: "0", 1: "1"}))
+        ok = daemon.wait_connected(td.T(RECONNECT_DEADLINE))
+        dt = time.monotonic() - t_up
+        check(ok, "the watcher did not reconnect within %.0f s of libvirtd's restart:\n%s"
+              % (RECONNECT_DEADLINE, daemon.status(text=True)))
+        print("# reconnected %.2f s after libvirtd answered again" % dt)
+        x = planned("fk-during", td.T(ti.PLAN_DEADLINE + RECONNECT_DEADLINE))
+        check(x is not None, "fk-during (defined before the watcher reconnected) was not planned:\n%s"
+              % daemon.log()[-2000:])
+        probs = ti.layout_problems(x)
+        check(not probs, "fk-during's layout: %s" % probs)
+        after = s.dumpxml("fk-before", inactive=True)
+        ok, how, dg = ti.compare(after, before, work, "fk-before", "after", "before")
+        check(ok, "fk-before changed across the libvirtd kill: %s\n%s" % (how, dg))
+        rc = daemon.stop()
+        eq(rc, 0, "pcinumad exit status after SIGTERM")
+    finally:
+        if daemon is not None and daemon.alive():
+            daemon.stop()
+        try:
+            s.stop()
+        except Exception as e:   # noqa: BLE001
+            print("# stopping libvirtd: %s" % e)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---- main ----------------------------------------------------------------------------------
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for opt in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "golden", "workdir"):
+        ap.add_argument("--" + opt, required=True)
+    ap.add_argument("--only")
+    ARGS = ap.parse_args()
+    for opt in ("pcinumad", "pcinumactl", "hook"):
+        if not os.access(getattr(ARGS, opt), os.X_OK):
+            print("1..0 # SKIP %s missing" % opt)
+            return SKIP
+    for opt in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "golden", "workdir"):
+        setattr(ARGS, opt, os.path.abspath(getattr(ARGS, opt)))
+    from session import find_tool
+    if not (find_tool("libvirtd") and find_tool("virsh")):
+        print("1..0 # SKIP libvirtd or virsh missing")
+        return SKIP
+    ARGS.daemon_wrapper = ""
+    td.ARGS = ARGS
+    td.WORK = ARGS.workdir
+    shutil.rmtree(td.WORK, ignore_errors=True)
+    os.makedirs(td.WORK)
+    td.RUNTMP = tempfile.mkdtemp(prefix="pcinuma-fa-")
+    os.chmod(td.RUNTMP, 0o755)
+    t0 = time.monotonic()
+    try:
+        td.FIXTURE = os.path.join(td.RUNTMP, "sample-4n")
+        td.mkfakesysfs(os.path.join(ARGS.hosts, "sample-4n.json"), td.FIXTURE)
+        src = os.path.dirname(os.path.dirname(ARGS.golden))
+        td.XML["gpu-vm-1"] = td.read_text(os.path.join(src, "conf", "examples", "gpu-vm-1.xml"))
+        A.d = td.Daemon("faults", policy="require")
+        A.sup = Supervisor(A.d)
+        try:
+            R.run("(a) socket activation: the first hook call starts pcinumad", t_activation_on_demand)
+            R.run("(a) SIGKILL during a request: fast hooks apply on_unreachable (allow, refuse) within "
+                  "their timeout; queued hooks are served by a new daemon; only the killed request is lost",
+                  t_kill_during_request)
+            R.run("(a) SIGKILL while idle: the next hook call is served by a new daemon", t_kill_idle_then_call)
+            R.run("(b) broken policy + SIGHUP: last good policy kept, last_error set, decisions unchanged",
+                  t_broken_policy_reload)
+
+            def stop():
+                cur = A.sup.current()
+                check(cur is not None, "no daemon runs")
+                os.kill(cur.pid, signal.SIGTERM)
+                rc = cur.wait(td.T(10))
+                td.check_clean_exit(A.d, rc)
+            R.run("(a) the last activated daemon exits 0 on SIGTERM", stop)
+        finally:
+            A.sup.close()
+        R.run("(c) libvirtd SIGKILLed and restarted: the watcher reconnects within 5 s and catches up",
+              t_libvirtd_sigkill)
+    finally:
+        td.reap_all()
+        shutil.rmtree(td.RUNTMP, ignore_errors=True)
+    print("# total %.1f s" % (time.monotonic() - t0))
+    print("%d passed, %d failed" % (R.passed, R.failed))
+    return 1 if R.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
