@@ -167,15 +167,21 @@ static int daemon_receive(int fd, int64_t deadline, unsigned timeout_ms, json_ob
 }
 
 int client_call(const char *socket_path, json_object *req, unsigned timeout_ms, json_object **ret, char **ret_error) {
-        struct sockaddr_un sa;
-        if (strlen(socket_path) >= sizeof sa.sun_path)
-                return set_error(ret_error, -ENAMETOOLONG, "socket path '%s' is too long", socket_path);
-        int64_t deadline = client_now_ms() + timeout_ms;
         _cleanup_free_ char *frame = NULL;
         size_t len = 0;
         int r = proto_frame_encode(req, &frame, &len);
         if (r < 0)
                 return set_error(ret_error, r, "cannot encode the request: %s", strerror(-r));
+        return client_call_frame(socket_path, frame, len, timeout_ms, ret, ret_error);
+}
+
+int client_call_frame(const char *socket_path, const char *frame, size_t len, unsigned timeout_ms, json_object **ret,
+                      char **ret_error) {
+        struct sockaddr_un sa;
+        if (strlen(socket_path) >= sizeof sa.sun_path)
+                return set_error(ret_error, -ENAMETOOLONG, "socket path '%s' is too long", socket_path);
+        int64_t deadline = client_now_ms() + timeout_ms;
+        int r;
         _cleanup_close_ int fd = daemon_connect(socket_path, deadline, timeout_ms, ret_error);
         if (fd < 0)
                 return fd;

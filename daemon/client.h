@@ -16,4 +16,8 @@ int64_t client_now_ms(void);
  * none).  1 when ready, 0 on timeout, or a negative errno. */
 int client_wait_fd(int fd, short events, int64_t deadline);
 
+/* The same with the request already encoded as a frame. */
+int client_call_frame(const char *socket_path, const char *frame, size_t len, unsigned timeout_ms, json_object **ret,
+                      char **ret_error);
+
 int client_call(const char *socket_path, json_object *req, unsigned timeout_ms, json_object **ret, char **ret_error);

@@ -588,6 +588,20 @@ int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_er
         return 0;
 }
 
+int domain_copy(const struct domain *d, struct domain **ret, char **ret_error) {
+        xmlDocPtr doc = xmlCopyDoc(d->doc, 1);
+        if (!doc)
+                abort();
+        _cleanup_domain_ struct domain *c = xcalloc(1, sizeof(*c));
+        c->doc = doc;
+        c->has_xml_decl = d->has_xml_decl;
+        int r = domain_reload(c, ret_error);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
 int domain_resolve_backing(struct domain *d, const struct hostmap *h, char **ret_error) {
         for (size_t i = 0; i < d->n_memnodes; i++) {
                 const struct domain_memnode *m = &d->memnodes[i];

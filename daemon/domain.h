@@ -120,6 +120,10 @@ struct domain {
  * The caller owns *ret. */
 int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_error);
 
+/* A deep copy of d (its document copied, the model rebuilt), without
+ * parsing the XML text again.  The caller owns *ret. */
+int domain_copy(const struct domain *d, struct domain **ret, char **ret_error);
+
 /* Re-read the model from d->doc after the document was edited (the old
  * arrays are freed; the document is kept). */
 int domain_reload(struct domain *d, char **ret_error);

@@ -103,7 +103,8 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
         /* The plan is always made for the domain as it was before any
          * earlier plan: a second copy, reverted.  That makes planning
          * idempotent and lets a changed host map re-plan from scratch. */
-        r = domain_parse(xml, len, &res->base, ret_error);
+        /* A copy of the parsed tree: cheaper than parsing the text twice. */
+        r = domain_copy(cur, &res->base, ret_error);
         if (r < 0)
                 return r;
         if (cur->mark) {
@@ -156,14 +157,9 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
                 /* Apply to a fresh copy so res->base stays the unplanned
                  * domain the plan's indexes refer to. */
                 _cleanup_domain_ struct domain *out = NULL;
-                _cleanup_free_ char *base_xml = NULL;
-                r = domain_format(res->base, &base_xml);
-                if (r < 0)
-                        return set_error(ret_error, r, "cannot format XML");
-                r = domain_parse(base_xml, strlen(base_xml), &out, ret_error);
+                r = domain_copy(res->base, &out, ret_error);
                 if (r < 0)
                         return r;
-                out->has_xml_decl = res->base->has_xml_decl;
                 r = rewrite_apply(out, res->plan, ret_error);
                 if (r < 0)
                         return r;

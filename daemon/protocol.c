@@ -311,6 +311,76 @@ json_object *proto_request_new_hook(const char *const argv[4], const char *xml, 
         return o;
 }
 
+/* Append s[0..n) as a JSON string (RFC 8259 escaping; valid UTF-8 passes
+ * through as is). */
+static void json_escape_append(struct strbuf *b, const char *s, size_t n) {
+        static const char hex[] = "0123456789abcdef";
+        strbuf_appendn(b, "\"", 1);
+        size_t start = 0;
+        for (size_t i = 0; i < n; i++) {
+                unsigned char c = (unsigned char) s[i];
+                if (c >= 0x20 && c != '"' && c != '\\')
+                        continue;
+                strbuf_appendn(b, s + start, i - start);
+                start = i + 1;
+                switch (c) {
+                case '"':
+                        strbuf_appendn(b, "\\\"", 2);
+                        break;
+                case '\\':
+                        strbuf_appendn(b, "\\\\", 2);
+                        break;
+                case '\n':
+                        strbuf_appendn(b, "\\n", 2);
+                        break;
+                case '\t':
+                        strbuf_appendn(b, "\\t", 2);
+                        break;
+                case '\r':
+                        strbuf_appendn(b, "\\r", 2);
+                        break;
+                default: {
+                        char u[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+                        strbuf_appendn(b, u, 6);
+                        break;
+                }
+                }
+        }
+        strbuf_appendn(b, s + start, n - start);
+        strbuf_appendn(b, "\"", 1);
+}
+
+int proto_frame_encode_hook(const char *const argv[4], const char *xml, size_t xml_len, char **ret, size_t *ret_len) {
+        struct strbuf b = {0};
+        /* room for the header, filled in at the end */
+        strbuf_appendn(&b, "\0\0\0\0", PROTO_HEADER_SIZE);
+        strbuf_printf(&b, "{\"version\":%d,\"type\":\"hook\",\"argv\":[", PROTO_VERSION);
+        for (size_t i = 0; i < 4; i++) {
+                const char *a = argv ? strempty(argv[i]) : "";
+                if (i)
+                        strbuf_appendn(&b, ",", 1);
+                json_escape_append(&b, a, strlen(a));
+        }
+        strbuf_appendn(&b, "]", 1);
+        if (xml) {
+                strbuf_append(&b, ",\"xml\":");
+                json_escape_append(&b, xml, xml_len);
+        }
+        strbuf_appendn(&b, "}", 1);
+        size_t len = b.len - PROTO_HEADER_SIZE;
+        if (len > PROTO_MAX_PAYLOAD) {
+                strbuf_done(&b);
+                return -EMSGSIZE;
+        }
+        b.buf[0] = (char) ((len >> 24) & 0xff);
+        b.buf[1] = (char) ((len >> 16) & 0xff);
+        b.buf[2] = (char) ((len >> 8) & 0xff);
+        b.buf[3] = (char) (len & 0xff);
+        *ret_len = b.len;
+        *ret = strbuf_steal(&b);
+        return 0;
+}
+
 json_object *proto_request_new_status(void) {
         json_object *o = json_object_new_object();
 

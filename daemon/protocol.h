@@ -82,6 +82,12 @@ int proto_request_parse(json_object *o, struct proto_request *ret, char **ret_er
 void proto_request_done(struct proto_request *r);
 
 json_object *proto_request_new_hook(const char *const argv[4], const char *xml, size_t xml_len);
+
+/* The same request, straight to a frame without building JSON objects: the
+ * hook's hot path (a 16 KB domain XML costs json-c far more than a plain
+ * escaping loop).  The payload is exactly what proto_request_parse()
+ * accepts.  The caller owns *ret. */
+int proto_frame_encode_hook(const char *const argv[4], const char *xml, size_t xml_len, char **ret, size_t *ret_len);
 json_object *proto_request_new_status(void);
 
 struct proto_response {

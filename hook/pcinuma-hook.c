@@ -296,15 +296,18 @@ static int unreachable(const struct hook_conf *c, const char *name, const char *
 
 static int ask_daemon(const char *const args[4], const char *xml, size_t xml_len) {
         struct hook_conf conf;
-        _cleanup_json_ json_object *req = NULL, *answer = NULL;
+        _cleanup_json_ json_object *answer = NULL;
         _cleanup_free_ char *reason = NULL, *err = NULL;
         struct proto_response resp = {.error = NULL};
         int r;
 
         conf_load(&conf);
 
-        req = proto_request_new_hook(args, xml, xml_len);
-        if (client_call(conf.socket, req, conf.timeout_ms, &answer, &reason) < 0)
+        _cleanup_free_ char *frame = NULL;
+        size_t frame_len = 0;
+        if (proto_frame_encode_hook(args, xml, xml_len, &frame, &frame_len) < 0)
+                return unreachable(&conf, args[0], args[1], "the domain XML is too large to send");
+        if (client_call_frame(conf.socket, frame, frame_len, conf.timeout_ms, &answer, &reason) < 0)
                 return unreachable(&conf, args[0], args[1], reason);
 
         if (proto_response_parse(answer, &resp, &err) < 0) {
