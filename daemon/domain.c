@@ -50,10 +50,24 @@ static char *xml_text(xmlNodePtr n) {
         return r;
 }
 
+/* An attribute's value without copying it: parsing a domain reads a few
+ * thousand attributes, and a malloc'ed copy of each showed in profiles.
+ * NULL when absent; "" for a value libxml2 did not keep as one text node
+ * (it always does without entities, which we refuse). */
+static const char *attr_ref(xmlNodePtr n, const char *name) {
+        for (xmlAttrPtr a = n ? n->properties : NULL; a; a = a->next)
+                if (!a->ns && xmlStrEqual(a->name, (const xmlChar *) name))
+                        return a->children && a->children->type == XML_TEXT_NODE && !a->children->next &&
+                                               a->children->content
+                                       ? (const char *) a->children->content
+                                       : "";
+        return NULL;
+}
+
 /* Parse one attribute of a PCI <address> as libvirt does (base 0, so
  * "0x13" and "19" both work).  An absent attribute is 0. */
 static int addr_attr(xmlNodePtr addr, const char *name, uint64_t max, uint64_t *ret) {
-        _cleanup_free_ char *v = xml_prop(addr, name);
+        const char *v = attr_ref(addr, name);
         if (!v) {
                 *ret = 0;
                 return 0;
@@ -75,7 +89,7 @@ int xml_parse_pci_address(xmlNodePtr addr, struct pci_addr *ret) {
 static bool is_pci_address(xmlNodePtr n) {
         if (!xml_is(n, "address"))
                 return false;
-        _cleanup_free_ char *type = xml_prop(n, "type");
+        const char *type = attr_ref(n, "type");
         return type && streq(type, "pci");
 }
 
