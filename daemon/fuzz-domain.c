@@ -161,10 +161,16 @@ static void check_round_trip(const char *xml, size_t len) {
         }
         if (domain_resolve_backing(d, host, &err) < 0)
                 return;
-        /* Two devices on one guest address is a domain libvirt refuses
-         * ("double use of PCI address"), and the rewriter's notes on
-         * single-function slots are not meant to restore it exactly. */
+        /* Two devices on one guest address, or a device with two guest
+         * addresses, is a domain libvirt refuses ("double use of PCI
+         * address"), and the rewriter is not meant to restore it exactly. */
         bool exact = true;
+        for (xmlNodePtr dev = d->devices ? d->devices->children : NULL; dev && exact; dev = dev->next) {
+                unsigned n_addr = 0;
+                for (xmlNodePtr c = dev->children; c; c = c->next)
+                        n_addr += xml_is(c, "address");
+                exact = n_addr <= 1;
+        }
         for (size_t i = 0; i < d->n_pci_uses && exact; i++)
                 for (size_t j = i + 1; j < d->n_pci_uses && exact; j++)
                         if (pci_addr_eq(&d->pci_uses[i].addr, &d->pci_uses[j].addr))

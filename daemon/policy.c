@@ -492,6 +492,68 @@ static int tokenize(const struct parse_ctx *c, const char *buf, size_t len, json
         return 0;
 }
 
+/* json-c keeps the last of two equal keys without a word, so a pasted
+ * second "default" could silently turn enforcement off.  After json-c has
+ * accepted the text (so it is valid JSON), walk it once more and refuse
+ * any object that names a key twice. */
+struct key_level {
+        size_t *key_off;        /* offsets of the key strings in buf */
+        size_t *key_len;
+        size_t n;
+        bool is_object;
+        bool expect_key;
+};
+
+static int find_duplicate_key(const struct parse_ctx *c, const char *buf, size_t len) {
+        struct key_level st[64];
+        int depth = -1, r = 0;
+        for (size_t i = 0; i < len && r == 0; i++) {
+                char ch = buf[i];
+                if (ch == '{' || ch == '[') {
+                        if (depth + 1 >= (int) ELEMENTSOF(st))
+                                break;          /* deeper than any policy; json-c has checked it */
+                        st[++depth] = (struct key_level) { .is_object = ch == '{', .expect_key = ch == '{' };
+                } else if (ch == '}' || ch == ']') {
+                        if (depth >= 0) {
+                                free(st[depth].key_off);
+                                free(st[depth].key_len);
+                                depth--;
+                        }
+                } else if (ch == ',' && depth >= 0 && st[depth].is_object)
+                        st[depth].expect_key = true;
+                else if (ch == ':' && depth >= 0 && st[depth].is_object)
+                        st[depth].expect_key = false;
+                else if (ch == '"') {
+                        size_t start = i + 1;
+                        for (i++; i < len && buf[i] != '"'; i++)
+                                if (buf[i] == '\\')
+                                        i++;
+                        if (depth < 0 || !st[depth].is_object || !st[depth].expect_key)
+                                continue;
+                        struct key_level *l = &st[depth];
+                        size_t klen = i - start;
+                        for (size_t k = 0; k < l->n; k++)
+                                if (l->key_len[k] == klen && memcmp(buf + l->key_off[k], buf + start, klen) == 0) {
+                                        _cleanup_free_ char *key = xstrndup(buf + start, klen);
+                                        _cleanup_free_ char *what = xasprintf("duplicate key '%s' in one object (JSON "
+                                                                              "parsers would keep only the last)", key);
+                                        r = syntax_error(c, buf, len, start - 1, what);
+                                        break;
+                                }
+                        l->key_off = xreallocarray(l->key_off, l->n + 1, sizeof(size_t));
+                        l->key_len = xreallocarray(l->key_len, l->n + 1, sizeof(size_t));
+                        l->key_off[l->n] = start;
+                        l->key_len[l->n] = klen;
+                        l->n++;
+                }
+        }
+        for (; depth >= 0; depth--) {
+                free(st[depth].key_off);
+                free(st[depth].key_len);
+        }
+        return r;
+}
+
 int policy_parse(const char *buf, size_t len, const char *source, struct policy **ret, char **ret_error) {
         static const char *const keys[] = { "default", "allow_domain_policy", "rules", "hook", "vfio_variant_drivers" };
         struct parse_ctx c = {
@@ -531,6 +593,9 @@ int policy_parse(const char *buf, size_t len, const char *source, struct policy 
                 return set_error(ret_error, -EINVAL, "%s: empty file, expected a JSON object", c.source);
 
         r = tokenize(&c, buf + skip, len - skip, &root);
+        if (r < 0)
+                return r;
+        r = find_duplicate_key(&c, buf + skip, len - skip);
         if (r < 0)
                 return r;
 

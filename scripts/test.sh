@@ -80,20 +80,42 @@ else
     build_failed=0
 fi
 
+# The Debian package: built with dpkg-buildpackage, installed, checked and
+# purged (tests/debian/test_deb.sh); only in a full run.
+deb_result=none
+if [ $# -eq 0 ] && [ "${PCINUMA_DEB:-1}" = 1 ]; then
+    echo "test: Debian package: tests/debian/test_deb.sh"
+    deb_rc=0
+    "$top/tests/debian/test_deb.sh" || deb_rc=$?
+    case $deb_rc in
+        0) deb_result=pass ;;
+        77) deb_result=skip ;;
+        *) deb_result=fail; rc=1 ;;
+    esac
+fi
+
 # Summarise from meson's JSON logs so the last line says what ran.
-python3 - "$build_failed" $logs <<'PY'
+python3 - "$build_failed" "$deb_result" $logs <<'PY'
 import json, sys
+deb = sys.argv.pop(2)
 keys = ("OK", "FAIL", "SKIP", "EXPECTEDFAIL", "UNEXPECTEDPASS", "TIMEOUT", "ERROR")
 total = dict.fromkeys(keys, 0)
 for path in sys.argv[2:]:
     counts = dict.fromkeys(keys, 0)
     try:
-        with open(path) as f:
-            for line in f:
-                r = json.loads(line).get("result", "ERROR")
-                counts[r] = counts.get(r, 0) + 1
+        with open(path, "rb") as f:
+            data = f.read()
     except FileNotFoundError:
         continue
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line).get("result", "ERROR")
+        except ValueError:
+            print("test: %s: an unreadable line: %r" % (path, line[:200]))
+            r = "ERROR"
+        counts[r] = counts.get(r, 0) + 1
     for k in counts:
         total[k] = total.get(k, 0) + counts[k]
     if len(sys.argv) > 3:
@@ -103,6 +125,9 @@ for path in sys.argv[2:]:
 passed = total["OK"] + total["EXPECTEDFAIL"]
 failed = total["FAIL"] + total["TIMEOUT"] + total["ERROR"] + total["UNEXPECTEDPASS"]
 failed += int(sys.argv[1])      # a sanitizer build that did not build counts as one failure
+passed += deb == "pass"
+failed += deb == "fail"
+total["SKIP"] += deb == "skip"
 line = f"{passed} passed, {failed} failed"
 if total["SKIP"]:
     line += f", {total['SKIP']} skipped"

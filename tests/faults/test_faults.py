@@ -200,19 +200,21 @@ def t_kill_during_request():
     def run(key, xml, **kw):
         results[key] = hook(xml, sup.path, **kw)
 
-    threads = [threading.Thread(target=run, args=("fast-allow", bad),
-                                kwargs=dict(on_unreachable="allow", timeout_ms=800)),
-               threading.Thread(target=run, args=("fast-refuse", good),
-                                kwargs=dict(on_unreachable="refuse", timeout_ms=800))]
+    specs = [("fast-allow", bad, dict(on_unreachable="allow", timeout_ms=800)),
+             ("fast-refuse", good, dict(on_unreachable="refuse", timeout_ms=800))]
     for i in range(5):
-        threads.append(threading.Thread(target=run, args=("patient-%d" % i, good if i % 2 == 0 else bad),
-                                        kwargs=dict(on_unreachable="refuse", timeout_ms=int(td.T(15000)))))
+        specs.append(("patient-%d" % i, good if i % 2 == 0 else bad,
+                      dict(on_unreachable="refuse", timeout_ms=int(td.T(15000)))))
+    # td.hook_conf() names its files by a counter: write them here, not
+    # from the threads, where two could pick the same name
+    for _, _, kw in specs:
+        td.hook_conf(sup.path, kw["on_unreachable"], kw["timeout_ms"])
+    threads = [threading.Thread(target=run, args=(key, xml), kwargs=kw) for key, xml, kw in specs]
     t0 = time.monotonic()
     for t in threads:
         t.start()
     for t in threads[:2]:
         t.join(td.T(10))
-    fast_elapsed = time.monotonic() - t0
     # 3. SIGKILL the frozen daemon
     t_kill = time.monotonic()
     os.kill(old.pid, signal.SIGKILL)

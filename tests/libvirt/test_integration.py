@@ -890,7 +890,8 @@ class Test:
                    "6: the persistent definition of the running domain is "
                    "planned", "\n".join(layout_problems(xml)) +
                    self.d.log()[-1500:], note=dt and "%.2fs" % dt)
-        self.check("it is running" in self.d.log() or "running" in self.d.log(),
+        # The log line follows the redefinition by a moment: wait for it.
+        self.check(self.wait_log("it is running"),
                    "6: the log says the new layout applies at the next start")
         state = self.s.virsh("domstate", name).stdout.strip()
         live = self.dump(name, inactive=False)

@@ -221,6 +221,12 @@ static void test_feature_switches(void **state) {
                            SRC ": rules[0].managed: expected a string, got boolean");
         assert_parse_error("{\"vfio_variant_drivers\": [\"\"]}",
                            SRC ": vfio_variant_drivers[0]: expected a non-empty string");
+        /* json-c would keep the last of two equal keys: refused instead. */
+        _cleanup_free_ char *dup = parse_err("{\"default\": {\"policy\": \"require\"},\n \"default\": {\"policy\": \"off\"}}");
+        assert_non_null(strstr(dup, "line 2, column 2: JSON syntax error: duplicate key 'default'"));
+        _cleanup_policy_ struct policy *nested = parse_ok("{\"rules\": [{\"match\": {\"name\": \"a\"}, \"policy\": \"off\"},"
+                                                          " {\"match\": {\"name\": \"b\"}, \"policy\": \"off\"}]}");
+        assert_int_equal(nested->n_rules, 2);   /* equal keys in different objects are fine */
         assert_parse_error("{\"vfio_variant_drivers\": \"x\"}",
                            SRC ": vfio_variant_drivers: expected an array, got string");
 }
