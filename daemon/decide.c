@@ -147,7 +147,16 @@ void decide_hook(const struct proto_request *req, const struct hostmap *h, const
         d.subphase = req->argv[2];
         d.domain = xstrdup(req->argv[0][0] ? req->argv[0] : "(unnamed)");
 
-        if (streq(d.phase, "prepare") && streq(d.subphase, "begin"))
+        bool acting = streq(d.subphase, "begin") &&
+                      (streq(d.phase, "prepare") || streq(d.phase, "migrate") || streq(d.phase, "restore"));
+        if (acting && req->xml_not_utf8) {
+                /* libvirt only writes UTF-8: this is not a domain XML. */
+                d.verdict = DECIDE_REFUSE;
+                d.message = xasprintf("pcinuma: refusing %s domain %s: the domain XML is not valid UTF-8 (byte %ld)\n",
+                                      streq(d.phase, "prepare") ? "to start" : streq(d.phase, "migrate") ? "the incoming migration of"
+                                                                                                          : "to restore",
+                                      d.domain, req->xml_invalid_utf8);
+        } else if (streq(d.phase, "prepare") && streq(d.subphase, "begin"))
                 decide_prepare(req, h, pol, updating, &d);
         else if (streq(d.phase, "migrate") && streq(d.subphase, "begin"))
                 decide_migrate(req, &d);

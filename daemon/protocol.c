@@ -254,6 +254,13 @@ static int parse_hook_request(json_object *o, struct proto_request *r, char **re
         k = get_opt_string(o, "xml", &r->xml, &r->xml_len, ret_error);
         if (k < 0)
                 return k;
+        json_object *bad;
+        if (json_object_object_get_ex(o, "xml_invalid_utf8", &bad) && bad) {
+                if (!json_object_is_type(bad, json_type_int) || json_object_get_int64(bad) < 0)
+                        return set_error(ret_error, -EPROTO, "'xml_invalid_utf8' must be a byte offset");
+                r->xml_not_utf8 = true;
+                r->xml_invalid_utf8 = (long) json_object_get_int64(bad);
+        }
         return 0;
 }
 
@@ -350,6 +357,63 @@ static void json_escape_append(struct strbuf *b, const char *s, size_t n) {
         strbuf_appendn(b, "\"", 1);
 }
 
+/* The length of the UTF-8 sequence at s[i], or 0 if none starts there. */
+static size_t utf8_seq(const unsigned char *s, size_t i, size_t n) {
+        unsigned char c = s[i];
+        size_t len;
+        uint32_t cp;
+        if (c < 0x80)
+                return 1;
+        if ((c & 0xe0) == 0xc0) {
+                len = 2;
+                cp = c & 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+                len = 3;
+                cp = c & 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+                len = 4;
+                cp = c & 0x07;
+        } else
+                return 0;
+        if (i + len > n)
+                return 0;
+        for (size_t k = 1; k < len; k++) {
+                if ((s[i + k] & 0xc0) != 0x80)
+                        return 0;
+                cp = (cp << 6) | (s[i + k] & 0x3f);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        return len;
+}
+
+long proto_invalid_utf8_at(const char *s, size_t n) {
+        for (size_t i = 0; i < n;) {
+                size_t l = utf8_seq((const unsigned char *) s, i, n);
+                if (!l)
+                        return (long) i;
+                i += l;
+        }
+        return -1;
+}
+
+char *proto_utf8_sanitize(const char *s, size_t n, size_t *ret_len) {
+        struct strbuf b = {0};
+        for (size_t i = 0; i < n;) {
+                size_t l = utf8_seq((const unsigned char *) s, i, n);
+                if (l) {
+                        strbuf_appendn(&b, s + i, l);
+                        i += l;
+                } else {
+                        strbuf_append(&b, "\xef\xbf\xbd");
+                        i++;
+                }
+        }
+        *ret_len = b.len;
+        return strbuf_steal(&b);
+}
+
 int proto_frame_encode_hook(const char *const argv[4], const char *xml, size_t xml_len, char **ret, size_t *ret_len) {
         struct strbuf b = {0};
         /* room for the header, filled in at the end */
@@ -363,8 +427,19 @@ int proto_frame_encode_hook(const char *const argv[4], const char *xml, size_t x
         }
         strbuf_appendn(&b, "]", 1);
         if (xml) {
+                long bad = proto_invalid_utf8_at(xml, xml_len);
                 strbuf_append(&b, ",\"xml\":");
-                json_escape_append(&b, xml, xml_len);
+                if (bad < 0)
+                        json_escape_append(&b, xml, xml_len);
+                else {
+                        /* JSON carries Unicode only: send it sanitised and say
+                         * where it broke, so the daemon refuses it (and logs
+                         * that) instead of failing to read the request. */
+                        size_t clean_len = 0;
+                        _cleanup_free_ char *clean = proto_utf8_sanitize(xml, xml_len, &clean_len);
+                        json_escape_append(&b, clean, clean_len);
+                        strbuf_printf(&b, ",\"xml_invalid_utf8\":%ld", bad);
+                }
         }
         strbuf_appendn(&b, "}", 1);
         size_t len = b.len - PROTO_HEADER_SIZE;

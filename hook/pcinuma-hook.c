@@ -294,44 +294,6 @@ static int unreachable(const struct hook_conf *c, const char *name, const char *
         return c->refuse ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
-/* Offset of the first byte that breaks UTF-8 (RFC 3629), or -1.  libvirt
- * only ever writes UTF-8; anything else is refused here with a clear
- * message, since it cannot travel in the JSON request. */
-static long invalid_utf8_at(const unsigned char *s, size_t n) {
-        size_t i = 0;
-        while (i < n) {
-                unsigned char c = s[i];
-                size_t len;
-                uint32_t cp;
-                if (c < 0x80) {
-                        i++;
-                        continue;
-                } else if ((c & 0xe0) == 0xc0) {
-                        len = 2;
-                        cp = c & 0x1f;
-                } else if ((c & 0xf0) == 0xe0) {
-                        len = 3;
-                        cp = c & 0x0f;
-                } else if ((c & 0xf8) == 0xf0) {
-                        len = 4;
-                        cp = c & 0x07;
-                } else
-                        return (long) i;
-                if (i + len > n)
-                        return (long) i;
-                for (size_t k = 1; k < len; k++) {
-                        if ((s[i + k] & 0xc0) != 0x80)
-                                return (long) i;
-                        cp = (cp << 6) | (s[i + k] & 0x3f);
-                }
-                if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-                    (cp >= 0xd800 && cp <= 0xdfff))
-                        return (long) i;
-                i += len;
-        }
-        return -1;
-}
-
 static int ask_daemon(const char *const args[4], const char *xml, size_t xml_len) {
         struct hook_conf conf;
         _cleanup_json_ json_object *answer = NULL;
@@ -341,12 +303,6 @@ static int ask_daemon(const char *const args[4], const char *xml, size_t xml_len
 
         conf_load(&conf);
 
-        long bad = xml ? invalid_utf8_at((const unsigned char *) xml, xml_len) : -1;
-        if (bad >= 0) {
-                fprintf(stderr, "pcinuma: refusing domain %s (phase %s): the domain XML on stdin is not valid UTF-8 "
-                                "(byte %ld)\n", args[0], args[1], bad);
-                return EXIT_FAILURE;
-        }
         _cleanup_free_ char *frame = NULL;
         size_t frame_len = 0;
         if (proto_frame_encode_hook(args, xml, xml_len, &frame, &frame_len) < 0)
