@@ -234,7 +234,8 @@ static int parse_cells(struct domain *d, xmlNodePtr root, char **ret_error) {
         }
         /* libvirt accepts the cells in any order but needs the ids to be
          * 0 .. n-1, each once; sorted, a cell's id is its index. */
-        qsort(d->cells, d->n_cells, sizeof(*d->cells), cmp_cell);
+        if (d->n_cells > 1)
+                qsort(d->cells, d->n_cells, sizeof(*d->cells), cmp_cell);
         for (size_t i = 0; i < d->n_cells; i++) {
                 if (d->cells[i].id == i)
                         continue;

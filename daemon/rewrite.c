@@ -113,18 +113,28 @@ static char *fmt_addr_attrs(const struct pci_addr *a) {
                          a->domain, a->bus, a->slot, a->func);
 }
 
-/* "k=v k=v" of every attribute, in order; values never hold spaces in a
- * libvirt <address>. */
+/* "k=v k=v" of every attribute, in order.  '%' and white space in a value
+ * are %-encoded (libvirt never writes them, but the input may). */
 static char *attrs_to_string(xmlNodePtr e) {
         struct strbuf b = {0};
         for (xmlAttrPtr a = e->properties; a; a = a->next) {
                 xmlChar *v = xmlNodeListGetString(e->doc, a->children, 1);
                 if (b.len)
                         strbuf_append(&b, " ");
-                strbuf_printf(&b, "%s=%s", (const char *) a->name, v ? (const char *) v : "");
+                strbuf_printf(&b, "%s=", (const char *) a->name);
+                for (const char *c = v ? (const char *) v : ""; *c; c++) {
+                        if (*c == '%' || *c == ' ' || *c == '\t' || *c == '\n' || *c == '\r')
+                                strbuf_printf(&b, "%%%02x", (unsigned char) *c);
+                        else
+                                strbuf_appendn(&b, c, 1);
+                }
                 xmlFree(v);
         }
         return strbuf_steal(&b);
+}
+
+static int hexval(char c) {
+        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
 static void remove_all_attrs(xmlNodePtr e) {
@@ -141,7 +151,20 @@ static int attrs_from_string(xmlNodePtr e, const char *s, char **ret_error) {
                 if (!eq || eq == tok)
                         return set_error(ret_error, -EINVAL, "pcinuma mark: bad original-address '%s'", s);
                 *eq = 0;
-                xmlSetProp(e, (const xmlChar *) tok, (const xmlChar *) (eq + 1));
+                /* The mark is input too: only a real attribute name may come
+                 * back, or a crafted mark could smuggle markup into the XML. */
+                if (xmlValidateName((const xmlChar *) tok, 0) != 0)
+                        return set_error(ret_error, -EINVAL, "pcinuma mark: bad attribute name in original-address '%s'", s);
+                char *v = eq + 1, *w = v;
+                for (char *r = v; *r; r++) {
+                        if (*r == '%' && hexval(r[1]) >= 0 && hexval(r[2]) >= 0) {
+                                *w++ = (char) (hexval(r[1]) * 16 + hexval(r[2]));
+                                r += 2;
+                        } else
+                                *w++ = *r;
+                }
+                *w = 0;
+                xmlSetProp(e, (const xmlChar *) tok, (const xmlChar *) v);
         }
         return 0;
 }
