@@ -221,6 +221,10 @@ static struct json_object *host_json(const struct hostmap *h, const char *root) 
 
         json_object_object_add(o, "sysfs_root", json_object_new_string(root));
         json_object_object_add(o, "single_node", json_object_new_boolean(h->single_node));
+        struct json_object *w = json_object_new_array();
+        for (size_t i = 0; i < h->n_warnings; i++)
+                json_object_array_add(w, json_object_new_string(h->warnings[i]));
+        json_object_object_add(o, "warnings", w);
 
         struct json_object *nodes = json_object_new_array();
         for (size_t i = 0; i < h->n_nodes; i++) {
@@ -260,6 +264,13 @@ static struct json_object *host_json(const struct hostmap *h, const char *root) 
         }
         json_object_object_add(o, "mdevs", mdevs);
         return o;
+}
+
+void ctl_print_hostmap_warnings(const char *who, const struct hostmap *h) {
+        for (size_t i = 0; i < h->n_warnings; i++)
+                fprintf(stderr, "%s: warning: sysfs %s\n", who, h->warnings[i]);
+        if (h->n_warnings_dropped > 0)
+                fprintf(stderr, "%s: warning: %zu more sysfs files could not be read or parsed\n", who, h->n_warnings_dropped);
 }
 
 int ctl_host(int argc, char **argv) {
@@ -319,6 +330,8 @@ int ctl_host(int argc, char **argv) {
                 fprintf(stderr, "pcinumactl: cannot read host map from '%s': %s\n", root, reason);
                 return 2;
         }
+
+        ctl_print_hostmap_warnings("pcinumactl host", h);
 
         if (json) {
                 _cleanup_json_ struct json_object *o = host_json(h, root);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "ctl-topo.h"
+#include "ctl.h"
 #include "engine.h"
 #include "hostmap.h"
 #include "policy.h"
@@ -171,6 +172,7 @@ int ctl_topo(int argc, char **argv) {
                 fprintf(stderr, "pcinumactl topo: cannot read the host map: %s\n", err);
                 return 2;
         }
+        ctl_print_hostmap_warnings("pcinumactl topo", h);
         _cleanup_engine_result_ struct engine_result *res = NULL;
         if (engine_plan(xml, len, h, pol, policy_name ? &forced : NULL, &res, &err) < 0) {
                 fprintf(stderr, "pcinumactl topo: %s\n", err);

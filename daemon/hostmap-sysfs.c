@@ -103,14 +103,6 @@ static ssize_t read_attr_at(int dir_fd, const char *path, char *buf, size_t size
         return (ssize_t) len;
 }
 
-static int read_attr_uint_at(int dir_fd, const char *path, uint64_t max, uint64_t *ret) {
-        char buf[64];
-        ssize_t n = read_attr_at(dir_fd, path, buf, sizeof(buf));
-        if (n < 0)
-                return (int) n;
-        return parse_uint(buf, 0, max, ret);
-}
-
 /* readlinkat() into buf (NUL-terminated); the basename of the target. */
 static const char *readlink_base_buf(int dir_fd, const char *path, char *buf, size_t size) {
         ssize_t n = readlinkat(dir_fd, path, buf, size - 1);
@@ -250,16 +242,21 @@ static bool parse_hex_field(const char **p, uint64_t *ret) {
 
 /* The first six lines of 'resource' are the standard BARs, each
  * "start end flags" in hex; an unused BAR reads as all zeroes. */
-static void parse_resource(struct hostmap_device *d, const char *text) {
+/* Returns 0, or the number (from 1) of the first of those lines that is
+ * not three hex fields. */
+static int parse_resource(struct hostmap_device *d, const char *text) {
         const char *p = text;
+        int bad = 0;
 
         for (unsigned i = 0; i < HOSTMAP_N_BARS && p && *p; i++) {
                 uint64_t start, end, flags;
                 const char *q = p;
                 const char *nl = strchr(p, '\n');
 
-                if (parse_hex_field(&q, &start) && parse_hex_field(&q, &end) && parse_hex_field(&q, &flags) &&
-                    end != 0 && end >= start) {
+                if (!(parse_hex_field(&q, &start) && parse_hex_field(&q, &end) && parse_hex_field(&q, &flags))) {
+                        if (bad == 0)
+                                bad = (int) i + 1;
+                } else if (end != 0 && end >= start) {
                         struct hostmap_bar *b = &d->bars[i];
                         if (flags & IORESOURCE_IO)
                                 b->type = HOSTMAP_BAR_IO;
@@ -272,6 +269,51 @@ static void parse_resource(struct hostmap_device *d, const char *text) {
                 }
                 p = nl ? nl + 1 : NULL;
         }
+        return bad;
+}
+
+/* A short printable excerpt of a bad value for a warning: the first
+ * line, at most 40 bytes, other bytes as \xNN. */
+static void excerpt(const char *s, char *out, size_t size) {
+        size_t o = 0;
+        for (size_t i = 0; s[i] && s[i] != '\n' && i < 40 && o + 5 < size; i++) {
+                unsigned char c = (unsigned char) s[i];
+                if (c >= 0x20 && c < 0x7f && c != '\'')
+                        out[o++] = (char) c;
+                else
+                        o += (size_t) snprintf(out + o, size - o, "\\x%02x", c);
+        }
+        out[o] = 0;
+        if (s[0] && o == 0)
+                snprintf(out, size, "%s", "(unprintable)");
+}
+
+static void warn_garbage(struct hostmap *h, const char *bdf, const char *attr, const char *value, const char *what) {
+        char ex[200];
+        excerpt(value, ex, sizeof(ex));
+        hostmap_warn(h, "bus/pci/devices/%s/%s: '%s' %s; read as unknown", bdf, attr, ex, what);
+}
+
+/* A missing attribute is normal (not every kernel or device has each one);
+ * anything else that stops the read is worth saying. */
+static void warn_unreadable(struct hostmap *h, const char *bdf, const char *attr, int r) {
+        if (r != -ENOENT)
+                hostmap_warn(h, "bus/pci/devices/%s/%s: cannot read: %s; read as unknown", bdf, attr, strerror(-r));
+}
+
+/* class, vendor, device: a hex number ("0x030200"). */
+static bool device_attr_uint(struct hostmap *h, int fd, const char *bdf, const char *attr, uint64_t max, uint64_t *ret) {
+        char buf[64];
+        ssize_t n = read_attr_at(fd, attr, buf, sizeof(buf));
+        if (n < 0) {
+                warn_unreadable(h, bdf, attr, (int) n);
+                return false;
+        }
+        if (parse_uint(buf, 0, max, ret) < 0) {
+                warn_garbage(h, bdf, attr, buf, max == 0xffff ? "is not a 16-bit ID" : "is not a PCI class code");
+                return false;
+        }
+        return true;
 }
 
 static void read_device(struct hostmap *h, int devices_fd, const char *name, const struct pci_addr *addr) {
@@ -295,22 +337,32 @@ static void read_device(struct hostmap *h, int devices_fd, const char *name, con
 
         struct hostmap_device *d = hostmap_add_device(h, addr);
 
-        if (read_attr_uint_at(fd, "class", 0xffffff, &v) >= 0)
+        if (device_attr_uint(h, fd, name, "class", 0xffffff, &v))
                 d->class = (uint32_t) v;
-        if (read_attr_uint_at(fd, "vendor", 0xffff, &v) >= 0)
+        if (device_attr_uint(h, fd, name, "vendor", 0xffff, &v))
                 d->vendor = (uint16_t) v;
-        if (read_attr_uint_at(fd, "device", 0xffff, &v) >= 0)
+        if (device_attr_uint(h, fd, name, "device", 0xffff, &v))
                 d->device = (uint16_t) v;
 
-        if (read_attr_at(fd, "numa_node", buf, sizeof(buf)) >= 0) {
+        r = (int) read_attr_at(fd, "numa_node", buf, sizeof(buf));
+        if (r >= 0) {
                 int64_t node;
                 if (parse_int(buf, 10, -1, INT_MAX, &node) >= 0)
                         d->sysfs_node = (int) node;
-        }
+                else
+                        warn_garbage(h, name, "numa_node", buf, "is not a node number");
+        } else
+                warn_unreadable(h, name, "numa_node", r);
 
         /* Only the first six lines matter, and they fit in buf. */
-        if (read_attr_at(fd, "resource", buf, sizeof(buf)) >= 0)
-                parse_resource(d, buf);
+        r = (int) read_attr_at(fd, "resource", buf, sizeof(buf));
+        if (r >= 0) {
+                int bad = parse_resource(d, buf);
+                if (bad > 0)
+                        hostmap_warn(h, "bus/pci/devices/%s/resource: line %d is not 'start end flags' in hex; "
+                                     "its BAR is read as absent", name, bad);
+        } else
+                warn_unreadable(h, name, "resource", r);
 
         base = readlink_base_buf(fd, "driver", buf, sizeof(buf));
         if (base)
@@ -399,6 +451,7 @@ static void scan_parallel(struct hostmap *h, int devices_fd, const struct pci_en
                 for (size_t i = 0; i < o->n_devices; i++)
                         *GROW(h->devices, h->n_devices) = o->devices[i];
                 o->n_devices = 0;
+                hostmap_take_warnings(h, o);
                 hostmap_free(o);
         }
 }
@@ -540,14 +593,33 @@ static void read_distance_row(struct hostmap *h, int node_fd, int id) {
         size_t n = 0;
         char *save = NULL;
 
-        if (read_text_at(node_fd, "distance", &text) < 0)
+        int r = read_text_at(node_fd, "distance", &text);
+        if (r < 0) {
+                if (r != -ENOENT)
+                        hostmap_warn(h, "devices/system/node/node%d/distance: cannot read: %s; distances from node %d are unknown",
+                                     id, strerror(-r), id);
                 return;
+        }
+        bool warned = false;
         for (char *t = strtok_r(text, " \t\n", &save); t; t = strtok_r(NULL, " \t\n", &save)) {
                 int64_t v;
-                *GROW(values, n) = parse_int(t, 10, 0, INT_MAX, &v) >= 0 ? (int) v : -1;
+                if (parse_int(t, 10, 0, INT_MAX, &v) >= 0)
+                        *GROW(values, n) = (int) v;
+                else {
+                        *GROW(values, n) = -1;
+                        if (!warned) {
+                                char ex[200];
+                                excerpt(t, ex, sizeof(ex));
+                                hostmap_warn(h, "devices/system/node/node%d/distance: '%s' (entry %zu) is not a distance; "
+                                             "read as unknown", id, ex, n);
+                                warned = true;
+                        }
+                }
         }
         if (n > 0)
                 hostmap_set_distances(h, id, values, n);
+        else
+                hostmap_warn(h, "devices/system/node/node%d/distance: empty; distances from node %d are unknown", id, id);
         free(values);
 }
 
@@ -578,8 +650,13 @@ static int read_nodes(struct hostmap *h, int system_fd, int cpu_fd) {
 
                 struct hostmap_node *n = hostmap_add_node(h, id);
                 if (read_text_at(node_fd, "cpulist", &cpulist) >= 0 &&
-                    bitmap_parse(cpulist, CPU_MAX, &n->cpus) < 0)
+                    bitmap_parse(cpulist, CPU_MAX, &n->cpus) < 0) {
+                        char ex[200];
+                        excerpt(cpulist, ex, sizeof(ex));
+                        hostmap_warn(h, "devices/system/node/node%d/cpulist: '%s' is not a CPU list; "
+                                     "the node is read as having no CPUs", id, ex);
                         n->cpus = (struct bitmap) {0};
+                }
                 n->socket = node_socket(cpu_fd, &n->cpus);
 
                 read_distance_row(h, node_fd, id);

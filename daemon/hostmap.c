@@ -4,6 +4,7 @@
  * binary searches over arrays sorted once by hostmap_finish(). */
 #include "hostmap.h"
 
+#include <stdarg.h>
 #include <strings.h>
 
 /* Distance rows arrive before the node set is known to be complete (the
@@ -40,6 +41,32 @@ static void device_done(struct hostmap_device *d) {
         d->n_upstream = 0;
 }
 
+void hostmap_warn(struct hostmap *h, const char *fmt, ...) {
+        if (h->n_warnings >= HOSTMAP_WARNINGS_MAX) {
+                h->n_warnings_dropped++;
+                return;
+        }
+        va_list ap;
+        va_start(ap, fmt);
+        char *s = xvasprintf(fmt, ap);
+        va_end(ap);
+        *GROW(h->warnings, h->n_warnings) = s;
+}
+
+void hostmap_take_warnings(struct hostmap *h, struct hostmap *o) {
+        for (size_t i = 0; i < o->n_warnings; i++) {
+                if (h->n_warnings >= HOSTMAP_WARNINGS_MAX) {
+                        h->n_warnings_dropped++;
+                        free(o->warnings[i]);
+                } else
+                        *GROW(h->warnings, h->n_warnings) = o->warnings[i];
+        }
+        h->n_warnings_dropped += o->n_warnings_dropped;
+        free(o->warnings);
+        o->warnings = NULL;
+        o->n_warnings = o->n_warnings_dropped = 0;
+}
+
 struct hostmap *hostmap_free(struct hostmap *h) {
         if (!h)
                 return NULL;
@@ -56,6 +83,9 @@ struct hostmap *hostmap_free(struct hostmap *h) {
         for (size_t i = 0; i < h->n_mdevs; i++)
                 free(h->mdevs[i].type);
         free(h->mdevs);
+        for (size_t i = 0; i < h->n_warnings; i++)
+                free(h->warnings[i]);
+        free(h->warnings);
         for (size_t i = 0; i < p->n_rows; i++)
                 free(p->rows[i].values);
         free(p->rows);

@@ -83,7 +83,17 @@ struct hostmap {
         /* true when there is no devices/system/node directory: one node 0
          * holding every CPU is synthesised */
         bool single_node;
+        /* What the reader found but could not make sense of, one line per
+         * file, naming it ("0000:3b:00.0/numa_node: 'banana' is not a node
+         * number; read as unknown"), in scan order.  At most
+         * HOSTMAP_WARNINGS_MAX are kept; n_warnings_dropped counts the rest.
+         * A missing file is not a warning (many are optional). */
+        char **warnings;
+        size_t n_warnings;
+        size_t n_warnings_dropped;
 };
+
+#define HOSTMAP_WARNINGS_MAX 64
 
 /* Read the host map from the tree under rootfd (laid out like /sys: it
  * holds bus/ and devices/).  Missing or garbage files are tolerated as
@@ -130,3 +140,7 @@ struct hostmap_mdev *hostmap_add_mdev(struct hostmap *h, const char *uuid, const
  * node in ascending id order, as in sysfs. */
 void hostmap_set_distances(struct hostmap *h, int node, const int *values, size_t n);
 void hostmap_finish(struct hostmap *h);
+/* Record a warning (see struct hostmap); pure, no I/O. */
+void hostmap_warn(struct hostmap *h, const char *fmt, ...) _printf_(2, 3);
+/* Move o's warnings to the end of h's (o keeps none). */
+void hostmap_take_warnings(struct hostmap *h, struct hostmap *o);

@@ -75,6 +75,23 @@ static void set_status(struct manager *m) {
                           policy_mode_to_string(m->policy->def.mode));
 }
 
+/* One warning entry per sysfs file the reader could not make sense of;
+ * at most HOSTMAP_WARNINGS_MAX, then one line saying how many more. */
+static void log_hostmap_warnings(const struct manager *m, const struct hostmap *h) {
+        for (size_t i = 0; i < h->n_warnings; i++) {
+                const char *w = h->warnings[i];
+                const char *colon = strstr(w, ": ");
+                struct log_fields f = {0};
+                log_fields_add(&f, "PCINUMA_SYSFS_ROOT", "%s", m->cfg.sysfs_root);
+                if (colon)
+                        log_fields_add(&f, "PCINUMA_SYSFS_FILE", "%.*s", (int) (colon - w), w);
+                log_event(LOG_WARNING, PCINUMA_MID_SYSFS_UNREADABLE, &f, "sysfs %s", w);
+                log_fields_done(&f);
+        }
+        if (h->n_warnings_dropped > 0)
+                log_msg(LOG_WARNING, "sysfs: %zu more files could not be read or parsed (not listed)", h->n_warnings_dropped);
+}
+
 static int rescan(struct manager *m, const char *why) {
         _cleanup_free_ char *err = NULL;
         struct hostmap *h = NULL;
@@ -88,6 +105,7 @@ static int rescan(struct manager *m, const char *why) {
         m->hostmap = h;
         m->hostmap_loaded_usec = now_usec(CLOCK_REALTIME);
         m->hostmap_generation++;
+        log_hostmap_warnings(m, h);
         struct log_fields f = {0};
         log_fields_add(&f, "PCINUMA_DEVICES", "%zu", h->n_devices);
         log_fields_add(&f, "PCINUMA_NODES", "%zu", h->n_nodes);
@@ -221,6 +239,7 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
         }
         m->hostmap_loaded_usec = now_usec(CLOCK_REALTIME);
         m->hostmap_generation = 1;
+        log_hostmap_warnings(m, m->hostmap);
 
         r = sd_event_default(&m->event);
         if (r < 0)
@@ -410,6 +429,11 @@ json_object *manager_status(struct manager *m) {
         json_object_object_add(h, "age_sec", json_u64((now - m->hostmap_loaded_usec) / 1000000u));
         json_object_object_add(h, "generation", json_u64(m->hostmap_generation));
         json_object_object_add(h, "udev", json_object_new_boolean(m->monitor != NULL));
+        json_object *w = json_object_new_array();
+        for (size_t i = 0; i < m->hostmap->n_warnings; i++)
+                json_object_array_add(w, json_object_new_string(m->hostmap->warnings[i]));
+        json_object_object_add(h, "warnings", w);
+        json_object_object_add(h, "warnings_not_listed", json_u64(m->hostmap->n_warnings_dropped));
         json_object_object_add(o, "hostmap", h);
 
         json_object *p = json_object_new_object();

@@ -163,6 +163,7 @@ static int ctl_plan(int argc, char **argv) {
                 fprintf(stderr, "pcinumactl plan: cannot read the host map: %s\n", err);
                 return EXIT_BAD_INPUT;
         }
+        ctl_print_hostmap_warnings("pcinumactl plan", h);
 
         _cleanup_engine_result_ struct engine_result *res = NULL;
         if (engine_plan(xml, len, h, pol, policy_name ? &forced : NULL, &res, &err) < 0) {
@@ -274,6 +275,12 @@ static void print_status(json_object *st) {
         printf("host map:  %lld PCI devices, %lld mdevs, %lld NUMA nodes from %s; built %lld s ago (generation %lld)%s\n",
                I(h, "devices"), I(h, "mdevs"), I(h, "nodes"), S(h, "sysfs_root"), I(h, "age_sec"), I(h, "generation"),
                json_object_get_boolean(json_object_object_get(h, "udev")) ? ", follows udev" : ", rescanned on SIGHUP only");
+        json_object *hw = json_object_object_get(h, "warnings");
+        size_t n_hw = hw ? json_object_array_length(hw) : 0;
+        for (size_t i = 0; i < n_hw; i++)
+                printf("           warning: %s\n", json_object_get_string(json_object_array_get_idx(hw, i)));
+        if (I(h, "warnings_not_listed") > 0)
+                printf("           warning: %lld more sysfs files could not be read or parsed\n", I(h, "warnings_not_listed"));
         time_t loaded = (time_t) (I(p, "loaded_at_usec") / 1000000);
         char when[64];
         strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&loaded));

@@ -549,6 +549,7 @@ def after_sysfs_case(expect_devices=None):
     Host.d.hup()
     st = Host.d.status()
     eq(st["hostmap"]["devices"], Host.base["devices"], "devices after restoring the tree")
+    eq(st["hostmap"]["warnings"], [], "sysfs warnings after restoring the tree")
     invariants(Host.d, Host.base, Host.good, reloaded=True, what="restored tree: ")
 
 
@@ -556,7 +557,22 @@ def one_dev_domain(bdf, name="sysfs-vm"):
     return domain(name=name, devices=hostdev(bdf))
 
 
-def sysfs_file_case(label, mutate, want_plan, bdf="0000:33:00.0"):
+def check_sysfs_warning(m, path, what, stderr=None):
+    """The rescan since mark m logged one SYSFS_UNREADABLE entry naming
+    path (relative to the sysfs root) with 'what' in its message; status
+    lists it; pcinumactl's stderr (when given) says it too."""
+    evs = [e for e in Host.d.events(m) if e.mid == td.MID["SYSFS_UNREADABLE"] and e.get("PCINUMA_SYSFS_FILE") == path]
+    check(len(evs) == 1, "one sysfs warning naming %s in the log, got %r" % (path, evs))
+    contains(evs[0].message, what, "the warning for %s" % path)
+    eq(evs[0].get("PCINUMA_SYSFS_ROOT"), Host.tree, "PCINUMA_SYSFS_ROOT of the warning")
+    st = Host.d.status()
+    check(any(w.startswith(path + ": ") and what in w for w in st["hostmap"]["warnings"]),
+          "status lists the warning for %s: %r" % (path, st["hostmap"]["warnings"]))
+    if stderr is not None:
+        contains(stderr, "warning: sysfs %s: " % path, "pcinumactl stderr names %s" % path)
+
+
+def sysfs_file_case(label, mutate, want_plan, bdf="0000:33:00.0", want_warning=None):
     """Mutate the tree, SIGHUP: the daemon rescans, stays up, and a
     prepare of a domain with the affected device gets a verdict whose
     message names the device and the problem (want_plan); pcinumactl plan
@@ -566,6 +582,9 @@ def sysfs_file_case(label, mutate, want_plan, bdf="0000:33:00.0"):
         mutate()
         m = d.hup()
         check(d.poll() is None, "pcinumad died on the rescan")
+        if want_warning is None:
+            check(not [e for e in d.events(m) if e.mid == td.MID["SYSFS_UNREADABLE"]],
+                  "no sysfs warning expected: %r" % d.events(m))
         x = one_dev_domain(bdf)
         r = td.run_hook("sysfs-vm", "prepare", "begin", x, d.sock)
         eq(r.rc, 1, "prepare with %s after the rescan: %r" % (bdf, r))
@@ -575,6 +594,8 @@ def sysfs_file_case(label, mutate, want_plan, bdf="0000:33:00.0"):
         p = plan(x.encode(), sysfs=Host.tree)
         check(p.returncode in (1, 2), "pcinumactl plan on the bad tree: exit %d (%r)" % (p.returncode, p.stderr))
         contains(p.stderr.decode(), want_plan, "pcinumactl plan stderr")
+        if want_warning is not None:
+            check_sysfs_warning(m, "bus/pci/devices/%s/numa_node" % bdf, want_warning, p.stderr.decode())
         print("# refusal: %s" % r.err.strip().splitlines()[-1][:300])
         st = d.status()
         eq(st["hostmap"]["nodes"], 4, "host map nodes after the rescan")
@@ -610,13 +631,27 @@ def t_garbage_other_files():
     make_dir(os.path.join(node, "node1", "distance"))
     write_file(os.path.join(node, "node2", "distance"), b"")
     write_file(os.path.join(node, "node3", "cpulist"), b"0-zz,\n")
-    d.hup()
+    m = d.hup()
     check(d.poll() is None, "pcinumad died on the rescan")
     st = d.status()
     eq((st["hostmap"]["devices"], st["hostmap"]["nodes"]), (Host.base["devices"], 4), "devices, nodes after the rescan")
     p = subprocess.run([ARGS.pcinumactl, "host", "--sysfs-root", Host.tree], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=30)
     eq(p.returncode, 0, "pcinumactl host on the garbage tree (stderr %r)" % p.stderr)
+    # Every bad file is named, in the log, in status and by pcinumactl.
+    for path, what in [
+            ("bus/pci/devices/0000:13:00.0/class", "'0xZZZZZZ' is not a PCI class code"),
+            ("bus/pci/devices/0000:14:00.0/class", "'\\xff\\xfe' is not a PCI class code"),
+            ("bus/pci/devices/0000:17:00.0/vendor", "'-1' is not a 16-bit ID"),
+            ("bus/pci/devices/0000:18:00.0/resource", "line 1 is not 'start end flags'"),
+            ("devices/system/node/node0/distance", "'banana' (entry 2) is not a distance"),
+            ("devices/system/node/node1/distance", "cannot read: Is a directory"),
+            ("devices/system/node/node2/distance", "empty"),
+            ("devices/system/node/node3/cpulist", "'0-zz,' is not a CPU list")]:
+        check_sysfs_warning(m, path, what, p.stderr)
+    j = subprocess.run([ARGS.pcinumactl, "host", "--json", "--sysfs-root", Host.tree], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=30)
+    eq(len(json.loads(j.stdout)["warnings"]), 8, "pcinumactl host --json lists 8 warnings")
     after_sysfs_case()
 
 
@@ -798,13 +833,16 @@ def main():
         refresh_host_baseline()
         bdf = "0000:33:00.0"
         R.run("sysfs: garbage numa_node", sysfs_file_case(
-            "garbage", lambda: write_file(dev_path(bdf, "numa_node"), b"banana\n"), "no NUMA node", bdf))
+            "garbage", lambda: write_file(dev_path(bdf, "numa_node"), b"banana\n"), "no NUMA node", bdf,
+            want_warning="'banana' is not a node number"))
         R.run("sysfs: numa_node out of range (2^40)", sysfs_file_case(
-            "range", lambda: write_file(dev_path(bdf, "numa_node"), b"1099511627776\n"), "no NUMA node", bdf))
+            "range", lambda: write_file(dev_path(bdf, "numa_node"), b"1099511627776\n"), "no NUMA node", bdf,
+            want_warning="'1099511627776' is not a node number"))
         R.run("sysfs: numa_node of a node that does not exist (42)", sysfs_file_case(
             "nonode", lambda: write_file(dev_path(bdf, "numa_node"), b"42\n"), "host node 42", bdf))
         R.run("sysfs: unreadable numa_node (a directory)", sysfs_file_case(
-            "dir", lambda: make_dir(dev_path(bdf, "numa_node")), "no NUMA node", bdf))
+            "dir", lambda: make_dir(dev_path(bdf, "numa_node")), "no NUMA node", bdf,
+            want_warning="cannot read: Is a directory"))
         R.run("sysfs: numa_node missing", sysfs_file_case(
             "missing", lambda: os.unlink(dev_path(bdf, "numa_node")), "no NUMA node", bdf))
         R.run("sysfs: garbage class, vendor, resource, distance, cpulist; unreadable distance",

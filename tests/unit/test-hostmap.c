@@ -778,6 +778,8 @@ static void test_real_pcidomain32bits(void **state) {
         if (!root)
                 skip();
         _cleanup_hostmap_ struct hostmap *h = load_or_fail(root);
+        /* A real kernel's files all parse: no warnings. */
+        assert_int_equal(h->n_warnings, 0);
 
         const struct hostmap_device *d = dev(h, "10000:00:04.0");
         assert_int_equal(d->addr.domain, 0x10000);
@@ -807,6 +809,8 @@ static void test_real_nvidiagpunumanodes(void **state) {
         if (!root)
                 skip();
         _cleanup_hostmap_ struct hostmap *h = load_or_fail(root);
+        /* A real kernel's files all parse: no warnings. */
+        assert_int_equal(h->n_warnings, 0);
 
         assert_int_equal(h->n_nodes, 8);
         assert_int_equal(hostmap_node_socket(h, 0), 0);
@@ -841,6 +845,8 @@ static void test_real_40intel64(void **state) {
         if (!root)
                 skip();
         _cleanup_hostmap_ struct hostmap *h = load_or_fail(root);
+        /* A real kernel's files all parse: no warnings. */
+        assert_int_equal(h->n_warnings, 0);
 
         assert_int_equal(h->n_nodes, 4);
         for (int n = 0; n < 4; n++) {
@@ -872,6 +878,8 @@ static void test_real_fakepcilocalities(void **state) {
         if (!root)
                 skip();
         _cleanup_hostmap_ struct hostmap *h = load_or_fail(root);
+        /* A real kernel's files all parse: no warnings. */
+        assert_int_equal(h->n_warnings, 0);
         unsigned endpoints = 0;
 
         assert_int_equal(h->n_nodes, 4);
@@ -949,6 +957,27 @@ static void capture_and_compare(const char *root, const char *tag) {
         assert_same_map(a, b);
 }
 
+/* Warnings are capped: the first HOSTMAP_WARNINGS_MAX kept in order, the
+ * rest counted; merging a second map's warnings keeps the cap. */
+static void test_warnings_cap(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *h = hostmap_new();
+        _cleanup_hostmap_ struct hostmap *o = hostmap_new();
+
+        for (int i = 0; i < HOSTMAP_WARNINGS_MAX - 2; i++)
+                hostmap_warn(h, "file%d: bad", i);
+        for (int i = 0; i < 5; i++)
+                hostmap_warn(o, "other%d: bad", i);
+        hostmap_take_warnings(h, o);
+        assert_int_equal(h->n_warnings, HOSTMAP_WARNINGS_MAX);
+        assert_int_equal(h->n_warnings_dropped, 3);
+        assert_string_equal(h->warnings[0], "file0: bad");
+        assert_string_equal(h->warnings[HOSTMAP_WARNINGS_MAX - 1], "other1: bad");
+        assert_int_equal(o->n_warnings, 0);
+        hostmap_warn(h, "late: bad");
+        assert_int_equal(h->n_warnings_dropped, 4);
+}
+
 static void test_capture_fixture(void **state) {
         (void) state;
         _cleanup_free_ char *root = fixture_root("sample-4n");
@@ -986,6 +1015,7 @@ int main(void) {
                 cmocka_unit_test(test_real_nvidiagpunumanodes),
                 cmocka_unit_test(test_real_40intel64),
                 cmocka_unit_test(test_real_fakepcilocalities),
+                cmocka_unit_test(test_warnings_cap),
                 cmocka_unit_test(test_capture_fixture),
                 cmocka_unit_test(test_capture_real),
         };
