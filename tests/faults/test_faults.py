@@ -43,7 +43,6 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "daemon"))
@@ -56,34 +55,7 @@ ARGS = None
 RECONNECT_DEADLINE = 5.0
 
 
-class Results:
-    def __init__(self):
-        self.n = self.passed = self.failed = 0
-
-    def run(self, name, fn):
-        if ARGS.only and ARGS.only not in name:
-            return
-        self.n += 1
-        t0 = time.monotonic()
-        try:
-            fn()
-        except Failure as e:
-            self.failed += 1
-            print("not ok %d - %s" % (self.n, name))
-            for line in str(e).splitlines():
-                print("# " + line)
-        except Exception:
-            self.failed += 1
-            print("not ok %d - %s" % (self.n, name))
-            for line in traceback.format_exc().splitlines():
-                print("# " + line)
-        else:
-            self.passed += 1
-            print("ok %d - %s (%.2f s)" % (self.n, name, time.monotonic() - t0))
-        sys.stdout.flush()
-
-
-R = Results()
+R = td.Results(reap=False)
 
 
 # ---- (a) a socket-activation supervisor --------------------------------------------
