@@ -3,7 +3,6 @@
  * administrator sees at a glance whether the guest mirrors the host. */
 #include <getopt.h>
 #include <stdio.h>
-#include <sys/stat.h>
 
 #include "ctl-topo.h"
 #include "ctl.h"
@@ -100,8 +99,7 @@ int ctl_topo(int argc, char **argv) {
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
-        const char *env = getenv("PCINUMA_SYSFS_ROOT");
-        const char *root = env && *env ? env : "/sys", *policy_name = NULL, *policy_file = NULL;
+        const char *root = default_sysfs_root(), *policy_name = NULL, *policy_file = NULL;
         int c;
         optind = 1;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
@@ -128,56 +126,15 @@ int ctl_topo(int argc, char **argv) {
                 return 2;
         }
 
-        _cleanup_free_ char *err = NULL;
-        enum policy_mode forced;
-        _cleanup_policy_ struct policy *pol = NULL;
-        if (policy_name) {
-                if (policy_mode_from_string(policy_name, &forced) < 0) {
-                        fprintf(stderr, "pcinumactl topo: unknown policy '%s'\n", policy_name);
-                        return 2;
-                }
-        } else {
-                struct stat st;
-                if (!policy_file && stat("/etc/pcinuma/policy.json", &st) == 0)
-                        policy_file = "/etc/pcinuma/policy.json";
-                if (policy_file && policy_load_file(policy_file, &pol, &err) < 0) {
-                        fprintf(stderr, "pcinumactl topo: %s\n", err);
-                        return 2;
-                }
-                if (!pol)
-                        pol = policy_new_default();
-        }
-
-        _cleanup_free_ char *xml = NULL;
-        size_t len = 0;
-        {
-                FILE *f = streq(argv[optind], "-") ? stdin : fopen(argv[optind], "re");
-                if (!f) {
-                        fprintf(stderr, "pcinumactl topo: cannot open '%s': %s\n", argv[optind], strerror(errno));
-                        return 2;
-                }
-                struct strbuf b = {0};
-                char chunk[65536];
-                size_t n;
-                while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len <= DOMAIN_XML_MAX)
-                        strbuf_appendn(&b, chunk, n);
-                if (f != stdin)
-                        fclose(f);
-                len = b.len;
-                xml = strbuf_steal(&b);
-        }
-
         _cleanup_hostmap_ struct hostmap *h = NULL;
-        if (hostmap_load_path(root, &h, &err) < 0) {
-                fprintf(stderr, "pcinumactl topo: cannot read the host map: %s\n", err);
-                return 2;
-        }
-        ctl_print_hostmap_warnings("pcinumactl topo", h);
         _cleanup_engine_result_ struct engine_result *res = NULL;
-        if (engine_plan(xml, len, h, pol, policy_name ? &forced : NULL, &res, &err) < 0) {
-                fprintf(stderr, "pcinumactl topo: %s\n", err);
-                return 2;
-        }
+        const struct ctl_plan_args a = {
+                .who = "pcinumactl topo", .root = root, .policy_name = policy_name,
+                .policy_file = policy_file, .input = argv[optind],
+        };
+        int r = ctl_plan_input(&a, &h, &res);
+        if (r != 0)
+                return r;
         const struct plan *p = res->plan;
         size_t n = p->n_devices;
         if (n == 0) {

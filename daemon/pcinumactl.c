@@ -60,9 +60,60 @@ static int read_input(const char *path, size_t max, char **ret, size_t *ret_len,
         return 0;
 }
 
-static const char *default_sysfs_root(void) {
+const char *default_sysfs_root(void) {
         const char *e = getenv("PCINUMA_SYSFS_ROOT");
         return e && *e ? e : "/sys";
+}
+
+int ctl_plan_input(const struct ctl_plan_args *a, struct hostmap **ret_h, struct engine_result **ret_res) {
+        const char *policy_file = a->policy_file;
+        if (a->policy_name && policy_file) {
+                fprintf(stderr, "%s: --policy and --policy-file exclude each other\n", a->who);
+                return EXIT_BAD_INPUT;
+        }
+
+        _cleanup_free_ char *err = NULL;
+        enum policy_mode forced;
+        _cleanup_policy_ struct policy *pol = NULL;
+        if (a->policy_name) {
+                if (policy_mode_from_string(a->policy_name, &forced) < 0) {
+                        fprintf(stderr, "%s: unknown policy '%s' (expected off, legacy, preferred, socket, require)\n",
+                                a->who, a->policy_name);
+                        return EXIT_BAD_INPUT;
+                }
+        } else {
+                struct stat st;
+                if (!policy_file && stat(DEFAULT_POLICY_FILE, &st) == 0)
+                        policy_file = DEFAULT_POLICY_FILE;
+                if (policy_file) {
+                        if (policy_load_file(policy_file, &pol, &err) < 0) {
+                                fprintf(stderr, "%s: %s\n", a->who, err);
+                                return EXIT_BAD_INPUT;
+                        }
+                } else
+                        pol = policy_new_default();
+        }
+
+        _cleanup_free_ char *xml = NULL;
+        size_t len = 0;
+        if (read_input(a->input, DOMAIN_XML_MAX, &xml, &len, &err) < 0) {
+                fprintf(stderr, "%s: %s\n", a->who, err);
+                return EXIT_BAD_INPUT;
+        }
+
+        _cleanup_hostmap_ struct hostmap *h = NULL;
+        if (hostmap_load_path(a->root, &h, &err) < 0) {
+                fprintf(stderr, "%s: cannot read the host map: %s\n", a->who, err);
+                return EXIT_BAD_INPUT;
+        }
+        ctl_print_hostmap_warnings(a->who, h);
+
+        if (engine_plan(xml, len, h, pol, a->policy_name ? &forced : NULL, ret_res, &err) < 0) {
+                fprintf(stderr, "%s: %s: %s\n", a->who, streq(a->input, "-") ? "standard input" : a->input, err);
+                return EXIT_BAD_INPUT;
+        }
+        *ret_h = TAKE_PTR(h);
+        return 0;
 }
 
 static void plan_usage(FILE *f) {
@@ -125,51 +176,15 @@ static int ctl_plan(int argc, char **argv) {
                 fprintf(stderr, "pcinumactl plan: unknown format '%s' (expected xml, explain or json)\n", format);
                 return EXIT_BAD_INPUT;
         }
-        if (policy_name && policy_file) {
-                fprintf(stderr, "pcinumactl plan: --policy and --policy-file exclude each other\n");
-                return EXIT_BAD_INPUT;
-        }
-
-        _cleanup_free_ char *err = NULL;
-        enum policy_mode forced;
-        _cleanup_policy_ struct policy *pol = NULL;
-        if (policy_name) {
-                if (policy_mode_from_string(policy_name, &forced) < 0) {
-                        fprintf(stderr, "pcinumactl plan: unknown policy '%s' (expected off, legacy, preferred, socket, require)\n", policy_name);
-                        return EXIT_BAD_INPUT;
-                }
-        } else {
-                struct stat st;
-                if (!policy_file && stat(DEFAULT_POLICY_FILE, &st) == 0)
-                        policy_file = DEFAULT_POLICY_FILE;
-                if (policy_file) {
-                        if (policy_load_file(policy_file, &pol, &err) < 0) {
-                                fprintf(stderr, "pcinumactl plan: %s\n", err);
-                                return EXIT_BAD_INPUT;
-                        }
-                } else
-                        pol = policy_new_default();
-        }
-
-        _cleanup_free_ char *xml = NULL;
-        size_t len = 0;
-        if (read_input(argv[optind], DOMAIN_XML_MAX, &xml, &len, &err) < 0) {
-                fprintf(stderr, "pcinumactl plan: %s\n", err);
-                return EXIT_BAD_INPUT;
-        }
-
         _cleanup_hostmap_ struct hostmap *h = NULL;
-        if (hostmap_load_path(root, &h, &err) < 0) {
-                fprintf(stderr, "pcinumactl plan: cannot read the host map: %s\n", err);
-                return EXIT_BAD_INPUT;
-        }
-        ctl_print_hostmap_warnings("pcinumactl plan", h);
-
         _cleanup_engine_result_ struct engine_result *res = NULL;
-        if (engine_plan(xml, len, h, pol, policy_name ? &forced : NULL, &res, &err) < 0) {
-                fprintf(stderr, "pcinumactl plan: %s: %s\n", streq(argv[optind], "-") ? "standard input" : argv[optind], err);
-                return EXIT_BAD_INPUT;
-        }
+        const struct ctl_plan_args a = {
+                .who = "pcinumactl plan", .root = root, .policy_name = policy_name,
+                .policy_file = policy_file, .input = argv[optind],
+        };
+        int r = ctl_plan_input(&a, &h, &res);
+        if (r != 0)
+                return r;
 
         if (streq(format, "explain")) {
                 _cleanup_free_ char *s = engine_explain(res, h);

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""pcinumactl topo on the sample host (2 sockets, 4 nodes, 8 GPU + NIC pairs,
+each pair behind one PCIe switch).
+
+The host matrix is checked against an oracle computed here from the fixture
+tree itself (the devices' real sysfs paths and numa_node files), not against
+a recorded output: two functions behind one switch are PIX, two on one host
+bridge PHB, two on different host bridges of one node NODE, and two on
+different nodes SYS.  The guest matrix must equal the host's with
+mirror_switches on, and show every host PIX pair as a weaker PHB* (and
+nothing else changed) with it off.  Bad input: exit 2 and a message naming
+what is wrong.  TAP output."""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ARGS = None
+N = 0
+FAILED = 0
+
+
+def result(ok, name, diag=""):
+    global N, FAILED
+    N += 1
+    if not ok:
+        FAILED += 1
+    print("%s %d - %s" % ("ok" if ok else "not ok", N, name))
+    for line in diag.splitlines():
+        print("# " + line)
+    sys.stdout.flush()
+
+
+def topo(*args, stdin=None):
+    return subprocess.run([ARGS.pcinumactl, "topo", *args], input=stdin, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=60)
+
+
+def parse(out):
+    """-> (labels, host matrix, guest matrix, device lines, summary)."""
+    lines = out.splitlines()
+    head = lines[0].split()
+    gi = head.index("GUEST")
+    labels = head[1:gi]
+    host, guest = {}, {}
+    for row in lines[1:1 + len(labels)]:
+        cols = row.split()
+        a = cols[0]
+        host[a] = dict(zip(labels, cols[1:1 + len(labels)]))
+        eq_label = cols[1 + len(labels)]
+        assert eq_label == a, "guest row label %r != %r" % (eq_label, a)
+        guest[a] = dict(zip(labels, cols[2 + len(labels):]))
+    devices = {}
+    for l in lines:
+        parts = l.split()
+        if len(parts) > 2 and parts[0] in labels and "->" in l:
+            devices[parts[0]] = (parts[1], l)
+    return labels, host, guest, devices, lines[-1]
+
+
+def oracle(root, bdf_a, bdf_b):
+    """The host relation of two devices from the tree alone."""
+    def real(bdf):
+        return os.path.realpath(os.path.join(root, "bus", "pci", "devices", bdf))
+
+    def node(bdf):
+        with open(os.path.join(real(bdf), "numa_node")) as f:
+            return int(f.read())
+    if bdf_a == bdf_b:
+        return "X"
+    if node(bdf_a) != node(bdf_b):
+        return "SYS"
+    pa = os.path.relpath(real(bdf_a), os.path.join(root, "devices")).split(os.sep)
+    pb = os.path.relpath(real(bdf_b), os.path.join(root, "devices")).split(os.sep)
+    if pa[0] != pb[0]:
+        return "NODE"
+    # pci0000:10 / root port / switch upstream / switch downstream / device:
+    # both under one switch upstream port, one bridge (the downstream
+    # ports) between them at most.
+    common = 0
+    while common < min(len(pa), len(pb)) - 1 and pa[common] == pb[common]:
+        common += 1
+    if common >= 3:
+        return "PIX"
+    if common == 2:
+        return "PXB"
+    return "PHB"
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--pcinumactl", required=True)
+    ap.add_argument("--mkfakesysfs", required=True)
+    ap.add_argument("--hosts", required=True)
+    ap.add_argument("--cases", required=True)
+    ARGS = ap.parse_args()
+
+    work = tempfile.mkdtemp(prefix="pcinuma-topo-")
+    root = os.path.join(work, "sys")
+    subprocess.run([sys.executable, ARGS.mkfakesysfs, os.path.join(ARGS.hosts, "sample-4n.json"), root],
+                   check=True, stdout=subprocess.DEVNULL)
+    case = os.path.join(ARGS.cases, "mirror-switches")
+    xml = os.path.join(case, "input.xml")
+    mirror = os.path.join(work, "mirror.json")
+    with open(mirror, "w") as f:
+        f.write('{"default": {"policy": "require", "mirror_switches": true}}\n')
+    plain = os.path.join(work, "plain.json")
+    with open(plain, "w") as f:
+        f.write('{"default": {"policy": "require", "mirror_switches": false}}\n')
+
+    # mirror_switches on: the host matrix matches the oracle, the guest's
+    # equals the host's.
+    p = topo("--sysfs-root", root, "--policy-file", mirror, xml)
+    result(p.returncode == 0, "topo with mirror_switches: exit 0", "rc %d stderr %r" % (p.returncode, p.stderr))
+    labels, host, guest, devices, summary = parse(p.stdout)
+    result(len(labels) == 16 and len(devices) == 16, "16 devices labelled and listed", repr(labels))
+    bad = []
+    for a in labels:
+        for b in labels:
+            want = oracle(root, devices[a][0], devices[b][0])
+            if host[a][b] != want:
+                bad.append("%s/%s (%s/%s): host %s, oracle %s" % (a, b, devices[a][0], devices[b][0], host[a][b], want))
+    result(not bad, "host matrix matches the sysfs oracle", "\n".join(bad[:10]))
+    kinds = {host[a][b] for a in labels for b in labels}
+    result({"X", "PIX", "PHB", "SYS"} <= kinds, "the host matrix shows PIX, PHB and SYS", repr(kinds))
+    diff = ["%s/%s: host %s guest %s" % (a, b, host[a][b], guest[a][b])
+            for a in labels for b in labels if host[a][b] != guest[a][b]]
+    result(not diff, "mirror_switches: the guest matrix equals the host's", "\n".join(diff[:10]))
+    result(summary.startswith("120 of 120 device pairs keep their host locality"), "summary: 120 of 120", summary)
+    wrong_cell = [l for _, (bdf, l) in devices.items()
+                  if l.split("host node")[1].split()[0] != l.split("guest cell")[1].split()[0].rstrip(",")]
+    result(not wrong_cell, "each device's guest cell is its host node", "\n".join(wrong_cell))
+    result(all("behind a guest switch" in l for _, l in devices.values()), "every device is behind a guest switch")
+    result("Legend:" in p.stdout and "PIX  = behind one PCIe switch" in p.stdout, "the legend is printed")
+
+    # mirror_switches off: exactly the host PIX pairs weaken to PHB*.
+    p = topo("--sysfs-root", root, "--policy-file", plain, xml)
+    result(p.returncode == 0, "topo without mirror_switches: exit 0", p.stderr)
+    _, host2, guest2, _, summary2 = parse(p.stdout)
+    result(host2 == host, "the host matrix does not depend on the policy")
+    bad = []
+    for a in labels:
+        for b in labels:
+            want = "PHB*" if host[a][b] == "PIX" else host[a][b]
+            if guest2[a][b] != want:
+                bad.append("%s/%s: guest %s, want %s" % (a, b, guest2[a][b], want))
+    result(not bad, "without mirror_switches: host PIX pairs are PHB* in the guest, the rest unchanged", "\n".join(bad[:10]))
+    npix = sum(1 for a in labels for b in labels if a < b and host[a][b] == "PIX")
+    result(summary2.startswith("%d of 120 device pairs" % (120 - npix)) and "mirror_switches is off" in summary2,
+           "summary counts the %d weakened pairs and names the switch" % npix, summary2)
+
+    # The same through standard input.
+    with open(xml) as f:
+        p = topo("--sysfs-root", root, "--policy-file", mirror, "-", stdin=f.read())
+    result(p.returncode == 0 and parse(p.stdout)[2] == guest, "topo reads standard input")
+
+    # Bad input: exit 2, a message naming the thing at fault, nothing on stdout.
+    missing = os.path.join(work, "nope.xml")
+    for name, args, want in [
+            ("unknown policy", ["--policy", "bogus", xml], "unknown policy 'bogus'"),
+            ("--policy with --policy-file", ["--policy", "require", "--policy-file", mirror, xml], "exclude each other"),
+            ("missing domain file", [missing], missing),
+            ("missing sysfs root", ["--sysfs-root", os.path.join(work, "nosys"), xml], "nosys"),
+            ("broken policy file", ["--policy-file", xml, xml], xml),
+            ("no FILE", [], "Usage: pcinumactl topo")]:
+        p = topo(*([] if name in ("missing sysfs root", "no FILE") else ["--sysfs-root", root]), *args)
+        result(p.returncode == 2 and want in p.stderr and p.stdout == "",
+               "bad input (%s): exit 2 naming it" % name, "rc %d stderr %r" % (p.returncode, p.stderr))
+    p = topo("--sysfs-root", root, "--policy", "require", "-", stdin="<domain type='qemu'><name>x</name></domain>")
+    result(p.returncode == 0 and "no PCI passthrough devices" in p.stdout, "a domain without passthrough devices says so",
+           "rc %d out %r err %r" % (p.returncode, p.stdout, p.stderr))
+
+    shutil.rmtree(work, ignore_errors=True)
+    print("1..%d" % N)
+    print("%d passed, %d failed" % (N - FAILED, FAILED))
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
