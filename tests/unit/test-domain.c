@@ -12,6 +12,8 @@
 #include "hostmap.h"
 #include "util.h"
 
+#include "fake-host.h"
+
 /* ---- helpers ------------------------------------------------------------ */
 
 static struct domain *parse_ok(const char *xml) {
@@ -64,16 +66,7 @@ static void assert_addr(const struct pci_addr *a, uint32_t dom, unsigned bus, un
 
 /* A 4-node host: node n holds CPUs 4n..4n+3; nodes 0,1 on socket 0, 2,3 on 1. */
 static struct hostmap *make_host(void) {
-        static const int dist[4][4] = { { 10, 12, 32, 32 }, { 12, 10, 32, 32 }, { 32, 32, 10, 12 }, { 32, 32, 12, 10 } };
-        struct hostmap *h = hostmap_new();
-        for (int n = 0; n < 4; n++) {
-                struct hostmap_node *node = hostmap_add_node(h, n);
-                node->socket = n / 2;
-                for (unsigned c = 0; c < 4; c++)
-                        bitmap_set(&node->cpus, (unsigned) n * 4 + c);
-        }
-        for (int n = 0; n < 4; n++)
-                hostmap_set_distances(h, n, dist[n], 4);
+        struct hostmap *h = fake_host_4n(fake_host_slit, fake_host_sockets);
         hostmap_finish(h);
         assert_int_equal(hostmap_cpu_node(h, 9), 2);
         return h;

@@ -13,27 +13,12 @@
 #include "rewrite.h"
 #include "util.h"
 
+#include "fake-host.h"
+
 #define MDEV_UUID "4b20d080-1b54-4048-85b3-a6a62d165c01"
 #define N_BIG 33        /* devices 0000:a0:00.0 .. 0000:c0:00.0, all on node 0 */
 
 /* ---- the host ------------------------------------------------------------- */
-
-static const int dist_default[4][4] = {
-        { 10, 12, 32, 32 },
-        { 12, 10, 32, 32 },
-        { 32, 32, 10, 12 },
-        { 32, 32, 12, 10 },
-};
-static const int sockets_default[4] = { 0, 0, 1, 1 };
-
-static struct hostmap_device *add_dev(struct hostmap *h, const char *bdf, int node, uint32_t class) {
-        struct pci_addr a;
-        assert_int_equal(pci_addr_parse(bdf, &a), 0);
-        struct hostmap_device *d = hostmap_add_device(h, &a);
-        d->sysfs_node = node;
-        d->class = class;
-        return d;
-}
 
 /* Four nodes (node n holds CPUs 4n..4n+3), with the given sockets and
  * SLIT.  Devices: 10:00.0, 11:00.0 (node 0), 30:00.0 (node 1), 50:00.0
@@ -41,32 +26,23 @@ static struct hostmap_device *add_dev(struct hostmap *h, const char *bdf, int no
  * own), 70:00.0 (node 3), 80:00.0 (no node), a0:00.0..c0:00.0 (node 0),
  * and an mdev whose parent is 10:00.0. */
 static struct hostmap *make_host(const int dist[4][4], const int sockets[4]) {
-        struct hostmap *h = hostmap_new();
-        /* add nodes out of order: hostmap_finish sorts */
-        for (int i = 3; i >= 0; i--) {
-                struct hostmap_node *node = hostmap_add_node(h, i);
-                node->socket = sockets[i];
-                for (unsigned c = 0; c < 4; c++)
-                        bitmap_set(&node->cpus, (unsigned) i * 4 + c);
-        }
-        for (int i = 0; i < 4; i++)
-                hostmap_set_distances(h, i, dist[i], 4);
+        struct hostmap *h = fake_host_4n(dist, sockets);
 
-        add_dev(h, "0000:10:00.0", 0, 0x030200);
-        add_dev(h, "0000:11:00.0", 0, 0x020000);
-        add_dev(h, "0000:30:00.0", 1, 0x030200);
-        add_dev(h, "0000:50:00.0", 2, 0x010802);
-        struct hostmap_device *pf = add_dev(h, "0000:51:00.0", 2, 0x020000);
+        fake_host_add_dev(h, "0000:10:00.0", 0, 0x030200);
+        fake_host_add_dev(h, "0000:11:00.0", 0, 0x020000);
+        fake_host_add_dev(h, "0000:30:00.0", 1, 0x030200);
+        fake_host_add_dev(h, "0000:50:00.0", 2, 0x010802);
+        struct hostmap_device *pf = fake_host_add_dev(h, "0000:51:00.0", 2, 0x020000);
         pf->n_vfs = 4;
-        struct hostmap_device *vf = add_dev(h, "0000:51:00.2", -1, 0x020000);
+        struct hostmap_device *vf = fake_host_add_dev(h, "0000:51:00.2", -1, 0x020000);
         vf->has_physfn = true;
         assert_int_equal(pci_addr_parse("0000:51:00.0", &vf->physfn), 0);
-        add_dev(h, "0000:70:00.0", 3, 0x030200);
-        add_dev(h, "0000:80:00.0", -1, 0x030200);
+        fake_host_add_dev(h, "0000:70:00.0", 3, 0x030200);
+        fake_host_add_dev(h, "0000:80:00.0", -1, 0x030200);
         for (unsigned i = 0; i < N_BIG; i++) {
                 char bdf[PCI_ADDR_STRLEN];
                 snprintf(bdf, sizeof bdf, "0000:%02x:00.0", 0xa0 + i);
-                add_dev(h, bdf, 0, 0x020000);
+                fake_host_add_dev(h, bdf, 0, 0x020000);
         }
         struct pci_addr parent;
         assert_int_equal(pci_addr_parse("0000:10:00.0", &parent), 0);
@@ -79,7 +55,7 @@ static struct hostmap *host;    /* the default host, built once */
 
 static int group_setup(void **state) {
         (void) state;
-        host = make_host(dist_default, sockets_default);
+        host = make_host(fake_host_slit, fake_host_sockets);
         return 0;
 }
 
@@ -589,7 +565,7 @@ static void test_preferred_nearest(void **state) {
                 { 32, 32, 10, 12 },
                 { 30, 32, 12, 10 },
         };
-        _cleanup_hostmap_ struct hostmap *h = make_host(dist, sockets_default);
+        _cleanup_hostmap_ struct hostmap *h = make_host(dist, fake_host_sockets);
         _cleanup_free_ char *xml = make_domain("q35", true, 2, MEMNODE("0", "2") MEMNODE("1", "3"), HOSTDEV("0x10"));
         {
                 _cleanup_plan_ struct plan *p = plan_on(h, xml, POLICY_PREFERRED, NULL);

@@ -17,38 +17,23 @@
 #include "rewrite.h"
 #include "util.h"
 
+#include "fake-host.h"
+
 #define MDEV_UUID "4b20d080-1b54-4048-85b3-a6a62d165c01"
 
 /* ---- host ------------------------------------------------------------------- */
 
-static void add_dev(struct hostmap *h, const char *bdf, int node, uint32_t class) {
-        struct pci_addr a;
-        assert_int_equal(pci_addr_parse(bdf, &a), 0);
-        struct hostmap_device *d = hostmap_add_device(h, &a);
-        d->sysfs_node = node;
-        d->class = class;
-}
-
 /* Four nodes, two sockets.  10:00.0 sits on node 'node_of_10' (0 for the
  * default host), the others on fixed nodes. */
 static struct hostmap *make_host(int node_of_10) {
-        static const int dist[4][4] = { { 10, 12, 32, 32 }, { 12, 10, 32, 32 }, { 32, 32, 10, 12 }, { 32, 32, 12, 10 } };
-        struct hostmap *h = hostmap_new();
-        for (int i = 0; i < 4; i++) {
-                struct hostmap_node *n = hostmap_add_node(h, i);
-                n->socket = i / 2;
-                for (unsigned c = 0; c < 4; c++)
-                        bitmap_set(&n->cpus, (unsigned) i * 4 + c);
-        }
-        for (int i = 0; i < 4; i++)
-                hostmap_set_distances(h, i, dist[i], 4);
-        add_dev(h, "0000:10:00.0", node_of_10, 0x030200);
-        add_dev(h, "0000:11:00.0", 0, 0x020000);
-        add_dev(h, "0000:30:00.0", 1, 0x030200);
-        add_dev(h, "0000:50:00.0", 2, 0x010802);
-        add_dev(h, "0000:70:00.0", 3, 0x030200);
-        add_dev(h, "0000:80:00.0", -1, 0x030200);
-        add_dev(h, "0000:af:10.2", 1, 0x020000);
+        struct hostmap *h = fake_host_4n(fake_host_slit, fake_host_sockets);
+        fake_host_add_dev(h, "0000:10:00.0", node_of_10, 0x030200);
+        fake_host_add_dev(h, "0000:11:00.0", 0, 0x020000);
+        fake_host_add_dev(h, "0000:30:00.0", 1, 0x030200);
+        fake_host_add_dev(h, "0000:50:00.0", 2, 0x010802);
+        fake_host_add_dev(h, "0000:70:00.0", 3, 0x030200);
+        fake_host_add_dev(h, "0000:80:00.0", -1, 0x030200);
+        fake_host_add_dev(h, "0000:af:10.2", 1, 0x020000);
         struct pci_addr parent;
         assert_int_equal(pci_addr_parse("0000:10:00.0", &parent), 0);
         hostmap_add_mdev(h, MDEV_UUID, &parent);
