@@ -318,44 +318,25 @@ json_object *proto_request_new_hook(const char *const argv[4], const char *xml, 
         return o;
 }
 
-/* Append s[0..n) as a JSON string (RFC 8259 escaping; valid UTF-8 passes
- * through as is). */
-static void json_escape_append(struct strbuf *b, const char *s, size_t n) {
-        static const char hex[] = "0123456789abcdef";
-        strbuf_appendn(b, "\"", 1);
-        size_t start = 0;
-        for (size_t i = 0; i < n; i++) {
-                unsigned char c = (unsigned char) s[i];
-                if (c >= 0x20 && c != '"' && c != '\\')
-                        continue;
-                strbuf_appendn(b, s + start, i - start);
-                start = i + 1;
-                switch (c) {
-                case '"':
-                        strbuf_appendn(b, "\\\"", 2);
-                        break;
-                case '\\':
-                        strbuf_appendn(b, "\\\\", 2);
-                        break;
-                case '\n':
-                        strbuf_appendn(b, "\\n", 2);
-                        break;
-                case '\t':
-                        strbuf_appendn(b, "\\t", 2);
-                        break;
-                case '\r':
-                        strbuf_appendn(b, "\\r", 2);
-                        break;
-                default: {
-                        char u[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
-                        strbuf_appendn(b, u, 6);
-                        break;
-                }
-                }
-        }
-        strbuf_appendn(b, s + start, n - start);
-        strbuf_appendn(b, "\"", 1);
-}
+/* ---- the hook's encoder ----------------------------------------------- */
+
+/* The hook's hot path: a 12-16 KB domain XML through json-c costs far more
+ * than the process it runs in, so the request is written straight into one
+ * buffer, reserved once, in one pass over the XML that escapes it and
+ * checks that it is UTF-8 at the same time. */
+
+/* Bytes a byte takes inside a JSON string (RFC 8259): 1, 2 for the short
+ * escapes, 6 for \u00XX. */
+static const uint8_t json_esc_len[256] = {
+        6, 6, 6, 6, 6, 6, 6, 6, 6, 2, 2, 6, 6, 2, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
+        1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1, 1,
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+};
 
 /* The length of the UTF-8 sequence at s[i], or 0 if none starts there. */
 static size_t utf8_seq(const unsigned char *s, size_t i, size_t n) {
@@ -388,9 +369,109 @@ static size_t utf8_seq(const unsigned char *s, size_t i, size_t n) {
         return len;
 }
 
+#define BYTES_01 UINT64_C(0x0101010101010101)
+#define BYTES_80 UINT64_C(0x8080808080808080)
+
+/* Eight bytes from p, the first one in the low-order byte. */
+static inline uint64_t load_le64(const unsigned char *p) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        w = __builtin_bswap64(w);
+#endif
+        return w;
+}
+
+/* For the eight bytes of w (as load_le64() gives them): the high bit of
+ * each byte that needs escaping in a JSON string (below 0x20, '"' or '\\')
+ * and, with check_high, of each byte of 0x80 or more.  A borrow can flag
+ * a byte above one that is really flagged, never below: the lowest flag
+ * is exact. */
+static inline uint64_t word_flags(uint64_t w, uint64_t check_high) {
+        uint64_t special = ((w - BYTES_01 * 0x20) | ((w ^ BYTES_01 * '"') - BYTES_01) | ((w ^ BYTES_01 * '\\') - BYTES_01)) & ~w;
+        return (special | (w & check_high)) & BYTES_80;
+}
+
+/* Write s[0..n) as a JSON string (RFC 8259 escaping; UTF-8 passes through
+ * as is) at out, which has room for 2 + 6 * n bytes; returns the end.
+ * Bytes that need no escaping, most of a domain XML, are copied eight at
+ * a time.  With check_utf8 they must also be UTF-8 (RFC 3629): if they
+ * are not, NULL is returned and *ret_bad is the offset of the first byte
+ * that breaks it, as proto_invalid_utf8_at() gives. */
+static char *json_escape_to(char *out, const char *s, size_t n, bool check_utf8, long *ret_bad) {
+        static const char hex[] = "0123456789abcdef";
+        const unsigned char *u = (const unsigned char *) s;
+        const uint64_t check_high = check_utf8 ? BYTES_80 : 0;
+        size_t i = 0;
+
+        *out++ = '"';
+        while (i < n) {
+                if (n - i >= 8) {
+                        /* Copy the word whole (out has room: at most 6 bytes
+                         * per input byte), keep what precedes the first
+                         * byte that needs a look. */
+                        uint64_t m = word_flags(load_le64(u + i), check_high);
+                        size_t k = m ? (size_t) __builtin_ctzll(m) / 8 : 8;
+                        memcpy(out, u + i, 8);
+                        out += k;
+                        i += k;
+                        if (k == 8)
+                                continue;
+                }
+                unsigned char c = u[i];
+                if (c >= 0x80) {
+                        size_t l = check_utf8 ? utf8_seq(u, i, n) : 1;
+                        if (!l) {
+                                *ret_bad = (long) i;
+                                return NULL;
+                        }
+                        memcpy(out, u + i, l);
+                        out += l;
+                        i += l;
+                        continue;
+                }
+                i++;
+                if (json_esc_len[c] == 1) {
+                        *out++ = (char) c;
+                        continue;
+                }
+                *out++ = '\\';
+                switch (c) {
+                case '"':
+                case '\\':
+                        *out++ = (char) c;
+                        break;
+                case '\n':
+                        *out++ = 'n';
+                        break;
+                case '\t':
+                        *out++ = 't';
+                        break;
+                case '\r':
+                        *out++ = 'r';
+                        break;
+                default:
+                        memcpy(out, "u00", 3);
+                        out[3] = hex[c >> 4];
+                        out[4] = hex[c & 15];
+                        out += 5;
+                        break;
+                }
+        }
+        *out++ = '"';
+        return out;
+}
+
 long proto_invalid_utf8_at(const char *s, size_t n) {
+        const unsigned char *u = (const unsigned char *) s;
         for (size_t i = 0; i < n;) {
-                size_t l = utf8_seq((const unsigned char *) s, i, n);
+                /* ASCII eight bytes at a time */
+                uint64_t w;
+                if (n - i >= 8 && (memcpy(&w, u + i, 8), (w & BYTES_80) == 0)) {
+                        i += 8;
+                        continue;
+                }
+                size_t l = utf8_seq(u, i, n);
                 if (!l)
                         return (long) i;
                 i += l;
@@ -415,44 +496,65 @@ char *proto_utf8_sanitize(const char *s, size_t n, size_t *ret_len) {
 }
 
 int proto_frame_encode_hook(const char *const argv[4], const char *xml, size_t xml_len, char **ret, size_t *ret_len) {
-        struct strbuf b = {0};
-        /* room for the header, filled in at the end */
-        strbuf_appendn(&b, "\0\0\0\0", PROTO_HEADER_SIZE);
-        strbuf_printf(&b, "{\"version\":%d,\"type\":\"hook\",\"argv\":[", PROTO_VERSION);
+        static const char head[] = "{\"version\":" PROTO_VERSION_STR ",\"type\":\"hook\",\"argv\":[";
+        static const char xml_key[] = ",\"xml\":";
+        const char *args[4];
+        size_t arg_len[4], cap;
+        _cleanup_free_ char *clean = NULL;
+        long bad = -1;
+        char *buf, *p;
+
+        /* header, head, 4 strings, 3 commas, ']', key, the bad offset, '}' */
+        cap = PROTO_HEADER_SIZE + sizeof head + 4 + sizeof xml_key + 32 + 1;
         for (size_t i = 0; i < 4; i++) {
-                const char *a = argv ? strempty(argv[i]) : "";
-                if (i)
-                        strbuf_appendn(&b, ",", 1);
-                json_escape_append(&b, a, strlen(a));
+                args[i] = argv ? strempty(argv[i]) : "";
+                arg_len[i] = strlen(args[i]);
+                cap += 2 + 6 * arg_len[i];
         }
-        strbuf_appendn(&b, "]", 1);
-        if (xml) {
-                long bad = proto_invalid_utf8_at(xml, xml_len);
-                strbuf_append(&b, ",\"xml\":");
-                if (bad < 0)
-                        json_escape_append(&b, xml, xml_len);
-                else {
-                        /* JSON carries Unicode only: send it sanitised and say
-                         * where it broke, so the daemon refuses it (and logs
-                         * that) instead of failing to read the request. */
-                        size_t clean_len = 0;
-                        _cleanup_free_ char *clean = proto_utf8_sanitize(xml, xml_len, &clean_len);
-                        json_escape_append(&b, clean, clean_len);
-                        strbuf_printf(&b, ",\"xml_invalid_utf8\":%ld", bad);
+        for (;;) {
+                /* Room for the worst case (every byte escaped as \u00XX),
+                 * reserved once; what is not written is never touched. */
+                buf = xmalloc(cap + (xml ? 2 + 6 * xml_len : 0));
+                p = buf + PROTO_HEADER_SIZE;
+                memcpy(p, head, sizeof head - 1);
+                p += sizeof head - 1;
+                for (size_t i = 0; i < 4; i++) {
+                        if (i)
+                                *p++ = ',';
+                        p = json_escape_to(p, args[i], arg_len[i], false, NULL);
                 }
+                *p++ = ']';
+                if (!xml)
+                        break;
+                memcpy(p, xml_key, sizeof xml_key - 1);
+                p += sizeof xml_key - 1;
+                char *end = json_escape_to(p, xml, xml_len, !clean, &bad);
+                if (end) {
+                        p = end;
+                        break;
+                }
+                /* JSON carries Unicode only: send it sanitised and say
+                 * where it broke, so the daemon refuses it (and logs that)
+                 * instead of failing to read the request. */
+                free(buf);
+                clean = proto_utf8_sanitize(xml, xml_len, &xml_len);
+                xml = clean;
         }
-        strbuf_appendn(&b, "}", 1);
-        size_t len = b.len - PROTO_HEADER_SIZE;
+        if (bad >= 0)
+                p += sprintf(p, ",\"xml_invalid_utf8\":%ld", bad);
+        *p++ = '}';
+
+        size_t len = (size_t) (p - buf) - PROTO_HEADER_SIZE;
         if (len > PROTO_MAX_PAYLOAD) {
-                strbuf_done(&b);
+                free(buf);
                 return -EMSGSIZE;
         }
-        b.buf[0] = (char) ((len >> 24) & 0xff);
-        b.buf[1] = (char) ((len >> 16) & 0xff);
-        b.buf[2] = (char) ((len >> 8) & 0xff);
-        b.buf[3] = (char) (len & 0xff);
-        *ret_len = b.len;
-        *ret = strbuf_steal(&b);
+        buf[0] = (char) ((len >> 24) & 0xff);
+        buf[1] = (char) ((len >> 16) & 0xff);
+        buf[2] = (char) ((len >> 8) & 0xff);
+        buf[3] = (char) (len & 0xff);
+        *ret_len = PROTO_HEADER_SIZE + len;
+        *ret = buf;
         return 0;
 }
 

@@ -25,6 +25,7 @@
 #include "util.h"
 
 #define PROTO_VERSION 1
+#define PROTO_VERSION_STR "1"   /* the same, for string literals */
 /* Largest payload accepted in either direction: a domain XML of up to
  * DOMAIN_XML_MAX (4 MiB) grows when JSON-escaped; anything over this is
  * refused without reading it. */
