@@ -21,6 +21,8 @@ static void usage(FILE *f) {
                 "  --socket PATH           the hook socket when not socket-activated\n"
                 "                          (default $PCINUMA_SOCKET, else /run/pcinuma/hook.sock)\n"
                 "  --libvirt-uri URI|none  the libvirt connection (default qemu:///system)\n"
+                "  --watcher-program PATH  the libvirt watcher program pcinumad starts (default: beside\n"
+                "                          pcinumad if there, else " PCINUMA_WATCHER_PATH ")\n"
                 "  --log-target journal|stderr|auto   where to log (default auto)\n"
                 "  --request-timeout-ms N  close a client that sends nothing for N ms (default 5000)\n"
                 "  --max-connections N     at most N clients at once (default 256)\n"
@@ -41,6 +43,7 @@ int main(int argc, char **argv) {
                 ARG_ALLOW_UID,
                 ARG_WATCH_UDEV,
                 ARG_VERSION,
+                ARG_WATCHER_PROGRAM,
         };
         static const struct option opts[] = {
                 { "sysfs-root", required_argument, NULL, ARG_SYSFS_ROOT },
@@ -53,6 +56,7 @@ int main(int argc, char **argv) {
                 { "allow-uid", required_argument, NULL, ARG_ALLOW_UID },
                 { "watch-udev", required_argument, NULL, ARG_WATCH_UDEV },
                 { "version", no_argument, NULL, ARG_VERSION },
+                { "watcher-program", required_argument, NULL, ARG_WATCHER_PROGRAM },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
@@ -65,6 +69,7 @@ int main(int argc, char **argv) {
                 .request_timeout_ms = 5000,
                 .max_connections = 256,
                 .watch_udev = -1,
+                .log_target = "auto",
         };
         enum log_target target = LOG_TARGET_AUTO;
         uint64_t v;
@@ -89,6 +94,10 @@ int main(int argc, char **argv) {
                                 fprintf(stderr, "pcinumad: --log-target: expected journal, stderr or auto, not '%s'\n", optarg);
                                 return 2;
                         }
+                        cfg.log_target = optarg;
+                        break;
+                case ARG_WATCHER_PROGRAM:
+                        cfg.watcher_program = optarg;
                         break;
                 case ARG_TIMEOUT:
                         if (parse_uint(optarg, 10, 3600000, &v) < 0 || v == 0) {

@@ -251,6 +251,7 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
         sigaddset(&ss, SIGTERM);
         sigaddset(&ss, SIGINT);
         sigaddset(&ss, SIGHUP);
+        sigaddset(&ss, SIGCHLD);        /* the libvirt watcher's exit, through sd-event */
         if (sigprocmask(SIG_BLOCK, &ss, NULL) < 0)
                 return log_errno(LOG_ERR, -errno, "Failed to block signals: %m");
         /* NULL handlers: SIGTERM and SIGINT end the loop. */
@@ -278,7 +279,9 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
                 return r;
 
         if (!streq(cfg->libvirt_uri, "none")) {
-                r = watcher_start(m, m->event, cfg->libvirt_uri, &m->watcher);
+                _cleanup_free_ char *found = cfg->watcher_program ? NULL : watcher_find_program();
+                r = watcher_start(m, m->event, cfg->watcher_program ? cfg->watcher_program : found, cfg->libvirt_uri,
+                                  cfg->log_target ? cfg->log_target : "auto", &m->watcher);
                 if (r < 0)
                         return r;
         }

@@ -314,7 +314,19 @@ static void print_status(json_object *st) {
                        I(lv, "redefinitions"), I(lv, "failures"),
                        json_object_object_get(lv, "last_error") ? "; last error: " : "",
                        json_object_object_get(lv, "last_error") ? S(lv, "last_error") : "");
-        else
+        json_object *wp = lv ? json_object_object_get(lv, "process") : NULL;
+        if (wp) {
+                if (json_object_object_get(wp, "pid"))
+                        printf("           watcher process %lld (%s), %lld restart%s", I(wp, "pid"), S(wp, "program"),
+                               I(wp, "restarts"), I(wp, "restarts") == 1 ? "" : "s");
+                else
+                        printf("           watcher process NOT running (%s), %lld restart%s so far", S(wp, "program"),
+                               I(wp, "restarts"), I(wp, "restarts") == 1 ? "" : "s");
+                if (json_object_object_get(wp, "last_exit"))
+                        printf("; the last one %s", S(wp, "last_exit"));
+                printf("\n");
+        }
+        if (!lv)
                 printf("libvirt:   not watched (--libvirt-uri none)\n");
 #undef S
 #undef I

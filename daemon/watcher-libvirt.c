@@ -1,15 +1,41 @@
-/* The libvirt watcher: a worker thread that owns the libvirt connection. */
-#include "watcher.h"
-
+/* pcinuma-watcher: pcinumad's libvirt watcher (design §8, the define-time
+ * path), in a process of its own.  It keeps every persistent domain that
+ * the policy covers planned, by redefining it with the planned XML.
+ *
+ * Why a process and not a thread of pcinumad: libvirt's client library
+ * brings gnutls, libcrypto, glib, libssh and p11-kit into any process that
+ * links it, ~8 MiB of resident pages, and its calls block (a define waits
+ * for the domain's job lock, held for the whole of a start, during which
+ * libvirt runs our hook).  Here, pcinumad itself (the hook server, on the
+ * path of every VM start) links none of it and never waits on libvirt
+ * (design §3.2); a libvirt call that hangs or a crash in libvirt's library
+ * stops this process only, and pcinumad restarts it.
+ *
+ * pcinumad starts it with one end of a socketpair on fd 3 and talks the
+ * hook protocol's framing (4-byte length + JSON object) over it:
+ *   to pcinumad:   {"type":"plan","id":N,"xml":"…"}
+ *                  {"type":"status","connected":b,"redefinitions":n,"failures":n,"last_error":s}
+ *   from pcinumad: {"type":"planned","id":N,"redefine":b,"xml":s,"summary":s,"prio":n,
+ *                   "fields":[["PCINUMA_…","value"],…]}
+ *                  {"type":"recheck"}   (every domain)   {"type":"recheck","uuid":"…"}
+ * All planning happens in pcinumad, which owns the host map and the
+ * policy; this process only talks to libvirt, and logs what it did with
+ * the same fields and MESSAGE_IDs as before.  It exits when pcinumad
+ * closes its end (or dies: PR_SET_PDEATHSIG). */
+#include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
-#include <pthread.h>
-#include <sys/eventfd.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "log.h"
-#include "manager.h"
+#include "protocol.h"
+#include <limits.h>
 
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 30000
@@ -18,12 +44,26 @@
 #define LOOP_LIMIT 4
 #define LOOP_WINDOW_SEC 60
 
-struct plan_request {
-        const char *xml;
-        size_t len;
-        bool done;
-        struct redefine_plan result;
+struct redefine_plan {
+        bool redefine;
+        const char *out_xml;
+        const char *summary;
+        int prio;
+        struct log_fields fields;
+        size_t n_borrowed;              /* fields[0..n_borrowed) point into msg */
+        json_object *msg;               /* owns the strings above */
 };
+
+static void redefine_plan_done(struct redefine_plan *p) {
+        /* The first n_borrowed belong to msg; any added here are ours. */
+        for (size_t i = p->n_borrowed; i < p->fields.n; i++)
+                free(p->fields.v[i].value);
+        free(p->fields.v);
+        p->fields = (struct log_fields) {0};
+        if (p->msg)
+                json_object_put(p->msg);
+        p->msg = NULL;
+}
 
 struct loop_guard {
         char uuid[VIR_UUID_STRING_BUFLEN];
@@ -33,28 +73,17 @@ struct loop_guard {
 };
 
 struct watcher {
-        struct manager *m;
         char *uri;
-        pthread_t thread;
-        bool thread_started;
+        int fd;                         /* to pcinumad */
+        struct proto_decoder dec;
+        bool parent_gone;
+        uint64_t next_id;
 
-        /* main -> worker: commands on a pipe the worker's event loop watches */
-        int cmd[2];
-        /* worker -> main: plan requests, signalled through an eventfd */
-        int plan_efd;
-        sd_event_source *plan_src;
-
-        pthread_mutex_t lock;
-        pthread_cond_t cond;
-        struct plan_request *pending;   /* under lock */
-        bool quit;                      /* under lock */
-        bool exited;                    /* under lock */
-        /* status, under lock */
+        /* status, sent to pcinumad whenever it changes */
         bool connected;
         uint64_t n_redefined, n_failed;
         char *last_error;
 
-        /* worker thread only */
         virConnectPtr conn;
         int lifecycle_cb;
         int reconnect_timer;
@@ -67,13 +96,6 @@ struct watcher {
         size_t n_guards;
 };
 
-static void set_last_error(struct watcher *w, const char *s) {
-        pthread_mutex_lock(&w->lock);
-        free(w->last_error);
-        w->last_error = s ? xstrdup(s) : NULL;
-        pthread_mutex_unlock(&w->lock);
-}
-
 static void silent_error_func(void *userdata, virErrorPtr err) {
         (void) userdata;
         (void) err;
@@ -84,52 +106,180 @@ static const char *lv_error(void) {
         return m ? m : "unknown libvirt error";
 }
 
-/* --- main thread: planning on the worker's behalf -------------------- */
+/* --- the link to pcinumad ------------------------------------------------- */
 
-static int on_plan_request(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        struct watcher *w = userdata;
-        uint64_t v;
-        (void) !read(fd, &v, sizeof v);
+static void enqueue(struct watcher *w, const char *uuid);
 
-        pthread_mutex_lock(&w->lock);
-        struct plan_request *req = w->pending;
-        pthread_mutex_unlock(&w->lock);
-        if (!req)
-                return 0;
-        manager_plan_redefine(w->m, req->xml, req->len, &req->result);
-        pthread_mutex_lock(&w->lock);
-        req->done = true;
-        w->pending = NULL;
-        pthread_cond_broadcast(&w->cond);
-        pthread_mutex_unlock(&w->lock);
-        return 0;
-}
-
-/* Worker: have the main thread plan xml; false when shutting down. */
-static bool plan_on_main(struct watcher *w, const char *xml, struct redefine_plan *ret) {
-        struct plan_request req = { .xml = xml, .len = strlen(xml) };
-        pthread_mutex_lock(&w->lock);
-        if (w->quit) {
-                pthread_mutex_unlock(&w->lock);
+/* Write a whole frame; the fd is non-blocking, so wait for room. */
+static bool send_msg(struct watcher *w, json_object *o) {
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0, off = 0;
+        if (w->parent_gone || proto_frame_encode(o, &buf, &len) < 0)
+                return false;
+        while (off < len) {
+                ssize_t n = write(w->fd, buf + off, len - off);
+                if (n >= 0) {
+                        off += (size_t) n;
+                        continue;
+                }
+                if (errno == EINTR)
+                        continue;
+                if (errno == EAGAIN) {
+                        struct pollfd p = { .fd = w->fd, .events = POLLOUT };
+                        (void) poll(&p, 1, -1);
+                        continue;
+                }
+                w->parent_gone = true;
                 return false;
         }
-        w->pending = &req;
-        pthread_mutex_unlock(&w->lock);
-        uint64_t one = 1;
-        (void) !write(w->plan_efd, &one, sizeof one);
-        pthread_mutex_lock(&w->lock);
-        while (!req.done && !w->quit)
-                pthread_cond_wait(&w->cond, &w->lock);
-        bool ok = req.done;
-        if (!ok)
-                w->pending = NULL;
-        pthread_mutex_unlock(&w->lock);
-        if (ok)
-                *ret = req.result;
-        return ok;
+        return true;
 }
 
-/* --- worker thread ------------------------------------------------------ */
+static void send_status(struct watcher *w) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        json_object_object_add(o, "type", json_object_new_string("status"));
+        json_object_object_add(o, "connected", json_object_new_boolean(w->connected));
+        json_object_object_add(o, "redefinitions", json_object_new_int64((int64_t) w->n_redefined));
+        json_object_object_add(o, "failures", json_object_new_int64((int64_t) w->n_failed));
+        json_object_object_add(o, "last_error", w->last_error ? json_object_new_string(w->last_error) : NULL);
+        (void) send_msg(w, o);
+}
+
+static void set_connected(struct watcher *w, bool connected) {
+        w->connected = connected;
+        send_status(w);
+}
+
+static void set_last_error(struct watcher *w, const char *s) {
+        free(w->last_error);
+        w->last_error = s ? xstrdup(s) : NULL;
+        send_status(w);
+}
+
+static void count_result(struct watcher *w, bool redefined) {
+        if (redefined)
+                w->n_redefined++;
+        else
+                w->n_failed++;
+        send_status(w);
+}
+
+/* Handle one message from pcinumad.  A "planned" answer is returned in
+ * *ret_planned (when asked for); recheck requests are queued. */
+static void handle_msg(struct watcher *w, json_object *o, json_object **ret_planned) {
+        json_object *t = NULL, *u = NULL;
+        const char *type = json_object_object_get_ex(o, "type", &t) ? json_object_get_string(t) : NULL;
+        if (type && streq(type, "recheck")) {
+                if (json_object_object_get_ex(o, "uuid", &u) && json_object_is_type(u, json_type_string))
+                        enqueue(w, json_object_get_string(u));
+                else
+                        enqueue(w, "*");
+        } else if (type && streq(type, "planned") && ret_planned && !*ret_planned)
+                *ret_planned = json_object_get(o);
+        else
+                log_msg(LOG_WARNING, "Ignoring an unexpected message from pcinumad (type %s)", type ? type : "missing");
+}
+
+/* Read what is there (wait: block until something is) and handle every
+ * complete message.  False when pcinumad has gone. */
+static bool read_msgs(struct watcher *w, bool wait, json_object **ret_planned) {
+        char buf[65536];
+        for (;;) {
+                ssize_t n = read(w->fd, buf, sizeof buf);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN) {
+                        if (!wait)
+                                return true;
+                        struct pollfd p = { .fd = w->fd, .events = POLLIN };
+                        (void) poll(&p, 1, -1);
+                        continue;
+                }
+                if (n <= 0) {
+                        w->parent_gone = true;
+                        return false;
+                }
+                size_t off = 0;
+                while (off < (size_t) n) {
+                        size_t used = 0;
+                        json_object *o = NULL;
+                        _cleanup_free_ char *err = NULL;
+                        int r = proto_decoder_feed(&w->dec, buf + off, (size_t) n - off, &used, &o, &err);
+                        if (r < 0) {
+                                log_msg(LOG_ERR, "Bad message from pcinumad: %s; exiting", err ? err : "?");
+                                w->parent_gone = true;
+                                return false;
+                        }
+                        off += used;
+                        if (r == 0)
+                                break;
+                        handle_msg(w, o, ret_planned);
+                        json_object_put(o);
+                }
+                if (!wait || (ret_planned && *ret_planned))
+                        return true;
+        }
+}
+
+static void on_parent(int watch, int fd, int events, void *opaque) {
+        struct watcher *w = opaque;
+        (void) watch;
+        (void) fd;
+        (void) events;
+        (void) read_msgs(w, false, NULL);
+}
+
+static const char *get_str(json_object *o, const char *key) {
+        json_object *v = NULL;
+        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+/* Have pcinumad plan xml (it owns the host map and the policy); false when
+ * it has gone. */
+static bool plan_on_main(struct watcher *w, const char *xml, struct redefine_plan *ret) {
+        uint64_t id = ++w->next_id;
+        _cleanup_json_ json_object *req = json_object_new_object();
+        json_object_object_add(req, "type", json_object_new_string("plan"));
+        json_object_object_add(req, "id", json_object_new_int64((int64_t) id));
+        json_object_object_add(req, "xml", json_object_new_string(xml));
+        if (!send_msg(w, req))
+                return false;
+
+        json_object *ans = NULL;
+        while (!ans)
+                if (!read_msgs(w, true, &ans))
+                        return false;
+
+        json_object *v = NULL;
+        struct redefine_plan p = { .msg = ans, .prio = LOG_DEBUG };
+        if (!json_object_object_get_ex(ans, "id", &v) || (uint64_t) json_object_get_int64(v) != id) {
+                log_msg(LOG_ERR, "pcinumad answered another request than the one asked; exiting");
+                json_object_put(ans);
+                w->parent_gone = true;
+                return false;
+        }
+        p.redefine = json_object_object_get_ex(ans, "redefine", &v) && json_object_get_boolean(v);
+        p.out_xml = get_str(ans, "xml");
+        p.summary = get_str(ans, "summary");
+        if (json_object_object_get_ex(ans, "prio", &v))
+                p.prio = json_object_get_int(v);
+        if (p.redefine && !p.out_xml)
+                p.redefine = false;
+        if (json_object_object_get_ex(ans, "fields", &v) && json_object_is_type(v, json_type_array))
+                for (size_t i = 0; i < json_object_array_length(v); i++) {
+                        json_object *kv = json_object_array_get_idx(v, i);
+                        if (!json_object_is_type(kv, json_type_array) || json_object_array_length(kv) != 2)
+                                continue;
+                        struct log_field *f = GROW(p.fields.v, p.fields.n);
+                        f->key = json_object_get_string(json_object_array_get_idx(kv, 0));
+                        f->value = (char *) json_object_get_string(json_object_array_get_idx(kv, 1));
+                }
+        p.n_borrowed = p.fields.n;
+        *ret = p;
+        return true;
+}
+
+/* --- libvirt ------------------------------------------------------------- */
 
 static void schedule_processing(struct watcher *w) {
         virEventUpdateTimeout(w->process_timer, 0);
@@ -217,9 +367,7 @@ static void process_domain(struct watcher *w, virDomainPtr dom) {
                 log_fields_add(&plan.fields, "PCINUMA_LIBVIRT_ERROR", "%s", e);
                 log_event(LOG_ERR, PCINUMA_MID_REDEFINE_FAILED, &plan.fields,
                           "libvirt rejected the planned definition of domain %s; its definition is unchanged: %s", name, e);
-                pthread_mutex_lock(&w->lock);
-                w->n_failed++;
-                pthread_mutex_unlock(&w->lock);
+                count_result(w, false);
                 _cleanup_free_ char *msg = xasprintf("redefining %s: %s", name, e);
                 set_last_error(w, msg);
         } else {
@@ -227,9 +375,7 @@ static void process_domain(struct watcher *w, virDomainPtr dom) {
                 log_event(LOG_INFO, PCINUMA_MID_DOMAIN_REDEFINED, &plan.fields, "Domain %s redefined: %s%s", name, plan.summary,
                           running ? " (it is running: the new layout applies at its next start)" : "");
                 virDomainFree(nd);
-                pthread_mutex_lock(&w->lock);
-                w->n_redefined++;
-                pthread_mutex_unlock(&w->lock);
+                count_result(w, true);
         }
         redefine_plan_done(&plan);
 }
@@ -303,9 +449,7 @@ static void disconnect(struct watcher *w) {
         w->lifecycle_cb = -1;
         (void) virConnectClose(w->conn);
         w->conn = NULL;
-        pthread_mutex_lock(&w->lock);
-        w->connected = false;
-        pthread_mutex_unlock(&w->lock);
+        set_connected(w, false);
 }
 
 static void on_close(virConnectPtr conn, int reason, void *opaque) {
@@ -319,9 +463,7 @@ static void on_close(virConnectPtr conn, int reason, void *opaque) {
         log_event(LOG_WARNING, PCINUMA_MID_LIBVIRT_CONNECTION, &f, "Lost the libvirt connection to %s (%s); reconnecting", w->uri, why);
         log_fields_done(&f);
         set_last_error(w, why);
-        pthread_mutex_lock(&w->lock);
-        w->connected = false;
-        pthread_mutex_unlock(&w->lock);
+        set_connected(w, false);
         w->backoff_ms = BACKOFF_MIN_MS;
         virEventUpdateTimeout(w->reconnect_timer, BACKOFF_MIN_MS);
 }
@@ -359,9 +501,7 @@ static void try_connect(int timer, void *opaque) {
                                      "only domains present at connect time are planned", w->uri, lv_error());
         w->backoff_ms = BACKOFF_MIN_MS;
         w->failed_attempts = 0;
-        pthread_mutex_lock(&w->lock);
-        w->connected = true;
-        pthread_mutex_unlock(&w->lock);
+        set_connected(w, true);
         set_last_error(w, NULL);
         struct log_fields f = {0};
         log_fields_add(&f, "PCINUMA_LIBVIRT_URI", "%s", w->uri);
@@ -371,163 +511,104 @@ static void try_connect(int timer, void *opaque) {
         enqueue(w, "*");
 }
 
-static void on_command(int watch, int fd, int events, void *opaque) {
-        struct watcher *w = opaque;
-        char buf[64 + VIR_UUID_STRING_BUFLEN];
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        if (n <= 0)
-                return;
-        buf[n] = 0;
-        /* Commands are single lines: "all", "quit" or "uuid <UUID>". */
-        for (char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
-                nl = strchr(line, '\n');
-                if (nl)
-                        *nl = 0;
-                if (streq(line, "all"))
-                        enqueue(w, "*");
-                else if (strncmp(line, "uuid ", 5) == 0)
-                        enqueue(w, line + 5);
-        }
+static void usage(FILE *f) {
+        fprintf(f,
+                "Usage: pcinuma-watcher --uri URI [--log-target journal|stderr|auto] [--fd N]\n"
+                "\n"
+                "pcinumad's libvirt watcher.  pcinumad starts it; it is not meant to be run by hand.\n"
+                "It talks to pcinumad over the socket on fd N (default 3) and to libvirt at URI, and\n"
+                "redefines persistent domains with the topology pcinumad plans for them.\n");
 }
 
-static void *worker_main(void *arg) {
-        struct watcher *w = arg;
+int main(int argc, char **argv) {
+        enum { ARG_URI = 0x100, ARG_LOG_TARGET, ARG_FD, ARG_VERSION };
+        static const struct option opts[] = {
+                { "uri", required_argument, NULL, ARG_URI },
+                { "log-target", required_argument, NULL, ARG_LOG_TARGET },
+                { "fd", required_argument, NULL, ARG_FD },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "help", no_argument, NULL, 'h' },
+                { NULL, 0, NULL, 0 },
+        };
+        struct watcher w = { .fd = 3, .lifecycle_cb = -1, .backoff_ms = BACKOFF_MIN_MS };
+        enum log_target target = LOG_TARGET_AUTO;
+        uint64_t v;
+        int c;
+
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0)
+                switch (c) {
+                case ARG_URI:
+                        w.uri = optarg;
+                        break;
+                case ARG_LOG_TARGET:
+                        if (log_target_from_string(optarg, &target) < 0) {
+                                fprintf(stderr, "pcinuma-watcher: --log-target: expected journal, stderr or auto, not '%s'\n", optarg);
+                                return 2;
+                        }
+                        break;
+                case ARG_FD:
+                        if (parse_uint(optarg, 10, INT_MAX, &v) < 0) {
+                                fprintf(stderr, "pcinuma-watcher: --fd: not a file descriptor number: '%s'\n", optarg);
+                                return 2;
+                        }
+                        w.fd = (int) v;
+                        break;
+                case ARG_VERSION:
+                        printf("pcinuma-watcher %s\n", PCINUMA_VERSION);
+                        return 0;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                default:
+                        usage(stderr);
+                        return 2;
+                }
+        if (!w.uri || optind < argc) {
+                usage(stderr);
+                return 2;
+        }
+        log_setup(target, "pcinumad");
+
+        int fl = fcntl(w.fd, F_GETFL);
+        if (fl < 0 || fcntl(w.fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+                fprintf(stderr, "pcinuma-watcher: fd %d: %s (pcinumad starts this program with its socket there)\n",
+                        w.fd, strerror(errno));
+                return 2;
+        }
+        (void) fcntl(w.fd, F_SETFD, FD_CLOEXEC);
+        /* Go when pcinumad goes, even if it is killed without closing. */
+        (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
+        signal(SIGPIPE, SIG_IGN);
+
         virSetErrorFunc(NULL, silent_error_func);
-        int watch = virEventAddHandle(w->cmd[0], VIR_EVENT_HANDLE_READABLE, on_command, w, NULL);
-        w->reconnect_timer = virEventAddTimeout(0, try_connect, w, NULL);
-        w->process_timer = virEventAddTimeout(-1, process_queue, w, NULL);
-        for (;;) {
-                pthread_mutex_lock(&w->lock);
-                bool quit = w->quit;
-                pthread_mutex_unlock(&w->lock);
-                if (quit)
-                        break;
-                if (virEventRunDefaultImpl() < 0)
-                        break;
-        }
-        disconnect(w);
-        if (watch >= 0)
-                virEventRemoveHandle(watch);
-        virEventRemoveTimeout(w->reconnect_timer);
-        virEventRemoveTimeout(w->process_timer);
-        pthread_mutex_lock(&w->lock);
-        w->exited = true;
-        pthread_cond_broadcast(&w->cond);
-        pthread_mutex_unlock(&w->lock);
-        return NULL;
-}
-
-/* --- main thread API ------------------------------------------------------ */
-
-static void send_command(struct watcher *w, const char *cmd) {
-        if (w)
-                (void) !write(w->cmd[1], cmd, strlen(cmd));
-}
-
-void watcher_recheck_all(struct watcher *w) {
-        send_command(w, "all\n");
-}
-
-void watcher_recheck_domain(struct watcher *w, const char *uuid) {
-        if (!w || !uuid || strlen(uuid) >= VIR_UUID_STRING_BUFLEN)
-                return;
-        _cleanup_free_ char *c = xasprintf("uuid %s\n", uuid);
-        send_command(w, c);
-}
-
-int watcher_start(struct manager *m, sd_event *e, const char *uri, struct watcher **ret) {
-        struct watcher *w = xcalloc(1, sizeof(*w));
-        w->m = m;
-        w->uri = xstrdup(uri);
-        w->lifecycle_cb = -1;
-        w->backoff_ms = BACKOFF_MIN_MS;
-        pthread_mutex_init(&w->lock, NULL);
-        pthread_cond_init(&w->cond, NULL);
-        w->cmd[0] = w->cmd[1] = -1;
-        w->plan_efd = -1;
-        if (pipe2(w->cmd, O_CLOEXEC | O_NONBLOCK) < 0)
-                goto fail_errno;
-        w->plan_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (w->plan_efd < 0)
-                goto fail_errno;
-        int r = sd_event_add_io(e, &w->plan_src, w->plan_efd, EPOLLIN, on_plan_request, w);
-        if (r < 0) {
-                errno = -r;
-                goto fail_errno;
-        }
-        (void) sd_event_source_set_description(w->plan_src, "libvirt-plan-requests");
-
-        /* Once per process, before any connection. */
         if (virEventRegisterDefaultImpl() < 0) {
                 log_msg(LOG_ERR, "Cannot set up libvirt's event loop: %s", lv_error());
-                watcher_stop(w);
-                return -EIO;
+                return 1;
         }
-        r = pthread_create(&w->thread, NULL, worker_main, w);
-        if (r != 0) {
-                errno = r;
-                goto fail_errno;
+        int watch = virEventAddHandle(w.fd, VIR_EVENT_HANDLE_READABLE, on_parent, &w, NULL);
+        w.reconnect_timer = virEventAddTimeout(0, try_connect, &w, NULL);
+        w.process_timer = virEventAddTimeout(-1, process_queue, &w, NULL);
+        if (watch < 0 || w.reconnect_timer < 0 || w.process_timer < 0) {
+                log_msg(LOG_ERR, "Cannot set up libvirt's event loop: %s", lv_error());
+                return 1;
         }
-        w->thread_started = true;
-        *ret = w;
-        return 0;
+        send_status(&w);
 
-fail_errno:
-        r = -errno;
-        log_errno(LOG_ERR, r, "Cannot start the libvirt watcher: %m");
-        watcher_stop(w);
-        return r;
-}
-
-struct watcher *watcher_stop(struct watcher *w) {
-        if (!w)
-                return NULL;
-        if (w->thread_started) {
-                pthread_mutex_lock(&w->lock);
-                w->quit = true;
-                pthread_cond_broadcast(&w->cond);
-                pthread_mutex_unlock(&w->lock);
-                /* Wake virEventRunDefaultImpl(). */
-                send_command(w, "quit\n");
-                /* The worker may be stuck in a libvirt call; do not hang the
-                 * daemon's shutdown on it. */
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_sec += 5;
-                if (pthread_timedjoin_np(w->thread, NULL, &ts) != 0) {
-                        log_msg(LOG_WARNING, "The libvirt worker did not stop within 5 s; leaving it behind");
-                        /* It still references w: leak it on purpose. */
-                        sd_event_source_disable_unref(w->plan_src);
-                        return NULL;
+        while (!w.parent_gone)
+                if (virEventRunDefaultImpl() < 0) {
+                        log_msg(LOG_ERR, "libvirt's event loop failed: %s", lv_error());
+                        break;
                 }
-        }
-        sd_event_source_disable_unref(w->plan_src);
-        if (w->plan_efd >= 0)
-                close(w->plan_efd);
-        if (w->cmd[0] >= 0)
-                close(w->cmd[0]);
-        if (w->cmd[1] >= 0)
-                close(w->cmd[1]);
-        for (size_t i = 0; i < w->n_queue; i++)
-                free(w->queue[i]);
-        free(w->queue);
-        free(w->guards);
-        free(w->last_error);
-        free(w->uri);
-        pthread_mutex_destroy(&w->lock);
-        pthread_cond_destroy(&w->cond);
-        free(w);
-        return NULL;
-}
 
-json_object *watcher_status(struct watcher *w) {
-        json_object *o = json_object_new_object();
-        pthread_mutex_lock(&w->lock);
-        json_object_object_add(o, "uri", json_object_new_string(w->uri));
-        json_object_object_add(o, "connected", json_object_new_boolean(w->connected));
-        json_object_object_add(o, "redefinitions", json_object_new_int64((int64_t) w->n_redefined));
-        json_object_object_add(o, "failures", json_object_new_int64((int64_t) w->n_failed));
-        json_object_object_add(o, "last_error", w->last_error ? json_object_new_string(w->last_error) : NULL);
-        pthread_mutex_unlock(&w->lock);
-        return o;
+        disconnect(&w);
+        virEventRemoveHandle(watch);
+        virEventRemoveTimeout(w.reconnect_timer);
+        virEventRemoveTimeout(w.process_timer);
+        for (size_t i = 0; i < w.n_queue; i++)
+                free(w.queue[i]);
+        free(w.queue);
+        free(w.guards);
+        free(w.last_error);
+        proto_decoder_reset(&w.dec);
+        return w.parent_gone ? 0 : 1;
 }

@@ -1,14 +1,14 @@
-/* The libvirt watcher (design §8, the define-time path): keeps every
- * persistent domain that the policy covers planned, by redefining it with
- * the planned XML.
+/* The libvirt watcher (design §8, the define-time path), pcinumad's side:
+ * keeps every persistent domain that the policy covers planned, by
+ * redefining it with the planned XML.
  *
- * Every libvirt call runs on one worker thread, which also runs libvirt's
- * default event loop.  libvirt API calls block (a define waits for the
- * domain's job lock, held for the whole of a start, during which libvirt
- * runs our hook), and the hook path must never wait on libvirt (design
- * §3.2).  So the sd-event loop never calls libvirt; the worker asks the
- * main thread to plan (through an eventfd) and does the libvirt side
- * itself.  The host map and the policy stay single-threaded. */
+ * The libvirt side runs in a child process, pcinuma-watcher
+ * (watcher-libvirt.c; why a process, not a thread, is explained there).
+ * This module starts it with one end of a socketpair, restarts it with
+ * backoff when it dies, plans on its behalf on the sd-event loop (the host
+ * map and the policy stay single-threaded, in pcinumad), and keeps its last
+ * reported status for `pcinumactl status`.  pcinumad never calls libvirt,
+ * so the hook path never waits on it (design §3.2). */
 #pragma once
 
 #include <json.h>
@@ -18,20 +18,28 @@
 struct manager;
 struct watcher;
 
-/* Start the worker thread for 'uri' (connects, and reconnects with
- * backoff, on its own). */
-int watcher_start(struct manager *m, sd_event *e, const char *uri, struct watcher **ret);
+/* Where pcinuma-watcher is: beside our own executable when it is there (a
+ * build tree), else the installed path.  The caller owns the string. */
+char *watcher_find_program(void);
 
-/* Stop the worker (bounded wait) and free everything.  Accepts NULL. */
+/* Start pcinuma-watcher (program) for 'uri'; it connects, and reconnects
+ * with backoff, on its own.  log_target is passed on ("journal", "stderr"
+ * or "auto").  SIGCHLD must be blocked. */
+int watcher_start(struct manager *m, sd_event *e, const char *program, const char *uri, const char *log_target,
+                  struct watcher **ret);
+
+/* Stop the child (closing its socket; SIGKILL after 5 s) and free
+ * everything.  Accepts NULL. */
 struct watcher *watcher_stop(struct watcher *w);
 
-/* Ask the worker to look at every persistent domain again (the host map
+/* Ask the watcher to look at every persistent domain again (the host map
  * or the policy changed). */
 void watcher_recheck_all(struct watcher *w);
 
-/* Ask the worker to look at one domain (by UUID) soon, e.g. after the
+/* Ask the watcher to look at one domain (by UUID) soon, e.g. after the
  * prepare gate refused it. */
 void watcher_recheck_domain(struct watcher *w, const char *uuid);
 
-/* {"uri", "connected", "redefinitions", "failures", "last_error"} */
+/* {"uri", "connected", "redefinitions", "failures", "last_error",
+ *  "process": {"program", "pid", "restarts", "last_exit"}} */
 json_object *watcher_status(struct watcher *w);

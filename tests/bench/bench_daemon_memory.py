@@ -13,6 +13,13 @@ the hook sends them, in a fixed rotation:
     status
     prepare begin  a 16 KB domain without passthrough devices (pass)
 
+pcinumad runs as deployed, with its libvirt watcher: --libvirt-uri
+test:///default (libvirt's test driver, which lives in the client library,
+so no libvirtd is needed; its one persistent domain, "test", goes through
+the watcher's plan round trip).  The watcher is pcinumad's child process
+pcinuma-watcher (daemon/watcher.h); its memory is reported beside
+pcinumad's, and the target is pcinumad's.
+
 VmRSS (and VmHWM, the peak) is read from /proc/PID/status after startup
 and every 1,000 requests; at the end, the Rss of each mapping
 (/proc/PID/smaps) shows where the resident set is.  Targets: VmRSS at most 8 MiB after 10,000
@@ -83,8 +90,23 @@ def run(a):
         ("prepare-plain", B.hook_request("bench-plain", "prepare", "begin", plain)),
     ]
     frames = [(n, B.encode(o)) for n, o in reqs]
-    d = B.Daemon(a.pcinumad, sysfs, work, policy="require").start()
+    d = B.Daemon(a.pcinumad, sysfs, work, policy="require", libvirt_uri=a.libvirt_uri).start()
     B.say("# command: " + " ".join(d.argv))
+    wpid = None
+    if a.libvirt_uri != "none":
+        deadline = time.monotonic() + 30
+        lv = {}
+        while time.monotonic() < deadline:
+            lv = B.call(d.sock, {"version": 1, "type": "status"})["status"].get("libvirt") or {}
+            if lv.get("connected"):
+                break
+            time.sleep(0.05)
+        wpid = (lv.get("process") or {}).get("pid")
+        if not lv.get("connected") or not wpid:
+            raise RuntimeError("the libvirt watcher did not connect to %s: %s; log:\n%s"
+                               % (a.libvirt_uri, lv, d.log_text()))
+        B.say("# libvirt watcher: pid %d, connected to %s (%s redefinitions, %s failures)"
+              % (wpid, a.libvirt_uri, lv.get("redefinitions"), lv.get("failures")))
     for n, o in reqs:
         r = B.call(d.sock, o)
         B.say("# %s -> %s" % (n, {k: (v if not isinstance(v, str) or len(v) < 60 else v[:57] + "...")
@@ -124,6 +146,18 @@ def run(a):
         B.say("#   %6d KiB  %s" % (v, k))
     B.info("daemon.rss_anon_after_%d_kib" % a.requests, last["RssAnon"], "KiB", "%d")
     B.info("daemon.rss_file_after_%d_kib" % a.requests, last["RssFile"], "KiB", "%d")
+    B.info("daemon.pss_after_%d_kib" % a.requests, roll.get("Pss", 0), "KiB", "%d")
+    if wpid:
+        ws = proc_status(wpid)
+        wtop, wroll, wlibs = smaps_breakdown(wpid, top=6)
+        B.say("# the libvirt watcher (pcinuma-watcher, pid %d; %d shared objects mapped): "
+              "Rss %d KiB, Pss %d KiB, Anonymous %d KiB" % (wpid, wlibs, wroll.get("Rss", 0),
+                                                            wroll.get("Pss", 0), wroll.get("Anonymous", 0)))
+        for k, v in wtop:
+            B.say("#   %6d KiB  %s" % (v, k))
+        B.info("watcher.vmrss_kib", ws["VmRSS"], "KiB", "%d")
+        B.info("watcher.pss_kib", wroll.get("Pss", 0), "KiB", "%d")
+        B.info("daemon_plus_watcher.pss_kib", roll.get("Pss", 0) + wroll.get("Pss", 0), "KiB", "%d")
     d.stop()
     return 0
 
@@ -133,4 +167,6 @@ if __name__ == "__main__":
     for opt in ("--pcinumad", "--pcinumactl", "--mkfakesysfs", "--hosts", "--example"):
         ap.add_argument(opt, required=True)
     ap.add_argument("--requests", type=int, default=10000)
+    ap.add_argument("--libvirt-uri", default="test:///default",
+                    help="the watcher's URI (default test:///default); 'none' runs pcinumad without it")
     B.main(lambda: run(ap.parse_args()))

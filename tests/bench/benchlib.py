@@ -209,7 +209,7 @@ def call(path, obj, timeout=30.0, raw=None):
 
 class Daemon:
     def __init__(self, pcinumad, sysfs, workdir, policy="require", extra=(),
-                 wrapper=(), log_path=None, socket_path=None):
+                 wrapper=(), log_path=None, socket_path=None, libvirt_uri="none"):
         self.sock = socket_path or os.path.join(workdir, "hook.sock")
         self.policy_file = os.path.join(workdir, "policy.json")
         with open(self.policy_file, "w") as f:
@@ -218,7 +218,7 @@ class Daemon:
         self.argv = list(wrapper) + [pcinumad, "--sysfs-root", sysfs,
                                      "--policy-file", self.policy_file,
                                      "--socket", self.sock,
-                                     "--libvirt-uri", "none",
+                                     "--libvirt-uri", libvirt_uri,
                                      "--log-target", "stderr"] + list(extra)
         self.proc = None
 

@@ -122,9 +122,13 @@ check "postinst tells to restart libvirtd once" grep -q 'systemctl restart libvi
 files=$(dpkg -L pcinuma)
 
 # (c) What it installed.
-for f in /usr/sbin/pcinumad /usr/sbin/pcinumactl /usr/libexec/pcinuma/pcinuma-hook /usr/bin/pcinuma-capture-host; do
+for f in /usr/sbin/pcinumad /usr/sbin/pcinumactl /usr/libexec/pcinuma/pcinuma-hook \
+         /usr/libexec/pcinuma/pcinuma-watcher /usr/bin/pcinuma-capture-host; do
     check "$f is an executable" test -x "$f"
 done
+check "pcinumad starts its watcher from /usr/libexec/pcinuma/pcinuma-watcher" \
+    sh -c "pcinumad --help | grep -q /usr/libexec/pcinuma/pcinuma-watcher"
+check "pcinumad does not link libvirt (its watcher does)" sh -c "! ldd /usr/sbin/pcinumad | grep -q libvirt"
 for f in /lib/systemd/system/pcinumad.service /lib/systemd/system/pcinumad.socket \
          /usr/lib/systemd/catalog/pcinuma.catalog \
          /usr/share/man/man8/pcinumad.8.gz /usr/share/man/man8/pcinumactl.8.gz \
@@ -151,6 +155,7 @@ ver=$(dpkg-query -W -f='${Version}' pcinuma)
 check "pcinumactl --version says $ver" test "$(pcinumactl --version)" = "pcinumactl $ver"
 check "pcinumad --version says $ver" test "$(pcinumad --version)" = "pcinumad $ver"
 check "pcinuma-hook --version says $ver" test "$("$HOOK" --version)" = "pcinuma-hook $ver"
+check "pcinuma-watcher --version says $ver" test "$(/usr/libexec/pcinuma/pcinuma-watcher --version)" = "pcinuma-watcher $ver"
 check "the hook answers a call without a passthrough device at once" \
     sh -c "echo '<domain/>' | env -i $HOOK vm prepare begin -"
 if command -v man >/dev/null; then

@@ -26,6 +26,12 @@
     reconnected; definitions made before the kill are untouched.
     (Restart by SIGTERM, and a redefinition libvirt rejects, are in
     tests/libvirt/test_integration.py, steps 8b and 8d.)
+(d) The libvirt watcher process (pcinuma-watcher, pcinumad's child) is
+    SIGKILLed: pcinumad logs it, keeps answering hooks, restarts it (a new
+    pid, restarts 1 in status), the new one reconnects and plans a domain
+    defined meanwhile.  pcinumad itself maps no libvirt library.  When
+    pcinumad is SIGKILLed its watcher goes too (no orphan).  A missing
+    watcher program stops pcinumad at start with an error naming the path.
 
 Output: "ok N - ..." / "not ok N - ..." with "#" diagnostics, then
 "N passed, M failed".  Exit 1 on any failure; 77 only when a binary or
@@ -372,6 +378,117 @@ def t_libvirtd_sigkill():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# ---- (d) the watcher process killed -------------------------------------------------------
+
+def proc_ppid(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def maps_libvirt(pid):
+    with open("/proc/%d/maps" % pid) as f:
+        return sorted({l.split()[-1] for l in f if "libvirt" in l and ".so" in l})
+
+
+def t_watcher_sigkill():
+    import test_integration as ti
+    work = os.path.join(td.WORK, "watcher")
+    os.makedirs(work, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="pcinuma-fw-", dir="/tmp")
+    os.chmod(tmp, 0o755)
+    sysfs = os.path.join(tmp, "sys")
+    td.mkfakesysfs(os.path.join(ARGS.hosts, "sample-4n.json"), sysfs)
+    policy = os.path.join(tmp, "policy.json")
+    td.write_policy(policy, "require")
+    s = ti.LvSession(host_uuid="7a3a4b1e-0c55-4f43-9d1c-5e0a6b1f2c3e")
+    daemon = None
+    try:
+        daemon = ti.Daemon(ARGS, tmp, sysfs, policy, s.uid, work)
+        daemon.start(s.uri, wait_connected=False)
+        check(daemon.wait_connected(td.T(RECONNECT_DEADLINE)), "the watcher connects to the session libvirtd")
+        proc = daemon.status()["libvirt"]["process"]
+        wpid = proc["pid"]
+        eq(proc_ppid(wpid), daemon.proc.pid, "the watcher's parent")
+        eq(maps_libvirt(daemon.proc.pid), [], "libvirt libraries mapped in pcinumad")
+        check(maps_libvirt(wpid), "the watcher maps no libvirt library")
+        print("# watcher pid %d (%s), child of pcinumad %d; pcinumad maps no libvirt library"
+              % (wpid, proc["program"], daemon.proc.pid))
+
+        os.kill(wpid, signal.SIGKILL)
+        t0 = time.monotonic()
+        # the hook path does not depend on the watcher
+        r = td.run_hook("gpu-vm-1", "prepare", "begin", td.XML["gpu-vm-1"], daemon.socket)
+        # gpu-vm-1 as written is not planned: require refuses it, and the
+        # refusal comes from the daemon (not from on_unreachable)
+        check(r.rc == 1 and "refusing to start domain gpu-vm-1" in r.err and "unreachable" not in r.err,
+              "a hook call while the watcher is down: %r" % (r,))
+        st = {}
+        while time.monotonic() - t0 < td.T(10):
+            st = (daemon.status() or {}).get("libvirt") or {}
+            p = st.get("process") or {}
+            if p.get("pid") not in (None, wpid) and st.get("connected"):
+                break
+            time.sleep(0.05)
+        p = st.get("process") or {}
+        check(p.get("pid") not in (None, wpid) and st.get("connected"),
+              "no new connected watcher within %.0f s: %s\n%s" % (td.T(10), st, daemon.log()[-1500:]))
+        print("# a new watcher (pid %d) connected %.2f s after the kill" % (p["pid"], time.monotonic() - t0))
+        eq(p.get("restarts"), 1, "restarts in status")
+        contains(p.get("last_exit") or "", "killed by signal 9", "last_exit in status")
+        contains(daemon.log(), "The libvirt watcher (pcinuma-watcher, pid %d) was killed by signal 9" % wpid,
+                 "pcinumad's log")
+        text = daemon.status(text=True) or ""
+        contains(text, "watcher process %d (" % p["pid"], "pcinumactl status")
+        contains(text, "1 restart; the last one was killed by signal 9", "pcinumactl status")
+        s.define(ti.domain_xml("fw-after", ["0000:13:00.0", "0000:33:00.0"], memnodes={0: "0", 1: "1"}))
+        t1 = time.monotonic()
+        x = None
+        while time.monotonic() - t1 < td.T(ti.PLAN_DEADLINE):
+            x = s.dumpxml("fw-after", inactive=True)
+            if ti.is_planned(x):
+                break
+            time.sleep(0.05)
+        check(x is not None and ti.is_planned(x), "fw-after, defined after the restart, was not planned:\n%s"
+              % daemon.log()[-1500:])
+
+        # pcinumad SIGKILLed: its watcher must not outlive it
+        wpid2 = p["pid"]
+        daemon.proc.kill()
+        daemon.proc.wait(10)
+        t2 = time.monotonic()
+        while os.path.exists("/proc/%d" % wpid2) and proc_ppid(wpid2) not in (None, 0) \
+                and time.monotonic() - t2 < td.T(5):
+            time.sleep(0.02)
+        gone = not os.path.exists("/proc/%d" % wpid2)
+        if not gone:
+            with open("/proc/%d/stat" % wpid2) as f:
+                gone = f.read().rsplit(")", 1)[1].split()[0] == "Z"   # a zombie of init's
+        check(gone, "the watcher (pid %d) outlived pcinumad by %.0f s" % (wpid2, td.T(5)))
+        print("# the watcher went %.2f s after pcinumad was SIGKILLed" % (time.monotonic() - t2))
+        daemon.proc = None
+
+        # a missing watcher program: pcinumad refuses to start, naming it
+        missing = os.path.join(tmp, "no-such-watcher")
+        r = subprocess.run([ARGS.pcinumad, "--sysfs-root", sysfs, "--socket", os.path.join(tmp, "x.sock"),
+                            "--policy-file", policy, "--libvirt-uri", s.uri, "--log-target", "stderr",
+                            "--watcher-program", missing],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+        check(r.returncode != 0, "pcinumad started without its watcher program")
+        contains(r.stderr, missing, "pcinumad's error")
+        print("# %s" % r.stderr.strip().splitlines()[-1])
+    finally:
+        if daemon is not None and daemon.alive():
+            daemon.stop()
+        try:
+            s.stop()
+        except Exception as e:   # noqa: BLE001
+            print("# stopping libvirtd: %s" % e)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 # ---- main ----------------------------------------------------------------------------------
 
 def main():
@@ -426,6 +543,8 @@ def main():
             A.sup.close()
         R.run("(c) libvirtd SIGKILLed and restarted: the watcher reconnects within 5 s and catches up",
               t_libvirtd_sigkill)
+        R.run("(d) the watcher process SIGKILLed: pcinumad restarts it and keeps serving; it does not "
+              "outlive pcinumad; a missing watcher program is a clear start error", t_watcher_sigkill)
     finally:
         td.reap_all()
         shutil.rmtree(td.RUNTMP, ignore_errors=True)

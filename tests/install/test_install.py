@@ -61,6 +61,7 @@ def main():
             (os.path.join(sbindir, "pcinumad"), "x"),
             (os.path.join(sbindir, "pcinumactl"), "x"),
             (os.path.join(libexecdir, "pcinuma", "pcinuma-hook"), "x"),
+            (os.path.join(libexecdir, "pcinuma", "pcinuma-watcher"), "x"),
             (os.path.join(bindir, "pcinuma-capture-host"), "x"),
             (os.path.join(mandir, "man8", "pcinumad.8"), "f"),
             (os.path.join(mandir, "man8", "pcinumactl.8"), "f"),
@@ -90,6 +91,12 @@ def main():
         if comp:
             r = subprocess.run(["bash", "-n", comp[0]], capture_output=True, text=True)
             check(r.returncode == 0, "the bash completion is valid bash", r.stderr)
+
+        # pcinumad starts its libvirt watcher from the installed path
+        # (it says which in --help): that must be where meson put it.
+        watcher = os.path.join(libexecdir, "pcinuma", "pcinuma-watcher")
+        r = subprocess.run([there(os.path.join(sbindir, "pcinumad")), "--help"], capture_output=True, text=True)
+        check(watcher in r.stdout, f"the installed pcinumad looks for its watcher at {watcher}", r.stdout[-1500:])
 
         hook = os.path.join(there(opt["libvirt_hooks_dir"]), "pcinuma")
         target = os.path.join(libexecdir, "pcinuma", "pcinuma-hook")

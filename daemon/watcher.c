@@ -1,0 +1,436 @@
+/* The libvirt watcher, pcinumad's side: starts and supervises the
+ * pcinuma-watcher process and plans for it (see watcher.h). */
+#include "watcher.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "log.h"
+#include "manager.h"
+#include "protocol.h"
+
+#ifndef PCINUMA_WATCHER_PATH
+#define PCINUMA_WATCHER_PATH "/usr/libexec/pcinuma/pcinuma-watcher"
+#endif
+
+/* Restart a child that died after RESTART_MIN_MS, doubling up to
+ * RESTART_MAX_MS; one that ran for RESTART_STABLE_USEC starts the count
+ * afresh. */
+#define USEC_PER_MSEC UINT64_C(1000)
+#define USEC_PER_SEC UINT64_C(1000000)
+#define RESTART_MIN_MS 500
+#define RESTART_MAX_MS 30000
+#define RESTART_STABLE_USEC (60 * USEC_PER_SEC)
+#define STOP_TIMEOUT_MS 5000
+
+struct watcher {
+        struct manager *m;
+        sd_event *event;
+        char *program;
+        char *uri;
+        char *log_target;
+
+        pid_t pid;                      /* 0 when not running */
+        uint64_t started_usec;
+        int fd;                         /* our end of the socketpair, -1 when not running */
+        sd_event_source *io_src, *child_src, *restart_timer;
+        struct proto_decoder dec;
+        char *out;                      /* frames not yet written */
+        size_t out_len;
+        unsigned restarts;
+        int restart_ms;
+        char *last_exit;                /* how the last child ended */
+
+        /* the child's last report; counts from earlier children add up in base_* */
+        bool connected;
+        uint64_t n_redefined, n_failed, base_redefined, base_failed;
+        char *last_error;
+};
+
+static uint64_t now_usec(clockid_t clock) {
+        struct timespec ts;
+        clock_gettime(clock, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+}
+
+char *watcher_find_program(void) {
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n > 0) {
+                self[n] = 0;
+                char *slash = strrchr(self, '/');
+                if (slash) {
+                        *slash = 0;
+                        char *p = xasprintf("%s/pcinuma-watcher", self);
+                        if (access(p, X_OK) == 0)
+                                return p;
+                        free(p);
+                }
+        }
+        return xstrdup(PCINUMA_WATCHER_PATH);
+}
+
+static void child_gone(struct watcher *w);
+static int spawn(struct watcher *w);
+
+/* --- writing ---------------------------------------------------------- */
+
+static void flush_out(struct watcher *w) {
+        size_t off = 0;
+        while (off < w->out_len) {
+                ssize_t n = write(w->fd, w->out + off, w->out_len - off);
+                if (n > 0) {
+                        off += (size_t) n;
+                        continue;
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                break;          /* EAGAIN: wait for EPOLLOUT; an error shows as a hangup */
+        }
+        memmove(w->out, w->out + off, w->out_len - off);
+        w->out_len -= off;
+        (void) sd_event_source_set_io_events(w->io_src, EPOLLIN | (w->out_len ? EPOLLOUT : 0));
+}
+
+static void send_msg(struct watcher *w, json_object *o) {
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        if (w->fd < 0 || proto_frame_encode(o, &buf, &len) < 0)
+                return;
+        w->out = xrealloc(w->out, w->out_len + len);
+        memcpy(w->out + w->out_len, buf, len);
+        w->out_len += len;
+        flush_out(w);
+}
+
+/* --- reading ---------------------------------------------------------- */
+
+static const char *get_str(json_object *o, const char *key) {
+        json_object *v = NULL;
+        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+static void on_plan(struct watcher *w, json_object *o) {
+        json_object *id = NULL;
+        const char *xml = get_str(o, "xml");
+        if (!xml || !json_object_object_get_ex(o, "id", &id)) {
+                log_msg(LOG_WARNING, "pcinuma-watcher sent a plan request without id or xml; ignoring it");
+                return;
+        }
+        struct redefine_plan p = {0};
+        manager_plan_redefine(w->m, xml, (size_t) json_object_get_string_len(json_object_object_get(o, "xml")), &p);
+
+        _cleanup_json_ json_object *a = json_object_new_object();
+        json_object_object_add(a, "type", json_object_new_string("planned"));
+        json_object_object_add(a, "id", json_object_get(id));
+        json_object_object_add(a, "redefine", json_object_new_boolean(p.redefine));
+        json_object_object_add(a, "xml", p.out_xml ? json_object_new_string(p.out_xml) : NULL);
+        json_object_object_add(a, "summary", p.summary ? json_object_new_string(p.summary) : NULL);
+        json_object_object_add(a, "prio", json_object_new_int(p.prio));
+        json_object *fields = json_object_new_array();
+        for (size_t i = 0; i < p.fields.n; i++) {
+                json_object *kv = json_object_new_array();
+                json_object_array_add(kv, json_object_new_string(p.fields.v[i].key));
+                json_object_array_add(kv, json_object_new_string(p.fields.v[i].value));
+                json_object_array_add(fields, kv);
+        }
+        json_object_object_add(a, "fields", fields);
+        redefine_plan_done(&p);
+        send_msg(w, a);
+}
+
+static void on_status(struct watcher *w, json_object *o) {
+        json_object *v = NULL;
+        bool was = w->connected;
+        w->connected = json_object_object_get_ex(o, "connected", &v) && json_object_get_boolean(v);
+        if (json_object_object_get_ex(o, "redefinitions", &v))
+                w->n_redefined = (uint64_t) json_object_get_int64(v);
+        if (json_object_object_get_ex(o, "failures", &v))
+                w->n_failed = (uint64_t) json_object_get_int64(v);
+        const char *e = get_str(o, "last_error");
+        free(w->last_error);
+        w->last_error = e ? xstrdup(e) : NULL;
+        if (w->connected && !was)
+                w->restart_ms = RESTART_MIN_MS;
+}
+
+static void handle_msg(struct watcher *w, json_object *o) {
+        const char *type = get_str(o, "type");
+        if (type && streq(type, "plan"))
+                on_plan(w, o);
+        else if (type && streq(type, "status"))
+                on_status(w, o);
+        else
+                log_msg(LOG_WARNING, "pcinuma-watcher sent a message of unknown type %s; ignoring it", type ? type : "(none)");
+}
+
+static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        struct watcher *w = userdata;
+        if (revents & EPOLLOUT)
+                flush_out(w);
+        if (!(revents & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+                return 0;
+        char buf[65536];
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        if (n <= 0) {
+                /* It closed its end: it is exiting (the child source reports how). */
+                w->io_src = sd_event_source_disable_unref(w->io_src);
+                return 0;
+        }
+        size_t off = 0;
+        while (off < (size_t) n) {
+                size_t used = 0;
+                json_object *o = NULL;
+                _cleanup_free_ char *err = NULL;
+                int r = proto_decoder_feed(&w->dec, buf + off, (size_t) n - off, &used, &o, &err);
+                if (r < 0) {
+                        log_msg(LOG_ERR, "pcinuma-watcher (pid %d) sent a bad message (%s); stopping it", (int) w->pid, err ? err : "?");
+                        proto_decoder_reset(&w->dec);
+                        (void) kill(w->pid, SIGKILL);
+                        w->io_src = sd_event_source_disable_unref(w->io_src);
+                        return 0;
+                }
+                off += used;
+                if (r == 0)
+                        break;
+                handle_msg(w, o);
+                json_object_put(o);
+        }
+        return 0;
+}
+
+/* --- the child's life ------------------------------------------------- */
+
+static void close_link(struct watcher *w) {
+        w->io_src = sd_event_source_disable_unref(w->io_src);
+        if (w->fd >= 0)
+                (void) close(w->fd);
+        w->fd = -1;
+        free(w->out);
+        w->out = NULL;
+        w->out_len = 0;
+        proto_decoder_reset(&w->dec);
+}
+
+static char *describe_exit(const siginfo_t *si) {
+        if (si->si_code == CLD_EXITED)
+                return xasprintf("exited with status %d", si->si_status);
+        return xasprintf("was killed by signal %d (%s)", si->si_status, strsignal(si->si_status));
+}
+
+static int on_restart(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct watcher *w = userdata;
+        w->restarts++;
+        (void) spawn(w);
+        return 0;
+}
+
+static void schedule_restart(struct watcher *w) {
+        int ms = w->restart_ms;
+        w->restart_ms = ms * 2 > RESTART_MAX_MS ? RESTART_MAX_MS : ms * 2;
+        int r = sd_event_source_set_time_relative(w->restart_timer, (uint64_t) ms * USEC_PER_MSEC);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(w->restart_timer, SD_EVENT_ONESHOT);
+        if (r < 0)
+                log_errno(LOG_ERR, r, "Cannot schedule a restart of pcinuma-watcher: %m; domains are not redefined until pcinumad restarts");
+}
+
+static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
+        struct watcher *w = userdata;
+        _cleanup_free_ char *how = describe_exit(si);
+        bool stable = now_usec(CLOCK_MONOTONIC) - w->started_usec >= RESTART_STABLE_USEC;
+        if (stable)
+                w->restart_ms = RESTART_MIN_MS;
+        free(w->last_exit);
+        w->last_exit = xstrdup(how);
+        struct log_fields f = {0};
+        log_fields_add(&f, "PCINUMA_LIBVIRT_URI", "%s", w->uri);
+        log_event(LOG_ERR, PCINUMA_MID_LIBVIRT_CONNECTION, &f,
+                  "The libvirt watcher (pcinuma-watcher, pid %d) %s; restarting it in %d ms", (int) w->pid, how, w->restart_ms);
+        log_fields_done(&f);
+        child_gone(w);
+        free(w->last_error);
+        w->last_error = xasprintf("pcinuma-watcher %s", how);
+        schedule_restart(w);
+        return 0;
+}
+
+static void child_gone(struct watcher *w) {
+        w->base_redefined += w->n_redefined;
+        w->base_failed += w->n_failed;
+        w->n_redefined = w->n_failed = 0;
+        w->child_src = sd_event_source_disable_unref(w->child_src);
+        close_link(w);
+        w->pid = 0;
+        w->connected = false;
+}
+
+static int spawn(struct watcher *w) {
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+                int r = log_errno(LOG_ERR, -errno, "Cannot create the socket for pcinuma-watcher: %m");
+                schedule_restart(w);
+                return r;
+        }
+        char *argv[] = { w->program, (char *) "--uri", w->uri, (char *) "--log-target", w->log_target, NULL };
+        pid_t parent = getpid();
+        pid_t pid = fork();
+        if (pid < 0) {
+                int r = log_errno(LOG_ERR, -errno, "Cannot start pcinuma-watcher: fork: %m");
+                (void) close(sv[0]);
+                (void) close(sv[1]);
+                schedule_restart(w);
+                return r;
+        }
+        if (pid == 0) {
+                /* Async-signal-safe calls only until exec. */
+                sigset_t none;
+                sigemptyset(&none);
+                (void) sigprocmask(SIG_SETMASK, &none, NULL);
+                (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
+                if (getppid() != parent)
+                        _exit(0);
+                if (dup2(sv[1], 3) < 0)     /* dup2 clears FD_CLOEXEC on the copy */
+                        _exit(127);
+                execv(w->program, argv);
+                static const char msg[] = "pcinumad: cannot execute the libvirt watcher program\n";
+                (void) !write(STDERR_FILENO, msg, sizeof msg - 1);
+                _exit(127);
+        }
+        (void) close(sv[1]);
+        w->fd = sv[0];
+        w->pid = pid;
+        w->started_usec = now_usec(CLOCK_MONOTONIC);
+        (void) fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) | O_NONBLOCK);
+
+        int r = sd_event_add_io(w->event, &w->io_src, w->fd, EPOLLIN, on_io, w);
+        if (r >= 0) {
+                (void) sd_event_source_set_description(w->io_src, "libvirt-watcher-link");
+                r = sd_event_add_child(w->event, &w->child_src, pid, WEXITED, on_child, w);
+        }
+        if (r < 0) {
+                log_errno(LOG_ERR, r, "Cannot watch pcinuma-watcher (pid %d): %m; stopping it", (int) pid);
+                (void) kill(pid, SIGKILL);
+                (void) waitpid(pid, NULL, 0);
+                child_gone(w);
+                schedule_restart(w);
+                return r;
+        }
+        (void) sd_event_source_set_description(w->child_src, "libvirt-watcher-process");
+        log_msg(LOG_INFO, "Started the libvirt watcher for %s (%s, pid %d)", w->uri, w->program, (int) pid);
+        return 0;
+}
+
+/* --- the API ------------------------------------------------------------ */
+
+static void send_recheck(struct watcher *w, const char *uuid) {
+        if (!w || w->fd < 0)
+                return;   /* a (re)started watcher checks every domain anyway */
+        _cleanup_json_ json_object *o = json_object_new_object();
+        json_object_object_add(o, "type", json_object_new_string("recheck"));
+        if (uuid)
+                json_object_object_add(o, "uuid", json_object_new_string(uuid));
+        send_msg(w, o);
+}
+
+void watcher_recheck_all(struct watcher *w) {
+        send_recheck(w, NULL);
+}
+
+void watcher_recheck_domain(struct watcher *w, const char *uuid) {
+        if (uuid && strlen(uuid) < 64)
+                send_recheck(w, uuid);
+}
+
+int watcher_start(struct manager *m, sd_event *e, const char *program, const char *uri, const char *log_target,
+                  struct watcher **ret) {
+        struct watcher *w = xcalloc(1, sizeof(*w));
+        w->m = m;
+        w->event = sd_event_ref(e);
+        w->program = xstrdup(program);
+        w->uri = xstrdup(uri);
+        w->log_target = xstrdup(log_target);
+        w->fd = -1;
+        w->restart_ms = RESTART_MIN_MS;
+
+        if (access(program, X_OK) < 0) {
+                int r = log_errno(LOG_ERR, -errno, "Cannot start the libvirt watcher: %s: %m", program);
+                watcher_stop(w);
+                return r;
+        }
+        int r = sd_event_add_time_relative(e, &w->restart_timer, CLOCK_MONOTONIC, 0, 0, on_restart, w);
+        if (r < 0) {
+                log_errno(LOG_ERR, r, "Cannot start the libvirt watcher: timer: %m");
+                watcher_stop(w);
+                return r;
+        }
+        (void) sd_event_source_set_enabled(w->restart_timer, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(w->restart_timer, "libvirt-watcher-restart");
+        r = spawn(w);
+        if (r < 0) {
+                watcher_stop(w);
+                return r;
+        }
+        *ret = w;
+        return 0;
+}
+
+struct watcher *watcher_stop(struct watcher *w) {
+        if (!w)
+                return NULL;
+        if (w->pid > 0) {
+                pid_t pid = w->pid;
+                w->child_src = sd_event_source_disable_unref(w->child_src);
+                /* EOF on its socket tells it to go; SIGTERM in case it is
+                 * inside a libvirt call; SIGKILL if it still has not gone. */
+                close_link(w);
+                (void) kill(pid, SIGTERM);
+                int status;
+                bool reaped = false;
+                for (int waited = 0; waited < STOP_TIMEOUT_MS && !reaped; waited += 10) {
+                        pid_t r = waitpid(pid, &status, WNOHANG);
+                        if (r == pid || (r < 0 && errno != EINTR))
+                                reaped = true;
+                        else
+                                (void) usleep(10000);
+                }
+                if (!reaped) {
+                        log_msg(LOG_WARNING, "pcinuma-watcher (pid %d) did not stop within %d ms; killing it", (int) pid, STOP_TIMEOUT_MS);
+                        (void) kill(pid, SIGKILL);
+                        (void) waitpid(pid, &status, 0);
+                }
+        }
+        close_link(w);
+        sd_event_source_disable_unref(w->restart_timer);
+        sd_event_unref(w->event);
+        free(w->program);
+        free(w->uri);
+        free(w->log_target);
+        free(w->last_exit);
+        free(w->last_error);
+        free(w);
+        return NULL;
+}
+
+json_object *watcher_status(struct watcher *w) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "uri", json_object_new_string(w->uri));
+        json_object_object_add(o, "connected", json_object_new_boolean(w->connected));
+        json_object_object_add(o, "redefinitions", json_object_new_int64((int64_t) (w->base_redefined + w->n_redefined)));
+        json_object_object_add(o, "failures", json_object_new_int64((int64_t) (w->base_failed + w->n_failed)));
+        json_object_object_add(o, "last_error", w->last_error ? json_object_new_string(w->last_error) : NULL);
+        json_object *p = json_object_new_object();
+        json_object_object_add(p, "program", json_object_new_string(w->program));
+        json_object_object_add(p, "pid", w->pid > 0 ? json_object_new_int((int) w->pid) : NULL);
+        json_object_object_add(p, "restarts", json_object_new_int((int) w->restarts));
+        json_object_object_add(p, "last_exit", w->last_exit ? json_object_new_string(w->last_exit) : NULL);
+        json_object_object_add(o, "process", p);
+        return o;
+}
