@@ -177,10 +177,74 @@ struct domain *domain_free(struct domain *d) {
         if (!d)
                 return NULL;
         model_clear(d);
+        /* Before the document: freeing a node reads its document's dictionary. */
+        for (size_t i = 0; i < d->n_kept; i++)
+                xmlFreeNode(d->kept[i]);
+        free(d->kept);
         if (d->doc)
                 xmlFreeDoc(d->doc);
         free(d);
         return NULL;
+}
+
+/* A copy of the n elements of a (of size 'size'), with the capacity
+ * grow_array() implies for n, so GROW() keeps working on it. */
+static void *array_dup(const void *a, size_t n, size_t size) {
+        if (n == 0)
+                return NULL;
+        size_t cap = 4;
+        while (cap < n)
+                cap *= 2;
+        void *r = xreallocarray(NULL, cap, size);
+        memcpy(r, a, n * size);
+        return r;
+}
+
+static char *strdup_null(const char *s) {
+        return s ? xstrdup(s) : NULL;
+}
+
+void domain_snapshot(struct domain *d, struct domain **ret) {
+        struct domain *m = xmalloc(sizeof(*m));
+        *m = *d;
+        m->doc = NULL;
+        m->keep_removed = false;
+        m->kept = NULL;
+        m->n_kept = 0;
+        m->name = strdup_null(d->name);
+        m->uuid = strdup_null(d->uuid);
+        m->arch = strdup_null(d->arch);
+        m->machine = strdup_null(d->machine);
+        m->firmware = strdup_null(d->firmware);
+        m->requested_policy = strdup_null(d->requested_policy);
+        m->policy_tag = strdup_null(d->policy_tag);
+        m->cells = array_dup(d->cells, d->n_cells, sizeof(*d->cells));
+        for (size_t i = 0; i < d->n_cells; i++) {
+                bitmap_copy(&m->cells[i].cpus, &d->cells[i].cpus);
+                bitmap_copy(&m->cells[i].host_nodes, &d->cells[i].host_nodes);
+        }
+        m->hostdevs = array_dup(d->hostdevs, d->n_hostdevs, sizeof(*d->hostdevs));
+        m->controllers = array_dup(d->controllers, d->n_controllers, sizeof(*d->controllers));
+        m->pci_uses = array_dup(d->pci_uses, d->n_pci_uses, sizeof(*d->pci_uses));
+        m->vcpupins = array_dup(d->vcpupins, d->n_vcpupins, sizeof(*d->vcpupins));
+        for (size_t i = 0; i < d->n_vcpupins; i++)
+                bitmap_copy(&m->vcpupins[i].cpuset, &d->vcpupins[i].cpuset);
+        m->memnodes = array_dup(d->memnodes, d->n_memnodes, sizeof(*d->memnodes));
+        for (size_t i = 0; i < d->n_memnodes; i++)
+                bitmap_copy(&m->memnodes[i].nodeset, &d->memnodes[i].nodeset);
+        bitmap_copy(&m->vcpu_cpuset, &d->vcpu_cpuset);
+        bitmap_copy(&m->numatune_memory, &d->numatune_memory);
+
+        d->keep_removed = true;
+        *ret = m;
+}
+
+void domain_remove_node(struct domain *d, xmlNodePtr e) {
+        xmlUnlinkNode(e);
+        if (d->keep_removed && e->type == XML_ELEMENT_NODE)
+                *GROW(d->kept, d->n_kept) = e;
+        else
+                xmlFreeNode(e);
 }
 
 /* Guest CPU and NUMA numbers are bounded so a hostile XML cannot make us
@@ -573,9 +637,11 @@ int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_er
         if (!ctxt)
                 abort();
         /* NONET: never fetch anything; no NOENT: never substitute entities;
-         * no HUGE: keep libxml2's depth and size limits. */
+         * no HUGE: keep libxml2's depth and size limits.  COMPACT: a short
+         * text (most attribute values) lives in its node instead of a
+         * malloc'ed string of its own. */
         xmlDocPtr doc = xmlCtxtReadMemory(ctxt, buf, (int) len, "domain.xml", NULL,
-                                          XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+                                          XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_COMPACT);
         if (!doc) {
                 const xmlError *e = xmlCtxtGetLastError(ctxt);
                 int r = set_error(ret_error, -EINVAL, "malformed domain XML: line %d: %s",

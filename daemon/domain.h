@@ -112,6 +112,13 @@ struct domain {
         xmlNodePtr mark;                /* <pcinuma:topology>, or NULL */
         char *requested_policy;         /* <pcinuma:policy name=...> */
         char *policy_tag;               /* <pcinuma:policy tag=...> */
+
+        /* After domain_snapshot(): the elements that edits took out of
+         * doc, unlinked but kept so that the snapshot's pointers stay
+         * valid; freed with doc. */
+        bool keep_removed;
+        xmlNodePtr *kept;
+        size_t n_kept;
 };
 
 /* Parse buf[0..len).  Errors (-EINVAL, -EFBIG) come with *ret_error naming
@@ -127,6 +134,22 @@ int domain_copy(const struct domain *d, struct domain **ret, char **ret_error);
 /* Re-read the model from d->doc after the document was edited (the old
  * arrays are freed; the document is kept). */
 int domain_reload(struct domain *d, char **ret_error);
+
+/* A snapshot of d's model, to edit d's document in place and still read
+ * the domain as it was, without a copy of the document: *ret gets a copy
+ * of d's model (arrays, strings, bitmaps) that points into d->doc (its
+ * elements, the mark) and has no document of its own.  From then on, the
+ * elements the rewriter takes out of d's document are kept, unlinked,
+ * until d is freed, so every node *ret points to stays readable as long
+ * as d lives; the rewriter's edits leave what *ret reads alone (the mark
+ * is unlinked whole, controller models are never changed in place, the
+ * rest was parsed into the model).  *ret must not be read after d is
+ * freed; freeing it touches no node. */
+void domain_snapshot(struct domain *d, struct domain **ret);
+
+/* Unlink element e from d's document and free it, or keep it (see
+ * domain_snapshot()). */
+void domain_remove_node(struct domain *d, xmlNodePtr e);
 
 /* Fill cells[].host_nodes and .backing from <numatune> and the pinning,
  * mapped through the host's CPU lists (design §5).  A nodeset naming a

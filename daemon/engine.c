@@ -78,14 +78,25 @@ static bool mark_matches(xmlNodePtr mark, const struct plan *p, const struct dom
 
 int engine_plan(const char *xml, size_t len, const struct hostmap *h, const struct policy *pol,
                 const enum policy_mode *forced, struct engine_result **ret, char **ret_error) {
-        _cleanup_domain_ struct domain *cur = NULL;
+        _cleanup_(engine_result_freep) struct engine_result *res = xcalloc(1, sizeof(*res));
         int r;
 
-        r = domain_parse(xml, len, &cur, ret_error);
+        r = domain_parse(xml, len, &res->base, ret_error);
         if (r < 0)
                 return r;
 
-        _cleanup_(engine_result_freep) struct engine_result *res = xcalloc(1, sizeof(*res));
+        /* The plan is always made for the domain as it was before any
+         * earlier plan: the input, reverted.  That makes planning
+         * idempotent and lets a changed host map re-plan from scratch.
+         * The input as it is ('cur') is still needed, to compare with the
+         * plan: a snapshot of its model, taken before the document is
+         * reverted in place (one parse, no copy of the document).
+         * Without a mark the two are the same. */
+        _cleanup_domain_ struct domain *snapshot = NULL;
+        if (res->base->mark)
+                domain_snapshot(res->base, &snapshot);
+        const struct domain *cur = snapshot ? snapshot : res->base;
+
         if (forced) {
                 /* The feature switches keep their defaults. */
                 res->settings = policy_settings_default(*forced);
@@ -100,13 +111,6 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
                 policy_resolve(pol, &subj, &res->settings, &res->policy_origin);
         }
 
-        /* The plan is always made for the domain as it was before any
-         * earlier plan: a second copy, reverted.  That makes planning
-         * idempotent and lets a changed host map re-plan from scratch. */
-        /* A copy of the parsed tree: cheaper than parsing the text twice. */
-        r = domain_copy(cur, &res->base, ret_error);
-        if (r < 0)
-                return r;
         if (cur->mark) {
                 r = rewrite_revert(res->base, &res->revert_warning, ret_error);
                 if (r < 0)

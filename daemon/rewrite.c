@@ -30,14 +30,14 @@ static char *indent_of(xmlNodePtr e) {
         return xstrdup(nl ? nl + 1 : s);
 }
 
-static void unlink_unit(xmlNodePtr e) {
+/* Remove element e from d's document (freed, or kept: domain_split()). */
+static void unlink_unit(struct domain *d, xmlNodePtr e) {
         if (is_ws_text(e->prev)) {
                 xmlNodePtr ws = e->prev;
                 xmlUnlinkNode(ws);
                 xmlFreeNode(ws);
         }
-        xmlUnlinkNode(e);
-        xmlFreeNode(e);
+        domain_remove_node(d, e);
 }
 
 static void insert_unit_before(xmlNodePtr ref, xmlNodePtr e) {
@@ -363,9 +363,9 @@ static void append_child_unit(xmlNodePtr parent, xmlNodePtr e) {
 /* Remove e; if its parent has no element children left, drop the parent's
  * remaining white space too, so an element that was empty (<cell/>) is
  * empty again. */
-static void remove_child_unit(xmlNodePtr e) {
+static void remove_child_unit(struct domain *d, xmlNodePtr e) {
         xmlNodePtr parent = e->parent;
-        unlink_unit(e);
+        unlink_unit(d, e);
         if (parent && !last_element_child(parent))
                 while (parent->children) {
                         xmlNodePtr c = parent->children;
@@ -412,7 +412,7 @@ static void revert_distances(struct domain *d) {
         for (xmlNodePtr c = numa ? numa->children : NULL; c; c = c->next) {
                 xmlNodePtr dist = xml_is(c, "cell") ? xml_child(c, "distances") : NULL;
                 if (dist)
-                        remove_child_unit(dist);
+                        remove_child_unit(d, dist);
         }
 }
 
@@ -470,14 +470,14 @@ static void revert_pcihole64(struct domain *d, xmlNodePtr mark) {
         if (!rootc)
                 return;
         if (created && streq(created, "yes")) {
-                unlink_unit(rootc);
+                unlink_unit(d, rootc);
                 return;
         }
         xmlNodePtr hole = xml_child(rootc, "pcihole64");
         if (!orig || !hole)
                 return;
         if (streq(orig, "none")) {
-                remove_child_unit(hole);
+                remove_child_unit(d, hole);
                 return;
         }
         xmlNodeSetContent(hole, (const xmlChar *) orig);
@@ -532,7 +532,7 @@ static void revert_ovmf_mmio64(struct domain *d, xmlNodePtr mark) {
                     !xmlStrEqual(cl->name, (const xmlChar *) "commandline"))
                         continue;
                 if (streq(how, "created"))
-                        unlink_unit(cl);
+                        unlink_unit(d, cl);
                 else
                         /* Our two args: "-fw_cfg" followed by the aperture. */
                         for (xmlNodePtr a = cl->children; a; a = a->next) {
@@ -542,9 +542,9 @@ static void revert_ovmf_mmio64(struct domain *d, xmlNodePtr mark) {
                                 xmlNodePtr prev = a->prev;
                                 while (prev && prev->type != XML_ELEMENT_NODE)
                                         prev = prev->prev;
-                                remove_child_unit(a);
+                                remove_child_unit(d, a);
                                 if (prev)
-                                        remove_child_unit(prev);
+                                        remove_child_unit(d, prev);
                                 break;
                         }
                 break;
@@ -725,7 +725,7 @@ int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
 
         /* Prune, then add. */
         for (size_t i = 0; i < p->n_pruned; i++)
-                unlink_unit(pruned_elems[i]);
+                unlink_unit(d, pruned_elems[i]);
         r = add_controllers(d, p, ret_error);
         if (r < 0)
                 goto out;
@@ -872,7 +872,7 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
                                                                      elem_has_model(e, "pcie-switch-downstream-port"))
                                           : elem_has_model(e, model));
                         if (ours)
-                                unlink_unit(e);
+                                unlink_unit(d, e);
                 }
                 if (streq(name, "managed")) {
                         struct domain_hostdev tmp = { .kind = DOMAIN_HOSTDEV_PCI };
@@ -928,7 +928,7 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
                                 *GROW(lost, n_lost) = removed[i].index;
                                 continue;
                         }
-                        unlink_unit(existing);
+                        unlink_unit(d, existing);
                 }
                 xmlNodePtr e = parse_fragment(devices, removed[i].xml, ret_error);
                 if (!e) {
@@ -991,7 +991,7 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
                         }
                 }
                 if (addr)
-                        unlink_unit(addr);
+                        unlink_unit(d, addr);
         }
 
         single_slots = xml_prop(mark, "single-function-slots");
@@ -1008,10 +1008,10 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
 
         created = xml_prop(mark, "metadata-created");
         xmlNodePtr md = mark->parent;
-        unlink_unit(mark);
+        unlink_unit(d, mark);
         d->mark = NULL;
         if (created && streq(created, "yes") && md && !last_element_child(md))
-                unlink_unit(md);
+                unlink_unit(d, md);
 
         r = domain_reload(d, ret_error);
         if (r >= 0) {

@@ -239,6 +239,13 @@ bool bitmap_equal(const struct bitmap *a, const struct bitmap *b) {
         return true;
 }
 
+void bitmap_copy(struct bitmap *dst, const struct bitmap *src) {
+        dst->n_words = src->n_words;
+        dst->bits = src->n_words ? xreallocarray(NULL, src->n_words, sizeof(uint64_t)) : NULL;
+        if (src->n_words)
+                memcpy(dst->bits, src->bits, src->n_words * sizeof(uint64_t));
+}
+
 void bitmap_done(struct bitmap *b) {
         free(b->bits);
         b->bits = NULL;

@@ -117,6 +117,8 @@ bool bitmap_intersects(const struct bitmap *a, const struct bitmap *b);
 void bitmap_or(struct bitmap *dst, const struct bitmap *src);
 bool bitmap_equal(const struct bitmap *a, const struct bitmap *b);
 void bitmap_done(struct bitmap *b);
+/* *dst becomes a copy of *src (whatever *dst held is not freed). */
+void bitmap_copy(struct bitmap *dst, const struct bitmap *src);
 /* Parse a Linux/libvirt list such as "0-3,8,10-11" (libvirt's "^N"
  * exclusions are honoured).  'max' bounds each number.  An empty string
  * yields an empty set. */
