@@ -361,6 +361,52 @@ static void test_bad_payloads(void **state) {
         }
 }
 
+/* The decoder reads well-formed payloads on a fast path and hands the rest
+ * to json-c's tokener: either way the objects are the ones the tokener
+ * makes (the same types, values and key order). */
+static void test_decoder_same_as_tokener(void **state) {
+        (void) state;
+        static const char *const payloads[] = {
+                /* the fast path */
+                "{\"version\":1,\"type\":\"hook\",\"argv\":[\"a\",\"b\",\"c\",\"-\"],\"xml\":\"<d a=\\\"1\\\">\\n\\t\\r</d>\"}",
+                "{\"s\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u0001\\u001f\\u007f caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 0123456789abcdef\"}",
+                " {\"a\" : [ ] , \"b\":{ }, \"c\":[1,23,{\"d\":[0]}], \"e\":123456789012345678}\n",
+                "{\"xml_invalid_utf8\":42,\"long\":\"" "0123456789012345678901234567890123456789\\n0123456789\\\"0123\"}",
+                /* what the fast path leaves to the tokener */
+                "{\"u\":\"\\u00e9\\u20ac\\ud83d\\ude00\"}",
+                "{\"n\":-1,\"f\":1.5,\"e\":1e3,\"big\":1234567890123456789,\"t\":true,\"x\":false,\"z\":null}",
+                "{\"a\":1,\"a\":2}",
+                "{\"tab\":\"raw\ttab\"}",
+                "{\"deep\":[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]}",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(payloads); i++) {
+                const char *p = payloads[i];
+                _cleanup_json_ json_object *o = NULL, *want = NULL;
+                _cleanup_free_ char *err = NULL;
+                json_tokener *tok = json_tokener_new();
+
+                json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+                want = json_tokener_parse_ex(tok, p, (int) strlen(p) + 1);
+                json_tokener_free(tok);
+                assert_non_null(want);
+                assert_int_equal(decode_payload(p, &o, &err), 1);
+                assert_null(err);
+                assert_true(json_object_equal(o, want));
+                _cleanup_free_ char *a = xstrdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+                assert_string_equal(a, json_object_to_json_string_ext(want, JSON_C_TO_STRING_PLAIN));
+        }
+        /* Errors come from the tokener, as before. */
+        char *e = payload_error("{\"a\":\"\\u0041\",}");
+        assert_true(strncmp(e, "payload is not JSON: ", 21) == 0);
+        free(e);
+        e = payload_error("{\"a\":\"caf\xc3\"}");
+        assert_true(strncmp(e, "payload is not JSON: ", 21) == 0);
+        free(e);
+        e = payload_error("{\"a\":01}");
+        assert_true(strncmp(e, "payload is not JSON: ", 21) == 0);
+        free(e);
+}
+
 /* After an error and a reset, the decoder decodes the next frame. */
 static void test_reset_after_error(void **state) {
         (void) state;
@@ -628,6 +674,7 @@ int main(void) {
                 cmocka_unit_test(test_length_zero),
                 cmocka_unit_test(test_oversize),
                 cmocka_unit_test(test_bad_payloads),
+                cmocka_unit_test(test_decoder_same_as_tokener),
                 cmocka_unit_test(test_reset_after_error),
                 cmocka_unit_test(test_request_errors),
                 cmocka_unit_test(test_request_short_argv),
