@@ -21,25 +21,65 @@ bool xml_is(xmlNodePtr n, const char *name) {
         return n && n->type == XML_ELEMENT_NODE && !n->ns && xmlStrEqual(n->name, (const xmlChar *) name);
 }
 
+const char *xml_prop_ref(xmlNodePtr n, const char *name, char **buf) {
+        *buf = NULL;
+        if (!n || n->type != XML_ELEMENT_NODE)
+                return NULL;
+        if (n->doc && n->doc->intSubset) {
+                /* DTD default attributes: libxml2's own lookup. */
+                xmlChar *v = xmlGetNoNsProp(n, (const xmlChar *) name);
+                if (!v)
+                        return NULL;
+                *buf = xstrdup((const char *) v);
+                xmlFree(v);
+                return *buf;
+        }
+        for (xmlAttrPtr a = n->properties; a; a = a->next) {
+                if (a->ns || !xmlStrEqual(a->name, (const xmlChar *) name))
+                        continue;
+                /* As xmlGetNoNsProp() reads the value. */
+                xmlNodePtr t = a->children;
+                if (!t)
+                        return "";
+                if (!t->next && (t->type == XML_TEXT_NODE || t->type == XML_CDATA_SECTION_NODE))
+                        return (const char *) t->content;
+                xmlChar *v = xmlNodeListGetString(a->doc, t, 1);
+                *buf = xstrdup(v ? (const char *) v : "");
+                xmlFree(v);
+                return *buf;
+        }
+        return NULL;
+}
+
 char *xml_prop(xmlNodePtr n, const char *name) {
-        if (!n)
-                return NULL;
-        xmlChar *v = xmlGetNoNsProp(n, (const xmlChar *) name);
-        if (!v)
-                return NULL;
-        char *r = xstrdup((const char *) v);
-        xmlFree(v);
-        return r;
+        char *buf;
+        const char *v = xml_prop_ref(n, name, &buf);
+        return buf ? buf : v ? xstrdup(v) : NULL;
+}
+
+/* Is attribute 'name' of n there and equal to 'value'? */
+static bool prop_is(xmlNodePtr n, const char *name, const char *value) {
+        _cleanup_free_ char *buf = NULL;
+        const char *v = xml_prop_ref(n, name, &buf);
+        return v && streq(v, value);
 }
 
 static char *xml_text(xmlNodePtr n) {
         if (!n)
                 return NULL;
-        xmlChar *v = xmlNodeGetContent(n);
-        if (!v)
-                return NULL;
+        /* One text node, the usual case, is read in place. */
+        xmlChar *v = NULL;
+        const char *s;
+        if (n->type == XML_ELEMENT_NODE && n->children && !n->children->next && n->children->type == XML_TEXT_NODE &&
+            n->children->content)
+                s = (const char *) n->children->content;
+        else {
+                v = xmlNodeGetContent(n);
+                if (!v)
+                        return NULL;
+                s = (const char *) v;
+        }
         /* trim */
-        char *s = (char *) v;
         while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r')
                 s++;
         size_t l = strlen(s);
@@ -54,35 +94,40 @@ static char *xml_text(xmlNodePtr n) {
  * thousand attributes, and a malloc'ed copy of each showed in profiles.
  * NULL when absent; "" for a value libxml2 did not keep as one text node
  * (it always does without entities, which we refuse). */
+static const char *attr_value(xmlAttrPtr a) {
+        return a->children && a->children->type == XML_TEXT_NODE && !a->children->next && a->children->content
+                       ? (const char *) a->children->content
+                       : "";
+}
+
 static const char *attr_ref(xmlNodePtr n, const char *name) {
         for (xmlAttrPtr a = n ? n->properties : NULL; a; a = a->next)
                 if (!a->ns && xmlStrEqual(a->name, (const xmlChar *) name))
-                        return a->children && a->children->type == XML_TEXT_NODE && !a->children->next &&
-                                               a->children->content
-                                       ? (const char *) a->children->content
-                                       : "";
+                        return attr_value(a);
         return NULL;
 }
 
-/* Parse one attribute of a PCI <address> as libvirt does (base 0, so
- * "0x13" and "19" both work).  An absent attribute is 0. */
-static int addr_attr(xmlNodePtr addr, const char *name, uint64_t max, uint64_t *ret) {
-        const char *v = attr_ref(addr, name);
-        if (!v) {
-                *ret = 0;
-                return 0;
-        }
-        return parse_uint(v, 0, max, ret);
-}
-
+/* A PCI <address>'s attributes, parsed as libvirt does (base 0, so "0x13"
+ * and "19" both work); an absent one is 0.  One pass over the attributes. */
 int xml_parse_pci_address(xmlNodePtr addr, struct pci_addr *ret) {
-        uint64_t dom, bus, slot, fn;
-        if (addr_attr(addr, "domain", UINT32_MAX, &dom) < 0 ||
-            addr_attr(addr, "bus", 0xff, &bus) < 0 ||
-            addr_attr(addr, "slot", 0x1f, &slot) < 0 ||
-            addr_attr(addr, "function", 7, &fn) < 0)
-                return -EINVAL;
-        *ret = (struct pci_addr) { .domain = (uint32_t) dom, .bus = (uint8_t) bus, .slot = (uint8_t) slot, .func = (uint8_t) fn };
+        static const char *const names[4] = { "domain", "bus", "slot", "function" };
+        static const uint64_t max[4] = { UINT32_MAX, 0xff, 0x1f, 7 };
+        const char *v[4] = { NULL, NULL, NULL, NULL };
+        uint64_t n[4] = { 0, 0, 0, 0 };
+
+        for (xmlAttrPtr a = addr ? addr->properties : NULL; a; a = a->next) {
+                if (a->ns)
+                        continue;
+                for (size_t k = 0; k < 4; k++)
+                        if (!v[k] && xmlStrEqual(a->name, (const xmlChar *) names[k])) {
+                                v[k] = attr_value(a);
+                                break;
+                        }
+        }
+        for (size_t k = 0; k < 4; k++)
+                if (v[k] && parse_uint(v[k], 0, max[k], &n[k]) < 0)
+                        return -EINVAL;
+        *ret = (struct pci_addr) { .domain = (uint32_t) n[0], .bus = (uint8_t) n[1], .slot = (uint8_t) n[2], .func = (uint8_t) n[3] };
         return 0;
 }
 
@@ -364,10 +409,10 @@ static int parse_pinning(struct domain *d, xmlNodePtr root, char **ret_error) {
 }
 
 static int parse_controller(struct domain *d, xmlNodePtr c, char **ret_error) {
-        _cleanup_free_ char *type = xml_prop(c, "type");
-        if (!type || !streq(type, "pci"))
+        if (!prop_is(c, "type", "pci"))
                 return 0;
-        _cleanup_free_ char *index = xml_prop(c, "index");
+        _cleanup_free_ char *index_buf = NULL;
+        const char *index = xml_prop_ref(c, "index", &index_buf);
         uint64_t idx = 0;
         /* No index: libvirt gives the lowest free one, once every
          * explicit index is known (see assign_missing_indexes()). */
@@ -389,7 +434,8 @@ static int parse_controller(struct domain *d, xmlNodePtr c, char **ret_error) {
 
         xmlNodePtr target = xml_child(c, "target");
         if (target) {
-                _cleanup_free_ char *busnr = xml_prop(target, "busNr");
+                _cleanup_free_ char *busnr_buf = NULL;
+                const char *busnr = xml_prop_ref(target, "busNr", &busnr_buf);
                 uint64_t v;
                 if (busnr) {
                         if (parse_uint(busnr, 0, 255, &v) < 0)
@@ -448,7 +494,8 @@ static int parse_uuid(const char *s, char out[37]) {
 static int parse_hostdev(struct domain *d, xmlNodePtr e, bool is_interface, char **ret_error) {
         struct domain_hostdev hd = { .elem = e, .is_interface = is_interface, .managed = -1 };
         {
-                _cleanup_free_ char *managed = xml_prop(e, "managed");
+                _cleanup_free_ char *buf = NULL;
+                const char *managed = xml_prop_ref(e, "managed", &buf);
                 if (managed)
                         hd.managed = streq(managed, "yes") ? 1 : 0;
         }
@@ -458,8 +505,9 @@ static int parse_hostdev(struct domain *d, xmlNodePtr e, bool is_interface, char
         const char *what = is_interface ? "<interface type='hostdev'>" : "<hostdev>";
 
         if (!is_interface) {
-                _cleanup_free_ char *mode = xml_prop(e, "mode");
-                _cleanup_free_ char *type = xml_prop(e, "type");
+                _cleanup_free_ char *mode_buf = NULL, *type_buf = NULL;
+                const char *mode = xml_prop_ref(e, "mode", &mode_buf);
+                const char *type = xml_prop_ref(e, "type", &type_buf);
                 if (mode && !streq(mode, "subsystem"))
                         return 0;
                 if (!type)
@@ -467,8 +515,7 @@ static int parse_hostdev(struct domain *d, xmlNodePtr e, bool is_interface, char
                 if (streq(type, "mdev")) {
                         /* Only vfio-pci mdevs sit on the guest's PCI bus;
                          * vfio-ccw and vfio-ap do not. */
-                        _cleanup_free_ char *model = xml_prop(e, "model");
-                        if (!model || !streq(model, "vfio-pci"))
+                        if (!prop_is(e, "model", "vfio-pci"))
                                 return 0;
                         hd.kind = DOMAIN_HOSTDEV_MDEV;
                         _cleanup_free_ char *uuid = xml_prop(saddr, "uuid");
@@ -489,7 +536,8 @@ static int parse_hostdev(struct domain *d, xmlNodePtr e, bool is_interface, char
                                 return 0;
                         return set_error(ret_error, -EINVAL, "line %ld: %s has no <source><address>", line, what);
                 }
-                _cleanup_free_ char *atype = xml_prop(saddr, "type");
+                _cleanup_free_ char *atype_buf = NULL;
+                const char *atype = xml_prop_ref(saddr, "type", &atype_buf);
                 if (atype && !streq(atype, "pci"))
                         return 0;
                 if (xml_parse_pci_address(saddr, &hd.host) < 0)
@@ -503,7 +551,8 @@ static int parse_hostdev(struct domain *d, xmlNodePtr e, bool is_interface, char
                         break;
                 }
         if (gaddr) {
-                _cleanup_free_ char *gtype = xml_prop(gaddr, "type");
+                _cleanup_free_ char *gtype_buf = NULL;
+                const char *gtype = xml_prop_ref(gaddr, "type", &gtype_buf);
                 /* A device on a non-PCI bus (ccw, ...) is not ours. */
                 if (gtype && !streq(gtype, "pci"))
                         return 0;
@@ -602,10 +651,9 @@ int domain_reload(struct domain *d, char **ret_error) {
                         r = parse_controller(d, c, ret_error);
                 else if (xml_is(c, "hostdev"))
                         r = parse_hostdev(d, c, false, ret_error);
-                else if (xml_is(c, "interface")) {
-                        _cleanup_free_ char *type = xml_prop(c, "type");
-                        r = type && streq(type, "hostdev") ? parse_hostdev(d, c, true, ret_error) : 0;
-                } else
+                else if (xml_is(c, "interface"))
+                        r = prop_is(c, "type", "hostdev") ? parse_hostdev(d, c, true, ret_error) : 0;
+                else
                         r = 0;
                 if (r < 0)
                         return r;
@@ -630,8 +678,10 @@ int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_er
         /* No DTDs at all: libvirt never writes one, and refusing them up
          * front rules out entity expansion attacks whatever the libxml2
          * version does with the internal subset. */
-        if (memmem(buf, len, "<!DOCTYPE", 9) || memmem(buf, len, "<!ENTITY", 8))
-                return set_error(ret_error, -EINVAL, "domain XML has a DTD or entity declaration, which is not accepted");
+        for (const char *p = buf, *end = buf + len; (p = memmem(p, (size_t) (end - p), "<!", 2)); p += 2)
+                if (((size_t) (end - p) >= 9 && memcmp(p, "<!DOCTYPE", 9) == 0) ||
+                    ((size_t) (end - p) >= 8 && memcmp(p, "<!ENTITY", 8) == 0))
+                        return set_error(ret_error, -EINVAL, "domain XML has a DTD or entity declaration, which is not accepted");
 
         xmlParserCtxtPtr ctxt = xmlNewParserCtxt();
         if (!ctxt)

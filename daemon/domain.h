@@ -176,6 +176,10 @@ static inline void domain_freep(struct domain **d) { domain_free(*d); }
 /* libxml2 helpers shared with the rewriter. */
 xmlNodePtr xml_child(xmlNodePtr parent, const char *name);
 char *xml_prop(xmlNodePtr n, const char *name);   /* malloc'ed (free()), or NULL */
+/* The same value without a copy where it can: in place when it is one
+ * text node (libxml2 always keeps it so without a DTD), else a copy in
+ * *buf for the caller to free().  NULL when absent. */
+const char *xml_prop_ref(xmlNodePtr n, const char *name, char **buf);
 bool xml_is(xmlNodePtr n, const char *name);       /* element named 'name' in no namespace */
 int xml_parse_pci_address(xmlNodePtr addr, struct pci_addr *ret);
 static inline void xml_doc_freep(xmlDocPtr *d) { if (*d) xmlFreeDoc(*d); }

@@ -64,11 +64,14 @@ static bool mark_matches(xmlNodePtr mark, const struct plan *p, const struct dom
                 for (xmlNodePtr c = mark->children; c && !found; c = c->next) {
                         if (c->type != XML_ELEMENT_NODE || !xmlStrEqual(c->name, (const xmlChar *) "device"))
                                 continue;
-                        _cleanup_free_ char *id = xml_prop(c, key);
-                        _cleanup_free_ char *cell = xml_prop(c, "guest-cell");
+                        /* Read in place: this runs devices x mark entries. */
+                        _cleanup_free_ char *id_buf = NULL, *cell_buf = NULL;
+                        const char *id = xml_prop_ref(c, key, &id_buf);
+                        if (!id || strcasecmp(id, want) != 0)
+                                continue;
+                        const char *cell = xml_prop_ref(c, "guest-cell", &cell_buf);
                         uint64_t v;
-                        found = id && strcasecmp(id, want) == 0 && cell && parse_uint(cell, 10, INT32_MAX, &v) == 0 &&
-                                (int) v == pd->cell;
+                        found = cell && parse_uint(cell, 10, INT32_MAX, &v) == 0 && (int) v == pd->cell;
                 }
                 if (!found)
                         return false;
