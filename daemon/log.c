@@ -52,39 +52,52 @@ static void emit(int prio, const char *message_id, const struct log_fields *f, c
         if (prio > max_level)
                 return;
         if (target == LOG_TARGET_JOURNAL) {
+                /* Every "KEY=value" in one buffer, the iovecs pointing
+                 * into it: one allocation instead of one per field. */
                 size_t n = 3 + (message_id ? 1 : 0) + (f ? f->n : 0);
                 _cleanup_free_ struct iovec *iov = xcalloc(n, sizeof(*iov));
-                char **owned = xcalloc(n, sizeof(char *));
+                _cleanup_free_ size_t *end = xcalloc(n, sizeof(size_t));
+                struct strbuf b = {0};
                 size_t k = 0;
-                owned[k] = xasprintf("MESSAGE=%s", msg);
-                owned[k + 1] = xasprintf("PRIORITY=%d", prio);
-                owned[k + 2] = xasprintf("SYSLOG_IDENTIFIER=%s", ident);
-                k += 3;
+                char prio_s[16];
+                snprintf(prio_s, sizeof prio_s, "%d", prio);
+#define FIELD(key, value) do { strbuf_append(&b, key); strbuf_append(&b, value); end[k++] = b.len; } while (0)
+                FIELD("MESSAGE=", msg);
+                FIELD("PRIORITY=", prio_s);
+                FIELD("SYSLOG_IDENTIFIER=", ident);
                 if (message_id)
-                        owned[k++] = xasprintf("MESSAGE_ID=%s", message_id);
-                for (size_t i = 0; f && i < f->n; i++)
-                        owned[k++] = xasprintf("%s=%s", f->v[i].key, f->v[i].value);
-                for (size_t i = 0; i < k; i++)
-                        iov[i] = (struct iovec) { .iov_base = owned[i], .iov_len = strlen(owned[i]) };
+                        FIELD("MESSAGE_ID=", message_id);
+                for (size_t i = 0; f && i < f->n; i++) {
+                        strbuf_append(&b, f->v[i].key);
+                        FIELD("=", f->v[i].value);
+                }
+#undef FIELD
+                for (size_t i = 0, start = 0; i < k; start = end[i], i++)
+                        iov[i] = (struct iovec) { .iov_base = b.buf + start, .iov_len = end[i] - start };
                 int r = sd_journal_sendv(iov, (int) k);
-                for (size_t i = 0; i < k; i++)
-                        free(owned[i]);
-                free(owned);
+                strbuf_done(&b);
                 if (r >= 0)
                         return;
                 /* No journal: fall through to stderr rather than lose it. */
         }
 
         struct strbuf b = {0};
-        strbuf_printf(&b, "%s: %s%s", ident, prio_prefix(prio), msg);
+        strbuf_append(&b, ident);
+        strbuf_append(&b, ": ");
+        strbuf_append(&b, prio_prefix(prio));
+        strbuf_append(&b, msg);
         if (message_id || (f && f->n)) {
                 strbuf_append(&b, " |");
-                if (message_id)
-                        strbuf_printf(&b, " MESSAGE_ID=%s", message_id);
+                if (message_id) {
+                        strbuf_append(&b, " MESSAGE_ID=");
+                        strbuf_append(&b, message_id);
+                }
                 for (size_t i = 0; f && i < f->n; i++) {
                         const char *v = f->v[i].value;
                         bool quote = !*v || strpbrk(v, " \t\n\"\\") != NULL;
-                        strbuf_printf(&b, " %s=", f->v[i].key);
+                        strbuf_append(&b, " ");
+                        strbuf_append(&b, f->v[i].key);
+                        strbuf_append(&b, "=");
                         if (!quote) {
                                 strbuf_append(&b, v);
                                 continue;
@@ -142,12 +155,32 @@ int log_errno(int prio, int err, const char *fmt, ...) {
         return err;
 }
 
+/* A field's value: "%s" and "%d", nearly all of them (one per device and
+ * request), without vasprintf(). */
+static char *field_value(const char *fmt, va_list ap) {
+        if (fmt[0] == '%' && fmt[1] == 's' && fmt[2] == '\0')
+                return xstrdup(va_arg(ap, const char *));
+        if (fmt[0] == '%' && fmt[1] == 'd' && fmt[2] == '\0') {
+                char buf[16], *p = buf + sizeof buf;
+                int v = va_arg(ap, int);
+                unsigned u = v < 0 ? 0u - (unsigned) v : (unsigned) v;
+                *--p = '\0';
+                do
+                        *--p = (char) ('0' + u % 10);
+                while ((u /= 10) > 0);
+                if (v < 0)
+                        *--p = '-';
+                return xstrdup(p);
+        }
+        return xvasprintf(fmt, ap);
+}
+
 void log_fields_add(struct log_fields *f, const char *key, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
         struct log_field *e = GROW(f->v, f->n);
         e->key = key;
-        e->value = xvasprintf(fmt, ap);
+        e->value = field_value(fmt, ap);
         va_end(ap);
 }
 
