@@ -677,10 +677,12 @@ int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_er
 
         /* No DTDs at all: libvirt never writes one, and refusing them up
          * front rules out entity expansion attacks whatever the libxml2
-         * version does with the internal subset. */
-        for (const char *p = buf, *end = buf + len; (p = memmem(p, (size_t) (end - p), "<!", 2)); p += 2)
-                if (((size_t) (end - p) >= 9 && memcmp(p, "<!DOCTYPE", 9) == 0) ||
-                    ((size_t) (end - p) >= 8 && memcmp(p, "<!ENTITY", 8) == 0))
+         * version does with the internal subset.  ('!' is rare in a
+         * domain XML: look for it, then for what precedes and follows.) */
+        for (const char *p = buf, *end = buf + len; (p = memchr(p, '!', (size_t) (end - p))); p++)
+                if (p > buf && p[-1] == '<' &&
+                    (((size_t) (end - p) >= 8 && memcmp(p, "!DOCTYPE", 8) == 0) ||
+                     ((size_t) (end - p) >= 7 && memcmp(p, "!ENTITY", 7) == 0)))
                         return set_error(ret_error, -EINVAL, "domain XML has a DTD or entity declaration, which is not accepted");
 
         xmlParserCtxtPtr ctxt = xmlNewParserCtxt();
