@@ -16,7 +16,7 @@ struct conn {
         struct conn *prev, *next;
         int fd;
         sd_event_source *io;
-        sd_event_source *timer;
+        uint64_t deadline;      /* CLOCK_MONOTONIC: when its request must be complete */
         struct proto_decoder dec;
         char *out;
         size_t out_len, out_off;
@@ -32,6 +32,13 @@ struct server {
         sd_event_source *listen_io;
         struct conn *conns;
         unsigned n_conns;
+        /* One timer for all connections' deadlines, armed at or before the
+         * earliest.  It is left armed when a connection goes (it fires
+         * once more and finds nothing to do): with a timer per connection,
+         * each request cost two timerfd_settime() calls and an event
+         * source, for a timeout that almost never fires. */
+        sd_event_source *timer;
+        bool timer_armed;
 };
 
 static void conn_free(struct conn *c) {
@@ -46,7 +53,6 @@ static void conn_free(struct conn *c) {
                 c->next->prev = c->prev;
         s->n_conns--;
         sd_event_source_disable_unref(c->io);
-        sd_event_source_disable_unref(c->timer);
         if (c->fd >= 0)
                 close(c->fd);
         proto_decoder_reset(&c->dec);
@@ -54,14 +60,22 @@ static void conn_free(struct conn *c) {
         free(c);
 }
 
+static int server_arm_timer(struct server *s, uint64_t usec) {
+        int r = sd_event_source_set_time(s->timer, usec);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
+        s->timer_armed = r >= 0;
+        return r;
+}
+
+/* Give c a fresh deadline for its (next) request.  Deadlines only grow,
+ * so an armed timer is already at or before this one. */
 static int conn_arm_timer(struct conn *c) {
-        uint64_t usec = (uint64_t) c->server->m->cfg.request_timeout_ms * 1000;
-        if (!c->timer)
-                return 0;
-        int r = sd_event_source_set_time_relative(c->timer, usec);
-        if (r < 0)
-                return r;
-        return sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);
+        struct server *s = c->server;
+        uint64_t now = 0;
+        (void) sd_event_now(s->event, CLOCK_MONOTONIC, &now);
+        c->deadline = now + (uint64_t) s->m->cfg.request_timeout_ms * 1000;
+        return s->timer_armed ? 0 : server_arm_timer(s, c->deadline);
 }
 
 /* Queue a response frame; write as much as the socket takes now. */
@@ -179,8 +193,7 @@ static int on_conn_io(sd_event_source *src, int fd, uint32_t revents, void *user
         return 0;
 }
 
-static int on_conn_timeout(sd_event_source *src, uint64_t usec, void *userdata) {
-        struct conn *c = userdata;
+static void conn_timeout(struct conn *c) {
         if (proto_decoder_busy(&c->dec)) {
                 struct log_fields f = {0};
                 log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) c->pid);
@@ -192,77 +205,102 @@ static int on_conn_timeout(sd_event_source *src, uint64_t usec, void *userdata) 
                 c->server->m->n_errors++;
         }
         conn_free(c);
+}
+
+static int on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct server *s = userdata;
+        uint64_t now = 0, next = UINT64_MAX;
+
+        s->timer_armed = false;
+        (void) sd_event_now(s->event, CLOCK_MONOTONIC, &now);
+        for (struct conn *c = s->conns, *n; c; c = n) {
+                n = c->next;
+                if (c->deadline <= now)
+                        conn_timeout(c);
+                else if (c->deadline < next)
+                        next = c->deadline;
+        }
+        if (next != UINT64_MAX && server_arm_timer(s, next) < 0)
+                log_msg(LOG_WARNING, "Failed to arm the client timeout timer, ignoring");
         return 0;
 }
 
+/* One connection per call: the listening socket is level-triggered, so
+ * sd-event calls again while more are pending (an accept4() that fails
+ * with EAGAIN after each one, as a loop here needs, is saved). */
 static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
         struct server *s = userdata;
+        int cfd;
         for (;;) {
-                int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-                if (cfd < 0) {
-                        if (errno == EAGAIN || errno == EINTR)
-                                return 0;
-                        if (errno == ECONNABORTED)
-                                continue;
-                        /* EMFILE and friends: keep serving who we have. */
-                        log_errno(LOG_WARNING, -errno, "Failed to accept a connection: %m, ignoring");
+                cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (cfd >= 0)
+                        break;
+                if (errno == EAGAIN || errno == EINTR)
                         return 0;
-                }
-                struct ucred cred = { .uid = (uid_t) -1, .pid = 0 };
-                socklen_t len = sizeof cred;
-                if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-                        log_errno(LOG_WARNING, -errno, "Failed to read the peer's credentials: %m; dropping the connection");
-                        close(cfd);
+                if (errno == ECONNABORTED)
                         continue;
-                }
-                if (s->n_conns >= s->m->cfg.max_connections) {
-                        log_msg(LOG_WARNING, "Too many connections (%u); dropping one from pid %d", s->n_conns, (int) cred.pid);
-                        close(cfd);
-                        continue;
-                }
-                struct conn *c = xcalloc(1, sizeof(*c));
-                c->server = s;
-                c->fd = cfd;
-                c->uid = cred.uid;
-                c->pid = cred.pid;
-                c->next = s->conns;
-                if (s->conns)
-                        s->conns->prev = c;
-                s->conns = c;
-                s->n_conns++;
-
-                int r = sd_event_add_io(s->event, &c->io, cfd, EPOLLIN, on_conn_io, c);
-                if (r >= 0)
-                        r = sd_event_add_time_relative(s->event, &c->timer, CLOCK_MONOTONIC,
-                                                       (uint64_t) s->m->cfg.request_timeout_ms * 1000, 0, on_conn_timeout, c);
-                if (r >= 0)
-                        (void) sd_event_source_set_description(c->timer, "client-timeout");
-                if (r < 0) {
-                        log_errno(LOG_WARNING, r, "Failed to watch a connection: %m; dropping it");
-                        conn_free(c);
-                        continue;
-                }
-
-                /* Only root may ask: libvirt's hooks run as root, and the
-                 * answers reveal the host's device layout. */
-                bool allowed = cred.uid == 0;
-                for (size_t i = 0; i < s->m->cfg.n_allowed_uids; i++)
-                        allowed = allowed || s->m->cfg.allowed_uids[i] == cred.uid;
-                if (!allowed) {
-                        struct log_fields f = {0};
-                        log_fields_add(&f, "PCINUMA_PEER_UID", "%u", (unsigned) cred.uid);
-                        log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) cred.pid);
-                        log_event(LOG_WARNING, PCINUMA_MID_PEER_REJECTED, &f,
-                                  "Refused a connection from uid %u (pid %d): only root is served", (unsigned) cred.uid, (int) cred.pid);
-                        log_fields_done(&f);
-                        s->m->n_rejected++;
-                        _cleanup_json_ json_object *o = proto_response_new_error(
-                                "permission denied: pcinumad serves only root (uid 0), and this peer is uid %u", (unsigned) cred.uid);
-                        c->close_after_write = true;
-                        if (conn_send(c, o) != 0)
-                                conn_free(c);
-                }
+                /* EMFILE and friends: keep serving who we have. */
+                log_errno(LOG_WARNING, -errno, "Failed to accept a connection: %m, ignoring");
+                return 0;
         }
+        struct ucred cred = { .uid = (uid_t) -1, .pid = 0 };
+        socklen_t len = sizeof cred;
+        if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+                log_errno(LOG_WARNING, -errno, "Failed to read the peer's credentials: %m; dropping the connection");
+                close(cfd);
+                return 0;
+        }
+        if (s->n_conns >= s->m->cfg.max_connections) {
+                log_msg(LOG_WARNING, "Too many connections (%u); dropping one from pid %d", s->n_conns, (int) cred.pid);
+                close(cfd);
+                return 0;
+        }
+        struct conn *c = xcalloc(1, sizeof(*c));
+        c->server = s;
+        c->fd = cfd;
+        c->uid = cred.uid;
+        c->pid = cred.pid;
+        c->next = s->conns;
+        if (s->conns)
+                s->conns->prev = c;
+        s->conns = c;
+        s->n_conns++;
+
+        int r = sd_event_add_io(s->event, &c->io, cfd, EPOLLIN, on_conn_io, c);
+        if (r >= 0)
+                r = conn_arm_timer(c);
+        if (r < 0) {
+                log_errno(LOG_WARNING, r, "Failed to watch a connection: %m; dropping it");
+                conn_free(c);
+                return 0;
+        }
+
+        /* Only root may ask: libvirt's hooks run as root, and the
+         * answers reveal the host's device layout. */
+        bool allowed = cred.uid == 0;
+        for (size_t i = 0; i < s->m->cfg.n_allowed_uids; i++)
+                allowed = allowed || s->m->cfg.allowed_uids[i] == cred.uid;
+        if (!allowed) {
+                struct log_fields f = {0};
+                log_fields_add(&f, "PCINUMA_PEER_UID", "%u", (unsigned) cred.uid);
+                log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) cred.pid);
+                log_event(LOG_WARNING, PCINUMA_MID_PEER_REJECTED, &f,
+                          "Refused a connection from uid %u (pid %d): only root is served", (unsigned) cred.uid, (int) cred.pid);
+                log_fields_done(&f);
+                s->m->n_rejected++;
+                _cleanup_json_ json_object *o = proto_response_new_error(
+                        "permission denied: pcinumad serves only root (uid 0), and this peer is uid %u", (unsigned) cred.uid);
+                c->close_after_write = true;
+                if (conn_send(c, o) != 0)
+                        conn_free(c);
+                return 0;
+        }
+
+        /* A client sends its request as soon as it is connected: it is
+         * usually there already, so read it now rather than after
+         * another trip through epoll (a recv() that finds nothing just
+         * leaves the connection to epoll). */
+        return on_conn_io(c->io, cfd, EPOLLIN, c);
 }
 
 int server_new(struct manager *m, sd_event *e, int listen_fd, struct server **ret) {
@@ -276,6 +314,16 @@ int server_new(struct manager *m, sd_event *e, int listen_fd, struct server **re
                 return log_errno(LOG_ERR, r, "Failed to watch the hook socket: %m");
         }
         (void) sd_event_source_set_description(s->listen_io, "hook-socket");
+        r = sd_event_add_time(e, &s->timer, CLOCK_MONOTONIC, 0, 0, on_timer, s);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
+        if (r < 0) {
+                sd_event_source_disable_unref(s->listen_io);
+                sd_event_source_disable_unref(s->timer);
+                free(s);
+                return log_errno(LOG_ERR, r, "Failed to create the client timeout timer: %m");
+        }
+        (void) sd_event_source_set_description(s->timer, "client-timeout");
         *ret = s;
         return 0;
 }
@@ -285,6 +333,7 @@ struct server *server_free(struct server *s) {
                 return NULL;
         while (s->conns)
                 conn_free(s->conns);
+        sd_event_source_disable_unref(s->timer);
         sd_event_source_disable_unref(s->listen_io);
         if (s->listen_fd >= 0)
                 close(s->listen_fd);
