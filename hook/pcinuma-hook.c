@@ -198,24 +198,55 @@ static void conf_warn(const char *path, unsigned line, const char *fmt, ...) {
         fputs(", ignoring\n", stderr);
 }
 
+/* Read all of path into a NUL-terminated buffer: with open() and read(),
+ * which cost the hook a good deal less than stdio's fopen() and getline().
+ * Returns the buffer (free() it) and its length, or NULL with errno set. */
+static char *read_small_file(const char *path, size_t *ret_len) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0, cap = 0;
+
+        if (fd < 0)
+                return NULL;
+        for (;;) {
+                ssize_t k;
+
+                if (cap - len < 1024) {
+                        cap = cap ? cap * 2 : 4096;
+                        buf = xrealloc(buf, cap + 1);
+                }
+                k = read(fd, buf + len, cap - len);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        break;          /* a read error ends the file, as it ended getline() */
+                len += (size_t) k;
+        }
+        buf[len] = '\0';
+        *ret_len = len;
+        return TAKE_PTR(buf);
+}
+
 /* Apply one 'key = value' file.  A bad line is reported and skipped: a
  * typo in this file must never be what stops a VM from starting. */
 static void conf_load_file(struct hook_conf *c, const char *path, bool must_exist) {
-        _cleanup_fclose_ FILE *f = NULL;
-        _cleanup_free_ char *line = NULL;
-        size_t cap = 0;
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
         unsigned lineno = 0;
 
-        f = fopen(path, "re");
-        if (!f) {
+        text = read_small_file(path, &len);
+        if (!text) {
                 if (errno != ENOENT || must_exist)
                         fprintf(stderr, "pcinuma: cannot read %s: %s, ignoring\n", path, strerror(errno));
                 return;
         }
 
-        while (getline(&line, &cap, f) >= 0) {
+        for (char *line = text, *end = text + len, *nl; line < end; line = nl ? nl + 1 : end) {
                 char *s, *eq, *key, *value;
 
+                nl = memchr(line, '\n', (size_t) (end - line));
+                if (nl)
+                        *nl = '\0';
                 lineno++;
                 s = strip(line);
                 if (*s == '\0' || *s == '#')
