@@ -183,22 +183,29 @@ static void set_guest_address(xmlNodePtr addr, const struct pci_addr *a) {
         xmlSetProp(addr, (const xmlChar *) "function", (const xmlChar *) v);
 }
 
+/* Is attribute 'name' of n there and equal to 'value'?  (Read in place:
+ * the lookups below run over every controller, for each one sought.) */
+static bool prop_is(xmlNodePtr n, const char *name, const char *value) {
+        _cleanup_free_ char *buf = NULL;
+        const char *v = xml_prop_ref(n, name, &buf);
+        return v && streq(v, value);
+}
+
 static xmlNodePtr find_controller_elem(xmlNodePtr devices, int index) {
         for (xmlNodePtr c = devices ? devices->children : NULL; c; c = c->next) {
-                if (!xml_is(c, "controller"))
+                if (!xml_is(c, "controller") || !prop_is(c, "type", "pci"))
                         continue;
-                _cleanup_free_ char *type = xml_prop(c, "type");
-                _cleanup_free_ char *idx = xml_prop(c, "index");
+                _cleanup_free_ char *buf = NULL;
+                const char *idx = xml_prop_ref(c, "index", &buf);
                 uint64_t v;
-                if (type && streq(type, "pci") && idx && parse_uint(idx, 0, 255, &v) == 0 && (int) v == index)
+                if (idx && parse_uint(idx, 0, 255, &v) == 0 && (int) v == index)
                         return c;
         }
         return NULL;
 }
 
 static bool elem_has_model(xmlNodePtr e, const char *model) {
-        _cleanup_free_ char *m = xml_prop(e, "model");
-        return m && streq(m, model);
+        return model && prop_is(e, "model", model);
 }
 
 static int element_position(xmlNodePtr parent, xmlNodePtr e) {
@@ -279,10 +286,7 @@ static int add_controllers(struct domain *d, const struct plan *p, char **ret_er
 
 /* If c is a guest <address type='pci'>, parse it into *ret. */
 static bool pci_address_of(xmlNodePtr c, struct pci_addr *ret) {
-        if (!xml_is(c, "address"))
-                return false;
-        _cleanup_free_ char *type = xml_prop(c, "type");
-        return type && streq(type, "pci") && xml_parse_pci_address(c, ret) == 0;
+        return xml_is(c, "address") && prop_is(c, "type", "pci") && xml_parse_pci_address(c, ret) == 0;
 }
 
 /* Calls fn for every guest PCI <address> directly under a device. */
