@@ -571,6 +571,63 @@ static struct engine_result *engine_ok(const char *xml, const struct hostmap *h,
         return r;
 }
 
+/* domain_snapshot(): a planned domain reverted in place, its snapshot
+ * still reads the domain as it was (the mark, the moved devices'
+ * addresses, the expander buses and root ports), and the engine's
+ * comparison of the two gives "already planned". */
+static void test_snapshot_survives_revert(void **state) {
+        (void) state;
+        _cleanup_free_ char *xml = make_xml("", HOSTDEV("0x30") HOSTDEV("0x50") NIC_AT("0x00", "0x03"));
+        struct engine_result *r = engine_ok(xml, host, POLICY_REQUIRE);
+        assert_true(r->changed);
+        _cleanup_free_ char *planned = xstrdup(r->xml);
+        engine_result_free(r);
+
+        _cleanup_domain_ struct domain *d = parse_ok(planned);
+        size_t n_ctl = d->n_controllers, n_uses = d->n_pci_uses;
+        struct pci_addr g30 = find_hostdev(d, "0000:30:00.0")->guest;
+        _cleanup_domain_ struct domain *snap = NULL;
+        domain_snapshot(d, &snap);
+
+        _cleanup_free_ char *err = NULL, *warning = NULL;
+        assert_int_equal(rewrite_revert(d, &warning, &err), 1);
+        assert_null(d->mark);
+        assert_true(d->n_kept > 0);            /* what the revert took out is kept */
+        _cleanup_free_ char *reverted = NULL;
+        assert_int_equal(domain_format(d, &reverted), 0);
+        assert_same_xml(reverted, xml);
+
+        /* The snapshot: the input as it was, its nodes still readable. */
+        assert_null(snap->doc);
+        assert_non_null(snap->mark);
+        assert_prop(mark_device(snap, "host", "0000:30:00.0"), "guest-cell", "1");
+        assert_int_equal(snap->n_controllers, n_ctl);
+        assert_int_equal(snap->n_pci_uses, n_uses);
+        assert_true(n_ctl > d->n_controllers);
+        const struct domain_hostdev *hd = find_hostdev(snap, "0000:30:00.0");
+        assert_true(pci_addr_eq(&hd->guest, &g30));
+        assert_true(hd->guest.bus != 0);
+        assert_false(find_hostdev(d, "0000:30:00.0")->has_guest_addr);
+        for (size_t i = 0; i < snap->n_controllers; i++)
+                assert_non_null(snap->controllers[i].model);
+        assert_non_null(domain_find_controller(snap, hd->guest.bus));
+        assert_string_equal(domain_find_controller(snap, hd->guest.bus)->model, "pcie-root-port");
+        assert_string_equal(snap->name, "rw-test");
+        struct policy_settings s = policy_settings_default(POLICY_REQUIRE);
+        _cleanup_plan_ struct plan *p = NULL;
+        assert_int_equal(domain_resolve_backing(d, host, &err), 0);
+        assert_int_equal(planner_run(d, host, &s, &p), 0);
+        assert_true(planner_matches(snap, d, p));
+        assert_null(planner_mismatch(snap, d, p));
+
+        /* The engine does the same in one call. */
+        r = engine_ok(planned, host, POLICY_REQUIRE);
+        assert_true(r->already_planned);
+        assert_false(r->changed);
+        assert_string_equal(r->xml, planned);
+        engine_result_free(r);
+}
+
 static void test_engine_idempotent(void **state) {
         (void) state;
         _cleanup_free_ char *in = make_xml("", ROOT_PORT("1", "0x02")
@@ -834,6 +891,7 @@ int main(void) {
                 cmocka_unit_test(test_revert_mixed_devices),
                 cmocka_unit_test(test_compact_input),
                 cmocka_unit_test(test_revert_unmarked),
+                cmocka_unit_test(test_snapshot_survives_revert),
                 cmocka_unit_test(test_apply_twice_refused),
                 cmocka_unit_test(test_engine_idempotent),
                 cmocka_unit_test(test_engine_replan_new_host),
