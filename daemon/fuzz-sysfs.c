@@ -1,23 +1,28 @@
 /* Fuzz target: the sysfs reader.  The input describes a small sysfs tree,
  * which is written to a private directory (on /dev/shm when there is one)
  * and read with hostmap_load(), so that every attribute parser of
- * hostmap-sysfs.c (resource lines, numa_node, class, distance rows,
- * cpulists, the upstream bridges in a device's real path, mdev links)
- * sees it exactly as it would on a host.  Each file's text also goes
- * straight to the helpers they use: bitmap_parse() (whose output must
- * survive bitmap_format() and parsing again), parse_uint(), parse_int()
- * and pci_addr_parse() (which must survive pci_addr_format()).
+ * hostmap-sysfs.c (a device's uevent keys PCI_CLASS, PCI_ID and DRIVER,
+ * the class, vendor and device files it falls back to, resource lines,
+ * numa_node, distance rows, cpulists, the upstream bridges in a device's
+ * real path, mdev links) sees it exactly as it would on a host.  Each
+ * file's text also goes straight to the helpers they use: bitmap_parse()
+ * (whose output must survive bitmap_format() and parsing again),
+ * parse_uint(), parse_int() and pci_addr_parse() (which must survive
+ * pci_addr_format()).
  *
  * The input is a list of records, each ended by a NUL byte:
  *   "f" PATH "\n" CONTENT      a regular file
  *   "l" PATH "\n" TARGET       a symbolic link
  *   "d" PATH                   a directory
  * PATH is relative to the sysfs root; missing parent directories are
- * created.  Paths with "." or ".." components, and link targets that are
- * absolute or climb above the root (".." is accepted only as a leading
- * run, as sysfs writes them), are skipped: this program may run as root,
- * and must write and read nothing outside its directory.
- * tests/fuzz/sysfs-to-corpus.py turns a sysfs tree into this form. */
+ * created.  Any file can be written, so an input may give a device a
+ * uevent ("fbus/pci/devices/0000:01:00.0/uevent\nPCI_CLASS=10802\n..."),
+ * garbage in one, or none (the reader then falls back to the files).
+ * Paths with "." or ".." components, and link targets that are absolute
+ * or climb above the root (".." is accepted only as a leading run, as
+ * sysfs writes them), are skipped: this program may run as root, and must
+ * write and read nothing outside its directory.
+ * tests/fuzz/seed-corpus.py turns a sysfs tree into this form. */
 #include "fuzz.h"
 
 #include <dirent.h>

@@ -84,7 +84,8 @@ struct hostmap {
          * holding every CPU is synthesised */
         bool single_node;
         /* What the reader found but could not make sense of, one line per
-         * file, naming it ("0000:3b:00.0/numa_node: 'banana' is not a node
+         * file (per key of a device's uevent), naming it
+         * ("bus/pci/devices/0000:3b:00.0/numa_node: 'banana' is not a node
          * number; read as unknown"), in scan order.  At most
          * HOSTMAP_WARNINGS_MAX are kept; n_warnings_dropped counts the rest.
          * A missing file is not a warning (many are optional). */

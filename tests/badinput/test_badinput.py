@@ -589,15 +589,37 @@ def make_dir(path):
     os.makedirs(path)
 
 
+def set_uevent_key(bdf, key, value):
+    """Replace KEY=... in the device's uevent with KEY=value (bytes)."""
+    path = dev_path(bdf, "uevent")
+    lines = open(path, "rb").read().split(b"\n")
+    prefix = key.encode() + b"="
+    check(any(l.startswith(prefix) for l in lines), "%s has no %s in the fixture" % (path, key))
+    lines = [prefix + value if l.startswith(prefix) else l for l in lines]
+    write_file(path, b"\n".join(lines))
+
+
 def t_garbage_other_files():
-    """Garbage in class, vendor, resource, distance and cpulist, an
-    unreadable (directory) distance: the rescan completes, the map keeps
-    its devices and nodes, the daemon serves."""
+    """Garbage in what the reader reads for class, vendor, device and
+    driver: the uevent keys (PCI_CLASS, PCI_ID, DRIVER) and, for devices
+    without a uevent, the class and vendor files it falls back to; garbage
+    in resource, distance and cpulist; an unreadable (directory) distance.
+    The rescan completes, the map keeps its devices and nodes, the daemon
+    serves, and every bad file is named (a uevent with the key)."""
     d = Host.d
     node = os.path.join(Host.tree, "devices", "system", "node")
-    write_file(dev_path("0000:13:00.0", "class"), b"0xZZZZZZ\n")
-    write_file(dev_path("0000:14:00.0", "class"), b"\xff\xfe\x00\x01" * 1000)
-    write_file(dev_path("0000:17:00.0", "vendor"), b"-1\n")
+    set_uevent_key("0000:13:00.0", "PCI_CLASS", b"0xZZZZZZ")
+    set_uevent_key("0000:14:00.0", "PCI_CLASS", b"\xff\xfe\x00\x01" * 10)
+    set_uevent_key("0000:17:00.0", "PCI_ID", b"-1")
+    set_uevent_key("0000:37:00.0", "DRIVER", b"")
+    # With a good uevent, the class file is not read: garbage there is
+    # not seen (on a real kernel both come from one value).
+    write_file(dev_path("0000:38:00.0", "class"), b"0xZZZZZZ\n")
+    # Without a uevent (as in some captures) the files are read.
+    os.unlink(dev_path("0000:34:00.0", "uevent"))
+    write_file(dev_path("0000:34:00.0", "class"), b"0xZZZZZZ\n")
+    os.unlink(dev_path("0000:54:00.0", "uevent"))
+    write_file(dev_path("0000:54:00.0", "vendor"), b"-1\n")
     write_file(dev_path("0000:18:00.0", "resource"), b"garbage\n" * 100)
     write_file(os.path.join(node, "node0", "distance"), b"10 banana 32 -7 99999999999999999999\n")
     make_dir(os.path.join(node, "node1", "distance"))
@@ -611,19 +633,35 @@ def t_garbage_other_files():
                        stderr=subprocess.PIPE, text=True, timeout=30)
     eq(p.returncode, 0, "pcinumactl host on the garbage tree (stderr %r)" % p.stderr)
     # Every bad file is named, in the log, in status and by pcinumactl.
-    for path, what in [
-            ("bus/pci/devices/0000:13:00.0/class", "'0xZZZZZZ' is not a PCI class code"),
-            ("bus/pci/devices/0000:14:00.0/class", "'\\xff\\xfe' is not a PCI class code"),
-            ("bus/pci/devices/0000:17:00.0/vendor", "'-1' is not a 16-bit ID"),
-            ("bus/pci/devices/0000:18:00.0/resource", "line 1 is not 'start end flags'"),
-            ("devices/system/node/node0/distance", "'banana' (entry 2) is not a distance"),
-            ("devices/system/node/node1/distance", "cannot read: Is a directory"),
-            ("devices/system/node/node2/distance", "empty"),
-            ("devices/system/node/node3/cpulist", "'0-zz,' is not a CPU list")]:
+    bad = [
+        ("bus/pci/devices/0000:13:00.0/uevent", "PCI_CLASS '0xZZZZZZ' is not a PCI class code; read as unknown"),
+        ("bus/pci/devices/0000:14:00.0/uevent", "PCI_CLASS '\\xff\\xfe' is not a PCI class code"),
+        ("bus/pci/devices/0000:17:00.0/uevent", "PCI_ID '-1' is not a vendor:device ID pair"),
+        ("bus/pci/devices/0000:37:00.0/uevent", "DRIVER '' is not a driver name"),
+        ("bus/pci/devices/0000:34:00.0/class", "'0xZZZZZZ' is not a PCI class code"),
+        ("bus/pci/devices/0000:54:00.0/vendor", "'-1' is not a 16-bit ID"),
+        ("bus/pci/devices/0000:18:00.0/resource", "line 1 is not 'start end flags'"),
+        ("devices/system/node/node0/distance", "'banana' (entry 2) is not a distance"),
+        ("devices/system/node/node1/distance", "cannot read: Is a directory"),
+        ("devices/system/node/node2/distance", "empty"),
+        ("devices/system/node/node3/cpulist", "'0-zz,' is not a CPU list")]
+    for path, what in bad:
         check_sysfs_warning(m, path, what, p.stderr)
+    check("0000:38:00.0" not in p.stderr, "a warning for 0000:38:00.0, whose uevent is good: %r" % p.stderr)
     j = subprocess.run([ARGS.pcinumactl, "host", "--json", "--sysfs-root", Host.tree], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=30)
-    eq(len(json.loads(j.stdout)["warnings"]), 8, "pcinumactl host --json lists 8 warnings")
+    host = json.loads(j.stdout)
+    eq(len(host["warnings"]), len(bad), "pcinumactl host --json lists %d warnings" % len(bad))
+    devs = {x["bdf"]: x for x in host["devices"]}
+    # The fallback still reads the rest: vendor and device from their
+    # files, the driver from its link; garbage leaves only its own field
+    # unknown.
+    eq((devs["0000:34:00.0"]["vendor"], devs["0000:34:00.0"]["driver"]), ("0x15b3", "vfio-pci"),
+       "0000:34:00.0 (no uevent): vendor and driver from the files")
+    eq((devs["0000:54:00.0"]["vendor"], devs["0000:54:00.0"]["class"]), ("0x0000", "0x020700"),
+       "0000:54:00.0 (no uevent, garbage vendor): vendor unknown, class from its file")
+    eq(devs["0000:38:00.0"]["class"], "0x020700", "0000:38:00.0: class from its uevent")
+    eq(devs["0000:37:00.0"]["driver"], None, "0000:37:00.0: garbage DRIVER reads as no driver")
     after_sysfs_case()
 
 
@@ -817,7 +855,8 @@ def main():
             want_warning="cannot read: Is a directory"))
         R.run("sysfs: numa_node missing", sysfs_file_case(
             "missing", lambda: os.unlink(dev_path(bdf, "numa_node")), "no NUMA node", bdf))
-        R.run("sysfs: garbage class, vendor, resource, distance, cpulist; unreadable distance",
+        R.run("sysfs: garbage uevent keys (PCI_CLASS, PCI_ID, DRIVER), class and vendor files of devices "
+              "without uevent, resource, distance, cpulist; unreadable distance",
               t_garbage_other_files)
         R.run("sysfs: a dangling bus/pci/devices link (device vanished)", t_dangling_link)
         R.run("sysfs: stray entries in bus/pci/devices (file, loop, /dev/zero link)", t_stray_entries)

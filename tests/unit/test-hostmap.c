@@ -665,6 +665,159 @@ static void test_garbage_files(void **state) {
         assert_int_equal(h->mdevs[0].node, 1);
 }
 
+/* ---- uevent ------------------------------------------------------------- */
+
+/* A device directory for the uevent tests, with attribute files and a
+ * driver link that disagree with any uevent written next to them, so a
+ * test can tell where each value came from. */
+static void uevent_device(const char *root, const char *bdf, const char *uevent) {
+        _cleanup_free_ char *link = xasprintf("bus/pci/devices/%s", bdf);
+        _cleanup_free_ char *target = xasprintf("../../../devices/pci0000:00/%s", bdf);
+        _cleanup_free_ char *dir = xasprintf("devices/pci0000:00/%s", bdf);
+        _cleanup_free_ char *class = xasprintf("%s/class", dir);
+        _cleanup_free_ char *vendor = xasprintf("%s/vendor", dir);
+        _cleanup_free_ char *device = xasprintf("%s/device", dir);
+        _cleanup_free_ char *numa = xasprintf("%s/numa_node", dir);
+        _cleanup_free_ char *driver = xasprintf("%s/driver", dir);
+        _cleanup_free_ char *ue = xasprintf("%s/uevent", dir);
+
+        make_link(root, link, target);
+        write_file(root, class, "0x020000\n");
+        write_file(root, vendor, "0x8086\n");
+        write_file(root, device, "0x1572\n");
+        write_file(root, numa, "0\n");
+        make_link(root, driver, "../../../bus/pci/drivers/i40e");
+        if (uevent)
+                write_file(root, ue, uevent);
+}
+
+/* Whether the map has a warning that contains all of the given strings. */
+static bool has_warning(const struct hostmap *h, const char *a, const char *b) {
+        for (size_t i = 0; i < h->n_warnings; i++)
+                if (strstr(h->warnings[i], a) && (!b || strstr(h->warnings[i], b)))
+                        return true;
+        return false;
+}
+
+static void test_uevent(void **state) {
+        (void) state;
+        _cleanup_free_ char *root = new_dir("uevent");
+        _cleanup_hostmap_ struct hostmap *h = NULL;
+        const struct hostmap_device *d;
+
+        /* 01: a kernel uevent, bound: every value comes from it, none from
+         * the class/vendor/device files or the driver link. */
+        uevent_device(root, "0000:00:01.0",
+                      "DRIVER=vfio-pci\nPCI_CLASS=30200\nPCI_ID=10DE:2330\nPCI_SUBSYS_ID=10DE:16C1\n"
+                      "PCI_SLOT_NAME=0000:00:01.0\nMODALIAS=pci:v000010DEd00002330sv000010DEsd000016C1bc03sc02i00\n");
+        /* 02: no uevent (as in some captures): the files and the link. */
+        uevent_device(root, "0000:00:02.0", NULL);
+        /* 03: unbound (no DRIVER=): no driver, although a stale link is
+         * there; class 0 prints as "0000" and reads as 0. */
+        uevent_device(root, "0000:00:03.0", "PCI_CLASS=0000\nPCI_ID=1AF4:1000\nPCI_SLOT_NAME=0000:00:03.0\n");
+        /* 04: garbage PCI_CLASS: a warning naming uevent and the key; the
+         * class stays unknown (the class file is not read instead). */
+        uevent_device(root, "0000:00:04.0", "DRIVER=nvme\nPCI_CLASS=0x10802\nPCI_ID=144D:A80A\n");
+        /* 05: garbage PCI_ID: vendor and device unknown. */
+        uevent_device(root, "0000:00:05.0", "DRIVER=nvme\nPCI_CLASS=10802\nPCI_ID=144D-A80A\n");
+        /* 06: PCI_ID with a 5-digit device: garbage too. */
+        uevent_device(root, "0000:00:06.0", "PCI_CLASS=10802\nPCI_ID=144D:1A80A\n");
+        /* 07: a key missing: that one falls back to its file. */
+        uevent_device(root, "0000:00:07.0", "DRIVER=nvme\nPCI_ID=144D:A80A\nPCI_SLOT_NAME=0000:00:07.0\n");
+        /* 08: an empty uevent (no PCI_* key, not the kernel's): all four
+         * from the files and the link. */
+        uevent_device(root, "0000:00:08.0", "");
+        /* 09: garbage DRIVER (empty, and 0a: with a slash); 0b: a binary
+         * PCI_CLASS; 0c: lower-case hex, no newline at the end. */
+        uevent_device(root, "0000:00:09.0", "DRIVER=\nPCI_CLASS=30200\nPCI_ID=10DE:2330\n");
+        uevent_device(root, "0000:00:0a.0", "DRIVER=../x\nPCI_CLASS=30200\nPCI_ID=10DE:2330\n");
+        uevent_device(root, "0000:00:0b.0", "PCI_CLASS=\xff\xfe\nPCI_ID=10DE:2330\n");
+        uevent_device(root, "0000:00:0c.0", "DRIVER=mlx5_core\nPCI_CLASS=20700\nPCI_ID=15b3:101e");
+        /* 0d: an unreadable uevent (a directory): a warning, then the files. */
+        uevent_device(root, "0000:00:0d.0", NULL);
+        write_file(root, "devices/pci0000:00/0000:00:0d.0/uevent/x", "");
+        write_file(root, "devices/system/node/node0/cpulist", "0-3\n");
+
+        h = load_or_fail(root);
+        assert_int_equal(h->n_devices, 13);
+
+        d = dev(h, "0000:00:01.0");
+        assert_int_equal(d->class, 0x030200);
+        assert_int_equal(d->vendor, 0x10de);
+        assert_int_equal(d->device, 0x2330);
+        assert_string_equal(d->driver, "vfio-pci");
+        assert_int_equal(d->sysfs_node, 0);
+
+        d = dev(h, "0000:00:02.0");
+        assert_int_equal(d->class, 0x020000);
+        assert_int_equal(d->vendor, 0x8086);
+        assert_int_equal(d->device, 0x1572);
+        assert_string_equal(d->driver, "i40e");
+
+        d = dev(h, "0000:00:03.0");
+        assert_int_equal(d->class, 0);
+        assert_int_equal(d->vendor, 0x1af4);
+        assert_int_equal(d->device, 0x1000);
+        assert_null(d->driver);
+
+        d = dev(h, "0000:00:04.0");
+        assert_int_equal(d->class, 0);
+        assert_int_equal(d->vendor, 0x144d);
+        assert_string_equal(d->driver, "nvme");
+        assert_true(has_warning(h, "bus/pci/devices/0000:00:04.0/uevent: PCI_CLASS '0x10802' is not a PCI class code; "
+                                "read as unknown", NULL));
+
+        d = dev(h, "0000:00:05.0");
+        assert_int_equal(d->class, 0x010802);
+        assert_int_equal(d->vendor, 0);
+        assert_int_equal(d->device, 0);
+        assert_true(has_warning(h, "bus/pci/devices/0000:00:05.0/uevent: PCI_ID '144D-A80A' is not a vendor:device ID "
+                                "pair; read as unknown", NULL));
+
+        d = dev(h, "0000:00:06.0");
+        assert_int_equal(d->vendor, 0);
+        assert_int_equal(d->device, 0);
+        assert_null(d->driver);
+        assert_true(has_warning(h, "bus/pci/devices/0000:00:06.0/uevent: PCI_ID '144D:1A80A'", NULL));
+
+        d = dev(h, "0000:00:07.0");
+        assert_int_equal(d->class, 0x020000);      /* from the class file */
+        assert_int_equal(d->vendor, 0x144d);
+        assert_string_equal(d->driver, "nvme");
+
+        d = dev(h, "0000:00:08.0");
+        assert_int_equal(d->class, 0x020000);
+        assert_int_equal(d->vendor, 0x8086);
+        assert_int_equal(d->device, 0x1572);
+        assert_string_equal(d->driver, "i40e");
+
+        assert_null(dev(h, "0000:00:09.0")->driver);
+        assert_int_equal(dev(h, "0000:00:09.0")->class, 0x030200);
+        assert_true(has_warning(h, "bus/pci/devices/0000:00:09.0/uevent: DRIVER '' is not a driver name", NULL));
+        assert_null(dev(h, "0000:00:0a.0")->driver);
+        assert_true(has_warning(h, "bus/pci/devices/0000:00:0a.0/uevent: DRIVER '../x'", NULL));
+        assert_int_equal(dev(h, "0000:00:0b.0")->class, 0);
+        assert_true(has_warning(h, "bus/pci/devices/0000:00:0b.0/uevent: PCI_CLASS '\\xff\\xfe'", NULL));
+
+        d = dev(h, "0000:00:0c.0");
+        assert_int_equal(d->class, 0x020700);
+        assert_int_equal(d->vendor, 0x15b3);
+        assert_int_equal(d->device, 0x101e);
+        assert_string_equal(d->driver, "mlx5_core");
+
+        d = dev(h, "0000:00:0d.0");
+        assert_int_equal(d->class, 0x020000);
+        assert_string_equal(d->driver, "i40e");
+        assert_true(has_warning(h, "bus/pci/devices/0000:00:0d.0/uevent: cannot read: Is a directory", NULL));
+
+        /* One warning per bad key, none for the good devices or the
+         * missing uevent. */
+        assert_int_equal(h->n_warnings, 7);
+        assert_false(has_warning(h, "0000:00:01.0", NULL));
+        assert_false(has_warning(h, "0000:00:02.0", NULL));
+        assert_false(has_warning(h, "0000:00:07.0", NULL));
+}
+
 static void test_missing_node_dir(void **state) {
         (void) state;
         _cleanup_free_ char *root = new_dir("no-node-dir");
@@ -941,6 +1094,27 @@ static void assert_same_map(const struct hostmap *a, const struct hostmap *b) {
         }
 }
 
+/* The fixture trees have the kernel's uevent, and it agrees with the
+ * attribute files: the map read from a tree is the same with every
+ * uevent removed (all from the files and links). */
+static void test_uevent_matches_files(void **state) {
+        (void) state;
+        _cleanup_free_ char *root = fixture_root("sample-4n");
+        _cleanup_free_ char *copy = new_dir("sample-4n-no-uevent");
+        _cleanup_free_ char *probe = xasprintf("%s/bus/pci/devices/0000:13:00.0/uevent", root);
+        _cleanup_free_ char *cmd = xasprintf("cp -a '%s/.' '%s/' && find '%s/devices' -name uevent -delete",
+                                             root, copy, copy);
+
+        assert_true(exists(probe));
+        run(cmd);
+        _cleanup_hostmap_ struct hostmap *a = load_or_fail(root);
+        _cleanup_hostmap_ struct hostmap *b = load_or_fail(copy);
+        assert_true(a->n_devices > 0);
+        assert_int_equal(a->n_warnings, 0);
+        assert_int_equal(b->n_warnings, 0);
+        assert_same_map(a, b);
+}
+
 static void capture_and_compare(const char *root, const char *tag) {
         _cleanup_free_ char *script = capture_script();
         _cleanup_free_ char *dir = new_dir(tag);
@@ -1009,6 +1183,8 @@ int main(void) {
                 cmocka_unit_test(test_big_bus),
                 cmocka_unit_test(test_fixture_deterministic),
                 cmocka_unit_test(test_garbage_files),
+                cmocka_unit_test(test_uevent),
+                cmocka_unit_test(test_uevent_matches_files),
                 cmocka_unit_test(test_missing_node_dir),
                 cmocka_unit_test(test_unusable_root),
                 cmocka_unit_test(test_real_pcidomain32bits),
