@@ -81,6 +81,10 @@ int main(int argc, char **argv) {
                h->n_devices, h->n_nodes, h->n_mdevs, first * 1e3, t[1 + (scans - 1) / 2] * 1e3, t[1] * 1e3,
                t[scans - 1] * 1e3, cpu[1 + (scans - 1) / 2] * 1e3, scans - 1);
 
+        if (h->n_devices == 0) {
+                fprintf(stderr, "bench-hostmap: %s has no PCI devices; nothing to look up\n", argv[1]);
+                return 1;
+        }
         /* Every known address, and after each 7 of them one that is not
          * known (function 7 of the same slot is never generated). */
         n_addrs = h->n_devices + h->n_devices / 7 + 1;

@@ -149,7 +149,7 @@ def protocol_seeds(outdir):
 
 # What hostmap-sysfs.c reads: the attributes of a PCI device, of a NUMA
 # node and of a CPU, and the links.
-DEVICE_FILES = ("class", "vendor", "device", "numa_node", "resource")
+DEVICE_FILES = ("uevent", "class", "vendor", "device", "numa_node", "resource")
 DEVICE_LINKS = ("driver", "iommu_group", "physfn")
 
 

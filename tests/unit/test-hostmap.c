@@ -1129,6 +1129,15 @@ static void capture_and_compare(const char *root, const char *tag) {
         _cleanup_hostmap_ struct hostmap *b = load_or_fail(captured);
         assert_true(a->n_devices > 0);
         assert_same_map(a, b);
+        /* The capture keeps what the reader reads first: each uevent. */
+        for (size_t i = 0; i < a->n_devices; i++) {
+                char bdf[PCI_ADDR_STRLEN];
+                pci_addr_format(&a->devices[i].addr, bdf);
+                _cleanup_free_ char *src = xasprintf("%s/bus/pci/devices/%s/uevent", root, bdf);
+                _cleanup_free_ char *dst = xasprintf("%s/bus/pci/devices/%s/uevent", captured, bdf);
+                if (access(src, F_OK) == 0 && access(dst, F_OK) != 0)
+                        fail_msg("the capture of %s lacks %s", root, dst);
+        }
 }
 
 /* Warnings are capped: the first HOSTMAP_WARNINGS_MAX kept in order, the
