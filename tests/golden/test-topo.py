@@ -176,7 +176,7 @@ def main():
 
     shutil.rmtree(work, ignore_errors=True)
     print("1..%d" % N)
-    print("%d passed, %d failed" % (N - FAILED, FAILED))
+    print("# %d passed, %d failed" % (N - FAILED, FAILED))
     return 1 if FAILED else 0
 
 
