@@ -16,6 +16,11 @@
 # The sanitizer pass runs by default when no arguments are given; with
 # arguments (a suite selection, say) only when PCINUMA_SANITIZE=1.
 # PCINUMA_SANITIZE=0 skips it always.
+#   3. In a full run (no arguments; PCINUMA_BENCH=0 skips it): the
+#      benchmarks, 'meson test --benchmark --suite bench' in build/, one
+#      after another.  They measure and print figures (the RESULT/FIGURE
+#      lines are repeated here; docs/performance.md has the targets); a
+#      benchmark fails only when it cannot run, never on a figure.
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,6 +59,13 @@ rc=0
 meson test -C "$builddir" --print-errorlogs --num-processes "$(nproc)" "$@" || rc=$?
 
 logs="$builddir/meson-logs/testlog.json"
+if [ $# -eq 0 ] && [ "${PCINUMA_BENCH:-1}" = 1 ]; then
+    echo "test: benchmarks: meson test --benchmark --suite bench (figures, not verdicts: docs/performance.md)"
+    rm -f "$builddir/meson-logs/benchlog.json" "$builddir/meson-logs/benchlog.txt"
+    meson test -C "$builddir" --benchmark --suite bench --logbase benchlog --print-errorlogs || rc=1
+    grep -hE '^(RESULT|FIGURE|SUMMARY) ' "$builddir/meson-logs/benchlog.txt" | sed 's/^/test: bench: /' || true
+    logs="$logs $builddir/meson-logs/benchlog.json"
+fi
 if [ "$sanitize" = 1 ]; then
     echo "test: sanitizer pass: ASan+UBSan build in $asandir; suites unit, golden, daemon"
     # GCC's -Wnonnull misfires on sanitizer-instrumented code (domain.c's
