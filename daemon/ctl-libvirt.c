@@ -17,6 +17,28 @@ static const char *lv_error(void) {
         return m ? m : "unknown libvirt error";
 }
 
+/* If pcinumad's policy still covers the domain, it will plan it again at
+ * once: say how to keep it reverted. */
+static void note_if_replanned(const char *policy_file, virDomainPtr dom, const char *name) {
+        _cleanup_policy_ struct policy *pol = NULL;
+        _cleanup_free_ char *perr = NULL;
+        struct stat st;
+        if (stat(policy_file, &st) == 0 && policy_load_file(policy_file, &pol, &perr) == 0) {
+                char uuid[VIR_UUID_STRING_BUFLEN] = "";
+                (void) virDomainGetUUIDString(dom, uuid);
+                struct policy_subject subj = { .name = name, .uuid = uuid };
+                struct policy_settings set;
+                _cleanup_free_ char *origin = NULL;
+                policy_resolve(pol, &subj, &set, &origin);
+                if (set.mode != POLICY_OFF)
+                        fprintf(stderr,
+                                "pcinumactl revert: note: %s gives this domain policy %s (%s), so a running pcinumad will plan it "
+                                "again; to keep it reverted, add a rule {\"match\": {\"name\": \"%s\"}, \"policy\": \"off\"} first "
+                                "and reload pcinumad.\n",
+                                policy_file, policy_mode_to_string(set.mode), origin, name);
+        }
+}
+
 int ctl_revert_domain(const char *name, const char *uri, const char *policy_file) {
         virSetErrorFunc(NULL, quiet);
         virConnectPtr c = virConnectOpen(uri);
@@ -59,25 +81,7 @@ int ctl_revert_domain(const char *name, const char *uri, const char *policy_file
         printf("Domain %s: the pcinuma topology was undone; the definition is back to its original layout%s.\n", name,
                virDomainIsActive(dom) == 1 ? " (the running domain keeps its layout until it restarts)" : "");
 
-        /* If pcinumad's policy still covers the domain, it will plan it
-         * again at once: say how to keep it reverted. */
-        _cleanup_policy_ struct policy *pol = NULL;
-        _cleanup_free_ char *perr = NULL;
-        struct stat st;
-        if (stat(policy_file, &st) == 0 && policy_load_file(policy_file, &pol, &perr) == 0) {
-                char uuid[VIR_UUID_STRING_BUFLEN] = "";
-                (void) virDomainGetUUIDString(dom, uuid);
-                struct policy_subject subj = { .name = name, .uuid = uuid };
-                struct policy_settings set;
-                _cleanup_free_ char *origin = NULL;
-                policy_resolve(pol, &subj, &set, &origin);
-                if (set.mode != POLICY_OFF)
-                        fprintf(stderr,
-                                "pcinumactl revert: note: %s gives this domain policy %s (%s), so a running pcinumad will plan it "
-                                "again; to keep it reverted, add a rule {\"match\": {\"name\": \"%s\"}, \"policy\": \"off\"} first "
-                                "and reload pcinumad.\n",
-                                policy_file, policy_mode_to_string(set.mode), origin, name);
-        }
+        note_if_replanned(policy_file, dom, name);
         ret = 0;
 out:
         free(xml);

@@ -157,7 +157,7 @@ int log_errno(int prio, int err, const char *fmt, ...) {
 
 /* A field's value: "%s" and "%d", nearly all of them (one per device and
  * request), without vasprintf(). */
-static char *field_value(const char *fmt, va_list ap) {
+_printf_(1, 0) static char *field_value(const char *fmt, va_list ap) {
         if (fmt[0] == '%' && fmt[1] == 's' && fmt[2] == '\0')
                 return xstrdup(va_arg(ap, const char *));
         if (fmt[0] == '%' && fmt[1] == 'd' && fmt[2] == '\0') {

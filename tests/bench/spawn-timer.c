@@ -51,7 +51,7 @@ static double now_us(void) {
 static char *slurp(const char *path, size_t *len) {
         FILE *f = fopen(path, "rb");
         char *buf;
-        long n;
+        long n = 0;
 
         if (!f)
                 die(path);

@@ -1052,8 +1052,9 @@ static char *capture_script(void) {
         const char *suffix = "/tests/fixtures/mkfakesysfs.py";
         size_t n = strlen(MKFAKESYSFS), s = strlen(suffix);
         assert_true(n > s);
-        assert_string_equal(MKFAKESYSFS + n - s, suffix);
-        return xasprintf("%.*s/scripts/pcinuma-capture-host", (int) (n - s), MKFAKESYSFS);
+        const char *mk = MKFAKESYSFS;
+        assert_string_equal(mk + n - s, suffix);
+        return xasprintf("%.*s/scripts/pcinuma-capture-host", (int) (n - s), mk);
 }
 
 static void assert_same_map(const struct hostmap *a, const struct hostmap *b) {
