@@ -100,6 +100,27 @@ void proto_decoder_reset(struct proto_decoder *d) {
         *d = (struct proto_decoder) {.header_len = 0};
 }
 
+int proto_decoder_feed_all(struct proto_decoder *d, const void *data, size_t n,
+                           void (*handle)(json_object *o, void *userdata), void *userdata, char **ret_error) {
+        const char *p = data;
+        size_t off = 0;
+        while (off < n) {
+                size_t used = 0;
+                json_object *o = NULL;
+                int r = proto_decoder_feed(d, p + off, n - off, &used, &o, ret_error);
+                if (r < 0) {
+                        proto_decoder_reset(d);
+                        return r;
+                }
+                off += used;
+                if (r == 0)
+                        break;
+                handle(o, userdata);
+                json_object_put(o);
+        }
+        return 0;
+}
+
 bool proto_decoder_busy(const struct proto_decoder *d) {
         return d && (d->header_len > 0 || d->payload_have > 0);
 }

@@ -59,6 +59,11 @@ struct proto_decoder {
 int proto_decoder_feed(struct proto_decoder *d, const void *data, size_t n, size_t *consumed,
                        json_object **ret, char **ret_error);
 void proto_decoder_reset(struct proto_decoder *d);
+/* Feed n bytes and call handle() for each complete frame's object (put
+ * after the call).  0, or a negative errno with *ret_error as from
+ * proto_decoder_feed(), the decoder then reset. */
+int proto_decoder_feed_all(struct proto_decoder *d, const void *data, size_t n,
+                           void (*handle)(json_object *o, void *userdata), void *userdata, char **ret_error);
 /* True while a frame has been started but not finished. */
 bool proto_decoder_busy(const struct proto_decoder *d);
 

@@ -164,9 +164,16 @@ static void count_result(struct watcher *w, bool redefined) {
         send_status(w);
 }
 
+struct msg_ctx {
+        struct watcher *w;
+        json_object **ret_planned;
+};
+
 /* Handle one message from pcinumad.  A "planned" answer is returned in
  * *ret_planned (when asked for); recheck requests are queued. */
-static void handle_msg(struct watcher *w, json_object *o, json_object **ret_planned) {
+static void handle_msg(json_object *o, void *userdata) {
+        struct watcher *w = ((struct msg_ctx *) userdata)->w;
+        json_object **ret_planned = ((struct msg_ctx *) userdata)->ret_planned;
         json_object *t = NULL, *u = NULL;
         const char *type = json_object_object_get_ex(o, "type", &t) ? json_object_get_string(t) : NULL;
         if (type && streq(type, "recheck")) {
@@ -199,22 +206,12 @@ static bool read_msgs(struct watcher *w, bool wait, json_object **ret_planned) {
                         w->parent_gone = true;
                         return false;
                 }
-                size_t off = 0;
-                while (off < (size_t) n) {
-                        size_t used = 0;
-                        json_object *o = NULL;
-                        _cleanup_free_ char *err = NULL;
-                        int r = proto_decoder_feed(&w->dec, buf + off, (size_t) n - off, &used, &o, &err);
-                        if (r < 0) {
-                                log_msg(LOG_ERR, "Bad message from pcinumad: %s; exiting", err ? err : "?");
-                                w->parent_gone = true;
-                                return false;
-                        }
-                        off += used;
-                        if (r == 0)
-                                break;
-                        handle_msg(w, o, ret_planned);
-                        json_object_put(o);
+                struct msg_ctx ctx = { w, ret_planned };
+                _cleanup_free_ char *err = NULL;
+                if (proto_decoder_feed_all(&w->dec, buf, (size_t) n, handle_msg, &ctx, &err) < 0) {
+                        log_msg(LOG_ERR, "Bad message from pcinumad: %s; exiting", err ? err : "?");
+                        w->parent_gone = true;
+                        return false;
                 }
                 if (!wait || (ret_planned && *ret_planned))
                         return true;

@@ -159,7 +159,8 @@ static void on_status(struct watcher *w, json_object *o) {
                 w->restart_ms = RESTART_MIN_MS;
 }
 
-static void handle_msg(struct watcher *w, json_object *o) {
+static void handle_msg(json_object *o, void *userdata) {
+        struct watcher *w = userdata;
         const char *type = get_str(o, "type");
         if (type && streq(type, "plan"))
                 on_plan(w, o);
@@ -184,24 +185,11 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
                 w->io_src = sd_event_source_disable_unref(w->io_src);
                 return 0;
         }
-        size_t off = 0;
-        while (off < (size_t) n) {
-                size_t used = 0;
-                json_object *o = NULL;
-                _cleanup_free_ char *err = NULL;
-                int r = proto_decoder_feed(&w->dec, buf + off, (size_t) n - off, &used, &o, &err);
-                if (r < 0) {
-                        log_msg(LOG_ERR, "pcinuma-watcher (pid %d) sent a bad message (%s); stopping it", (int) w->pid, err ? err : "?");
-                        proto_decoder_reset(&w->dec);
-                        (void) kill(w->pid, SIGKILL);
-                        w->io_src = sd_event_source_disable_unref(w->io_src);
-                        return 0;
-                }
-                off += used;
-                if (r == 0)
-                        break;
-                handle_msg(w, o);
-                json_object_put(o);
+        _cleanup_free_ char *err = NULL;
+        if (proto_decoder_feed_all(&w->dec, buf, (size_t) n, handle_msg, w, &err) < 0) {
+                log_msg(LOG_ERR, "pcinuma-watcher (pid %d) sent a bad message (%s); stopping it", (int) w->pid, err ? err : "?");
+                (void) kill(w->pid, SIGKILL);
+                w->io_src = sd_event_source_disable_unref(w->io_src);
         }
         return 0;
 }

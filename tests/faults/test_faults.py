@@ -306,23 +306,46 @@ def t_broken_policy_reload():
 
 # ---- (c) libvirtd SIGKILLed --------------------------------------------------------------
 
+class LvEnv:
+    """A private session libvirtd and a pcinumad (policy require, sample-4n)
+    watching it, for (c) and (d); close() stops both and removes the
+    temporary directory."""
+
+    def __init__(self, tag, host_uuid):
+        import test_integration as ti
+        self.work = os.path.join(td.WORK, tag)
+        os.makedirs(self.work, exist_ok=True)
+        self.tmp = tempfile.mkdtemp(prefix="pcinuma-f%s-" % tag[0], dir="/tmp")
+        os.chmod(self.tmp, 0o755)
+        self.sysfs = os.path.join(self.tmp, "sys")
+        td.mkfakesysfs(os.path.join(ARGS.hosts, "sample-4n.json"), self.sysfs)
+        self.policy = os.path.join(self.tmp, "policy.json")
+        td.write_policy(self.policy, "require")
+        self.s = ti.LvSession(host_uuid=host_uuid)
+        self.daemon = None
+        try:
+            self.daemon = ti.Daemon(ARGS, self.tmp, self.sysfs, self.policy, self.s.uid, self.work)
+            self.daemon.start(self.s.uri, wait_connected=False)
+            check(self.daemon.wait_connected(td.T(RECONNECT_DEADLINE)), "the watcher connects to the session libvirtd")
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        if self.daemon is not None and self.daemon.alive():
+            self.daemon.stop()
+        try:
+            self.s.stop()
+        except Exception as e:   # noqa: BLE001
+            print("# stopping libvirtd: %s" % e)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
 def t_libvirtd_sigkill():
     import test_integration as ti
-    from session import SessionError   # noqa: F401
-    work = os.path.join(td.WORK, "libvirt")
-    os.makedirs(work, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix="pcinuma-fl-", dir="/tmp")
-    os.chmod(tmp, 0o755)
-    sysfs = os.path.join(tmp, "sys")
-    td.mkfakesysfs(os.path.join(ARGS.hosts, "sample-4n.json"), sysfs)
-    policy = os.path.join(tmp, "policy.json")
-    td.write_policy(policy, "require")
-    s = ti.LvSession(host_uuid="7a3a4b1e-0c55-4f43-9d1c-5e0a6b1f2c3d")
-    daemon = None
+    env = LvEnv("libvirt", "7a3a4b1e-0c55-4f43-9d1c-5e0a6b1f2c3d")
+    s, daemon, work = env.s, env.daemon, env.work
     try:
-        daemon = ti.Daemon(ARGS, tmp, sysfs, policy, s.uid, work)
-        daemon.start(s.uri, wait_connected=False)
-        check(daemon.wait_connected(td.T(RECONNECT_DEADLINE)), "the watcher connects to the session libvirtd")
         ti.Test.wait_planned  # noqa: B018  (the helper used below, by hand)
         s.define(ti.domain_xml("fk-before", ["0000:13:00.0", "0000:33:00.0"], memnodes={0: "0", 1: "1"}))
 
@@ -369,13 +392,7 @@ def t_libvirtd_sigkill():
         rc = daemon.stop()
         eq(rc, 0, "pcinumad exit status after SIGTERM")
     finally:
-        if daemon is not None and daemon.alive():
-            daemon.stop()
-        try:
-            s.stop()
-        except Exception as e:   # noqa: BLE001
-            print("# stopping libvirtd: %s" % e)
-        shutil.rmtree(tmp, ignore_errors=True)
+        env.close()
 
 
 # ---- (d) the watcher process killed -------------------------------------------------------
@@ -395,20 +412,9 @@ def maps_libvirt(pid):
 
 def t_watcher_sigkill():
     import test_integration as ti
-    work = os.path.join(td.WORK, "watcher")
-    os.makedirs(work, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix="pcinuma-fw-", dir="/tmp")
-    os.chmod(tmp, 0o755)
-    sysfs = os.path.join(tmp, "sys")
-    td.mkfakesysfs(os.path.join(ARGS.hosts, "sample-4n.json"), sysfs)
-    policy = os.path.join(tmp, "policy.json")
-    td.write_policy(policy, "require")
-    s = ti.LvSession(host_uuid="7a3a4b1e-0c55-4f43-9d1c-5e0a6b1f2c3e")
-    daemon = None
+    env = LvEnv("watcher", "7a3a4b1e-0c55-4f43-9d1c-5e0a6b1f2c3e")
+    s, daemon, tmp, sysfs, policy = env.s, env.daemon, env.tmp, env.sysfs, env.policy
     try:
-        daemon = ti.Daemon(ARGS, tmp, sysfs, policy, s.uid, work)
-        daemon.start(s.uri, wait_connected=False)
-        check(daemon.wait_connected(td.T(RECONNECT_DEADLINE)), "the watcher connects to the session libvirtd")
         proc = daemon.status()["libvirt"]["process"]
         wpid = proc["pid"]
         eq(proc_ppid(wpid), daemon.proc.pid, "the watcher's parent")
@@ -480,13 +486,7 @@ def t_watcher_sigkill():
         contains(r.stderr, missing, "pcinumad's error")
         print("# %s" % r.stderr.strip().splitlines()[-1])
     finally:
-        if daemon is not None and daemon.alive():
-            daemon.stop()
-        try:
-            s.stop()
-        except Exception as e:   # noqa: BLE001
-            print("# stopping libvirtd: %s" % e)
-        shutil.rmtree(tmp, ignore_errors=True)
+        env.close()
 
 
 # ---- main ----------------------------------------------------------------------------------
