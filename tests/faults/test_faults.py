@@ -32,6 +32,9 @@
     defined meanwhile.  pcinumad itself maps no libvirt library.  When
     pcinumad is SIGKILLed its watcher goes too (no orphan).  A missing
     watcher program stops pcinumad at start with an error naming the path.
+(e) A watcher program that sends pcinumad garbage (a frame header of
+    4 GiB): pcinumad says so, kills it, restarts it with backoff, keeps
+    answering, and stops cleanly, leaving no watcher behind.
 
 Output: "ok N - ..." / "not ok N - ..." with "#" diagnostics, then
 "N passed, M failed".  Exit 1 on any failure; 77 only when a binary or
@@ -489,6 +492,57 @@ def t_watcher_sigkill():
         env.close()
 
 
+# ---- (e) a watcher that sends garbage -------------------------------------------------------
+
+def t_watcher_garbage():
+    d = None
+    tmp = tempfile.mkdtemp(prefix="pcinuma-fg-", dir="/tmp")
+    fake = os.path.join(tmp, "garbage-watcher")
+    with open(fake, "w") as f:
+        f.write("#!/bin/sh\n# sends a frame header of 4 GiB, then waits\n"
+                "printf '\\377\\377\\377\\377garbage' >&3\nexec sleep 300\n")
+    os.chmod(fake, 0o755)
+    try:
+        d = td.Daemon("watcher-garbage", policy="require",
+                      extra=["--libvirt-uri", "test:///default", "--watcher-program", fake]).start()
+        d.wait_event(lambda e: "sent a bad message" in e.message, timeout=10,
+                     what="'sent a bad message' in pcinumad's log")
+        d.wait_event(lambda e: "was killed by signal 9 (Killed); restarting it in" in e.message, timeout=10,
+                     what="the restart line")
+        t0 = time.monotonic()
+        st = {}
+        while time.monotonic() - t0 < td.T(10):
+            st = (d.status() or {}).get("libvirt") or {}
+            if (st.get("process") or {}).get("restarts", 0) >= 1:
+                break
+            time.sleep(0.05)
+        p = st.get("process") or {}
+        check(p.get("restarts", 0) >= 1, "status shows no restart: %s" % st)
+        eq(st.get("connected"), False, "libvirt.connected in status")
+        contains(d.log_text(), "frame", "the bad-message line names the problem")
+        line = [l for l in d.log_text().splitlines() if "sent a bad message" in l][0]
+        print("# %s" % line[:240])
+        r = td.run_hook("gpu-vm-1", "prepare", "begin", td.XML["gpu-vm-1"], d.sock)
+        check(r.rc == 1 and "refusing to start domain gpu-vm-1" in r.err, "a hook call meanwhile: %r" % (r,))
+        rc = d.stop()
+        td.check_clean_exit(d, rc)
+        time.sleep(0.2)
+        left = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    with open("/proc/%s/cmdline" % pid, "rb") as f:
+                        if fake.encode() in f.read():
+                            left.append(pid)
+                except OSError:
+                    pass
+        eq(left, [], "processes of the fake watcher left after pcinumad stopped")
+    finally:
+        if d is not None and d.poll() is None:
+            d.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 # ---- main ----------------------------------------------------------------------------------
 
 def main():
@@ -545,6 +599,8 @@ def main():
               t_libvirtd_sigkill)
         R.run("(d) the watcher process SIGKILLed: pcinumad restarts it and keeps serving; it does not "
               "outlive pcinumad; a missing watcher program is a clear start error", t_watcher_sigkill)
+        R.run("(e) a watcher that sends garbage is killed and restarted; pcinumad keeps serving and "
+              "stops cleanly", t_watcher_garbage)
     finally:
         td.reap_all()
         shutil.rmtree(td.RUNTMP, ignore_errors=True)
