@@ -28,7 +28,7 @@ own libvirtd:
      running of any hook costs, the floor under 'fast'.  Printed beside the
      targets: drain/off, fast/drain and mark/drain, paired by round.
 
-A and B alternate (A B A B), each block runs its variants interleaved,
+A and B alternate (A B A B A B: --pairs 3), each block runs its variants interleaved,
 order rotated.  pcinumad runs with --allow-uid of pcinuma-test and its
 socket made reachable.  The wrapper is always removed (finally, atexit,
 SIGTERM).  Targets: median(fast) and median(mark) at most 1.05 x
@@ -37,7 +37,7 @@ median(base).
 Needs root, libvirtd, virsh, qemu-system-x86_64; otherwise exits 77.
 
     bench_vm_start.py --hook PATH --pcinumad PATH --session-py PATH
-                      --mkfakesysfs PATH --hosts DIR [--example XML] [--rounds N]
+                      --mkfakesysfs PATH --hosts DIR [--example XML] [--rounds N] [--pairs P]
 """
 
 import argparse
@@ -147,8 +147,10 @@ def run(a):
     B.say("# domain XML (%s):\n# %s" % (mark_vm, xml[mark_vm].replace("\n", "\n# ")))
     times = {k: [] for k in ("base", "base_mark", "off", "drain", "fast", "mark")}
     rounds_b = []        # per B round: {variant: ms}, for paired ratios
-    per_block = max(1, a.rounds // 2)
-    for block in ("A", "B", "A", "B"):
+    # More, shorter blocks follow the machine's drift better than two long
+    # ones; --rounds starts of each variant in all, over --pairs A B pairs.
+    per_block = max(1, a.rounds // a.pairs)
+    for block in ("A", "B") * a.pairs:
         if block == "B":
             install()
         else:
@@ -235,5 +237,6 @@ if __name__ == "__main__":
     for opt in ("--hook", "--pcinumad", "--session-py", "--mkfakesysfs", "--hosts"):
         ap.add_argument(opt, required=True)
     ap.add_argument("--example")
-    ap.add_argument("--rounds", type=int, default=16)
+    ap.add_argument("--rounds", type=int, default=24)
+    ap.add_argument("--pairs", type=int, default=3)
     B.main(lambda: run(ap.parse_args()))
