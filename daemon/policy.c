@@ -205,6 +205,15 @@ static int check_keys(const struct parse_ctx *c, const char *path, json_object *
         return 0;
 }
 
+/* An object with only the keys in allowed: the type, then each key. */
+static int expect_object(const struct parse_ctx *c, const char *path, json_object *o,
+                         const char *const *allowed, size_t n_allowed) {
+        int r = expect_type(c, path, o, json_type_object, "an object");
+        if (r < 0)
+                return r;
+        return check_keys(c, path, o, allowed, n_allowed);
+}
+
 static char *child_path(const char *path, const char *key) {
         return xasprintf("%s.%s", path, key);
 }
@@ -270,10 +279,7 @@ static int parse_default(const struct parse_ctx *c, json_object *v, struct polic
         json_object *m;
         int r;
 
-        r = expect_type(c, "default", v, json_type_object, "an object");
-        if (r < 0)
-                return r;
-        r = check_keys(c, "default", v, keys, ELEMENTSOF(keys));
+        r = expect_object(c, "default", v, keys, ELEMENTSOF(keys));
         if (r < 0)
                 return r;
 
@@ -307,10 +313,7 @@ static int parse_match(const struct parse_ctx *c, const char *path, json_object 
         bool any = false;
         int r;
 
-        r = expect_type(c, path, v, json_type_object, "an object");
-        if (r < 0)
-                return r;
-        r = check_keys(c, path, v, keys, ELEMENTSOF(keys));
+        r = expect_object(c, path, v, keys, ELEMENTSOF(keys));
         if (r < 0)
                 return r;
 
@@ -346,10 +349,7 @@ static int parse_rule(const struct parse_ctx *c, size_t idx, json_object *v, con
         json_object *m;
         int r;
 
-        r = expect_type(c, path, v, json_type_object, "an object");
-        if (r < 0)
-                return r;
-        r = check_keys(c, path, v, keys, ELEMENTSOF(keys));
+        r = expect_object(c, path, v, keys, ELEMENTSOF(keys));
         if (r < 0)
                 return r;
 
@@ -394,10 +394,7 @@ static int parse_hook(const struct parse_ctx *c, json_object *v, struct policy *
         json_object *m;
         int r;
 
-        r = expect_type(c, "hook", v, json_type_object, "an object");
-        if (r < 0)
-                return r;
-        r = check_keys(c, "hook", v, keys, ELEMENTSOF(keys));
+        r = expect_object(c, "hook", v, keys, ELEMENTSOF(keys));
         if (r < 0)
                 return r;
 

@@ -333,9 +333,8 @@ static void process_domain(struct watcher *w, virDomainPtr dom) {
         free(xml);
         if (!ok)
                 return;
-        if (!plan.redefine)
-                g->count = 0;   /* stable */
         if (!plan.redefine) {
+                g->count = 0;   /* stable */
                 if (plan.summary)
                         log_msg(plan.prio, "Domain %s: %s", name, plan.summary);
                 redefine_plan_done(&plan);

@@ -871,9 +871,7 @@ def main():
         td.reap_all()
         if not ARGS.keep:
             shutil.rmtree(td.RUNTMP, ignore_errors=True)
-    print("# total %.1f s" % (time.monotonic() - t0))
-    print("%d passed, %d failed" % (R.passed, R.failed))
-    return 1 if R.failed else 0
+    return R.finish(t0)
 
 
 if __name__ == "__main__":

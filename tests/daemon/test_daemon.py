@@ -174,6 +174,12 @@ class Results:
         if self.reap:
             reap_all()
 
+    def finish(self, t0):
+        """The closing lines; the exit status (1 if any case failed)."""
+        print("# total %.1f s" % (time.monotonic() - t0))
+        print("%d passed, %d failed" % (self.passed, self.failed))
+        return 1 if self.failed else 0
+
 
 R = Results()
 
@@ -2155,9 +2161,7 @@ def main():
     R.run("--max-connections drops the extra client", t_max_connections)
     R.run("a 3 MiB XML and UTF-8 round-trip; over 4 MiB is refused by the hook", t_big_xml)
 
-    print("# total %.1f s" % (time.monotonic() - t0))
-    print("%d passed, %d failed" % (R.passed, R.failed))
-    return 1 if R.failed else 0
+    return R.finish(t0)
 
 
 if __name__ == "__main__":
