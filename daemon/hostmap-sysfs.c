@@ -3,7 +3,15 @@
  * calls, never through an absolute /sys path, so tests and bug reports can
  * point it at a fixture tree or a captured snapshot (as hwloc does with
  * HWLOC_FSROOT).  A file that is missing or holds garbage gives the
- * "unknown" value of its field; only an unusable root is an error. */
+ * "unknown" value of its field; only an unusable root is an error.
+ *
+ * A captured tree comes from someone else (a bug report) and is read as
+ * root, so it must not be able to reach outside itself: every path is
+ * resolved beneath the directory it starts from (openat2() with
+ * RESOLVE_BENEATH, or a component-by-component walk that does the same
+ * where the kernel or a seccomp filter refuses openat2()), only regular
+ * files are read, non-blocking and with a size cap, and node and CPU
+ * numbers are bounded.  What is refused is named in a warning. */
 #include "hostmap.h"
 
 #include <ctype.h>
@@ -11,7 +19,9 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <pthread.h>
 
 #define IORESOURCE_IO     UINT64_C(0x00000100)
@@ -20,12 +30,17 @@
 #define IORESOURCE_MEM_64 UINT64_C(0x00100000)
 
 /* No sysfs attribute we read is anywhere near this; the cap only keeps a
- * bogus fixture (or /dev/zero behind a symlink) from eating memory. */
+ * bogus fixture (or a huge file in a capture) from eating memory. */
 #define READ_MAX (1024 * 1024)
 
-/* The largest CPU number we accept in a cpulist (the kernel's NR_CPUS
- * tops out at 8192 today). */
-#define CPU_MAX 65535
+/* The largest CPU number we accept in a cpulist or a cpuN directory name:
+ * the kernel's NR_CPUS tops out at 8192 today.  It bounds the per-node CPU
+ * sets (1 KiB each) and the physical_package_id files one load may try. */
+#define CPU_MAX 8191
+
+/* Symbolic links followed in one path walk before giving up (the kernel's
+ * own limit is 40). */
+#define WALK_MAX_LINKS 40
 
 static void closedirp(DIR **d) {
         if (*d)
@@ -33,18 +48,230 @@ static void closedirp(DIR **d) {
 }
 #define _cleanup_closedir_ _cleanup_(closedirp)
 
+/* How the reader opens things, shared (read-only) by the scan threads. */
+struct reader {
+        int rootfd;
+        /* openat2() works here; false on kernels before 5.6, under a
+         * seccomp filter that refuses it, or when PCINUMA_SYSFS_NO_OPENAT2
+         * is set (tests, to cover the fallback). */
+        bool openat2;
+};
+
+static int openat2_beneath(int dir_fd, const char *path, int flags) {
+        struct open_how how = {
+                .flags = (uint64_t) (flags | O_CLOEXEC),
+                .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+        };
+        /* EAGAIN: a rename or mount raced with a ".." walk; the kernel asks
+         * the caller to try again. */
+        for (int tries = 0;; tries++) {
+                long fd = syscall(SYS_openat2, dir_fd, path, &how, sizeof(how));
+                if (fd >= 0)
+                        return (int) fd;
+                if ((errno == EAGAIN && tries < 8) || errno == EINTR)
+                        continue;
+                return -errno;
+        }
+}
+
+/* Whether openat2() can be used: a probe of the root itself.  ENOSYS is an
+ * old kernel; EPERM (or ENOSYS) a seccomp filter of a container runtime
+ * that does not know the call; E2BIG/EINVAL a kernel that does not know
+ * the struct or the flags. */
+static bool probe_openat2(int rootfd) {
+        const char *e = getenv("PCINUMA_SYSFS_NO_OPENAT2");
+        if (e && *e && !streq(e, "0"))
+                return false;
+        int fd = openat2_beneath(rootfd, ".", O_PATH | O_DIRECTORY);
+        if (fd < 0)
+                return false;
+        (void) close(fd);
+        return true;
+}
+
+/* The fallback: what openat2(RESOLVE_BENEATH) does, one component at a
+ * time.  Each component is opened with O_NOFOLLOW; a symbolic link is read
+ * and its target spliced in front of the rest of the path, resolved from
+ * the directory that holds the link, as the kernel would.  The walk counts
+ * how deep below dir_fd it is: a ".." at depth 0, or an absolute target,
+ * would leave dir_fd and is refused with EXDEV, as openat2() refuses it.
+ * The directory fds along the way are always the physical path from
+ * dir_fd, so ".." is the real parent, also after a link was followed.
+ * (openat2() also closes the races of a tree being changed during the
+ * walk; a captured tree is not being changed.) */
+static int walk_beneath(int dir_fd, const char *path, int flags) {
+        char rest[PATH_MAX + 1];
+        unsigned links = 0;
+        size_t depth = 0;
+        int cur = dir_fd, r;
+
+        if (strlen(path) >= sizeof(rest))
+                return -ENAMETOOLONG;
+        if (path[0] == '/')
+                return -EXDEV;
+        strcpy(rest, path);
+
+        for (char *p = rest;;) {
+                while (*p == '/')
+                        p++;
+                char *end = p + strcspn(p, "/");
+                char *next = end;
+                while (*next == '/')
+                        next++;
+                bool last = *next == 0;
+                char saved = *end;
+                *end = 0;
+
+                if (*p == 0 || streq(p, ".") || streq(p, "..")) {
+                        if (streq(p, "..")) {
+                                if (depth == 0) {
+                                        r = -EXDEV;
+                                        break;
+                                }
+                                int fd = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                                if (fd < 0) {
+                                        r = -errno;
+                                        break;
+                                }
+                                if (cur != dir_fd)
+                                        (void) close(cur);
+                                cur = fd;
+                                depth--;
+                        }
+                        if (last) {
+                                r = openat(cur, ".", flags | O_CLOEXEC);
+                                r = r < 0 ? -errno : r;
+                                break;
+                        }
+                        p = next;
+                        continue;
+                }
+
+                int fd = openat(cur, p, (last ? flags : O_PATH | O_DIRECTORY) | O_NOFOLLOW | O_CLOEXEC);
+                if (fd >= 0) {
+                        if (last) {
+                                r = fd;
+                                break;
+                        }
+                        if (cur != dir_fd)
+                                (void) close(cur);
+                        cur = fd;
+                        depth++;
+                        p = next;
+                        continue;
+                }
+
+                /* O_NOFOLLOW on a link: ELOOP, or ENOTDIR with O_DIRECTORY. */
+                r = -errno;
+                if (r != -ELOOP && r != -ENOTDIR)
+                        break;
+                char target[PATH_MAX + 1];
+                ssize_t n = readlinkat(cur, p, target, sizeof(target));
+                if (n < 0)
+                        break;          /* not a link: r stands */
+                if ((size_t) n >= sizeof(target)) {
+                        r = -ENAMETOOLONG;
+                        break;
+                }
+                target[n] = 0;
+                if (++links > WALK_MAX_LINKS) {
+                        r = -ELOOP;
+                        break;
+                }
+                if (target[0] == '/') {
+                        r = -EXDEV;
+                        break;
+                }
+                /* rest becomes target + "/" + what followed the link. */
+                *end = saved;
+                size_t tail = strlen(next);
+                if ((size_t) n + 1 + tail >= sizeof(rest)) {
+                        r = -ENAMETOOLONG;
+                        break;
+                }
+                memmove(rest + n + 1, next, tail + 1);
+                memcpy(rest, target, (size_t) n);
+                rest[n] = tail ? '/' : 0;
+                p = rest;
+        }
+        if (cur != dir_fd)
+                (void) close(cur);
+        return r;
+}
+
+/* Open path below dir_fd (which must itself be below the root): never
+ * outside it, whatever links the tree holds. */
+static int open_beneath(const struct reader *rd, int dir_fd, const char *path, int flags) {
+        if (rd->openat2) {
+                int fd = openat2_beneath(dir_fd, path, flags);
+                /* A seccomp filter may let the probe through and refuse
+                 * later calls with other arguments: walk instead. */
+                if (fd != -ENOSYS && fd != -EPERM)
+                        return fd;
+        }
+        return walk_beneath(dir_fd, path, flags);
+}
+
+/* Open a file to read: a regular file only.  O_NONBLOCK, so that a FIFO
+ * (which is then refused) cannot make the open wait for a writer; O_NOCTTY
+ * for a terminal device.  Returns the fd or a negative errno; besides the
+ * open's own, EXDEV (a link leads outside), EISDIR, ESPIPE (a FIFO),
+ * ENODEV (a device node), ENXIO (a socket) and EFBIG (over READ_MAX). */
+static int open_file(const struct reader *rd, int dir_fd, const char *path) {
+        _cleanup_close_ int fd = -1;
+        struct stat st;
+
+        fd = open_beneath(rd, dir_fd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+        if (fd < 0)
+                return fd;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (S_ISDIR(st.st_mode))
+                return -EISDIR;
+        if (S_ISFIFO(st.st_mode))
+                return -ESPIPE;
+        if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
+                return -ENODEV;
+        if (!S_ISREG(st.st_mode))
+                return -ENXIO;
+        if (st.st_size > READ_MAX)
+                return -EFBIG;
+        return TAKE_FD(fd);
+}
+
+/* Why a file was not read, for a warning (a directory keeps strerror()'s
+ * "Is a directory", as before these checks). */
+static const char *open_error_text(int r) {
+        switch (r) {
+        case -EXDEV:
+                return "a symbolic link leads outside the sysfs root (not followed)";
+        case -ESPIPE:
+                return "a FIFO, not a regular file";
+        case -ENODEV:
+                return "a device node, not a regular file";
+        case -ENXIO:
+                return "a socket, not a regular file";
+        case -EFBIG:
+                return "over 1 MiB, too large for a sysfs attribute";
+        case -ELOOP:
+                return "too many levels of symbolic links";
+        default:
+                return strerror(-r);
+        }
+}
+
 /* Read a whole file below dir_fd into a new string, with trailing white
  * space removed; for the node files, whose size grows with the host (a
  * distance row of 1,024 nodes).  A read that leaves room in the buffer
  * has seen everything, as with read_attr_at(). */
-static int read_text_at(int dir_fd, const char *path, char **ret) {
+static int read_text_at(const struct reader *rd, int dir_fd, const char *path, char **ret) {
         _cleanup_close_ int fd = -1;
         _cleanup_free_ char *buf = NULL;
         size_t len = 0, cap = 0;
 
-        fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        fd = open_file(rd, dir_fd, path);
         if (fd < 0)
-                return -errno;
+                return fd;
 
         for (;;) {
                 if (len + 1 >= cap) {
@@ -83,13 +310,13 @@ static const char *last_component(char *path) {
  * removed: a sysfs attribute comes from one show() call, and one read()
  * returns all of it.  No allocation, since a big host reads thousands of
  * these.  Returns the length or a negative errno. */
-static ssize_t read_attr_at(int dir_fd, const char *path, char *buf, size_t size) {
+static ssize_t read_attr_at(const struct reader *rd, int dir_fd, const char *path, char *buf, size_t size) {
         _cleanup_close_ int fd = -1;
         ssize_t n;
 
-        fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        fd = open_file(rd, dir_fd, path);
         if (fd < 0)
-                return -errno;
+                return fd;
         do
                 n = read(fd, buf, size - 1);
         while (n < 0 && errno == EINTR);
@@ -145,9 +372,9 @@ static int readlink_basename_at(int dir_fd, const char *path, char **ret) {
         return 0;
 }
 
-static int read_uint_at(int dir_fd, const char *path, uint64_t max, uint64_t *ret) {
+static int read_uint_at(const struct reader *rd, int dir_fd, const char *path, uint64_t max, uint64_t *ret) {
         _cleanup_free_ char *s = NULL;
-        int r = read_text_at(dir_fd, path, &s);
+        int r = read_text_at(rd, dir_fd, path, &s);
         if (r < 0)
                 return r;
         return parse_uint(s, 0, max, ret);
@@ -298,14 +525,15 @@ static void warn_garbage(struct hostmap *h, const char *bdf, const char *attr, c
  * anything else that stops the read is worth saying. */
 static void warn_unreadable(struct hostmap *h, const char *bdf, const char *attr, int r) {
         if (r != -ENOENT)
-                hostmap_warn(h, "bus/pci/devices/%s/%s: cannot read: %s; read as unknown", bdf, attr, strerror(-r));
+                hostmap_warn(h, "bus/pci/devices/%s/%s: cannot read: %s; read as unknown", bdf, attr,
+                             open_error_text(r));
 }
 
 /* class, vendor, device files: a hex number ("0x030200"). */
-static bool device_attr_uint(struct hostmap *h, int fd, const char *bdf, const char *attr, uint64_t max,
-                             uint64_t *ret) {
+static bool device_attr_uint(const struct reader *rd, struct hostmap *h, int fd, const char *bdf, const char *attr,
+                             uint64_t max, uint64_t *ret) {
         char buf[64];
-        ssize_t n = read_attr_at(fd, attr, buf, sizeof(buf));
+        ssize_t n = read_attr_at(rd, fd, attr, buf, sizeof(buf));
         if (n < 0) {
                 warn_unreadable(h, bdf, attr, (int) n);
                 return false;
@@ -408,8 +636,8 @@ static void warn_uevent_garbage(struct hostmap *h, const char *bdf, const char *
  * value (PCI_ID is one key: garbage there leaves vendor and device
  * unknown).  DRIVER is written only while a driver is bound, so its absence
  * from a kernel PCI uevent (one with PCI_* keys) means "no driver". */
-static void read_ids(struct hostmap *h, struct hostmap_device *d, int fd, const char *name, char *text,
-                     ssize_t text_len) {
+static void read_ids(const struct reader *rd, struct hostmap *h, struct hostmap_device *d, int fd, const char *name,
+                     char *text, ssize_t text_len) {
         struct uevent u = {0};
         uint64_t v;
 
@@ -422,7 +650,7 @@ static void read_ids(struct hostmap *h, struct hostmap_device *d, int fd, const 
                         d->class = c;
                 else
                         warn_uevent_garbage(h, name, "PCI_CLASS", u.pci_class, "is not a PCI class code");
-        } else if (device_attr_uint(h, fd, name, "class", 0xffffff, &v))
+        } else if (device_attr_uint(rd, h, fd, name, "class", 0xffffff, &v))
                 d->class = (uint32_t) v;
 
         if (u.pci_id) {
@@ -435,9 +663,9 @@ static void read_ids(struct hostmap *h, struct hostmap_device *d, int fd, const 
                 } else
                         warn_uevent_garbage(h, name, "PCI_ID", u.pci_id, "is not a vendor:device ID pair");
         } else {
-                if (device_attr_uint(h, fd, name, "vendor", 0xffff, &v))
+                if (device_attr_uint(rd, h, fd, name, "vendor", 0xffff, &v))
                         d->vendor = (uint16_t) v;
-                if (device_attr_uint(h, fd, name, "device", 0xffff, &v))
+                if (device_attr_uint(rd, h, fd, name, "device", 0xffff, &v))
                         d->device = (uint16_t) v;
         }
 
@@ -454,7 +682,8 @@ static void read_ids(struct hostmap *h, struct hostmap_device *d, int fd, const 
         }
 }
 
-static void read_device(struct hostmap *h, int devices_fd, const char *name, const struct pci_addr *addr) {
+static void read_device(const struct reader *rd, struct hostmap *h, int devices_fd, const char *name,
+                        const struct pci_addr *addr) {
         _cleanup_free_ char *target = NULL;
         _cleanup_close_ int fd = -1;
         char buf[4096];
@@ -480,33 +709,51 @@ static void read_device(struct hostmap *h, int devices_fd, const char *name, con
          * path.  Measured, that is slower on a real sysfs (kernel 6.18, 1
          * CPU: 0.222 against 0.200 ms per scan of a 6-device host) and no
          * faster in the hostmap benchmark (2,000 devices on ext4: 39.6
-         * against 39.8 ms, within its noise), so the fd stays. */
-        fd = openat(devices_fd, target && target[0] != '/' ? target : name, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+         * against 39.8 ms, within its noise), so the fd stays.
+         *
+         * The walk starts at the root ("bus/pci/devices/" + target), so
+         * that the target's ".." may climb to the root but not above it;
+         * an absolute target always leads outside a captured tree.  Each
+         * attribute is then opened below this directory. */
+        if (target && target[0] == '/') {
+                char ex[200];
+                excerpt(target, ex, sizeof(ex));
+                hostmap_warn(h, "bus/pci/devices/%s: a symbolic link to '%s', outside the sysfs root; "
+                             "not followed, device skipped", name, ex);
                 return;
+        }
+        _cleanup_free_ char *path = xasprintf("bus/pci/devices/%s", target ? target : name);
+        fd = open_beneath(rd, rd->rootfd, path, O_PATH | O_DIRECTORY);
+        if (fd < 0) {
+                if (fd != -ENOENT && fd != -ENOTDIR)
+                        hostmap_warn(h, "bus/pci/devices/%s: cannot open: %s; device skipped", name,
+                                     open_error_text(fd));
+                return;
+        }
 
         struct hostmap_device *d = hostmap_add_device(h, addr);
 
         /* One read of uevent gives class, vendor, device and driver (see
          * read_ids()); buf is free again once read_ids() returns. */
-        ssize_t un = read_attr_at(fd, "uevent", buf, sizeof(buf));
+        ssize_t un = read_attr_at(rd, fd, "uevent", buf, sizeof(buf));
         if (un < 0 && un != -ENOENT)
                 hostmap_warn(h, "bus/pci/devices/%s/uevent: cannot read: %s; reading the class, vendor and device "
-                             "files and the driver link instead", name, strerror((int) -un));
-        read_ids(h, d, fd, name, buf, un);
+                             "files and the driver link instead", name, open_error_text((int) un));
+        read_ids(rd, h, d, fd, name, buf, un);
 
-        r = (int) read_attr_at(fd, "numa_node", buf, sizeof(buf));
+        r = (int) read_attr_at(rd, fd, "numa_node", buf, sizeof(buf));
         if (r >= 0) {
                 int64_t node;
-                if (parse_int(buf, 10, -1, INT_MAX, &node) >= 0)
+                /* As the domain parser: node ids are 0 to 1023. */
+                if (parse_int(buf, 10, -1, HOSTMAP_NODE_MAX, &node) >= 0)
                         d->sysfs_node = (int) node;
                 else
-                        warn_garbage(h, name, "numa_node", buf, "is not a node number");
+                        warn_garbage(h, name, "numa_node", buf, "is not a node number (-1 to " HOSTMAP_NODE_MAX_STR ")");
         } else
                 warn_unreadable(h, name, "numa_node", r);
 
         /* Only the first six lines matter, and they fit in buf. */
-        r = (int) read_attr_at(fd, "resource", buf, sizeof(buf));
+        r = (int) read_attr_at(rd, fd, "resource", buf, sizeof(buf));
         if (r >= 0) {
                 int bad = parse_resource(d, buf);
                 if (bad > 0)
@@ -539,6 +786,7 @@ struct pci_entry {
 /* One slice of bus/pci/devices, read into a private map so that slices
  * can run in parallel without sharing anything. */
 struct scan_job {
+        const struct reader *rd;
         int devices_fd;
         const struct pci_entry *entries;
         size_t n;
@@ -548,7 +796,7 @@ struct scan_job {
 static void *scan_job_run(void *userdata) {
         struct scan_job *j = userdata;
         for (size_t i = 0; i < j->n; i++)
-                read_device(j->out, j->devices_fd, j->entries[i].name, &j->entries[i].addr);
+                read_device(j->rd, j->out, j->devices_fd, j->entries[i].name, &j->entries[i].addr);
         return NULL;
 }
 
@@ -567,7 +815,8 @@ static size_t scan_threads(size_t n_entries) {
         return cpus > PARALLEL_MAX_THREADS ? PARALLEL_MAX_THREADS : (size_t) cpus;
 }
 
-static void scan_parallel(struct hostmap *h, int devices_fd, const struct pci_entry *entries, size_t n) {
+static void scan_parallel(const struct reader *rd, struct hostmap *h, int devices_fd, const struct pci_entry *entries,
+                          size_t n) {
         size_t t = scan_threads(n);
         struct scan_job jobs[PARALLEL_MAX_THREADS];
         pthread_t threads[PARALLEL_MAX_THREADS];
@@ -576,6 +825,7 @@ static void scan_parallel(struct hostmap *h, int devices_fd, const struct pci_en
         for (size_t k = 0; k < t; k++) {
                 size_t from = n * k / t, to = n * (k + 1) / t;
                 jobs[k] = (struct scan_job) {
+                        .rd = rd,
                         .devices_fd = devices_fd,
                         .entries = entries + from,
                         .n = to - from,
@@ -603,7 +853,7 @@ static void scan_parallel(struct hostmap *h, int devices_fd, const struct pci_en
         }
 }
 
-static int read_pci_devices(struct hostmap *h, int devices_fd) {
+static int read_pci_devices(const struct reader *rd, struct hostmap *h, int devices_fd) {
         _cleanup_closedir_ DIR *dir = NULL;
         _cleanup_free_ struct pci_entry *entries = NULL;
         size_t n = 0;
@@ -631,7 +881,7 @@ static int read_pci_devices(struct hostmap *h, int devices_fd) {
         }
 
         if (n > 0)
-                scan_parallel(h, devices_fd, entries, n);
+                scan_parallel(rd, h, devices_fd, entries, n);
         return 0;
 }
 
@@ -650,13 +900,16 @@ static bool is_uuid(const char *s) {
 
 /* bus/mdev/devices/<uuid> -> ../../../devices/pci0000:00/0000:00:02.0/<uuid>:
  * the parent is the component before the uuid. */
-static void read_mdevs(struct hostmap *h, int rootfd) {
+static void read_mdevs(const struct reader *rd, struct hostmap *h) {
         _cleanup_closedir_ DIR *dir = NULL;
         _cleanup_close_ int fd = -1;
 
-        fd = openat(rootfd, "bus/mdev/devices", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        fd = open_beneath(rd, rd->rootfd, "bus/mdev/devices", O_RDONLY | O_DIRECTORY);
+        if (fd < 0) {
+                if (fd != -ENOENT && fd != -ENOTDIR)
+                        hostmap_warn(h, "bus/mdev/devices: cannot open: %s; no mdevs read", open_error_text(fd));
                 return;
+        }
         int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         if (dfd < 0)
                 return;
@@ -674,9 +927,24 @@ static void read_mdevs(struct hostmap *h, int rootfd) {
                         continue;
                 if (readlink_at(fd, de->d_name, &target) < 0)
                         continue;
-                /* A dangling link is an mdev removed while we scan. */
-                if (faccessat(fd, de->d_name, F_OK, 0) < 0)
+                /* A dangling link is an mdev removed while we scan.  The
+                 * target is looked at beneath the root only. */
+                if (target[0] == '/') {
+                        char ex[200];
+                        excerpt(target, ex, sizeof(ex));
+                        hostmap_warn(h, "bus/mdev/devices/%s: a symbolic link to '%s', outside the sysfs root; "
+                                     "not followed, mdev skipped", de->d_name, ex);
                         continue;
+                }
+                _cleanup_free_ char *path = xasprintf("bus/mdev/devices/%s", target);
+                int mfd = open_beneath(rd, rd->rootfd, path, O_PATH | O_DIRECTORY);
+                if (mfd < 0) {
+                        if (mfd != -ENOENT && mfd != -ENOTDIR)
+                                hostmap_warn(h, "bus/mdev/devices/%s: cannot open: %s; mdev skipped", de->d_name,
+                                             open_error_text(mfd));
+                        continue;
+                }
+                (void) close(mfd);
 
                 (void) last_component(target);   /* strips trailing slashes */
                 char *slash = strrchr(target, '/');
@@ -694,8 +962,9 @@ static void read_mdevs(struct hostmap *h, int rootfd) {
         }
 }
 
-/* "node12" -> 12; anything else (has_cpu, online, power, ...) -> -1. */
-static int parse_numbered(const char *name, const char *prefix) {
+/* "node12" -> 12; anything else (has_cpu, online, power, ...) -> -1;
+ * a number above max -> -2. */
+static int parse_numbered(const char *name, const char *prefix, unsigned max) {
         size_t n = strlen(prefix);
         uint64_t v;
 
@@ -704,28 +973,50 @@ static int parse_numbered(const char *name, const char *prefix) {
         for (const char *p = name + n; *p; p++)
                 if (!isdigit((unsigned char) *p))
                         return -1;
-        if (parse_uint(name + n, 10, INT_MAX, &v) < 0)
-                return -1;
+        if (parse_uint(name + n, 10, max, &v) < 0)
+                return -2;
         return (int) v;
 }
 
-static int cpu_package(int cpu_fd, unsigned cpu) {
+/* The CPUs' packages, each physical_package_id read at most once per load:
+ * a tree may list every CPU on every node, and a node's CPUs are tried in
+ * turn until one has a readable package. */
+struct cpu_packages {
+        int fd;                         /* devices/system/cpu, or -1 */
+        int *package;                   /* [CPU_MAX + 1]; -2 = not read yet */
+};
+
+static int cpu_package(const struct reader *rd, struct hostmap *h, struct cpu_packages *cp, unsigned cpu) {
         char path[64];
         uint64_t v;
+        int r;
 
-        snprintf(path, sizeof(path), "cpu%u/topology/physical_package_id", cpu);
-        if (read_uint_at(cpu_fd, path, INT_MAX, &v) < 0)
+        if (cp->fd < 0 || cpu > CPU_MAX)
                 return HOSTMAP_NO_SOCKET;
-        return (int) v;
+        if (!cp->package) {
+                cp->package = xreallocarray(NULL, CPU_MAX + 1, sizeof(int));
+                for (size_t i = 0; i <= CPU_MAX; i++)
+                        cp->package[i] = -2;
+        }
+        if (cp->package[cpu] != -2)
+                return cp->package[cpu];
+        snprintf(path, sizeof(path), "cpu%u/topology/physical_package_id", cpu);
+        r = read_uint_at(rd, cp->fd, path, INT_MAX, &v);
+        /* Missing or garbage: the next CPU may tell.  Refused (a link
+         * outside the root, a FIFO...): say so. */
+        if (r < 0 && r != -ENOENT && r != -EINVAL && r != -ERANGE)
+                hostmap_warn(h, "devices/system/cpu/%s: cannot read: %s; read as unknown", path, open_error_text(r));
+        cp->package[cpu] = r < 0 ? HOSTMAP_NO_SOCKET : (int) v;
+        return cp->package[cpu];
 }
 
 /* The package of the node's CPUs.  The first CPU that has a readable
  * physical_package_id decides: a node never spans packages. */
-static int node_socket(int cpu_fd, const struct bitmap *cpus) {
-        if (cpu_fd < 0)
+static int node_socket(const struct reader *rd, struct hostmap *h, struct cpu_packages *cp, const struct bitmap *cpus) {
+        if (cp->fd < 0)
                 return HOSTMAP_NO_SOCKET;
         for (int c = bitmap_next(cpus, 0); c >= 0; c = bitmap_next(cpus, (unsigned) c + 1)) {
-                int s = cpu_package(cpu_fd, (unsigned) c);
+                int s = cpu_package(rd, h, cp, (unsigned) c);
                 if (s >= 0)
                         return s;
         }
@@ -733,23 +1024,29 @@ static int node_socket(int cpu_fd, const struct bitmap *cpus) {
 }
 
 /* A distance row: one number per node; a garbage token reads as -1 so the
- * rest of the row keeps its position. */
-static void read_distance_row(struct hostmap *h, int node_fd, int id) {
+ * rest of the row keeps its position.  At most HOSTMAP_NODE_MAX + 1
+ * entries, one per possible node. */
+static void read_distance_row(const struct reader *rd, struct hostmap *h, int node_fd, int id) {
         _cleanup_free_ char *text = NULL;
         int *values = NULL;
         size_t n = 0;
         char *save = NULL;
 
-        int r = read_text_at(node_fd, "distance", &text);
+        int r = read_text_at(rd, node_fd, "distance", &text);
         if (r < 0) {
                 if (r != -ENOENT)
                         hostmap_warn(h, "devices/system/node/node%d/distance: cannot read: %s; distances from node %d are unknown",
-                                     id, strerror(-r), id);
+                                     id, open_error_text(r), id);
                 return;
         }
         bool warned = false;
         for (char *t = strtok_r(text, " \t\n", &save); t; t = strtok_r(NULL, " \t\n", &save)) {
                 int64_t v;
+                if (n > HOSTMAP_NODE_MAX) {
+                        hostmap_warn(h, "devices/system/node/node%d/distance: more than %d entries (one per node); "
+                                     "the rest is ignored", id, HOSTMAP_NODE_MAX + 1);
+                        break;
+                }
                 if (parse_int(t, 10, 0, INT_MAX, &v) >= 0)
                         *GROW(values, n) = (int) v;
                 else {
@@ -770,13 +1067,17 @@ static void read_distance_row(struct hostmap *h, int node_fd, int id) {
         free(values);
 }
 
-static int read_nodes(struct hostmap *h, int system_fd, int cpu_fd) {
+static int read_nodes(const struct reader *rd, struct hostmap *h, struct cpu_packages *cp) {
         _cleanup_closedir_ DIR *dir = NULL;
         int fd;
 
-        fd = openat(system_fd, "node", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
+        fd = open_beneath(rd, rd->rootfd, "devices/system/node", O_RDONLY | O_DIRECTORY);
+        if (fd < 0) {
+                if (fd != -ENOENT && fd != -ENOTDIR)
+                        hostmap_warn(h, "devices/system/node: cannot open: %s; one node is assumed",
+                                     open_error_text(fd));
+                return fd;
+        }
         dir = fdopendir(fd);
         if (!dir) {
                 int r = -errno;
@@ -785,28 +1086,42 @@ static int read_nodes(struct hostmap *h, int system_fd, int cpu_fd) {
         }
 
         for (struct dirent *de; (de = readdir(dir));) {
+                int r;
                 _cleanup_close_ int node_fd = -1;
                 _cleanup_free_ char *cpulist = NULL;
-                int id = parse_numbered(de->d_name, "node");
+                int id = parse_numbered(de->d_name, "node", HOSTMAP_NODE_MAX);
+                if (id == -2) {
+                        hostmap_warn(h, "devices/system/node/%s: node number above %d; ignored", de->d_name,
+                                     HOSTMAP_NODE_MAX);
+                        continue;
+                }
                 if (id < 0)
                         continue;
 
-                node_fd = openat(dirfd(dir), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (node_fd < 0)
+                /* From the root, so a node directory may be a link
+                 * anywhere in the tree, but not outside it. */
+                _cleanup_free_ char *path = xasprintf("devices/system/node/%s", de->d_name);
+                node_fd = open_beneath(rd, rd->rootfd, path, O_PATH | O_DIRECTORY);
+                if (node_fd < 0) {
+                        if (node_fd != -ENOENT && node_fd != -ENOTDIR)
+                                hostmap_warn(h, "%s: cannot open: %s; node ignored", path, open_error_text(node_fd));
                         continue;
+                }
 
                 struct hostmap_node *n = hostmap_add_node(h, id);
-                if (read_text_at(node_fd, "cpulist", &cpulist) >= 0 &&
-                    bitmap_parse(cpulist, CPU_MAX, &n->cpus) < 0) {
+                r = read_text_at(rd, node_fd, "cpulist", &cpulist);
+                if (r >= 0 && bitmap_parse(cpulist, CPU_MAX, &n->cpus) < 0) {
                         char ex[200];
                         excerpt(cpulist, ex, sizeof(ex));
-                        hostmap_warn(h, "devices/system/node/node%d/cpulist: '%s' is not a CPU list; "
-                                     "the node is read as having no CPUs", id, ex);
+                        hostmap_warn(h, "devices/system/node/node%d/cpulist: '%s' is not a list of CPUs 0 to %d; "
+                                     "the node is read as having no CPUs", id, ex, CPU_MAX);
                         n->cpus = (struct bitmap) {0};
-                }
-                n->socket = node_socket(cpu_fd, &n->cpus);
+                } else if (r < 0 && r != -ENOENT)
+                        hostmap_warn(h, "devices/system/node/node%d/cpulist: cannot read: %s; "
+                                     "the node is read as having no CPUs", id, open_error_text(r));
+                n->socket = node_socket(rd, h, cp, &n->cpus);
 
-                read_distance_row(h, node_fd, id);
+                read_distance_row(rd, h, node_fd, id);
         }
         return 0;
 }
@@ -814,14 +1129,14 @@ static int read_nodes(struct hostmap *h, int system_fd, int cpu_fd) {
 /* No devices/system/node (a kernel without CONFIG_NUMA, or a capture
  * without it): one node 0 holding every CPU listed under
  * devices/system/cpu. */
-static void synthesize_node(struct hostmap *h, int cpu_fd) {
+static void synthesize_node(const struct reader *rd, struct hostmap *h, struct cpu_packages *cp) {
         struct hostmap_node *n = hostmap_add_node(h, 0);
 
         h->single_node = true;
-        if (cpu_fd < 0)
+        if (cp->fd < 0)
                 return;
 
-        int fd = fcntl(cpu_fd, F_DUPFD_CLOEXEC, 3);
+        int fd = open_beneath(rd, cp->fd, ".", O_RDONLY | O_DIRECTORY);
         if (fd < 0)
                 return;
         _cleanup_closedir_ DIR *dir = fdopendir(fd);
@@ -830,44 +1145,52 @@ static void synthesize_node(struct hostmap *h, int cpu_fd) {
                 return;
         }
         for (struct dirent *de; (de = readdir(dir));) {
-                int cpu = parse_numbered(de->d_name, "cpu");
-                if (cpu >= 0 && cpu <= CPU_MAX)
+                int cpu = parse_numbered(de->d_name, "cpu", CPU_MAX);
+                if (cpu >= 0)
                         bitmap_set(&n->cpus, (unsigned) cpu);
         }
-        n->socket = cpu_package(cpu_fd, 0);
+        n->socket = cpu_package(rd, h, cp, 0);
         if (n->socket < 0)
-                n->socket = node_socket(cpu_fd, &n->cpus);
+                n->socket = node_socket(rd, h, cp, &n->cpus);
 }
 
 static int load(int rootfd, const char *label, struct hostmap **ret, char **ret_error) {
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_close_ int devices_fd = -1, system_fd = -1, cpu_fd = -1;
+        struct reader rd = { .rootfd = rootfd, .openat2 = probe_openat2(rootfd) };
         int r;
 
-        devices_fd = openat(rootfd, "bus/pci/devices", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        int devices_err = devices_fd < 0 ? -errno : 0;
-        system_fd = openat(rootfd, "devices/system", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        devices_fd = open_beneath(&rd, rootfd, "bus/pci/devices", O_RDONLY | O_DIRECTORY);
+        int devices_err = devices_fd < 0 ? devices_fd : 0;
+        system_fd = open_beneath(&rd, rootfd, "devices/system", O_PATH | O_DIRECTORY);
 
-        if (devices_fd < 0 && system_fd < 0)
+        if (devices_fd < 0 && system_fd < 0) {
+                if (devices_err == -EXDEV)
+                        return set_error(ret_error, -EXDEV, "sysfs root '%s': bus/pci/devices: %s", label,
+                                         open_error_text(devices_err));
                 return set_error(ret_error, devices_err == -ENOTDIR ? -ENOTDIR : -ENOENT,
                                  "sysfs root '%s': no bus/pci/devices and no devices/system directory",
                                  label);
+        }
 
         h = hostmap_new();
 
         if (devices_fd >= 0) {
-                r = read_pci_devices(h, devices_fd);
+                r = read_pci_devices(&rd, h, devices_fd);
                 if (r < 0)
                         return set_error(ret_error, r, "sysfs root '%s': cannot list bus/pci/devices: %s",
                                          label, strerror(-r));
-        }
+        } else if (devices_err != -ENOENT && devices_err != -ENOTDIR)
+                hostmap_warn(h, "bus/pci/devices: cannot open: %s; no PCI devices read", open_error_text(devices_err));
 
-        read_mdevs(h, rootfd);
+        read_mdevs(&rd, h);
 
         if (system_fd >= 0)
-                cpu_fd = openat(system_fd, "cpu", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (system_fd < 0 || read_nodes(h, system_fd, cpu_fd) < 0 || h->n_nodes == 0)
-                synthesize_node(h, cpu_fd);
+                cpu_fd = open_beneath(&rd, rootfd, "devices/system/cpu", O_RDONLY | O_DIRECTORY);
+        struct cpu_packages cp = { .fd = cpu_fd };
+        if (system_fd < 0 || read_nodes(&rd, h, &cp) < 0 || h->n_nodes == 0)
+                synthesize_node(&rd, h, &cp);
+        free(cp.package);
 
         hostmap_finish(h);
 

@@ -122,6 +122,10 @@ void hostmap_set_distances(struct hostmap *h, int node, const int *values, size_
         struct hostmap_private *p = private_of(h);
         struct distance_row *r = NULL;
 
+        /* One entry per possible node at most (see HOSTMAP_NODE_MAX). */
+        if (n > HOSTMAP_NODE_MAX + 1)
+                n = HOSTMAP_NODE_MAX + 1;
+
         /* A second call for the same node replaces the first. */
         for (size_t i = 0; i < p->n_rows; i++)
                 if (p->rows[i].node == node) {
@@ -231,7 +235,26 @@ static void dedup_nodes(struct hostmap *h) {
         h->n_nodes = w;
 }
 
+/* Node ids outside 0..HOSTMAP_NODE_MAX are dropped here too, whoever
+ * built the map: the reader refuses them with a warning first, and every
+ * consumer may then size things by node id without a second check. */
+static void drop_bad_nodes(struct hostmap *h) {
+        size_t w = 0;
+        for (size_t i = 0; i < h->n_nodes; i++) {
+                if (h->nodes[i].id < 0 || h->nodes[i].id > HOSTMAP_NODE_MAX) {
+                        bitmap_done(&h->nodes[i].cpus);
+                        continue;
+                }
+                h->nodes[w++] = h->nodes[i];
+        }
+        h->n_nodes = w;
+        for (size_t i = 0; i < h->n_devices; i++)
+                if (h->devices[i].sysfs_node > HOSTMAP_NODE_MAX || h->devices[i].sysfs_node < HOSTMAP_NO_NODE)
+                        h->devices[i].sysfs_node = HOSTMAP_NO_NODE;
+}
+
 void hostmap_finish(struct hostmap *h) {
+        drop_bad_nodes(h);
         /* qsort is not stable; the dedup keeps whichever copy sorts first,
          * which only matters for trees that are broken anyway. */
         if (h->n_nodes > 1)

@@ -17,6 +17,11 @@
 #define HOSTMAP_NO_NODE (-1)
 #define HOSTMAP_NO_SOCKET (-1)
 #define HOSTMAP_N_BARS 6
+/* The highest node id the host map takes (the domain parser's limit too):
+ * a larger one, from a broken or hostile capture, is refused so that
+ * nothing sized by node ids can grow large. */
+#define HOSTMAP_NODE_MAX 1023
+#define HOSTMAP_NODE_MAX_STR "1023"
 
 enum hostmap_bar_type {
         HOSTMAP_BAR_NONE = 0,
@@ -98,7 +103,14 @@ struct hostmap {
 
 /* Read the host map from the tree under rootfd (laid out like /sys: it
  * holds bus/ and devices/).  Missing or garbage files are tolerated as
- * design §4 says.  Returns 0, or a negative errno with *ret_error set when
+ * design §4 says.  Nothing outside rootfd is ever opened: every path is
+ * resolved beneath it (openat2() with RESOLVE_BENEATH, or an equivalent
+ * walk with O_NOFOLLOW when openat2() is missing or refused, or when the
+ * environment sets PCINUMA_SYSFS_NO_OPENAT2=1, as tests do); a link that
+ * leads outside, and anything but a regular file where a file is read
+ * (a FIFO, socket, device node or directory), or a file over 1 MiB, is
+ * refused with a warning naming it; node ids above HOSTMAP_NODE_MAX and
+ * CPU numbers above 8191 are refused too.  Returns 0, or a negative errno with *ret_error set when
  * the root itself is unusable (no bus/pci/devices and no devices/system).
  * The caller owns *ret (free with hostmap_free). */
 int hostmap_load(int rootfd, struct hostmap **ret, char **ret_error);
