@@ -14,14 +14,22 @@
  *   "f" PATH "\n" CONTENT      a regular file
  *   "l" PATH "\n" TARGET       a symbolic link
  *   "d" PATH                   a directory
+ *   "p" PATH                   a FIFO
  * PATH is relative to the sysfs root; missing parent directories are
  * created.  Any file can be written, so an input may give a device a
  * uevent ("fbus/pci/devices/0000:01:00.0/uevent\nPCI_CLASS=10802\n..."),
  * garbage in one, or none (the reader then falls back to the files).
- * Paths with "." or ".." components, and link targets that are absolute
- * or climb above the root (".." is accepted only as a leading run, as
- * sysfs writes them), are skipped: this program may run as root, and must
- * write and read nothing outside its directory.
+ * Paths with "." or ".." components are skipped, and no file is written
+ * through a link (each directory is opened with O_NOFOLLOW): this program
+ * may run as root, and must write nothing outside its directory.  Link
+ * targets may point anywhere, above the root too, since the reader must
+ * refuse to follow them out: a target starting with "@" names the canary
+ * directory beside the root ("@/numa_node" becomes DIR/outside/numa_node,
+ * absolute), and "../" runs from the root lead there as well.  The
+ * canary holds files the reader would read (numa_node, uevent, cpulist,
+ * ...) and a FIFO; their access times are reset before each input and
+ * checked after it (on a file system with atime updates, as tmpfs has
+ * them): a canary file read is a finding.
  * tests/fuzz/seed-corpus.py turns a sysfs tree into this form. */
 #include "fuzz.h"
 
@@ -36,6 +44,66 @@
 
 static char base_dir[PATH_MAX];
 static int base_fd = -1;
+static int outside_fd = -1;
+static bool atime_works;
+
+/* The canary outside the root: files named as the reader's attributes. */
+static const char *const canary_files[] = {
+        "numa_node", "uevent", "class", "vendor", "device", "resource",
+        "cpulist", "distance", "physical_package_id",
+};
+
+static void canary_reset(void) {
+        /* An access time before the modification time: the next read
+         * updates it, even under relatime. */
+        const struct timespec t[2] = { { .tv_sec = 1 }, { .tv_nsec = UTIME_OMIT } };
+        for (size_t i = 0; i < ELEMENTSOF(canary_files); i++)
+                if (utimensat(outside_fd, canary_files[i], t, 0) < 0)
+                        fuzz_fail("cannot reset %s/outside/%s: %s", base_dir, canary_files[i], strerror(errno));
+}
+
+static void canary_check(void) {
+        if (!atime_works)
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(canary_files); i++) {
+                struct stat st;
+                if (fstatat(outside_fd, canary_files[i], &st, 0) < 0)
+                        fuzz_fail("cannot stat %s/outside/%s: %s", base_dir, canary_files[i], strerror(errno));
+                if (st.st_atim.tv_sec != 1)
+                        fuzz_fail("the reader read %s/outside/%s, outside the sysfs root", base_dir, canary_files[i]);
+        }
+}
+
+static void canary_setup(void) {
+        if (mkdirat(base_fd, "outside", 0755) < 0)
+                fuzz_fail("mkdir %s/outside: %s", base_dir, strerror(errno));
+        outside_fd = openat(base_fd, "outside", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (outside_fd < 0)
+                fuzz_fail("open %s/outside: %s", base_dir, strerror(errno));
+        for (size_t i = 0; i < ELEMENTSOF(canary_files); i++) {
+                /* Values that parse, so a read would change the map too. */
+                const char *text = streq(canary_files[i], "uevent") ? "PCI_CLASS=30200\nPCI_ID=10DE:2330\n"
+                                   : streq(canary_files[i], "resource") ? "0x1000 0x1fff 0x200\n"
+                                   : streq(canary_files[i], "distance") ? "10\n" : "1\n";
+                int fd = openat(outside_fd, canary_files[i], O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+                if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t) strlen(text))
+                        fuzz_fail("cannot write %s/outside/%s: %s", base_dir, canary_files[i], strerror(errno));
+                (void) close(fd);
+        }
+        if (mkfifoat(outside_fd, "fifo", 0644) < 0)
+                fuzz_fail("mkfifo %s/outside/fifo: %s", base_dir, strerror(errno));
+        /* Whether reads update access times here at all. */
+        canary_reset();
+        char buf[8];
+        int fd = openat(outside_fd, "numa_node", O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || read(fd, buf, sizeof(buf)) < 0)
+                fuzz_fail("cannot read %s/outside/numa_node: %s", base_dir, strerror(errno));
+        (void) close(fd);
+        struct stat st;
+        atime_works = fstatat(outside_fd, "numa_node", &st, 0) == 0 && st.st_atim.tv_sec != 1;
+        if (!atime_works)
+                fprintf(stderr, "fuzz-sysfs: %s has no access time updates; the canary is not checked\n", base_dir);
+}
 
 static void remove_tree_at(int dir_fd, const char *name);
 
@@ -77,6 +145,8 @@ static void remove_tree_at(int dir_fd, const char *name) {
 static void cleanup_base(void) {
         if (base_fd < 0)
                 return;
+        if (outside_fd >= 0)
+                (void) close(outside_fd);
         remove_contents(base_fd);
         (void) close(base_fd);
         base_fd = -1;
@@ -94,6 +164,7 @@ static void setup(void) {
         if (base_fd < 0)
                 fuzz_fail("open(%s): %s", base_dir, strerror(errno));
         atexit(cleanup_base);
+        canary_setup();
 }
 
 /* Split path into components: none may be empty, "." or "..".  Returns the
@@ -126,28 +197,15 @@ static int open_parent(int root_fd, char **comp, int n) {
         return fd;
 }
 
-/* A link target stays below the root if it is relative and its ".."
- * components form a leading run no longer than the link's depth. */
-static bool target_ok(const char *target, int depth) {
-        int up = 0;
-        bool leading = true;
-
-        if (!target[0] || target[0] == '/' || strlen(target) > 1024)
-                return false;
-        for (const char *p = target; *p;) {
-                const char *slash = strchr(p, '/');
-                size_t len = slash ? (size_t) (slash - p) : strlen(p);
-                if (len == 2 && p[0] == '.' && p[1] == '.') {
-                        if (!leading)
-                                return false;
-                        up++;
-                } else if (len > 0 && !(len == 1 && p[0] == '.'))
-                        leading = false;
-                p += len;
-                if (*p == '/')
-                        p++;
-        }
-        return up <= depth;
+/* A link target as written: "@..." becomes the canary directory's
+ * absolute path; anything else as it is (a symlink is only text; the
+ * writer never follows one, the reader must not follow it out). */
+static char *link_target(const char *target) {
+        if (!target[0] || strlen(target) > 1024)
+                return NULL;
+        if (target[0] == '@')
+                return xasprintf("%s/outside%s", base_dir, target + 1);
+        return xstrdup(target);
 }
 
 static void check_text(const char *text) {
@@ -233,10 +291,11 @@ static void build(int root_fd, const char *data, size_t size) {
                         if (body_len > 0 && write(fd, body, body_len) != (ssize_t) body_len)
                                 fuzz_fail("cannot write %s: %s", comp[n - 1], strerror(errno));
                 } else if (kind == 'l') {
-                        if (!target_ok(text, n - 1))
-                                continue;
-                        (void) symlinkat(text, parent, comp[n - 1]);
-                }
+                        _cleanup_free_ char *target = link_target(text);
+                        if (target)
+                                (void) symlinkat(target, parent, comp[n - 1]);
+                } else if (kind == 'p')
+                        (void) mkfifoat(parent, comp[n - 1], 0644);
         }
 }
 
@@ -288,6 +347,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 fuzz_fail("open %s/root: %s", base_dir, strerror(errno));
 
         build(root_fd, (const char *) data, size);
+        canary_reset();
 
         int r = hostmap_load(root_fd, &h, &err);
         if (r < 0) {
@@ -295,6 +355,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         fuzz_fail("hostmap_load() failed (%d) without a message", r);
         } else
                 check_map(h);
+        canary_check();
 
         remove_tree_at(base_fd, "root");
         return 0;

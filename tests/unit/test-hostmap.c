@@ -10,7 +10,9 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 
 #include "hostmap.h"
@@ -906,6 +908,323 @@ static void test_unusable_root(void **state) {
         assert_int_equal(hostmap_load_path(empty, &h, NULL), -ENOENT);
 }
 
+/* ---- a captured tree cannot reach outside itself ------------------------ */
+
+/* Each of these runs twice: with openat2() (where the kernel has it) and
+ * with the O_NOFOLLOW walk that stands in for it, forced by
+ * PCINUMA_SYSFS_NO_OPENAT2=1.  Both must refuse the same things. */
+static void with_each_resolver(void (*body)(const char *mode)) {
+        assert_int_equal(unsetenv("PCINUMA_SYSFS_NO_OPENAT2"), 0);
+        body("openat2");
+        assert_int_equal(setenv("PCINUMA_SYSFS_NO_OPENAT2", "1", 1), 0);
+        body("walk");
+        assert_int_equal(unsetenv("PCINUMA_SYSFS_NO_OPENAT2"), 0);
+}
+
+static void assert_warning(const struct hostmap *h, const char *a, const char *b) {
+        if (has_warning(h, a, b))
+                return;
+        for (size_t i = 0; i < h->n_warnings; i++)
+                print_message("warning: %s\n", h->warnings[i]);
+        fail_msg("no warning with '%s' and '%s'", a, strna(b));
+}
+
+/* A device directory with a class file, linked from bus/pci/devices. */
+static void plain_device(const char *root, const char *bdf) {
+        _cleanup_free_ char *link = xasprintf("bus/pci/devices/%s", bdf);
+        _cleanup_free_ char *target = xasprintf("../../../devices/pci0000:00/%s", bdf);
+        _cleanup_free_ char *class = xasprintf("devices/pci0000:00/%s/class", bdf);
+        make_link(root, link, target);
+        write_file(root, class, "0x030200\n");
+}
+
+static char *device_file(const char *root, const char *bdf, const char *attr) {
+        return xasprintf("%s/devices/pci0000:00/%s/%s", root, bdf, attr);
+}
+
+/* Links out of the root, absolute and relative, at every place the reader
+ * follows one: none is followed, each is named in a warning.  Outside the
+ * root, "secret" files hold values that would parse (node 1, package 5),
+ * so a followed link would show in the map, not only in a warning. */
+static void escaping_links(const char *mode) {
+        _cleanup_free_ char *tag = xasprintf("escape-%s", mode);
+        _cleanup_free_ char *top = new_dir(tag);
+        _cleanup_free_ char *root = xasprintf("%s/root", top);
+        _cleanup_free_ char *outside = xasprintf("%s/outside", top);
+        _cleanup_hostmap_ struct hostmap *h = NULL;
+
+        /* shadow-like content, and a directory that looks like a device. */
+        write_file(outside, "shadow", "1\n");
+        write_file(outside, "dev/numa_node", "1\n");
+        write_file(outside, "dev/class", "0x020000\n");
+        write_file(outside, "dev/uevent", "PCI_CLASS=20000\nPCI_ID=8086:1572\n");
+        write_file(outside, "topology/physical_package_id", "5\n");
+        write_file(outside, "node/cpulist", "0-3\n");
+
+        /* 01: numa_node -> absolute path of the secret. */
+        plain_device(root, "0000:00:01.0");
+        _cleanup_free_ char *abs_secret = xasprintf("%s/shadow", outside);
+        _cleanup_free_ char *n1 = device_file(root, "0000:00:01.0", "numa_node");
+        assert_int_equal(symlink(abs_secret, n1), 0);
+        /* 02: numa_node -> relative, climbing above the root. */
+        plain_device(root, "0000:00:02.0");
+        make_link(root, "devices/pci0000:00/0000:00:02.0/numa_node", "../../../../outside/shadow");
+        /* 03: uevent -> the same, a single ".." too many. */
+        plain_device(root, "0000:00:03.0");
+        make_link(root, "devices/pci0000:00/0000:00:03.0/uevent", "../../../../outside/dev/uevent");
+        /* 04, 05: the device links themselves, relative and absolute. */
+        make_link(root, "bus/pci/devices/0000:00:04.0", "../../../../outside/dev");
+        _cleanup_free_ char *abs_dev = xasprintf("%s/dev", outside);
+        _cleanup_free_ char *l5 = xasprintf("%s/bus/pci/devices/0000:00:05.0", root);
+        assert_int_equal(symlink(abs_dev, l5), 0);
+        /* 06: an escape in the middle of a path: a link that stays inside
+         * (sub -> .) then climbs out. */
+        plain_device(root, "0000:00:06.0");
+        make_link(root, "devices/pci0000:00/0000:00:06.0/sub", ".");
+        make_link(root, "devices/pci0000:00/0000:00:06.0/numa_node", "sub/sub/../../../../outside/shadow");
+        /* Nodes: node0's CPU topology and node1's directory lead out. */
+        write_file(root, "devices/system/node/node0/cpulist", "0\n");
+        write_file(root, "devices/system/node/node0/distance", "10 20\n");
+        _cleanup_free_ char *abs_topo = xasprintf("%s/topology", outside);
+        make_link(root, "devices/system/cpu/cpu0/online", "../../../../../outside/shadow");
+        _cleanup_free_ char *topo = xasprintf("%s/devices/system/cpu/cpu0/topology", root);
+        assert_int_equal(symlink(abs_topo, topo), 0);
+        make_link(root, "devices/system/node/node1", "../../../../outside/node");
+        /* An mdev whose link leads out. */
+        _cleanup_free_ char *mdev = xasprintf("%s/bus/mdev/devices/4b20d080-1b54-4048-85b3-a6a62d165c01", root);
+        make_link(root, "bus/mdev/devices/.keep", ".");
+        assert_int_equal(symlink(abs_dev, mdev), 0);
+
+        h = load_or_fail(root);
+
+        for (int i = 1; i <= 6; i++) {
+                if (i == 4 || i == 5)
+                        continue;
+                char bdf[16];
+                snprintf(bdf, sizeof(bdf), "0000:00:%02d.0", i);
+                const struct hostmap_device *d = dev(h, bdf);
+                assert_int_equal(d->sysfs_node, -1);
+                assert_int_equal(d->class, 0x030200);
+        }
+        assert_warning(h, "bus/pci/devices/0000:00:01.0/numa_node: ", "outside the sysfs root");
+        assert_warning(h, "bus/pci/devices/0000:00:02.0/numa_node: ", "outside the sysfs root");
+        assert_warning(h, "bus/pci/devices/0000:00:03.0/uevent: ", "outside the sysfs root");
+        assert_warning(h, "bus/pci/devices/0000:00:06.0/numa_node: ", "outside the sysfs root");
+        /* The devices whose link leads out are not in the map. */
+        struct pci_addr a;
+        assert_int_equal(pci_addr_parse("0000:00:04.0", &a), 0);
+        assert_null(hostmap_find_device(h, &a));
+        assert_int_equal(pci_addr_parse("0000:00:05.0", &a), 0);
+        assert_null(hostmap_find_device(h, &a));
+        assert_int_equal(h->n_devices, 4);
+        assert_warning(h, "bus/pci/devices/0000:00:04.0: ", "outside the sysfs root");
+        assert_warning(h, "bus/pci/devices/0000:00:05.0: ", "outside the sysfs root");
+        /* node1 is not read (its cpulist is outside); node0's package is
+         * not 5. */
+        assert_int_equal(h->n_nodes, 1);
+        assert_int_equal(hostmap_node_socket(h, 0), -1);
+        assert_warning(h, "devices/system/node/node1: ", "outside the sysfs root");
+        assert_warning(h, "devices/system/cpu/cpu0/topology/physical_package_id: ", "outside the sysfs root");
+        assert_int_equal(h->n_mdevs, 0);
+        assert_warning(h, "bus/mdev/devices/4b20d080-1b54-4048-85b3-a6a62d165c01: ", "outside the sysfs root");
+}
+
+static void test_links_out_of_root(void **state) {
+        (void) state;
+        with_each_resolver(escaping_links);
+}
+
+/* Links that stay inside the root still resolve, as sysfs is made of them:
+ * bus/pci/devices/X into devices/pci*, a node directory linked from
+ * elsewhere in the tree, an attribute that is a link inside its device,
+ * a root that is itself reached through a link, and ".." that climbs to
+ * the root exactly. */
+static void inside_links(const char *mode) {
+        _cleanup_free_ char *tag = xasprintf("inside-%s", mode);
+        _cleanup_free_ char *top = new_dir(tag);
+        _cleanup_free_ char *real = xasprintf("%s/real", top);
+        _cleanup_free_ char *root = xasprintf("%s/root", top);
+        _cleanup_hostmap_ struct hostmap *h = NULL;
+
+        make_link(real, "bus/pci/devices/0000:01:00.0", "../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0");
+        write_file(real, "devices/pci0000:00/0000:00:01.0/0000:01:00.0/attrs/node", "1\n");
+        make_link(real, "devices/pci0000:00/0000:00:01.0/0000:01:00.0/numa_node", "attrs/node");
+        write_file(real, "devices/pci0000:00/0000:00:01.0/0000:01:00.0/class", "0x030200\n");
+        /* bus/pci itself a link within the tree; the device link's ".."s
+         * then walk the physical path. */
+        make_link(real, "bus/mdev", "../elsewhere/mdev");
+        make_link(real, "elsewhere/mdev/devices/4b20d080-1b54-4048-85b3-a6a62d165c01",
+                  "../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0/4b20d080-1b54-4048-85b3-a6a62d165c01");
+        write_file(real, "devices/pci0000:00/0000:00:01.0/0000:01:00.0/4b20d080-1b54-4048-85b3-a6a62d165c01/uevent", "\n");
+        write_file(real, "nodes/n1/cpulist", "2-3\n");
+        write_file(real, "nodes/n1/distance", "20 10\n");
+        make_link(real, "devices/system/node/node1", "../../../nodes/n1");
+        write_file(real, "devices/system/node/node0/cpulist", "0-1\n");
+        write_file(real, "devices/system/node/node0/distance", "10 20\n");
+        write_file(real, "devices/system/cpu/cpu2/topology/physical_package_id", "1\n");
+        assert_int_equal(symlink("real", root), 0);
+
+        h = load_or_fail(root);
+        assert_int_equal(h->n_warnings, 0);
+        const struct hostmap_device *d = dev(h, "0000:01:00.0");
+        assert_int_equal(d->sysfs_node, 1);
+        assert_int_equal(d->class, 0x030200);
+        assert_string_equal(d->host_bridge, "pci0000:00");
+        assert_int_equal(d->n_upstream, 1);
+        assert_int_equal(h->n_nodes, 2);
+        assert_int_equal(bitmap_count(&hostmap_find_node(h, 1)->cpus), 2);
+        assert_int_equal(hostmap_node_socket(h, 1), 1);
+        assert_int_equal(hostmap_distance(h, 1, 0), 20);
+        assert_int_equal(h->n_mdevs, 1);
+        assert_int_equal(h->mdevs[0].node, 1);
+}
+
+static void test_links_inside_root(void **state) {
+        (void) state;
+        with_each_resolver(inside_links);
+}
+
+/* FIFOs, a socket, a directory and a link loop where files are read: each
+ * refused without blocking (a FIFO without a writer would block a plain
+ * open() for ever: the test would time out), named in a warning. */
+static void special_files(const char *mode) {
+        _cleanup_free_ char *tag = xasprintf("special-%s", mode);
+        _cleanup_free_ char *root = new_dir(tag);
+        _cleanup_hostmap_ struct hostmap *h = NULL;
+
+        plain_device(root, "0000:00:01.0");
+        _cleanup_free_ char *numa = device_file(root, "0000:00:01.0", "numa_node");
+        assert_int_equal(mkfifo(numa, 0644), 0);
+        /* class is read when there is no uevent: a FIFO both. */
+        make_link(root, "bus/pci/devices/0000:00:02.0", "../../../devices/pci0000:00/0000:00:02.0");
+        _cleanup_free_ char *class = device_file(root, "0000:00:02.0", "class");
+        _cleanup_free_ char *ue = device_file(root, "0000:00:02.0", "uevent");
+        _cleanup_free_ char *d2 = xasprintf("%s/devices/pci0000:00/0000:00:02.0", root);
+        assert_int_equal(mkdir(d2, 0755), 0);
+        assert_int_equal(mkfifo(class, 0644), 0);
+        assert_int_equal(mkfifo(ue, 0644), 0);
+        /* resource: a socket; numa_node: a directory. */
+        plain_device(root, "0000:00:03.0");
+        _cleanup_free_ char *res = device_file(root, "0000:00:03.0", "resource");
+        int sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+        assert_true(sfd >= 0);
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        assert_true(strlen(res) < sizeof(sa.sun_path));
+        strcpy(sa.sun_path, res);
+        assert_int_equal(bind(sfd, (struct sockaddr *) &sa, sizeof(sa)), 0);
+        write_file(root, "devices/pci0000:00/0000:00:03.0/numa_node/x", "1\n");
+        /* A link loop. */
+        plain_device(root, "0000:00:04.0");
+        make_link(root, "devices/pci0000:00/0000:00:04.0/numa_node", "loop");
+        make_link(root, "devices/pci0000:00/0000:00:04.0/loop", "numa_node");
+        /* Node files: FIFOs. */
+        _cleanup_free_ char *cpulist = xasprintf("%s/devices/system/node/node0/cpulist", root);
+        _cleanup_free_ char *dist = xasprintf("%s/devices/system/node/node0/distance", root);
+        write_file(root, "devices/system/node/node0/has_cpu", "0\n");
+        assert_int_equal(mkfifo(cpulist, 0644), 0);
+        assert_int_equal(mkfifo(dist, 0644), 0);
+
+        h = load_or_fail(root);
+        close(sfd);
+
+        assert_int_equal(dev(h, "0000:00:01.0")->sysfs_node, -1);
+        assert_warning(h, "bus/pci/devices/0000:00:01.0/numa_node: ", "a FIFO, not a regular file");
+        assert_int_equal(dev(h, "0000:00:02.0")->class, 0);
+        assert_warning(h, "bus/pci/devices/0000:00:02.0/class: ", "a FIFO, not a regular file");
+        assert_warning(h, "bus/pci/devices/0000:00:02.0/uevent: ", "a FIFO, not a regular file");
+        assert_int_equal(dev(h, "0000:00:03.0")->bars[0].type, HOSTMAP_BAR_NONE);
+        assert_warning(h, "bus/pci/devices/0000:00:03.0/resource: ", "not a regular file");
+        assert_warning(h, "bus/pci/devices/0000:00:03.0/numa_node: ", "Is a directory");
+        assert_warning(h, "bus/pci/devices/0000:00:04.0/numa_node: ", "symbolic links");
+        assert_int_equal(h->n_nodes, 1);
+        assert_true(bitmap_isempty(&h->nodes[0].cpus));
+        assert_warning(h, "devices/system/node/node0/cpulist: ", "a FIFO, not a regular file");
+        assert_warning(h, "devices/system/node/node0/distance: ", "a FIFO, not a regular file");
+}
+
+static void test_special_files(void **state) {
+        (void) state;
+        with_each_resolver(special_files);
+}
+
+/* Node ids above 1023 (numa_node values, node directories), distance rows
+ * and cpulists past their limits: refused or cut, named in a warning, and
+ * the map stays small.  1023 itself is a node. */
+static void test_huge_node_ids(void **state) {
+        (void) state;
+        _cleanup_free_ char *root = new_dir("huge-nodes");
+        _cleanup_hostmap_ struct hostmap *h = NULL;
+
+        plain_device(root, "0000:00:01.0");
+        write_file(root, "devices/pci0000:00/0000:00:01.0/numa_node", "2147483647\n");
+        plain_device(root, "0000:00:02.0");
+        write_file(root, "devices/pci0000:00/0000:00:02.0/numa_node", "1024\n");
+        plain_device(root, "0000:00:03.0");
+        write_file(root, "devices/pci0000:00/0000:00:03.0/numa_node", "1023\n");
+        write_file(root, "devices/system/node/node2147483647/cpulist", "0\n");
+        write_file(root, "devices/system/node/node1024/cpulist", "0\n");
+        write_file(root, "devices/system/node/node99999999999999999999/cpulist", "0\n");
+        /* node0: a distance row of 5,000 entries and CPUs 0-8191 (the
+         * limit); node1023: a cpulist past it. */
+        struct strbuf row = {0};
+        for (int i = 0; i < 5000; i++)
+                strbuf_append(&row, i == 0 ? "10" : " 20");
+        strbuf_append(&row, "\n");
+        write_file(root, "devices/system/node/node0/distance", row.buf);
+        strbuf_done(&row);
+        write_file(root, "devices/system/node/node0/cpulist", "0-8191\n");
+        write_file(root, "devices/system/node/node1023/cpulist", "0-4294967295\n");
+        write_file(root, "devices/system/node/node1023/distance", "20 10\n");
+
+        h = load_or_fail(root);
+
+        assert_int_equal(dev(h, "0000:00:01.0")->sysfs_node, -1);
+        assert_warning(h, "bus/pci/devices/0000:00:01.0/numa_node: '2147483647' is not a node number", NULL);
+        assert_int_equal(dev(h, "0000:00:02.0")->sysfs_node, -1);
+        assert_warning(h, "bus/pci/devices/0000:00:02.0/numa_node: '1024' is not a node number", NULL);
+        assert_int_equal(dev(h, "0000:00:03.0")->sysfs_node, 1023);
+        assert_int_equal(dev(h, "0000:00:03.0")->node, 1023);
+
+        assert_int_equal(h->n_nodes, 2);
+        assert_int_equal(h->nodes[0].id, 0);
+        assert_int_equal(h->nodes[1].id, 1023);
+        assert_warning(h, "devices/system/node/node2147483647: node number above 1023", NULL);
+        assert_warning(h, "devices/system/node/node1024: node number above 1023", NULL);
+        assert_warning(h, "devices/system/node/node99999999999999999999: node number above 1023", NULL);
+        assert_warning(h, "devices/system/node/node0/distance: more than 1024 entries", NULL);
+        assert_int_equal(hostmap_distance(h, 0, 1023), 20);
+        assert_int_equal(bitmap_count(&h->nodes[0].cpus), 8192);
+        assert_true(bitmap_isempty(&h->nodes[1].cpus));
+        assert_warning(h, "devices/system/node/node1023/cpulist: '0-4294967295' is not a list of CPUs 0 to 8191", NULL);
+        /* 8,192 CPUs are 1 KiB of bits. */
+        assert_true(h->nodes[0].cpus.n_words <= 8192 / 64);
+}
+
+/* The in-memory helpers drop what the reader refuses too, so a map built
+ * by anyone has node ids 0..1023 only. */
+static void test_node_ids_bounded_in_memory(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *h = hostmap_new();
+        struct pci_addr a = {0};
+
+        (void) hostmap_add_node(h, 0);
+        (void) hostmap_add_node(h, INT_MAX);
+        (void) hostmap_add_node(h, 1024);
+        (void) hostmap_add_node(h, -5);
+        struct hostmap_device *d = hostmap_add_device(h, &a);
+        d->sysfs_node = INT_MAX;
+        int row[2000];
+        for (size_t i = 0; i < ELEMENTSOF(row); i++)
+                row[i] = 10;
+        hostmap_set_distances(h, 0, row, ELEMENTSOF(row));
+        hostmap_finish(h);
+        assert_int_equal(h->n_nodes, 1);
+        assert_int_equal(h->nodes[0].id, 0);
+        assert_int_equal(h->devices[0].sysfs_node, -1);
+        assert_int_equal(h->devices[0].node, 0);        /* the only node */
+        assert_int_equal(hostmap_distance(h, 0, 0), 10);
+}
+
 /* ---- real snapshots (../shared, optional) -------------------------------- */
 
 static char *real_root(const char *name) {
@@ -1197,6 +1516,11 @@ int main(void) {
                 cmocka_unit_test(test_uevent_matches_files),
                 cmocka_unit_test(test_missing_node_dir),
                 cmocka_unit_test(test_unusable_root),
+                cmocka_unit_test(test_links_out_of_root),
+                cmocka_unit_test(test_links_inside_root),
+                cmocka_unit_test(test_special_files),
+                cmocka_unit_test(test_huge_node_ids),
+                cmocka_unit_test(test_node_ids_bounded_in_memory),
                 cmocka_unit_test(test_real_pcidomain32bits),
                 cmocka_unit_test(test_real_nvidiagpunumanodes),
                 cmocka_unit_test(test_real_40intel64),
