@@ -492,18 +492,56 @@ static int tokenize(const struct parse_ctx *c, const char *buf, size_t len, json
 /* json-c keeps the last of two equal keys without a word, so a pasted
  * second "default" could silently turn enforcement off.  After json-c has
  * accepted the text (so it is valid JSON), walk it once more and refuse
- * any object that names a key twice. */
+ * any object that names a key twice.  Keys are compared as json-c sees
+ * them, after their escapes are decoded: "d\u0065fault" is "default". */
 struct key_level {
-        size_t *key_off;        /* offsets of the key strings in buf */
+        char **keys;            /* decoded */
         size_t *key_len;
+        size_t *key_off;        /* where each key's text starts in buf */
         size_t n;
         bool is_object;
         bool expect_key;
 };
 
+static void key_level_done(struct key_level *l) {
+        for (size_t k = 0; k < l->n; k++)
+                free(l->keys[k]);
+        free(l->keys);
+        free(l->key_len);
+        free(l->key_off);
+}
+
+/* Decode one JSON string token (quotes included) the way json-c does, by
+ * letting json-c parse it; it has accepted the whole text already, so this
+ * cannot fail, but the raw text is kept if it does. */
+static char *decode_key(struct json_tokener *tok, const char *token, size_t len, size_t *ret_len) {
+        json_tokener_reset(tok);
+        json_object *o = json_tokener_parse_ex(tok, token, (int) len);
+        if (!o && json_tokener_get_error(tok) == json_tokener_continue)
+                o = json_tokener_parse_ex(tok, "", 1);
+        if (json_object_get_type(o) != json_type_string) {
+                (void) json_object_put(o);
+                *ret_len = len;
+                return xstrndup(token, len);
+        }
+        size_t n = (size_t) json_object_get_string_len(o);
+        char *r = xmalloc(n + 1);
+        memcpy(r, json_object_get_string(o), n);
+        r[n] = 0;
+        (void) json_object_put(o);
+        *ret_len = n;
+        return r;
+}
+
 static int find_duplicate_key(const struct parse_ctx *c, const char *buf, size_t len) {
+        _cleanup_(json_tokener_freep) struct json_tokener *tok = json_tokener_new();
         struct key_level st[64];
         int depth = -1, r = 0;
+
+        if (!tok)
+                abort();
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+
         for (size_t i = 0; i < len && r == 0; i++) {
                 char ch = buf[i];
                 if (ch == '{' || ch == '[') {
@@ -511,11 +549,8 @@ static int find_duplicate_key(const struct parse_ctx *c, const char *buf, size_t
                                 break;          /* deeper than any policy; json-c has checked it */
                         st[++depth] = (struct key_level) { .is_object = ch == '{', .expect_key = ch == '{' };
                 } else if (ch == '}' || ch == ']') {
-                        if (depth >= 0) {
-                                free(st[depth].key_off);
-                                free(st[depth].key_len);
-                                depth--;
-                        }
+                        if (depth >= 0)
+                                key_level_done(&st[depth--]);
                 } else if (ch == ',' && depth >= 0 && st[depth].is_object)
                         st[depth].expect_key = true;
                 else if (ch == ':' && depth >= 0 && st[depth].is_object)
@@ -528,26 +563,39 @@ static int find_duplicate_key(const struct parse_ctx *c, const char *buf, size_t
                         if (depth < 0 || !st[depth].is_object || !st[depth].expect_key)
                                 continue;
                         struct key_level *l = &st[depth];
-                        size_t klen = i - start;
+                        size_t klen = i - start, dlen;
+                        char *key = decode_key(tok, buf + start - 1, klen + 2, &dlen);
                         for (size_t k = 0; k < l->n; k++)
-                                if (l->key_len[k] == klen && memcmp(buf + l->key_off[k], buf + start, klen) == 0) {
-                                        _cleanup_free_ char *key = xstrndup(buf + start, klen);
-                                        _cleanup_free_ char *what = xasprintf("duplicate key '%s' in one object (JSON "
-                                                                              "parsers would keep only the last)", key);
+                                if (l->key_len[k] == dlen && memcmp(l->keys[k], key, dlen) == 0) {
+                                        _cleanup_free_ char *raw = xstrndup(buf + start, klen);
+                                        bool same_text = memcmp(buf + l->key_off[k], buf + start, klen) == 0 &&
+                                                         buf[l->key_off[k] + klen] == '"';
+                                        _cleanup_free_ char *first_raw = NULL;
+                                        if (!same_text) {
+                                                size_t e = l->key_off[k];
+                                                while (e < len && buf[e] != '"')
+                                                        e += buf[e] == '\\' ? 2 : 1;
+                                                first_raw = xstrndup(buf + l->key_off[k], e - l->key_off[k]);
+                                        }
+                                        _cleanup_free_ char *what = same_text
+                                                ? xasprintf("duplicate key '%s' in one object (JSON parsers would keep only the last)", raw)
+                                                : xasprintf("duplicate key '%s' in one object: the same key as '%s' once "
+                                                            "escapes are decoded (JSON parsers would keep only the last)",
+                                                            raw, first_raw);
                                         r = syntax_error(c, buf, len, start - 1, what);
                                         break;
                                 }
-                        l->key_off = xreallocarray(l->key_off, l->n + 1, sizeof(size_t));
+                        l->keys = xreallocarray(l->keys, l->n + 1, sizeof(char *));
                         l->key_len = xreallocarray(l->key_len, l->n + 1, sizeof(size_t));
+                        l->key_off = xreallocarray(l->key_off, l->n + 1, sizeof(size_t));
+                        l->keys[l->n] = key;
+                        l->key_len[l->n] = dlen;
                         l->key_off[l->n] = start;
-                        l->key_len[l->n] = klen;
                         l->n++;
                 }
         }
-        for (; depth >= 0; depth--) {
-                free(st[depth].key_off);
-                free(st[depth].key_len);
-        }
+        for (; depth >= 0; depth--)
+                key_level_done(&st[depth]);
         return r;
 }
 

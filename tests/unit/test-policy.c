@@ -227,6 +227,33 @@ static void test_feature_switches(void **state) {
         _cleanup_policy_ struct policy *nested = parse_ok("{\"rules\": [{\"match\": {\"name\": \"a\"}, \"policy\": \"off\"},"
                                                           " {\"match\": {\"name\": \"b\"}, \"policy\": \"off\"}]}");
         assert_int_equal(nested->n_rules, 2);   /* equal keys in different objects are fine */
+}
+
+/* Keys are compared after their escapes are decoded, as json-c decodes
+ * them: "d\u0065fault" is a second "default", and would otherwise win. */
+static void test_duplicate_keys_decoded(void **state) {
+        (void) state;
+        _cleanup_free_ char *e1 = parse_err("{\"default\": {\"policy\": \"require\"},\n \"d\\u0065fault\": {\"policy\": \"off\"}}");
+        assert_non_null(strstr(e1, "line 2, column 2: JSON syntax error: duplicate key 'd\\u0065fault' in one object: "
+                                   "the same key as 'default' once escapes are decoded"));
+        /* Escaped in the first one, in a nested object, a surrogate pair
+         * against the raw UTF-8 of the same character, and "\/". */
+        _cleanup_free_ char *e2 = parse_err("{\"\\u0064efault\": {\"policy\": \"off\"}, \"default\": {\"policy\": \"require\"}}");
+        assert_non_null(strstr(e2, "duplicate key 'default' in one object: the same key as '\\u0064efault'"));
+        _cleanup_free_ char *e3 = parse_err("{\"rules\": [{\"match\": {\"name\": \"a\", \"n\\u0061me\": \"b\"}, \"policy\": \"off\"}]}");
+        assert_non_null(strstr(e3, "duplicate key 'n\\u0061me'"));
+        _cleanup_free_ char *e4 = parse_err("{\"default\": {\"policy\": \"off\"}, \"x\\ud83d\\ude00\": 1, \"x\xf0\x9f\x98\x80\": 2}");
+        assert_non_null(strstr(e4, "duplicate key 'x\xf0\x9f\x98\x80'"));
+        _cleanup_free_ char *e5 = parse_err("{\"a\\/b\": 1, \"a/b\": 2}");
+        assert_non_null(strstr(e5, "duplicate key 'a/b'"));
+        /* Escapes that decode to different keys are not duplicates (the
+         * unknown key is the error then). */
+        _cleanup_free_ char *e6 = parse_err("{\"default\": {\"policy\": \"off\"}, \"d\\u0066fault\": 1}");
+        assert_null(strstr(e6, "duplicate"));
+        assert_non_null(strstr(e6, "dffault"));
+        /* An escaped key that is not repeated is just that key. */
+        _cleanup_policy_ struct policy *ok = parse_ok("{\"d\\u0065fault\": {\"policy\": \"require\"}}");
+        assert_int_equal(ok->def.mode, POLICY_REQUIRE);
         assert_parse_error("{\"vfio_variant_drivers\": \"x\"}",
                            SRC ": vfio_variant_drivers: expected an array, got string");
 }
@@ -556,6 +583,7 @@ int main(void) {
                 cmocka_unit_test(test_full),
                 cmocka_unit_test(test_alias_required),
                 cmocka_unit_test(test_timeout_range),
+                cmocka_unit_test(test_duplicate_keys_decoded),
                 cmocka_unit_test(test_errors_keys),
                 cmocka_unit_test(test_errors_policy_names),
                 cmocka_unit_test(test_errors_types),
