@@ -22,14 +22,24 @@ static uint64_t now_usec(clockid_t clock) {
         return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
 }
 
-static bool policy_file_exists(const char *path) {
+/* Load the policy file; 0 with *ret, or a negative errno with *ret_error
+ * naming the file.  Only a file that is not there at all may stand for the
+ * built-in default, and only when missing_ok: at start, and on a reload of
+ * a daemon that started without one.  Once a policy came from the file, a
+ * reload that finds it gone (a half-done edit, a package removal, a typo
+ * in a rename) is an error like a bad file, so the last good policy stays
+ * instead of every domain being replanned under the default. */
+static int load_policy(const struct manager_config *cfg, bool missing_ok, struct policy **ret, bool *ret_from_file,
+                       char **ret_error) {
         struct stat st;
-        return stat(path, &st) == 0;
-}
-
-/* Load the policy file; 0 with *ret, or a negative errno with *ret_error. */
-static int load_policy(const struct manager_config *cfg, struct policy **ret, bool *ret_from_file, char **ret_error) {
-        if (!policy_file_exists(cfg->policy_file)) {
+        if (stat(cfg->policy_file, &st) < 0) {
+                int r = -errno;
+                if (r != -ENOENT && r != -ENOTDIR)
+                        return set_error(ret_error, r, "%s: cannot read: %s", cfg->policy_file, strerror(-r));
+                if (!missing_ok)
+                        return set_error(ret_error, r, "%s: no such file (removed since the policy was loaded from it); "
+                                         "restart pcinumad to run with the built-in default instead",
+                                         cfg->policy_file);
                 *ret = policy_new_default();
                 *ret_from_file = false;
                 return 0;
@@ -123,7 +133,7 @@ void manager_reload(struct manager *m) {
         _cleanup_free_ char *err = NULL;
         struct policy *p = NULL;
         bool from_file = false;
-        if (load_policy(&m->cfg, &p, &from_file, &err) < 0) {
+        if (load_policy(&m->cfg, !m->policy_from_file, &p, &from_file, &err) < 0) {
                 free(m->policy_error);
                 m->policy_error = xstrdup(err);
                 struct log_fields f = {0};
@@ -220,7 +230,7 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
         m->start_usec = now_usec(CLOCK_REALTIME);
         m->start_mono = now_usec(CLOCK_MONOTONIC);
 
-        r = load_policy(cfg, &m->policy, &m->policy_from_file, &err);
+        r = load_policy(cfg, true, &m->policy, &m->policy_from_file, &err);
         if (r < 0) {
                 struct log_fields f = {0};
                 log_fields_add(&f, "PCINUMA_POLICY_FILE", "%s", cfg->policy_file);
@@ -230,7 +240,8 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
         }
         m->policy_loaded_usec = now_usec(CLOCK_REALTIME);
         if (!m->policy_from_file)
-                log_msg(LOG_NOTICE, "No policy file at %s; using the built-in default (policy legacy, no rules)", cfg->policy_file);
+                log_msg(LOG_WARNING, "No policy file at %s; the built-in default policy is in force (default %s, no rules)",
+                        cfg->policy_file, policy_mode_to_string(m->policy->def.mode));
 
         r = hostmap_load_path(cfg->sysfs_root, &m->hostmap, &err);
         if (r < 0) {

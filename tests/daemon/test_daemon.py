@@ -1448,12 +1448,48 @@ def t_policy_reload():
         contains(err, "line 2", "last_error (syntax) names the line")
         eq(d.status()["policy"]["default"], "preferred", "default after a syntax error")
 
-        # the file removed: the built-in default (legacy) applies
+        # the file removed: not the built-in default (which would replan
+        # every domain under legacy) but the last good policy, and an
+        # error naming the file (journal entry with its MESSAGE_ID, status)
         os.unlink(pf)
-        d.hup()
+        m = d.hup()
+        ev = [e for e in d.events(m) if e.mid == MID["POLICY_INVALID"]]
+        eq(len(ev), 1, "POLICY_INVALID events after the file was removed")
+        eq(ev[0].get("PCINUMA_POLICY_FILE"), pf, "PCINUMA_POLICY_FILE of the error")
+        eq(ev[0].prefix, "error: ", "priority of the error")
+        contains(ev[0].message, pf, "the error names the file")
+        contains(ev[0].message, "keeping the last good policy", "the error says what happened")
+        eq([e for e in d.events(m) if e.mid == MID["POLICY_LOADED"]], [], "POLICY_LOADED after the removal")
         st3 = d.status()
-        eq((st3["policy"]["default"], st3["policy"]["from_file"], st3["policy"]["last_error"]),
-           ("legacy", False, None), "policy after the file was removed")
+        eq((st3["policy"]["default"], st3["policy"]["from_file"]), ("preferred", True),
+           "policy after the file was removed")
+        contains(st3["policy"]["last_error"] or "", pf, "last_error after the removal names the file")
+        contains(st3["policy"]["last_error"] or "", "no such file", "last_error after the removal")
+        eq(st3["policy"]["loaded_at_usec"], st1["policy"]["loaded_at_usec"], "loaded_at_usec after the removal")
+        r, dec = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", XML["gpu-vm-1"])
+        eq((r.rc, dec.get("PCINUMA_POLICY")), (0, "preferred"), "decision after the removal")
+        p = subprocess.run([ARGS.pcinumactl, "status", "--socket", d.sock],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        contains(p.stdout, "last reload FAILED", "pcinumactl status after the removal")
+        contains(p.stdout, pf, "pcinumactl status after the removal names the file")
+
+        # unreadable (a directory where the file was): the same
+        os.mkdir(pf)
+        d.hup()
+        st3b = d.status()
+        eq(st3b["policy"]["default"], "preferred", "default with an unreadable file")
+        contains(st3b["policy"]["last_error"] or "", pf, "last_error (unreadable) names the file")
+        os.rmdir(pf)
+
+        # a key written with an escape repeats another once decoded:
+        # refused, not silently the last one
+        write_policy(pf, '{"default": {"policy": "require"},\n "d\\u0065fault": {"policy": "off"}}\n')
+        d.hup()
+        err = d.status()["policy"]["last_error"] or ""
+        contains(err, pf, "last_error (escaped duplicate) names the file")
+        contains(err, "duplicate key 'd\\u0065fault'", "last_error (escaped duplicate)")
+        contains(err, "line 2", "last_error (escaped duplicate) names the line")
+        eq(d.status()["policy"]["default"], "preferred", "default after an escaped duplicate key")
 
         # fixed again
         write_policy(pf, "socket")
@@ -1463,6 +1499,32 @@ def t_policy_reload():
         r, dec = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", XML["gpu-vm-1"])
         eq((r.rc, dec.get("PCINUMA_POLICY"), dec.get("PCINUMA_VERDICT")), (1, "socket", "refuse"),
            "decision after the fix")
+
+
+def t_policy_missing_at_start():
+    """No policy file at start: a warning naming the built-in default in
+    force; a reload while there is still none keeps it without an error;
+    a file written later is loaded by the next reload."""
+    with Daemon("nopolicy", policy=None) as d:
+        pf = d.policy_file
+        check(not os.path.exists(pf), "the policy file exists")
+        st = d.status()
+        eq((st["policy"]["default"], st["policy"]["from_file"], st["policy"]["last_error"]),
+           ("legacy", False, None), "policy at start without a file")
+        w = [e for e in d.events() if "No policy file" in e.message]
+        eq(len(w), 1, "warnings about the missing file")
+        eq(w[0].prefix, "warning: ", "priority of the missing-file line")
+        contains(w[0].message, pf, "the warning names the file")
+        contains(w[0].message, "built-in default policy is in force (default legacy", "the warning names the default")
+        m = d.hup()
+        eq([e for e in d.events(m) if e.mid == MID["POLICY_INVALID"]], [], "POLICY_INVALID without a file")
+        eq(d.status()["policy"]["last_error"], None, "last_error after a reload without a file")
+        write_policy(pf, "require")
+        d.hup()
+        st = d.status()
+        eq((st["policy"]["default"], st["policy"]["from_file"], st["policy"]["last_error"]),
+           ("require", True, None), "policy after the file appeared")
+    # (a bad file at start stays fatal: t_bad_policy_at_start)
 
 
 def t_policy_hook_conf():
@@ -2146,7 +2208,8 @@ def main():
     R.run("an idle client is timed out without an error", t_idle_client)
     R.run("a client that does not read its answer does not stall others", t_non_reading_client)
     R.run("malformed, truncated, oversized frames get errors; daemon keeps serving", t_malformed)
-    R.run("policy reload on SIGHUP: good, bad value, syntax error, removed, fixed", t_policy_reload)
+    R.run("policy reload on SIGHUP: good, bad value, syntax error, removed or unreadable (last good kept), escaped duplicate key, fixed", t_policy_reload)
+    R.run("no policy file at start: a warning naming the built-in default, kept on reload until a file appears", t_policy_missing_at_start)
     R.run("policy hook section published as hook.conf and republished on reload", t_policy_hook_conf)
     R.run("broken policy at start: exit non-zero naming file and key/line", t_bad_policy_at_start)
     R.run("SIGHUP rescan sees a device added to the fixture tree", t_rescan)
