@@ -284,8 +284,11 @@ static void build(int root_fd, const char *data, size_t size) {
 
                 if (kind == 'f') {
                         check_text(text);
+                        /* O_NONBLOCK: the name may be a FIFO of an
+                         * earlier record, which would wait for a reader. */
                         _cleanup_close_ int fd = openat(parent, comp[n - 1],
-                                                        O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+                                                        O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                                                        0644);
                         if (fd < 0)
                                 continue;
                         if (body_len > 0 && write(fd, body, body_len) != (ssize_t) body_len)
