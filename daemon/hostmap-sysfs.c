@@ -1113,7 +1113,7 @@ static int read_nodes(const struct reader *rd, struct hostmap *h, struct cpu_pac
                 if (r >= 0 && bitmap_parse(cpulist, CPU_MAX, &n->cpus) < 0) {
                         char ex[200];
                         excerpt(cpulist, ex, sizeof(ex));
-                        hostmap_warn(h, "devices/system/node/node%d/cpulist: '%s' is not a list of CPUs 0 to %d; "
+                        hostmap_warn(h, "devices/system/node/node%d/cpulist: '%s' is not a CPU list (CPUs 0 to %d); "
                                      "the node is read as having no CPUs", id, ex, CPU_MAX);
                         n->cpus = (struct bitmap) {0};
                 } else if (r < 0 && r != -ENOENT)

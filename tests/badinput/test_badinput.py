@@ -665,6 +665,143 @@ def t_garbage_other_files():
     after_sysfs_case()
 
 
+SECRET = b"root:$6$PCINUMA-SECRET-HASH$x:19000:0:99999:7:::\n"
+
+
+def run_bounded(argv, env=None, timeout=120):
+    """Run argv; return (returncode, stdout, stderr).  The timeout only
+    guards against a hang (a failure of its own), it is not what the
+    caller checks."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise Failure("%s did not finish within %d s (hung?)" % (" ".join(argv), timeout))
+    return p.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def max_rss_kib(argv, env=None, timeout=120):
+    """Peak RSS of one run of argv, from wait4()."""
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid == p.pid:
+            p.returncode = os.waitstatus_to_exitcode(status)
+            return ru.ru_maxrss
+        if time.monotonic() > deadline:
+            p.kill()
+            p.wait()
+            raise Failure("%s did not finish within %d s (hung?)" % (" ".join(argv), timeout))
+        time.sleep(0.02)
+
+
+def make_hostile_tree():
+    """The review's captured tree, on the sample host: numa_node links to a
+    shadow-like file outside the root (absolute and relative), FIFOs where
+    numa_node, class, uevent and cpulist are read, node ids 2147483647 and
+    1024 (a numa_node, a node directory), a cpulist past any CPU.  Returns
+    {file (relative to the root): what its warning must say}."""
+    outside = os.path.join(td.RUNTMP, "outside")
+    os.makedirs(outside, exist_ok=True)
+    secret = os.path.join(outside, "shadow")
+    write_file(secret, SECRET)
+    node = os.path.join(Host.tree, "devices", "system", "node")
+    real = lambda bdf: os.path.realpath(dev_path(bdf))
+    os.unlink(dev_path("0000:33:00.0", "numa_node"))
+    os.symlink(secret, dev_path("0000:33:00.0", "numa_node"))
+    os.unlink(dev_path("0000:13:00.0", "numa_node"))
+    os.symlink(os.path.relpath(secret, real("0000:13:00.0")), dev_path("0000:13:00.0", "numa_node"))
+    os.unlink(dev_path("0000:14:00.0", "numa_node"))
+    os.mkfifo(dev_path("0000:14:00.0", "numa_node"))
+    os.unlink(dev_path("0000:34:00.0", "uevent"))          # so class is read
+    os.unlink(dev_path("0000:34:00.0", "class"))
+    os.mkfifo(dev_path("0000:34:00.0", "class"))
+    os.unlink(dev_path("0000:35:00.0", "uevent"))
+    os.mkfifo(dev_path("0000:35:00.0", "uevent"))
+    write_file(dev_path("0000:17:00.0", "numa_node"), b"2147483647\n")
+    write_file(dev_path("0000:18:00.0", "numa_node"), b"1024\n")
+    os.makedirs(os.path.join(node, "node2147483647"))
+    write_file(os.path.join(node, "node2147483647", "cpulist"), b"0\n")
+    os.unlink(os.path.join(node, "node3", "cpulist"))
+    os.mkfifo(os.path.join(node, "node3", "cpulist"))
+    write_file(os.path.join(node, "node2", "cpulist"), b"0-4294967295\n")
+    return {
+        "bus/pci/devices/0000:33:00.0/numa_node": "a symbolic link leads outside the sysfs root",
+        "bus/pci/devices/0000:13:00.0/numa_node": "a symbolic link leads outside the sysfs root",
+        "bus/pci/devices/0000:14:00.0/numa_node": "a FIFO, not a regular file",
+        "bus/pci/devices/0000:34:00.0/class": "a FIFO, not a regular file",
+        "bus/pci/devices/0000:35:00.0/uevent": "a FIFO, not a regular file",
+        "bus/pci/devices/0000:17:00.0/numa_node": "'2147483647' is not a node number (-1 to 1023)",
+        "bus/pci/devices/0000:18:00.0/numa_node": "'1024' is not a node number (-1 to 1023)",
+        "devices/system/node/node2147483647": "node number above 1023; ignored",
+        "devices/system/node/node3/cpulist": "a FIFO, not a regular file",
+        "devices/system/node/node2/cpulist": "'0-4294967295' is not a CPU list",
+    }
+
+
+def t_hostile_tree():
+    """A captured tree cannot reach outside itself: pcinumactl host (as
+    the bug-report workflow runs it), with openat2() and with the
+    fallback walk, and pcinumad (a rescan of the running daemon, and a
+    fresh start on the tree) finish, name every refused file in a
+    warning, never show the secret's bytes, and stay small."""
+    want = make_hostile_tree()
+    secret_text = SECRET.decode().strip()
+    outputs = {}
+    for mode, extra_env in (("openat2", {}), ("walk", {"PCINUMA_SYSFS_NO_OPENAT2": "1"})):
+        env = dict(os.environ, **extra_env)
+        rc, out, err = run_bounded([ARGS.pcinumactl, "host", "--sysfs-root", Host.tree], env=env)
+        eq(rc, 0, "pcinumactl host on the hostile tree (%s): stderr %r" % (mode, err))
+        for path, what in want.items():
+            check(any(l.startswith("pcinumactl host: warning: sysfs %s: " % path) and what in l
+                      for l in err.splitlines()),
+                  "pcinumactl host (%s) warns about %s with %r: %r" % (mode, path, what, err))
+        for text in (out, err):
+            check("PCINUMA-SECRET" not in text and secret_text[:8] not in text,
+                  "the secret's bytes in pcinumactl's output (%s): %r" % (mode, text))
+        rc, js, err = run_bounded([ARGS.pcinumactl, "host", "--json", "--sysfs-root", Host.tree], env=env)
+        eq(rc, 0, "pcinumactl host --json (%s)" % mode)
+        outputs[mode] = js
+        host = json.loads(js)
+        devs = {x["bdf"]: x for x in host["devices"]}
+        for bdf in ("0000:33:00.0", "0000:13:00.0", "0000:14:00.0", "0000:17:00.0", "0000:18:00.0"):
+            eq(devs[bdf]["sysfs_node"], -1, "%s numa_node (%s)" % (bdf, mode))
+        eq([n["id"] for n in host["nodes"]], [0, 1, 2, 3], "node ids (%s)" % mode)
+        eq(devs["0000:34:00.0"]["class"], "0x000000", "0000:34:00.0 class from a FIFO (%s)" % mode)
+        rss = max_rss_kib([ARGS.pcinumactl, "host", "--sysfs-root", Host.tree], env=env)
+        print("# pcinumactl host on the hostile tree (%s): max RSS %d KiB" % (mode, rss))
+        check(rss < 64 * 1024, "pcinumactl host used %d KiB on the hostile tree (%s)" % (rss, mode))
+    eq(outputs["openat2"], outputs["walk"], "the host map under openat2() and under the walk")
+
+    # The running daemon rescans the tree (SIGHUP): every refused file is
+    # a SYSFS_UNREADABLE entry and a status warning, and it keeps serving.
+    d = Host.d
+    m = d.hup()
+    check(d.poll() is None, "pcinumad died on the rescan")
+    for path, what in want.items():
+        check_sysfs_warning(m, path, what)
+    st = d.status()
+    eq((st["hostmap"]["devices"], st["hostmap"]["nodes"]), (Host.base["devices"], 4), "devices, nodes after the rescan")
+    check("PCINUMA-SECRET" not in d.log_text(), "the secret's bytes in pcinumad's log")
+    check("PCINUMA-SECRET" not in json.dumps(st), "the secret's bytes in pcinumad's status")
+    r = td.run_hook("sysfs-vm", "prepare", "begin", one_dev_domain("0000:33:00.0"), d.sock)
+    eq(r.rc, 1, "prepare with 0000:33:00.0 (numa_node refused): %r" % r)
+    contains(r.err, "no NUMA node", "refusal")
+
+    # A fresh pcinumad on the tree starts (its readiness wait is the guard
+    # against a hang) and lists the same warnings.
+    with td.Daemon("hostile", policy="require", sysfs=Host.tree) as h:
+        st = h.status()
+        for path, what in want.items():
+            check(any(w.startswith(path + ": ") and what in w for w in st["hostmap"]["warnings"]),
+                  "a fresh pcinumad lists the warning for %s: %r" % (path, st["hostmap"]["warnings"]))
+        check("PCINUMA-SECRET" not in h.log_text(), "the secret's bytes in the fresh pcinumad's log")
+    after_sysfs_case()
+
+
 def t_dangling_link():
     """A bus/pci/devices link whose target is gone (the device vanished
     between readdir and open): skipped; the device is then 'not present'."""
@@ -860,6 +997,8 @@ def main():
               t_garbage_other_files)
         R.run("sysfs: a dangling bus/pci/devices link (device vanished)", t_dangling_link)
         R.run("sysfs: stray entries in bus/pci/devices (file, loop, /dev/zero link)", t_stray_entries)
+        R.run("sysfs: a hostile capture (links out of the root, FIFOs, node ids 2147483647 and 1024, "
+              "a cpulist past any CPU): pcinumactl host and pcinumad", t_hostile_tree)
         R.run("sysfs: the whole root disappears; the last good map stays", t_tree_gone)
         R.run("sysfs: devices vanish and return while pcinumad rescans in a loop", t_vanish_during_rescans)
 

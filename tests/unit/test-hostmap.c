@@ -1195,7 +1195,7 @@ static void test_huge_node_ids(void **state) {
         assert_int_equal(hostmap_distance(h, 0, 1023), 20);
         assert_int_equal(bitmap_count(&h->nodes[0].cpus), 8192);
         assert_true(bitmap_isempty(&h->nodes[1].cpus));
-        assert_warning(h, "devices/system/node/node1023/cpulist: '0-4294967295' is not a list of CPUs 0 to 8191", NULL);
+        assert_warning(h, "devices/system/node/node1023/cpulist: '0-4294967295' is not a CPU list (CPUs 0 to 8191)", NULL);
         /* 8,192 CPUs are 1 KiB of bits. */
         assert_true(h->nodes[0].cpus.n_words <= 8192 / 64);
 }
