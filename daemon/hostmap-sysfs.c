@@ -937,14 +937,13 @@ static void read_mdevs(const struct reader *rd, struct hostmap *h) {
                         continue;
                 }
                 _cleanup_free_ char *path = xasprintf("bus/mdev/devices/%s", target);
-                int mfd = open_beneath(rd, rd->rootfd, path, O_PATH | O_DIRECTORY);
+                _cleanup_close_ int mfd = open_beneath(rd, rd->rootfd, path, O_PATH | O_DIRECTORY);
                 if (mfd < 0) {
                         if (mfd != -ENOENT && mfd != -ENOTDIR)
                                 hostmap_warn(h, "bus/mdev/devices/%s: cannot open: %s; mdev skipped", de->d_name,
                                              open_error_text(mfd));
                         continue;
                 }
-                (void) close(mfd);
 
                 (void) last_component(target);   /* strips trailing slashes */
                 char *slash = strrchr(target, '/');
@@ -954,8 +953,9 @@ static void read_mdevs(const struct reader *rd, struct hostmap *h) {
                 if (pci_addr_parse(last_component(target), &parent) < 0)
                         continue;
 
-                _cleanup_free_ char *type_link = xasprintf("%s/mdev_type", de->d_name);
-                (void) readlink_basename_at(fd, type_link, &type);
+                /* From the directory just opened, not through the link
+                 * again. */
+                (void) readlink_basename_at(mfd, "mdev_type", &type);
 
                 struct hostmap_mdev *m = hostmap_add_mdev(h, de->d_name, &parent);
                 m->type = TAKE_PTR(type);
