@@ -683,7 +683,9 @@ def run_bounded(argv, env=None, timeout=120):
 
 
 def max_rss_kib(argv, env=None, timeout=120):
-    """Peak RSS of one run of argv, from wait4()."""
+    """Peak RSS of one run of argv, from wait4().  Linux keeps a child's
+    peak across execve(), so this includes the forked Python's own RSS:
+    compare it with the same figure for true(1) (rss_floor_kib())."""
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + timeout
     while True:
@@ -696,6 +698,10 @@ def max_rss_kib(argv, env=None, timeout=120):
             p.wait()
             raise Failure("%s did not finish within %d s (hung?)" % (" ".join(argv), timeout))
         time.sleep(0.02)
+
+
+def rss_floor_kib():
+    return max_rss_kib([shutil.which("true") or "/bin/true"])
 
 
 def make_hostile_tree():
@@ -724,7 +730,7 @@ def make_hostile_tree():
     write_file(dev_path("0000:17:00.0", "numa_node"), b"2147483647\n")
     write_file(dev_path("0000:18:00.0", "numa_node"), b"1024\n")
     os.makedirs(os.path.join(node, "node2147483647"))
-    write_file(os.path.join(node, "node2147483647", "cpulist"), b"0\n")
+    write_file(os.path.join(node, "node2147483647", "cpulist"), b"200\n")     # a CPU of no other node
     os.unlink(os.path.join(node, "node3", "cpulist"))
     os.mkfifo(os.path.join(node, "node3", "cpulist"))
     write_file(os.path.join(node, "node2", "cpulist"), b"0-4294967295\n")
@@ -771,9 +777,29 @@ def t_hostile_tree():
             eq(devs[bdf]["sysfs_node"], -1, "%s numa_node (%s)" % (bdf, mode))
         eq([n["id"] for n in host["nodes"]], [0, 1, 2, 3], "node ids (%s)" % mode)
         eq(devs["0000:34:00.0"]["class"], "0x000000", "0000:34:00.0 class from a FIFO (%s)" % mode)
-        rss = max_rss_kib([ARGS.pcinumactl, "host", "--sysfs-root", Host.tree], env=env)
-        print("# pcinumactl host on the hostile tree (%s): max RSS %d KiB" % (mode, rss))
+        floor = rss_floor_kib()
+        peak = max_rss_kib([ARGS.pcinumactl, "host", "--sysfs-root", Host.tree], env=env)
+        rss = peak - floor
+        print("# pcinumactl host on the hostile tree (%s): peak RSS %d KiB, true(1) %d KiB" % (mode, peak, floor))
         check(rss < 64 * 1024, "pcinumactl host used %d KiB on the hostile tree (%s)" % (rss, mode))
+        # A vCPU pinned to CPU 200, of node 2147483647 if that were read,
+        # made the planner size a node set by that id: 276 MB before.
+        xml = td.XML["gpu-vm-1"].replace("<vcpu placement='static'>16</vcpu>",
+                                         "<vcpu placement='static'>16</vcpu>\n"
+                                         "  <cputune><vcpupin vcpu='12' cpuset='200'/></cputune>")
+        xml = xml.replace("<memnode cellid='3' mode='strict' nodeset='3'/>", "")
+        check("cpuset='200'" in xml and "cellid='3'" not in xml, "could not pin gpu-vm-1's cell 3 to CPU 200")
+        xml_path = os.path.join(td.WORK, "pinned-200.xml")
+        with open(xml_path, "w") as f:
+            f.write(xml)
+        argv = [ARGS.pcinumactl, "plan", "--sysfs-root", Host.tree, "--policy", "preferred", xml_path]
+        rc, out, err = run_bounded(argv, env=env)
+        check(rc in (0, 1, 2), "pcinumactl plan on the hostile tree (%s): exit %d" % (mode, rc))
+        peak = max_rss_kib(argv, env=env)
+        rss = peak - floor
+        print("# pcinumactl plan (a vCPU pinned to CPU 200) on the hostile tree (%s): peak RSS %d KiB, true(1) %d KiB"
+              % (mode, peak, floor))
+        check(rss < 64 * 1024, "pcinumactl plan used %d KiB on the hostile tree (%s)" % (rss, mode))
     eq(outputs["openat2"], outputs["walk"], "the host map under openat2() and under the walk")
 
     # The running daemon rescans the tree (SIGHUP): every refused file is
