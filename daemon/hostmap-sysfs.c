@@ -55,7 +55,16 @@ struct reader {
          * seccomp filter that refuses it, or when PCINUMA_SYSFS_NO_OPENAT2
          * is set (tests, to cover the fallback). */
         bool openat2;
+        /* bus, bus/pci and bus/pci/devices are directories, not links (as
+         * on sysfs): "bus/pci/devices/../../../X" is then "X", which saves
+         * the kernel six path components per device. */
+        bool devices_plain;
 };
+
+static bool is_plain_dir(int dir_fd, const char *path) {
+        struct stat st;
+        return fstatat(dir_fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
 
 static int openat2_beneath(int dir_fd, const char *path, int flags) {
         struct open_how how = {
@@ -722,7 +731,11 @@ static void read_device(const struct reader *rd, struct hostmap *h, int devices_
                              "not followed, device skipped", name, ex);
                 return;
         }
-        _cleanup_free_ char *path = xasprintf("bus/pci/devices/%s", target ? target : name);
+        _cleanup_free_ char *path = NULL;
+        if (target && rd->devices_plain && strncmp(target, "../../../", 9) == 0)
+                path = xstrdup(target + 9);
+        else
+                path = xasprintf("bus/pci/devices/%s", target ? target : name);
         fd = open_beneath(rd, rd->rootfd, path, O_PATH | O_DIRECTORY);
         if (fd < 0) {
                 if (fd != -ENOENT && fd != -ENOTDIR)
@@ -1157,7 +1170,12 @@ static void synthesize_node(const struct reader *rd, struct hostmap *h, struct c
 static int load(int rootfd, const char *label, struct hostmap **ret, char **ret_error) {
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_close_ int devices_fd = -1, system_fd = -1, cpu_fd = -1;
-        struct reader rd = { .rootfd = rootfd, .openat2 = probe_openat2(rootfd) };
+        struct reader rd = {
+                .rootfd = rootfd,
+                .openat2 = probe_openat2(rootfd),
+                .devices_plain = is_plain_dir(rootfd, "bus") && is_plain_dir(rootfd, "bus/pci") &&
+                                 is_plain_dir(rootfd, "bus/pci/devices"),
+        };
         int r;
 
         devices_fd = open_beneath(&rd, rootfd, "bus/pci/devices", O_RDONLY | O_DIRECTORY);

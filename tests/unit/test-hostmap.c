@@ -1037,8 +1037,9 @@ static void test_links_out_of_root(void **state) {
 /* Links that stay inside the root still resolve, as sysfs is made of them:
  * bus/pci/devices/X into devices/pci*, a node directory linked from
  * elsewhere in the tree, an attribute that is a link inside its device,
- * a root that is itself reached through a link, and ".." that climbs to
- * the root exactly. */
+ * a root that is itself reached through a link, ".." that climbs to the
+ * root exactly, and bus/pci and bus/mdev as links (the device links' ".."
+ * then walk the physical path). */
 static void inside_links(const char *mode) {
         _cleanup_free_ char *tag = xasprintf("inside-%s", mode);
         _cleanup_free_ char *top = new_dir(tag);
@@ -1046,12 +1047,14 @@ static void inside_links(const char *mode) {
         _cleanup_free_ char *root = xasprintf("%s/root", top);
         _cleanup_hostmap_ struct hostmap *h = NULL;
 
-        make_link(real, "bus/pci/devices/0000:01:00.0", "../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0");
+        /* bus/pci is a link, to a directory one level deeper, so the
+         * device link's ".."s are not those of bus/pci/devices. */
+        make_link(real, "bus/pci", "../x/elsewhere/pci");
+        make_link(real, "x/elsewhere/pci/devices/0000:01:00.0",
+                  "../../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0");
         write_file(real, "devices/pci0000:00/0000:00:01.0/0000:01:00.0/attrs/node", "1\n");
         make_link(real, "devices/pci0000:00/0000:00:01.0/0000:01:00.0/numa_node", "attrs/node");
         write_file(real, "devices/pci0000:00/0000:00:01.0/0000:01:00.0/class", "0x030200\n");
-        /* bus/pci itself a link within the tree; the device link's ".."s
-         * then walk the physical path. */
         make_link(real, "bus/mdev", "../elsewhere/mdev");
         make_link(real, "elsewhere/mdev/devices/4b20d080-1b54-4048-85b3-a6a62d165c01",
                   "../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0/4b20d080-1b54-4048-85b3-a6a62d165c01");
