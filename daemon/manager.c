@@ -44,6 +44,11 @@ static int load_policy(const struct manager_config *cfg, bool missing_ok, struct
                 *ret_from_file = false;
                 return 0;
         }
+        /* A FIFO would block the event loop until someone writes to it;
+         * a device has no business being a policy either. */
+        if (!S_ISREG(st.st_mode))
+                return set_error(ret_error, S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL,
+                                 "%s: cannot read: not a regular file", cfg->policy_file);
         *ret_from_file = true;
         return policy_load_file(cfg->policy_file, ret, ret_error);
 }

@@ -1473,13 +1473,21 @@ def t_policy_reload():
         contains(p.stdout, "last reload FAILED", "pcinumactl status after the removal")
         contains(p.stdout, pf, "pcinumactl status after the removal names the file")
 
-        # unreadable (a directory where the file was): the same
+        # unreadable (a directory where the file was; a FIFO, which must
+        # not block the daemon: hup() waits for the rescan that follows
+        # the policy load): the same
         os.mkdir(pf)
         d.hup()
         st3b = d.status()
         eq(st3b["policy"]["default"], "preferred", "default with an unreadable file")
         contains(st3b["policy"]["last_error"] or "", pf, "last_error (unreadable) names the file")
         os.rmdir(pf)
+        os.mkfifo(pf)
+        d.hup()
+        st3c = d.status()
+        eq(st3c["policy"]["default"], "preferred", "default with a FIFO as the policy file")
+        contains(st3c["policy"]["last_error"] or "", pf + ": cannot read: not a regular file", "last_error (FIFO)")
+        os.unlink(pf)
 
         # a key written with an escape repeats another once decoded:
         # refused, not silently the last one
