@@ -68,6 +68,7 @@ struct watcher {
         unsigned restarts;
         int restart_ms;
         char *last_exit;                /* how the last child ended */
+        char *kill_reason;              /* why pcinumad killed the running child, or NULL */
 
         /* the child's last report; counts from earlier children add up in base_* */
         bool connected;
@@ -119,6 +120,8 @@ static void kill_watcher(struct watcher *w, const char *fmt, ...) {
         log_fields_done(&f);
         free(w->last_error);
         w->last_error = xasprintf("pcinuma-watcher %s", what);
+        free(w->kill_reason);
+        w->kill_reason = TAKE_PTR(what);
         if (w->pid > 0)
                 (void) kill(w->pid, SIGKILL);
         close_link(w);
@@ -157,7 +160,7 @@ static int on_stall_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                 (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
                 return 0;
         }
-        kill_watcher(w, "did not read pcinumad's answer to its plan request within %llu ms (%zu bytes unread)",
+        kill_watcher(w, "did not read pcinumad's answer to its plan request within %llu ms (%zu bytes still in the link)",
                      (unsigned long long) (w->deadline_usec / USEC_PER_MSEC), w->last_queued);
         return 0;
 }
@@ -387,7 +390,11 @@ static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
         log_fields_done(&f);
         child_gone(w);
         free(w->last_error);
-        w->last_error = xasprintf("pcinuma-watcher %s", how);
+        /* Killed by us: the reason matters more than the signal. */
+        w->last_error = w->kill_reason ? xasprintf("pcinuma-watcher %s (killed by pcinumad)", w->kill_reason)
+                                       : xasprintf("pcinuma-watcher %s", how);
+        free(w->kill_reason);
+        w->kill_reason = NULL;
         schedule_restart(w);
         return 0;
 }
@@ -564,6 +571,7 @@ struct watcher *watcher_stop(struct watcher *w) {
         free(w->log_target);
         free(w->last_exit);
         free(w->last_error);
+        free(w->kill_reason);
         free(w);
         return NULL;
 }
