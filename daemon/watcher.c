@@ -42,7 +42,7 @@
  * A watcher that breaks one of these is killed and restarted with the
  * usual backoff.  PCINUMA_WATCHER_TIMEOUT_MS and PCINUMA_WATCHER_FRAME_MAX
  * lower the deadline and the frame limit (for tests). */
-#define ANSWER_DEADLINE_MS 30000
+#define ANSWER_DEADLINE_MS 60000
 #define OUT_SLACK (1024u * 1024u)
 
 struct watcher {
