@@ -151,8 +151,11 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
                 break;
         case PLAN_APPLY: {
                 _cleanup_free_ char *old_policy = mark_policy(cur);
-                if (cur->mark && old_policy && streq(old_policy, policy_mode_to_string(res->settings.mode)) &&
-                    mark_matches(cur->mark, res->plan, res->base, cur) && planner_matches(cur, res->base, res->plan)) {
+                /* Only the topology is compared, not the policy the mark
+                 * names: a policy change that places every device where
+                 * it is (another mode with the same outcome, a renamed
+                 * rule) must not redefine the domain (issue 13). */
+                if (cur->mark && mark_matches(cur->mark, res->plan, res->base, cur) && planner_matches(cur, res->base, res->plan)) {
                         res->xml = xstrndup(xml, len);
                         res->already_planned = true;
                         break;

@@ -107,7 +107,9 @@ static void log_hostmap_warnings(const struct manager *m, const struct hostmap *
                 log_msg(LOG_WARNING, "sysfs: %zu more files could not be read or parsed (not listed)", h->n_warnings_dropped);
 }
 
-static int rescan(struct manager *m, const char *why) {
+/* Rebuild the host map; on success, *ret_old (when non-NULL) gets the
+ * previous map, for the caller to compare and free. */
+static int rescan(struct manager *m, const char *why, struct hostmap **ret_old) {
         _cleanup_free_ char *err = NULL;
         struct hostmap *h = NULL;
         uint64_t t0 = now_usec(CLOCK_MONOTONIC);
@@ -116,7 +118,10 @@ static int rescan(struct manager *m, const char *why) {
                 log_msg(LOG_ERR, "Failed to rescan the host (%s): %s; keeping the previous host map", why, err);
                 return r;
         }
-        hostmap_free(m->hostmap);
+        if (ret_old)
+                *ret_old = m->hostmap;
+        else
+                hostmap_free(m->hostmap);
         m->hostmap = h;
         m->hostmap_loaded_usec = now_usec(CLOCK_REALTIME);
         m->hostmap_generation++;
@@ -131,13 +136,126 @@ static int rescan(struct manager *m, const char *why) {
         return 0;
 }
 
+/* --- rechecking only what changed (recheck.h) ------------------------------
+ *
+ * The watcher planned every persistent domain when it connected, and
+ * pcinumad keeps what it learnt from those plans (manager_plan_redefine):
+ * the devices each domain uses and its resolved policy settings.  A host
+ * map change or a reload then asks the watcher to look again at the
+ * domains it touches only, by UUID.  A domain the cache does not know is
+ * not rechecked: it has not been planned yet, and will be with the map and
+ * policy of that time.  When the cache had to drop entries (more domains
+ * than RECHECK_CACHE_MAX), it no longer knows every domain and every
+ * change rechecks all of them, as before.
+ *
+ * A device that leaves sysfs briefly (a driver reprobe, a reset, a PCI
+ * remove and rescan) must not cost a pair of redefinitions (one without
+ * it, one with it back).  Removals are therefore held for
+ * REMOVAL_GRACE_USEC: if the device comes back as it was, nothing
+ * happens; if it comes back changed, its domains are rechecked then; if
+ * it is still gone when the grace period ends, they are rechecked then.
+ * Additions and changes act at once (after the rescan delay).  The prepare
+ * gate is not affected: it always judges against the live host map. */
+#define REMOVAL_GRACE_USEC (10 * 1000 * 1000)
+
+static void recheck_all(struct manager *m) {
+        if (!m->watcher)
+                return;
+        m->n_recheck_all++;
+        watcher_recheck_all(m->watcher);
+}
+
+static void recheck_domains(struct manager *m, const struct recheck_ids *uuids, const char *why) {
+        if (!m->watcher)
+                return;
+        for (size_t i = 0; i < uuids->n; i++) {
+                m->n_recheck_domains++;
+                watcher_recheck_domain(m->watcher, uuids->v[i]);
+        }
+        if (uuids->n)
+                log_msg(LOG_INFO, "Rechecking %zu domain%s (%s)", uuids->n, uuids->n == 1 ? "" : "s", why);
+}
+
+static void arm_hold_timer(struct manager *m) {
+        uint64_t next = recheck_holds_next(&m->holds);
+        int r = 0;
+        if (next == UINT64_MAX)
+                r = sd_event_source_set_enabled(m->hold_timer, SD_EVENT_OFF);
+        else {
+                r = sd_event_source_set_time(m->hold_timer, next);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(m->hold_timer, SD_EVENT_ONESHOT);
+        }
+        if (r < 0)
+                log_errno(LOG_WARNING, r, "Failed to schedule the end of a removal's grace period: %m, ignoring");
+}
+
+static char *ids_phrase(const struct recheck_ids *ids) {
+        struct strbuf b = {0};
+        for (size_t i = 0; i < ids->n && i < 8; i++)
+                strbuf_printf(&b, "%s%s", i ? ", " : "", ids->v[i]);
+        if (ids->n > 8)
+                strbuf_printf(&b, " and %zu more", ids->n - 8);
+        return b.len ? strbuf_steal(&b) : xstrdup("none");
+}
+
+/* The host map changed from old to m->hostmap (and, with policy_changed,
+ * the policy was replaced): recheck what that touches. */
+static void act_on_changes(struct manager *m, const struct hostmap *old, bool policy_changed, const char *why) {
+        struct recheck_diff diff = {0};
+        struct recheck_ids devices = {0}, uuids = {0};
+        if (old) {
+                recheck_diff_hosts(old, m->hostmap, &diff);
+                recheck_holds_filter(&m->holds, &diff, now_usec(CLOCK_MONOTONIC), REMOVAL_GRACE_USEC);
+                arm_hold_timer(m);
+                recheck_diff_ids(&diff, &devices);
+        }
+        _cleanup_free_ char *phrase = ids_phrase(&devices);
+        if (diff.global || (m->cache.overflowed && (devices.n || policy_changed))) {
+                log_msg(LOG_INFO, "%s: %s; rechecking every domain", why,
+                        diff.global ? "the host's NUMA nodes, CPUs or distances changed"
+                                    : "more domains than the recheck cache holds");
+                recheck_all(m);
+        } else {
+                if (devices.n)
+                        log_msg(LOG_DEBUG, "%s: devices changed: %s", why, phrase);
+                recheck_cache_touched_by(&m->cache, &devices, &uuids);
+                if (policy_changed)
+                        recheck_cache_policy_changed(&m->cache, m->policy, &uuids);
+                _cleanup_free_ char *what = xasprintf("%s; devices changed: %s%s", why, phrase,
+                                                      policy_changed ? "; or their policy settings changed" : "");
+                recheck_domains(m, &uuids, what);
+        }
+        recheck_ids_done(&uuids);
+        recheck_ids_done(&devices);
+        recheck_diff_done(&diff);
+}
+
+static int on_hold_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct manager *m = userdata;
+        struct recheck_ids gone = {0}, uuids = {0};
+        recheck_holds_expire(&m->holds, now_usec(CLOCK_MONOTONIC), &gone);
+        arm_hold_timer(m);
+        if (m->cache.overflowed && gone.n)
+                recheck_all(m);
+        else {
+                recheck_cache_touched_by(&m->cache, &gone, &uuids);
+                _cleanup_free_ char *phrase = ids_phrase(&gone);
+                _cleanup_free_ char *why = xasprintf("still gone after the grace period: %s", phrase);
+                recheck_domains(m, &uuids, why);
+        }
+        recheck_ids_done(&uuids);
+        recheck_ids_done(&gone);
+        return 0;
+}
+
 void manager_reload(struct manager *m) {
         (void) sd_notifyf(false, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=Reloading the policy and rescanning the host",
                           (unsigned long long) now_usec(CLOCK_MONOTONIC));
 
         _cleanup_free_ char *err = NULL;
         struct policy *p = NULL;
-        bool from_file = false;
+        bool from_file = false, policy_changed = false;
         if (load_policy(&m->cfg, !m->policy_from_file, &p, &from_file, &err) < 0) {
                 free(m->policy_error);
                 m->policy_error = xstrdup(err);
@@ -148,6 +266,7 @@ void manager_reload(struct manager *m) {
         } else {
                 policy_free(m->policy);
                 m->policy = p;
+                policy_changed = true;
                 m->policy_from_file = from_file;
                 m->policy_loaded_usec = now_usec(CLOCK_REALTIME);
                 free(m->policy_error);
@@ -160,8 +279,9 @@ void manager_reload(struct manager *m) {
                 log_fields_done(&f);
                 publish_hook_conf(m);
         }
-        (void) rescan(m, "reload");
-        watcher_recheck_all(m->watcher);
+        _cleanup_hostmap_ struct hostmap *old = NULL;
+        (void) rescan(m, "reload", &old);
+        act_on_changes(m, old, policy_changed, "reload");
         (void) sd_notify(false, "READY=1");
         set_status(m);
 }
@@ -173,9 +293,10 @@ static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void
 
 static int on_rescan_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct manager *m = userdata;
-        if (rescan(m, "udev") >= 0) {
+        _cleanup_hostmap_ struct hostmap *old = NULL;
+        if (rescan(m, "udev", &old) >= 0) {
                 set_status(m);
-                watcher_recheck_all(m->watcher);
+                act_on_changes(m, old, false, "udev");
         }
         return 0;
 }
@@ -205,6 +326,11 @@ static int setup_udev(struct manager *m) {
                 return log_errno(LOG_ERR, r, "Failed to create the rescan timer: %m");
         (void) sd_event_source_set_description(m->rescan_timer, "rescan");
         (void) sd_event_source_set_enabled(m->rescan_timer, SD_EVENT_OFF);
+        r = sd_event_add_time(m->event, &m->hold_timer, CLOCK_MONOTONIC, UINT64_MAX, 0, on_hold_timer, m);
+        if (r < 0)
+                return log_errno(LOG_ERR, r, "Failed to create the removal grace timer: %m");
+        (void) sd_event_source_set_description(m->hold_timer, "removal-grace");
+        (void) sd_event_source_set_enabled(m->hold_timer, SD_EVENT_OFF);
 
         /* A fixture tree gets no uevents: by default only the real /sys is
          * watched (--watch-udev yes forces it, for tests). */
@@ -232,6 +358,7 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
         int r;
 
         m->cfg = *cfg;
+        recheck_cache_init(&m->cache, RECHECK_CACHE_MAX);
         m->start_usec = now_usec(CLOCK_REALTIME);
         m->start_mono = now_usec(CLOCK_MONOTONIC);
 
@@ -313,6 +440,9 @@ struct manager *manager_free(struct manager *m) {
         watcher_stop(m->watcher);
         server_free(m->server);
         sd_event_source_disable_unref(m->rescan_timer);
+        sd_event_source_disable_unref(m->hold_timer);
+        recheck_cache_done(&m->cache);
+        recheck_holds_done(&m->holds);
         sd_device_monitor_unref(m->monitor);
         sd_event_unref(m->event);
         hostmap_free(m->hostmap);
@@ -473,6 +603,17 @@ json_object *manager_status(struct manager *m) {
         json_object_object_add(r, "connections", json_u64(server_n_connections(m->server)));
         json_object_object_add(o, "requests", r);
 
+        json_object *rc = json_object_new_object();
+        json_object_object_add(rc, "domains_known", json_u64(m->cache.n));
+        json_object_object_add(rc, "cache_max", json_u64(m->cache.max));
+        json_object_object_add(rc, "cache_overflowed", json_object_new_boolean(m->cache.overflowed));
+        json_object_object_add(rc, "removals_held", json_u64(m->holds.n));
+        json_object_object_add(rc, "plans", json_u64(m->n_plans));
+        json_object_object_add(rc, "domain_rechecks", json_u64(m->n_recheck_domains));
+        json_object_object_add(rc, "full_rechecks", json_u64(m->n_recheck_all));
+        json_object_object_add(rc, "logged_once", json_u64(m->n_logged_once));
+        json_object_object_add(o, "rechecks", rc);
+
         json_object *v = json_object_new_object();
         for (int i = 0; i < 4; i++)
                 json_object_object_add(v, decide_verdict_to_string((enum decide_verdict) i), json_u64(m->n_verdict[i]));
@@ -487,10 +628,31 @@ void redefine_plan_done(struct redefine_plan *p) {
         *p = (struct redefine_plan) {0};
 }
 
+/* Keep what this plan tells about the domain (recheck.h), and log a skip
+ * or a refusal once per change: the watcher asks again after every change
+ * that touches the domain, and the same "not planned: ..." line at notice
+ * priority each time would bury the one that matters. */
+static void remember(struct manager *m, const struct engine_result *r, struct redefine_plan *p) {
+        const struct domain *d = r->base;
+        if (!d->uuid)
+                return;
+        _cleanup_free_ char *key = recheck_settings_key(&r->settings, m->policy);
+        bool created = false;
+        struct recheck_entry *e = recheck_cache_update(&m->cache, d->uuid, d, m->hostmap, key, &created);
+        if (!p->redefine && p->summary && !created && streq_ptr(e->summary, p->summary) && p->prio < LOG_DEBUG) {
+                p->prio = LOG_DEBUG;
+                m->n_logged_once++;
+        }
+        free(e->summary);
+        e->summary = p->summary ? xstrdup(p->summary) : NULL;
+}
+
 void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struct redefine_plan *ret) {
         struct redefine_plan p = { .prio = LOG_DEBUG };
         _cleanup_(engine_result_freep) struct engine_result *r = NULL;
         _cleanup_free_ char *err = NULL;
+
+        m->n_plans++;
 
         if (engine_plan(xml, len, m->hostmap, m->policy, NULL, &r, &err) < 0) {
                 p.prio = LOG_WARNING;
@@ -536,5 +698,6 @@ void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struc
                 p.prio = LOG_NOTICE;
                 p.summary = xasprintf("left untouched: %s", pl->reason ? pl->reason : "not eligible");
         }
+        remember(m, r, &p);
         *ret = p;
 }

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "hostmap.h"
 #include "policy.h"
+#include "recheck.h"
 
 struct server;
 struct watcher;
@@ -50,6 +51,7 @@ struct manager {
         sd_event *event;
         sd_device_monitor *monitor;
         sd_event_source *rescan_timer;
+        sd_event_source *hold_timer;    /* removals held for a grace period (recheck.h) */
         struct server *server;
         struct watcher *watcher;        /* NULL with --libvirt-uri none */
 
@@ -60,6 +62,15 @@ struct manager {
         bool policy_from_file;
         uint64_t policy_loaded_usec;
         char *policy_error;             /* the last reload's error, or NULL */
+
+        /* What the watcher planned, per domain, so that a host map change
+         * or a reload rechecks only the domains it touches (recheck.h). */
+        struct recheck_cache cache;
+        struct recheck_holds holds;
+        uint64_t n_plans;               /* plan requests from the watcher */
+        uint64_t n_recheck_domains;     /* {"type":"recheck","uuid"} sent */
+        uint64_t n_recheck_all;         /* {"type":"recheck"} (every domain) sent */
+        uint64_t n_logged_once;         /* define-time summaries lowered to debug: told before */
 
         uint64_t start_usec;            /* CLOCK_REALTIME */
         uint64_t start_mono;
@@ -77,13 +88,16 @@ static inline void manager_freep(struct manager **m) { manager_free(*m); }
 int manager_run(struct manager *m);
 
 /* SIGHUP: reload the policy (keeping the last good one on error) and
- * rescan the host. */
+ * rescan the host; the watcher then rechecks the domains whose devices or
+ * resolved policy settings changed. */
 void manager_reload(struct manager *m);
 
 /* Serve one request (a parsed frame); returns the response object. */
 json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_uid, pid_t peer_pid);
 
-/* Plan a persistent definition for the watcher (main thread only). */
+/* Plan a persistent definition for the watcher (main thread only), and
+ * remember the domain in the cache.  A skip or refusal summary already
+ * logged for this domain is lowered to LOG_DEBUG (logged once per change). */
 void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struct redefine_plan *ret);
 
 /* The status object. */

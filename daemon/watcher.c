@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -28,6 +30,21 @@
 #define RESTART_STABLE_USEC (60 * USEC_PER_SEC)
 #define STOP_TIMEOUT_MS 5000
 
+/* The link must never stall pcinumad, nor a watcher that stopped reading
+ * it stall the define-time path unnoticed:
+ *   - an answer to a plan request must be read within ANSWER_DEADLINE_MS
+ *     (the watcher waits for it, so a healthy one reads it at once);
+ *   - what waits to be written to the watcher may not grow beyond two
+ *     frames and OUT_SLACK (one answer is outstanding at a time; the rest
+ *     are small recheck requests);
+ *   - no frame larger than the link's limit is ever sent: an answer that
+ *     would be is replaced by an error answer, which the watcher logs.
+ * A watcher that breaks one of these is killed and restarted with the
+ * usual backoff.  PCINUMA_WATCHER_TIMEOUT_MS and PCINUMA_WATCHER_FRAME_MAX
+ * lower the deadline and the frame limit (for tests). */
+#define ANSWER_DEADLINE_MS 60000
+#define OUT_SLACK (1024u * 1024u)
+
 struct watcher {
         struct manager *m;
         sd_event *event;
@@ -42,9 +59,16 @@ struct watcher {
         struct proto_decoder dec;
         char *out;                      /* frames not yet written */
         size_t out_len;
+        size_t frame_max, out_max;      /* the link's limits (see above) */
+        uint64_t deadline_usec;
+        sd_event_source *stall_timer;
+        bool answer_unread;             /* an answer may still sit unread in the link */
+        bool progress;                  /* the watcher read something since the timer was armed */
+        size_t last_queued;             /* bytes in the link at the last look (SIOCOUTQ + out_len) */
         unsigned restarts;
         int restart_ms;
         char *last_exit;                /* how the last child ended */
+        char *kill_reason;              /* why pcinumad killed the running child, or NULL */
 
         /* the child's last report; counts from earlier children add up in base_* */
         bool connected;
@@ -80,6 +104,67 @@ static int spawn(struct watcher *w);
 
 /* --- writing ---------------------------------------------------------- */
 
+static void close_link(struct watcher *w);
+
+/* Kill a watcher that broke the link's rules (it is restarted with backoff
+ * when its exit is reported); what it did goes to the log and status. */
+_printf_(2, 3)
+static void kill_watcher(struct watcher *w, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *what = xvasprintf(fmt, ap);
+        va_end(ap);
+        struct log_fields f = {0};
+        log_fields_add(&f, "PCINUMA_LIBVIRT_URI", "%s", w->uri);
+        log_event(LOG_ERR, PCINUMA_MID_LIBVIRT_CONNECTION, &f, "pcinuma-watcher (pid %d) %s; killing it", (int) w->pid, what);
+        log_fields_done(&f);
+        free(w->last_error);
+        w->last_error = xasprintf("pcinuma-watcher %s", what);
+        free(w->kill_reason);
+        w->kill_reason = TAKE_PTR(what);
+        if (w->pid > 0)
+                (void) kill(w->pid, SIGKILL);
+        close_link(w);
+}
+
+/* Bytes sent to the watcher that it has not read yet: what the kernel
+ * holds for it (SIOCOUTQ: freed as the peer reads) and what waits here.
+ * A drop since the last look means the watcher reads. */
+static size_t queued(struct watcher *w) {
+        int n = 0;
+        if (w->fd < 0 || ioctl(w->fd, SIOCOUTQ, &n) < 0 || n < 0)
+                n = 0;
+        return (size_t) n + w->out_len;
+}
+
+static void look_at_link(struct watcher *w) {
+        size_t q = queued(w);
+        if (q < w->last_queued)
+                w->progress = true;
+        w->last_queued = q;
+        if (q == 0)
+                w->answer_unread = false;
+}
+
+static int on_stall_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct watcher *w = userdata;
+        if (w->fd < 0)
+                return 0;
+        look_at_link(w);
+        if (!w->answer_unread)
+                return 0;
+        if (w->progress) {
+                /* Reading, if slowly: give it another period. */
+                w->progress = false;
+                (void) sd_event_source_set_time_relative(s, w->deadline_usec);
+                (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+                return 0;
+        }
+        kill_watcher(w, "did not read pcinumad's answer to its plan request within %llu ms (%zu bytes still in the link)",
+                     (unsigned long long) (w->deadline_usec / USEC_PER_MSEC), w->last_queued);
+        return 0;
+}
+
 static void flush_out(struct watcher *w) {
         size_t off = 0;
         while (off < w->out_len) {
@@ -97,15 +182,37 @@ static void flush_out(struct watcher *w) {
         (void) sd_event_source_set_io_events(w->io_src, EPOLLIN | (w->out_len ? EPOLLOUT : 0));
 }
 
+static void send_frame(struct watcher *w, const char *buf, size_t len, bool answer) {
+        if (w->fd < 0)
+                return;
+        look_at_link(w);
+        w->out = xrealloc(w->out, w->out_len + len);
+        memcpy(w->out + w->out_len, buf, len);
+        w->out_len += len;
+        flush_out(w);
+        w->last_queued = queued(w);
+        if (w->out_len > w->out_max) {
+                kill_watcher(w, "is not reading its link: %zu bytes wait to be sent to it", w->out_len);
+                return;
+        }
+        if (answer) {
+                w->answer_unread = true;
+                int enabled = SD_EVENT_OFF;
+                (void) sd_event_source_get_enabled(w->stall_timer, &enabled);
+                if (enabled == SD_EVENT_OFF) {
+                        w->progress = false;
+                        (void) sd_event_source_set_time_relative(w->stall_timer, w->deadline_usec);
+                        (void) sd_event_source_set_enabled(w->stall_timer, SD_EVENT_ONESHOT);
+                }
+        }
+}
+
 static void send_msg(struct watcher *w, json_object *o) {
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
         if (w->fd < 0 || proto_frame_encode(o, &buf, &len) < 0)
                 return;
-        w->out = xrealloc(w->out, w->out_len + len);
-        memcpy(w->out + w->out_len, buf, len);
-        w->out_len += len;
-        flush_out(w);
+        send_frame(w, buf, len, false);
 }
 
 /* --- reading ---------------------------------------------------------- */
@@ -140,8 +247,43 @@ static void on_plan(struct watcher *w, json_object *o) {
                 json_object_array_add(fields, kv);
         }
         json_object_object_add(a, "fields", fields);
+
+        /* Never a frame over the link's limit (the watcher would drop the
+         * link): say why instead, in an answer it logs. */
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        int r = proto_frame_encode(a, &buf, &len);
+        if (r < 0 || len - PROTO_HEADER_SIZE > w->frame_max) {
+                _cleanup_free_ char *why = r < 0 ? xasprintf("the answer is over the link's limit of %zu bytes", w->frame_max)
+                                                 : xasprintf("the answer would be %zu bytes, over the link's limit of %zu bytes",
+                                                             len - PROTO_HEADER_SIZE, w->frame_max);
+                _cleanup_json_ json_object *e = json_object_new_object();
+                json_object_object_add(e, "type", json_object_new_string("planned"));
+                json_object_object_add(e, "id", json_object_get(id));
+                json_object_object_add(e, "redefine", json_object_new_boolean(false));
+                json_object_object_add(e, "error", json_object_new_string(why));
+                _cleanup_free_ char *summary = xasprintf("cannot be redefined: %s; definition left as it is", why);
+                json_object_object_add(e, "summary", json_object_new_string(summary));
+                json_object_object_add(e, "prio", json_object_new_int(LOG_ERR));
+                json_object *ef = json_object_new_array();
+                for (size_t i = 0; i < p.fields.n; i++) {
+                        if (strcmp(p.fields.v[i].key, "PCINUMA_DOMAIN") != 0 && strcmp(p.fields.v[i].key, "PCINUMA_UUID") != 0)
+                                continue;
+                        json_object *kv = json_object_new_array();
+                        json_object_array_add(kv, json_object_new_string(p.fields.v[i].key));
+                        json_object_array_add(kv, json_object_new_string(p.fields.v[i].value));
+                        json_object_array_add(ef, kv);
+                }
+                json_object_object_add(e, "fields", ef);
+                free(buf);
+                buf = NULL;
+                if (proto_frame_encode(e, &buf, &len) < 0) {
+                        redefine_plan_done(&p);
+                        return;
+                }
+        }
         redefine_plan_done(&p);
-        send_msg(w, a);
+        send_frame(w, buf, len, true);
 }
 
 static void on_status(struct watcher *w, json_object *o) {
@@ -162,6 +304,8 @@ static void on_status(struct watcher *w, json_object *o) {
 static void handle_msg(json_object *o, void *userdata) {
         struct watcher *w = userdata;
         const char *type = get_str(o, "type");
+        if (w->fd < 0)
+                return;   /* killed while this read was being handled */
         if (type && streq(type, "plan"))
                 on_plan(w, o);
         else if (type && streq(type, "status"))
@@ -186,11 +330,8 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
                 return 0;
         }
         _cleanup_free_ char *err = NULL;
-        if (proto_decoder_feed_all(&w->dec, buf, (size_t) n, handle_msg, w, &err) < 0) {
-                log_msg(LOG_ERR, "pcinuma-watcher (pid %d) sent a bad message (%s); stopping it", (int) w->pid, err ? err : "?");
-                (void) kill(w->pid, SIGKILL);
-                w->io_src = sd_event_source_disable_unref(w->io_src);
-        }
+        if (proto_decoder_feed_all(&w->dec, buf, (size_t) n, handle_msg, w, &err) < 0)
+                kill_watcher(w, "sent a bad message (%s)", err ? err : "?");
         return 0;
 }
 
@@ -198,6 +339,10 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
 
 static void close_link(struct watcher *w) {
         w->io_src = sd_event_source_disable_unref(w->io_src);
+        if (w->stall_timer)
+                (void) sd_event_source_set_enabled(w->stall_timer, SD_EVENT_OFF);
+        w->answer_unread = w->progress = false;
+        w->last_queued = 0;
         if (w->fd >= 0)
                 (void) close(w->fd);
         w->fd = -1;
@@ -245,7 +390,11 @@ static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
         log_fields_done(&f);
         child_gone(w);
         free(w->last_error);
-        w->last_error = xasprintf("pcinuma-watcher %s", how);
+        /* Killed by us: the reason matters more than the signal. */
+        w->last_error = w->kill_reason ? xasprintf("pcinuma-watcher %s (killed by pcinumad)", w->kill_reason)
+                                       : xasprintf("pcinuma-watcher %s", how);
+        free(w->kill_reason);
+        w->kill_reason = NULL;
         schedule_restart(w);
         return 0;
 }
@@ -347,6 +496,16 @@ int watcher_start(struct manager *m, sd_event *e, const char *program, const cha
         w->log_target = xstrdup(log_target);
         w->fd = -1;
         w->restart_ms = RESTART_MIN_MS;
+        w->frame_max = PROTO_MAX_PAYLOAD;
+        w->deadline_usec = ANSWER_DEADLINE_MS * USEC_PER_MSEC;
+        uint64_t v;
+        const char *env = getenv("PCINUMA_WATCHER_FRAME_MAX");
+        if (env && parse_uint(env, 10, PROTO_MAX_PAYLOAD, &v) == 0 && v >= 1024)
+                w->frame_max = (size_t) v;
+        env = getenv("PCINUMA_WATCHER_TIMEOUT_MS");
+        if (env && parse_uint(env, 10, 3600 * 1000, &v) == 0 && v > 0)
+                w->deadline_usec = v * USEC_PER_MSEC;
+        w->out_max = 2 * (w->frame_max + PROTO_HEADER_SIZE) + OUT_SLACK;
 
         if (access(program, X_OK) < 0) {
                 int r = log_errno(LOG_ERR, -errno, "Cannot start the libvirt watcher: %s: %m", program);
@@ -361,6 +520,14 @@ int watcher_start(struct manager *m, sd_event *e, const char *program, const cha
         }
         (void) sd_event_source_set_enabled(w->restart_timer, SD_EVENT_OFF);
         (void) sd_event_source_set_description(w->restart_timer, "libvirt-watcher-restart");
+        r = sd_event_add_time_relative(e, &w->stall_timer, CLOCK_MONOTONIC, w->deadline_usec, 0, on_stall_timer, w);
+        if (r < 0) {
+                log_errno(LOG_ERR, r, "Cannot start the libvirt watcher: timer: %m");
+                watcher_stop(w);
+                return r;
+        }
+        (void) sd_event_source_set_enabled(w->stall_timer, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(w->stall_timer, "libvirt-watcher-answer-deadline");
         r = spawn(w);
         if (r < 0) {
                 watcher_stop(w);
@@ -397,12 +564,14 @@ struct watcher *watcher_stop(struct watcher *w) {
         }
         close_link(w);
         sd_event_source_disable_unref(w->restart_timer);
+        sd_event_source_disable_unref(w->stall_timer);
         sd_event_unref(w->event);
         free(w->program);
         free(w->uri);
         free(w->log_target);
         free(w->last_exit);
         free(w->last_error);
+        free(w->kill_reason);
         free(w);
         return NULL;
 }

@@ -35,6 +35,11 @@
 (e) A watcher program that sends pcinumad garbage (a frame header of
     4 GiB): pcinumad says so, kills it, restarts it with backoff, keeps
     answering, and stops cleanly, leaving no watcher behind.
+(f)-(h) tests/daemon/fake_watcher.py as the watcher: one that never reads
+    its plan answer (PCINUMA_WATCHER_TIMEOUT_MS=1000), one that floods plan
+    requests without reading (frames of 64 KiB), each killed, logged and
+    restarted while pcinumad keeps answering; and an answer over the frame
+    limit (2 KiB) replaced by an error answer, the link kept.
 
 Output: "ok N - ..." / "not ok N - ..." with "#" diagnostics, then
 "N passed, M failed".  Exit 1 on any failure; 77 only when a binary or
@@ -543,6 +548,108 @@ def t_watcher_garbage():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# ---- (f)-(h) a watcher that stops reading, floods, or gets an oversized answer ------------
+
+FAKE_WATCHER = os.path.join(HERE, "..", "daemon", "fake_watcher.py")
+
+
+def fake_watcher_daemon(tag, mode, env):
+    """pcinumad (policy require) with tests/daemon/fake_watcher.py in the
+    given mode as its watcher, gpu-vm-1 its one persistent definition."""
+    fw = tempfile.mkdtemp(prefix="pcinuma-fw-", dir="/tmp")
+    os.makedirs(os.path.join(fw, "domains"))
+    with open(os.path.join(fw, "domains", td.GPU_VM_UUID + ".xml"), "w") as f:
+        f.write(td.XML["gpu-vm-1"])
+    e = dict(os.environ, FAKE_WATCHER_DIR=fw, FAKE_WATCHER_MODE=mode, **env)
+    d = td.Daemon(tag, policy="require", env=e,
+                  extra=["--libvirt-uri", "test:///default", "--watcher-program", os.path.abspath(FAKE_WATCHER)])
+    d.fw = fw
+    return d.start()
+
+
+def fw_events(d):
+    try:
+        with open(os.path.join(d.fw, "events.jsonl")) as f:
+            return [json.loads(line) for line in f]
+    except FileNotFoundError:
+        return []
+
+
+def killed_and_restarted(d, line):
+    """pcinumad logs `line`, kills the watcher, restarts it, keeps
+    answering hooks, and stops cleanly."""
+    ev = d.wait_event(lambda e: line in e.message, timeout=30, what="%r in pcinumad's log" % line)
+    print("# %s" % ev.message[:240])
+    d.wait_event(lambda e: "was killed by signal 9 (Killed); restarting it in" in e.message, timeout=10,
+                 what="the restart line")
+    t0 = time.monotonic()
+    st = {}
+    while time.monotonic() - t0 < td.T(10):
+        st = (d.status() or {}).get("libvirt") or {}
+        if (st.get("process") or {}).get("restarts", 0) >= 1:
+            break
+        time.sleep(0.05)
+    check((st.get("process") or {}).get("restarts", 0) >= 1, "status shows no restart: %s" % st)
+    contains(st.get("last_error") or "", line.split(" (")[0], "libvirt.last_error in status")
+    r = td.run_hook("gpu-vm-1", "prepare", "begin", td.XML["gpu-vm-1"], d.sock)
+    check(r.rc == 1 and "refusing to start domain gpu-vm-1" in r.err, "a hook call meanwhile: %r" % (r,))
+    rc = d.stop()
+    td.check_clean_exit(d, rc)
+
+
+def t_watcher_stalled():
+    d = None
+    try:
+        d = fake_watcher_daemon("watcher-stalled", "stall", {"PCINUMA_WATCHER_TIMEOUT_MS": "1000"})
+        killed_and_restarted(d, "did not read pcinumad's answer to its plan request within 1000 ms")
+    finally:
+        if d is not None and d.poll() is None:
+            d.stop()
+        if d is not None:
+            shutil.rmtree(d.fw, ignore_errors=True)
+
+
+def t_watcher_flood():
+    d = None
+    try:
+        # frames of at most 64 KiB: the link holds 2 x 64 KiB + 1 MiB
+        d = fake_watcher_daemon("watcher-flood", "flood", {"PCINUMA_WATCHER_FRAME_MAX": "65536"})
+        killed_and_restarted(d, "is not reading its link")
+    finally:
+        if d is not None and d.poll() is None:
+            d.stop()
+        if d is not None:
+            shutil.rmtree(d.fw, ignore_errors=True)
+
+
+def t_oversized_answer():
+    d = None
+    try:
+        d = fake_watcher_daemon("watcher-oversized", "once", {"PCINUMA_WATCHER_FRAME_MAX": "2048"})
+        t0 = time.monotonic()
+        plans = []
+        while time.monotonic() - t0 < td.T(10) and not plans:
+            plans = [e for e in fw_events(d) if e["ev"] == "plan"]
+            time.sleep(0.05)
+        check(plans, "the watcher got no answer: %r\n%s" % (fw_events(d), d.log_text()[-2000:]))
+        a = plans[0]
+        eq((a["redefine"], a["prio"], a["size"]), (False, 3, 0), "the answer: no redefinition, priority err, no XML")
+        contains(a["error"] or "", "over the link's limit of 2048 bytes", "the answer's error")
+        contains(a["summary"] or "", "cannot be redefined", "the answer's summary (what the watcher logs)")
+        print("# answer: %s" % a["summary"])
+        st = (d.status() or {}).get("libvirt") or {}
+        eq((st.get("process") or {}).get("restarts"), 0, "watcher restarts (the link is fine)")
+        r = td.run_hook("gpu-vm-1", "prepare", "begin", td.XML["gpu-vm-1"], d.sock)
+        check(r.rc == 1 and "refusing to start domain gpu-vm-1" in r.err, "a hook call afterwards: %r" % (r,))
+        rc = d.stop()
+        td.check_clean_exit(d, rc)
+    finally:
+        if d is not None and d.poll() is None:
+            d.stop()
+        if d is not None:
+            shutil.rmtree(d.fw, ignore_errors=True)
+
+
 # ---- main ----------------------------------------------------------------------------------
 
 def main():
@@ -601,6 +708,12 @@ def main():
               "outlive pcinumad; a missing watcher program is a clear start error", t_watcher_sigkill)
         R.run("(e) a watcher that sends garbage is killed and restarted; pcinumad keeps serving and "
               "stops cleanly", t_watcher_garbage)
+        R.run("(f) a watcher that does not read its plan answer within the deadline is killed and "
+              "restarted; pcinumad keeps serving", t_watcher_stalled)
+        R.run("(g) a watcher that lets pcinumad's output to it pile up is killed and restarted",
+              t_watcher_flood)
+        R.run("(h) an answer over the link's frame limit becomes an error answer the watcher logs; "
+              "the link stays up", t_oversized_answer)
     finally:
         td.reap_all()
         shutil.rmtree(td.RUNTMP, ignore_errors=True)

@@ -658,13 +658,14 @@ static void test_engine_idempotent(void **state) {
         assert_true(r3->already_planned);
         assert_same_xml(r3->xml, r1->xml);
 
-        /* the same placement under another policy: re-marked, not
-         * already planned; then stable again */
+        /* the same placement under another policy: already planned, not
+         * rewritten for the policy's name alone (issue 13: a policy change
+         * with the same decisions never redefines); stable again */
         _cleanup_engine_result_ struct engine_result *r4 = engine_ok(r1->xml, host, POLICY_SOCKET);
         assert_int_equal(r4->verdict, PLAN_APPLY);
-        assert_false(r4->already_planned);
-        assert_contains(r4->xml, "policy=\"socket\"");
-        assert_not_contains(r4->xml, "policy=\"require\"");
+        assert_true(r4->already_planned);
+        assert_false(r4->changed);
+        assert_same_xml(r4->xml, r1->xml);
         _cleanup_engine_result_ struct engine_result *r5 = engine_ok(r4->xml, host, POLICY_SOCKET);
         assert_true(r5->already_planned);
         assert_same_xml(r5->xml, r4->xml);
