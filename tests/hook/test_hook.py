@@ -382,6 +382,77 @@ def usb_scsi_hostdevs_fast_path():
         check(r.rc == 0 and len(d.requests) == 1, "USB + PCI: asked", r)
 
 
+def random_start_tag(rng):
+    """A random legal spelling of a <hostdev> or <interface> start tag (and
+    its element), with what an XML parser would read from it."""
+    ws = lambda: "".join(rng.choice([" ", "\t", "\n", "\r\n", "  "]) for _ in range(rng.randint(1, 3)))
+    opt_ws = lambda: ws() if rng.random() < 0.3 else ""
+    if rng.random() < 0.6:
+        name = "hostdev"
+        attrs = {"type": rng.choice(["pci", "mdev", "usb", "scsi", "scsi_host", "storage", "misc", "net", "PCI"])}
+        if rng.random() < 0.7:
+            attrs["mode"] = rng.choice(["subsystem", "subsystem", "capabilities"])
+        if rng.random() < 0.5:
+            attrs["managed"] = rng.choice(["yes", "no"])
+        if rng.random() < 0.3:
+            attrs["model"] = "vfio-pci"
+    else:
+        name = "interface"
+        attrs = {"type": rng.choice(["hostdev", "hostdev", "network", "bridge", "direct", "user"])}
+        if rng.random() < 0.5:
+            attrs["managed"] = rng.choice(["yes", "no"])
+    if rng.random() < 0.2:
+        attrs["alias"] = rng.choice(["a>b", "it's", 'say "hi"', "type='pci'", "<x>".replace("<", "&lt;")])
+    items = list(attrs.items())
+    if rng.random() < 0.2:
+        items.append(("xmlns:n", "urn:x"))
+        items.append(("n:type", rng.choice(["pci", "usb", "hostdev"])))
+    rng.shuffle(items)
+    text = "<" + name
+    for k, v in items:
+        q = '"' if "'" in v else "'" if '"' in v else rng.choice(["'", '"'])
+        text += ws() + k + opt_ws() + "=" + opt_ws() + q + v + q
+    text += opt_ws()
+    text += "/>" if rng.random() < 0.3 else ">" + PCI_ADDR + "</" + name + ">"
+    return text
+
+
+def concerns_daemon(xml):
+    """What the hook's fast path must send on, read by a real XML parser:
+    a <hostdev> of type pci or mdev whose mode is subsystem (or absent), or
+    an <interface type='hostdev'>."""
+    import xml.etree.ElementTree as ET
+    devices = ET.fromstring(xml).find("devices")
+    for e in devices:
+        if e.tag == "hostdev" and e.get("type") in ("pci", "mdev") and e.get("mode", "subsystem") == "subsystem":
+            return True
+        if e.tag == "interface" and e.get("type") == "hostdev":
+            return True
+    return False
+
+
+@test
+def fast_path_matches_xml_parser():
+    """600 random spellings of 0-3 hostdevs/interfaces: the hook asks exactly when an XML parser finds a PCI/mdev hostdev"""
+    import random
+    seed = int(os.environ.get("PCINUMA_HOOK_TEST_SEED", "20261123"))
+    rng = random.Random(seed)
+    refuse = write_conf("on_unreachable = refuse\ntimeout_ms = 1000\n")
+    nobody = os.path.join(TMP, "nobody.sock")
+    counts = {True: 0, False: 0}
+    for i in range(600):
+        xml = with_device("\n    ".join(random_start_tag(rng) for _ in range(rng.randint(0, 3))))
+        want = concerns_daemon(xml)
+        counts[want] += 1
+        r = run_hook(["vm", "prepare", "begin", "-"], xml, sock=nobody, conf=refuse)
+        asked = r.rc == 1 and "check skipped" in r.err
+        check(asked == want and (asked or (r.rc == 0 and r.err == "")),
+              "case %d (seed %d): an XML parser says %s, the hook %s:\n%s"
+              % (i, seed, "ours" if want else "not ours", "asked" if asked else "did not ask", xml), r)
+    print("# %d domains with a PCI/mdev device, %d without (seed %d)" % (counts[True], counts[False], seed))
+    check(counts[True] > 100 and counts[False] > 100, "both kinds generated: %r" % counts)
+
+
 def run_as_nobody(args, xml, env):
     data = xml.encode()
 
