@@ -1,4 +1,6 @@
-/* pcinumactl's commands that talk to libvirt (never used on the hook path). */
+/* pcinumactl's commands that talk to libvirt (never used on the hook
+ * path): revert --domain, which undoes pcinuma's rewrite of a persistent
+ * definition. */
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 #include <sys/stat.h>
@@ -51,6 +53,27 @@ int ctl_revert_domain(const char *name, const char *uri, const char *policy_file
         virDomainPtr dom = virDomainLookupByName(c, name);
         if (!dom) {
                 fprintf(stderr, "pcinumactl revert: no domain '%s' at %s: %s\n", name, virConnectGetURI(c), lv_error());
+                goto out;
+        }
+        /* A transient domain (virsh create) has no persistent definition,
+         * and defining its reverted XML would create one: the domain
+         * would then outlive its next stop.  Its layout ends with it.
+         * (Checked just before the define: libvirt has no compare-and-swap,
+         * so a domain undefined while it runs in between would still get
+         * a definition; that takes a second administrator at the same
+         * moment.) */
+        int persistent = virDomainIsPersistent(dom);
+        if (persistent < 0) {
+                fprintf(stderr, "pcinumactl revert: cannot tell whether domain '%s' is persistent: %s\n", name, lv_error());
+                goto out;
+        }
+        if (persistent == 0) {
+                fprintf(stderr,
+                        "pcinumactl revert: domain '%s' is transient (created with virsh create): it has no persistent "
+                        "definition to revert, and defining one would make it persistent; nothing changed. Its layout "
+                        "ends when it stops; to start it without the pcinuma topology next time, create it from "
+                        "'virsh dumpxml %s | pcinumactl revert -'.\n",
+                        name, name);
                 goto out;
         }
         /* SECURE: the definition written back must keep its secrets. */

@@ -1,4 +1,7 @@
-/* The hook protocol server (design §9). */
+/* The hook protocol server (design §9): the listening socket, one
+ * non-blocking connection per client on the single-threaded event loop,
+ * the peer check, per-client deadlines, and what to do when the process
+ * runs out of descriptors. */
 #include "server.h"
 
 #include <fcntl.h>
@@ -39,7 +42,26 @@ struct server {
          * source, for a timeout that almost never fires. */
         sd_event_source *timer;
         bool timer_armed;
+        /* Out of descriptors (EMFILE, ENFILE) or memory, accept4() fails
+         * while the connection stays queued, and the level-triggered
+         * listening socket would call on_accept() again at once, for ever:
+         * a busy loop.  So accepting pauses (the listening source off)
+         * until a connection of ours closes, which frees a descriptor,
+         * or until accept_retry fires; meanwhile clients wait in the
+         * backlog.  The warning is logged once per episode, and episodes
+         * closer than ACCEPT_WARN_USEC to the last warning are not. */
+        sd_event_source *accept_retry;
+        bool accept_paused;
+        bool accept_failing;            /* since the last successful accept */
+        bool accept_warned;             /* this episode was logged */
+        unsigned accept_failures;       /* failed accept4() calls since the warning */
+        uint64_t accept_warned_at;      /* CLOCK_MONOTONIC */
 };
+
+#define ACCEPT_RETRY_USEC (250u * 1000u)
+#define ACCEPT_WARN_USEC (60u * 1000u * 1000u)
+
+static void server_resume_accept(struct server *s);
 
 static void conn_free(struct conn *c) {
         if (!c)
@@ -55,6 +77,8 @@ static void conn_free(struct conn *c) {
         sd_event_source_disable_unref(c->io);
         if (c->fd >= 0)
                 close(c->fd);
+        /* A descriptor is free: a paused accept can go on. */
+        server_resume_accept(s);
         proto_decoder_reset(&c->dec);
         free(c->out);
         free(c);
@@ -225,6 +249,53 @@ static int on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         return 0;
 }
 
+static void server_resume_accept(struct server *s) {
+        if (!s->accept_paused)
+                return;
+        s->accept_paused = false;
+        (void) sd_event_source_set_enabled(s->accept_retry, SD_EVENT_OFF);
+        if (sd_event_source_set_enabled(s->listen_io, SD_EVENT_ON) < 0)
+                log_msg(LOG_ERR, "Failed to watch the hook socket again; no new hook call will be served");
+}
+
+static int on_accept_retry(sd_event_source *src, uint64_t usec, void *userdata) {
+        server_resume_accept(userdata);
+        return 0;
+}
+
+/* accept4() failed with err (not EAGAIN): stop watching the listening
+ * socket for a while; see struct server. */
+static void server_pause_accept(struct server *s, int err) {
+        uint64_t now = 0;
+
+        (void) sd_event_now(s->event, CLOCK_MONOTONIC, &now);
+        s->accept_failures++;
+        if (!s->accept_failing) {
+                s->accept_failing = true;
+                s->accept_warned = s->accept_warned_at == 0 || now - s->accept_warned_at >= ACCEPT_WARN_USEC;
+                if (s->accept_warned) {
+                        log_errno(LOG_WARNING, err,
+                                  "Cannot accept a connection on the hook socket: %m (%u connections open); "
+                                  "new clients wait in the socket's backlog until a connection closes (retrying every %u ms)",
+                                  s->n_conns, ACCEPT_RETRY_USEC / 1000);
+                        s->accept_warned_at = now;
+                        s->accept_failures = 1;
+                }
+        }
+        if (s->accept_paused)
+                return;
+        int r = sd_event_source_set_enabled(s->listen_io, SD_EVENT_OFF);
+        if (r >= 0)
+                r = sd_event_source_set_time(s->accept_retry, now + ACCEPT_RETRY_USEC);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(s->accept_retry, SD_EVENT_ONESHOT);
+        if (r < 0) {
+                /* Without the timer, only a closing connection resumes. */
+                log_errno(LOG_WARNING, r, "Failed to arm the accept retry timer: %m, ignoring");
+        }
+        s->accept_paused = true;
+}
+
 /* One connection per call: the listening socket is level-triggered, so
  * sd-event calls again while more are pending (an accept4() that fails
  * with EAGAIN after each one, as a loop here needs, is saved). */
@@ -239,9 +310,16 @@ static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userd
                         return 0;
                 if (errno == ECONNABORTED)
                         continue;
-                /* EMFILE and friends: keep serving who we have. */
-                log_errno(LOG_WARNING, -errno, "Failed to accept a connection: %m, ignoring");
+                /* EMFILE, ENFILE, ENOBUFS, ENOMEM: the connection stays
+                 * queued; keep serving who we have. */
+                server_pause_accept(s, -errno);
                 return 0;
+        }
+        if (s->accept_failing) {
+                s->accept_failing = false;
+                if (s->accept_warned)
+                        log_msg(LOG_INFO, "Accepting connections on the hook socket again (%u attempts failed)",
+                                s->accept_failures);
         }
         struct ucred cred = { .uid = (uid_t) -1, .pid = 0 };
         socklen_t len = sizeof cred;
@@ -324,6 +402,17 @@ int server_new(struct manager *m, sd_event *e, int listen_fd, struct server **re
                 return log_errno(LOG_ERR, r, "Failed to create the client timeout timer: %m");
         }
         (void) sd_event_source_set_description(s->timer, "client-timeout");
+        r = sd_event_add_time(e, &s->accept_retry, CLOCK_MONOTONIC, 0, 0, on_accept_retry, s);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(s->accept_retry, SD_EVENT_OFF);
+        if (r < 0) {
+                sd_event_source_disable_unref(s->listen_io);
+                sd_event_source_disable_unref(s->timer);
+                sd_event_source_disable_unref(s->accept_retry);
+                free(s);
+                return log_errno(LOG_ERR, r, "Failed to create the accept retry timer: %m");
+        }
+        (void) sd_event_source_set_description(s->accept_retry, "accept-retry");
         *ret = s;
         return 0;
 }
@@ -331,8 +420,10 @@ int server_new(struct manager *m, sd_event *e, int listen_fd, struct server **re
 struct server *server_free(struct server *s) {
         if (!s)
                 return NULL;
+        s->accept_paused = false;       /* conn_free() must not watch the socket again */
         while (s->conns)
                 conn_free(s->conns);
+        sd_event_source_disable_unref(s->accept_retry);
         sd_event_source_disable_unref(s->timer);
         sd_event_source_disable_unref(s->listen_io);
         if (s->listen_fd >= 0)

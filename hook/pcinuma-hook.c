@@ -5,9 +5,10 @@
  * Unix socket and turns the answer into stdout, stderr and an exit code.
  *
  * It runs for every phase of every VM on the host, so the common case must
- * cost next to nothing: phases the daemon does not act on, and domains with
- * no passthrough device and no pcinuma mark, exit 0 before any JSON work,
- * config file read or socket.  When the daemon cannot be reached (or does
+ * cost next to nothing: phases the daemon does not act on, domains with no
+ * PCI hostdev, mdev or pcinuma mark, and every call of an unprivileged
+ * session libvirtd, exit 0 before any JSON work, config file read or
+ * socket.  When the daemon cannot be reached (or does
  * not answer in time, or answers nonsense) the on_unreachable setting
  * decides, and the hook says so on stderr, which libvirt logs. */
 #include <fcntl.h>
@@ -91,36 +92,181 @@ static bool phase_needs_daemon(const char *phase) {
         return streq(phase, "prepare") || streq(phase, "migrate") || streq(phase, "restore");
 }
 
-/* Everything the daemon may act on leaves one of these strings in the XML:
- * a <hostdev> (PCI, mdev; USB and SCSI ones too, which the daemon then
- * ignores), an <interface type='hostdev'>, or the pcinuma metadata mark.
- * A false positive only costs a round trip; a false negative would skip a
- * real device, so the test is deliberately loose. */
-static const char *const markers[] = {"<hostdev", "'hostdev'", "\"hostdev\"", "urn:pcinuma:"};
-#define MARKER_MAX 12   /* strlen of the longest marker */
+/* Is this hook serving a libvirtd whose domains pcinumad is about?
+ *
+ * libvirt runs a hook as the user libvirtd itself runs as: root for the
+ * system instance (qemu:///system), the session user for qemu:///session.
+ * So a hook whose effective uid is not 0 was called by some user's session
+ * libvirtd.  pcinumad serves root only (its socket is 0600 root and it
+ * checks SO_PEERCRED) and its watcher plans qemu:///system: a session
+ * domain is never planned, and asking could only end in "unreachable",
+ * which under on_unreachable=refuse would refuse VMs that no policy is
+ * about.  The uid is the only sound signal: libvirt scrubs the hook's
+ * environment and passes no URI, and whether the socket can be reached
+ * cannot tell "not for us" from "daemon down" (where on_unreachable must
+ * apply).  A deliberate session setup (the tests, the demo: pcinumad
+ * --allow-uid) names its daemon with $PCINUMA_SOCKET in a wrapper; in
+ * libvirt's scrubbed environment only such a wrapper can have set it, so
+ * it is an explicit opt-in. */
+static bool serves_this_libvirtd(void) {
+        const char *e;
 
-static bool xml_may_concern_us(const char *buf, size_t len) {
-        for (size_t i = 0; i < ELEMENTSOF(markers); i++)
-                if (memmem(buf, len, markers[i], strlen(markers[i])))
+        if (geteuid() == 0)
+                return true;
+        e = getenv("PCINUMA_SOCKET");
+        return e && *e;
+}
+
+/* The fast path's question: may this XML hold something the daemon acts
+ * on?  The daemon (domain.c) acts on <hostdev> elements of type 'pci' or
+ * 'mdev' (mode 'subsystem', the default), on <interface type='hostdev'>,
+ * and on the pcinuma metadata mark; USB and SCSI hostdevs, and
+ * mode='capabilities' ones, are not its business.  So every <hostdev and
+ * <interface start tag is read far enough to see its type and mode
+ * attributes, in any legal spelling: any attribute order, either quote,
+ * white space (newlines too) around '=' and between attributes.
+ *
+ * A false positive costs a round trip; a false negative would start a
+ * device unchecked.  So whatever cannot be read for certain counts as a
+ * match: a value with a character reference (type='&#112;ci'), a start
+ * tag that is not well formed, a tag too long to carry between reads. */
+#define MARK_NS "urn:pcinuma:"
+/* A marker or element name cut by the end of a read is carried over:
+ * strlen(MARK_NS) - 1, the longest of the three. */
+#define SPLIT_KEEP (sizeof(MARK_NS) - 2)
+/* The longest start tag carried from one read to the next (only XML over
+ * 4 MiB, which is drained rather than read whole, is read in pieces). */
+#define TAG_MAX 4096u
+
+static bool is_xml_space(char c) {
+        return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static bool value_is(const char *v, size_t n, const char *want) {
+        return n == strlen(want) && memcmp(v, want, n) == 0;
+}
+
+enum tag_verdict { TAG_NO, TAG_YES, TAG_CUT };
+
+/* Read the attributes of the start tag whose element name ends at p, up to
+ * its '>', and judge it.  TAG_CUT: the buffer ends inside the tag. */
+static enum tag_verdict judge_tag(const char *p, const char *end, bool is_interface) {
+        bool type_hit = false, mode_bad = false;
+
+        /* The name must end here: <hostdevice> is another element. */
+        if (p == end)
+                return TAG_CUT;
+        if (!is_xml_space(*p) && *p != '>' && *p != '/')
+                return TAG_NO;
+
+        for (;;) {
+                const char *name, *value;
+                size_t name_len, value_len;
+                char quote;
+
+                while (p < end && is_xml_space(*p))
+                        p++;
+                if (p == end)
+                        return TAG_CUT;
+                if (*p == '>' || *p == '/')
+                        break;
+                for (name = p; p < end && !is_xml_space(*p) && *p != '=' && *p != '>' && *p != '/' && *p != '<'; p++)
+                        ;
+                name_len = (size_t) (p - name);
+                while (p < end && is_xml_space(*p))
+                        p++;
+                if (p == end)
+                        return TAG_CUT;
+                if (name_len == 0 || *p != '=')
+                        return TAG_YES;         /* not well formed: be safe */
+                p++;
+                while (p < end && is_xml_space(*p))
+                        p++;
+                if (p == end)
+                        return TAG_CUT;
+                quote = *p;
+                if (quote != '\'' && quote != '"')
+                        return TAG_YES;
+                value = ++p;
+                p = memchr(p, quote, (size_t) (end - p));
+                if (!p)
+                        return TAG_CUT;
+                value_len = (size_t) (p - value);
+                p++;
+
+                /* A character or entity reference: we cannot be sure. */
+                if (memchr(value, '&', value_len)) {
+                        if (value_is(name, name_len, "type"))
+                                type_hit = true;
+                        continue;
+                }
+                if (value_is(name, name_len, "type")) {
+                        if (is_interface ? value_is(value, value_len, "hostdev")
+                                         : value_is(value, value_len, "pci") || value_is(value, value_len, "mdev"))
+                                type_hit = true;
+                } else if (!is_interface && value_is(name, name_len, "mode") && !value_is(value, value_len, "subsystem"))
+                        mode_bad = true;
+        }
+        return type_hit && !mode_bad ? TAG_YES : TAG_NO;
+}
+
+/* Judge every start tag of element 'tag' in buf.  A tag that the end of
+ * buf cuts lowers *keep to its start; without keep (buf is the whole
+ * document, which then is not well formed) it counts as a match. */
+static bool scan_tags(const char *buf, size_t len, const char *tag, bool is_interface, size_t *keep) {
+        size_t tag_len = strlen(tag);
+        const char *end = buf + len;
+
+        for (const char *p = buf; (p = memmem(p, (size_t) (end - p), tag, tag_len)); p += tag_len) {
+                switch (judge_tag(p + tag_len, end, is_interface)) {
+                case TAG_YES:
                         return true;
+                case TAG_CUT:
+                        if (!keep)
+                                return true;
+                        if ((size_t) (p - buf) < *keep)
+                                *keep = (size_t) (p - buf);
+                        return false;   /* the cut tag runs to the end of buf */
+                case TAG_NO:
+                        break;
+                }
+        }
+        return false;
+}
+
+/* Does buf hold something the daemon acts on?  With ret_keep, buf is one
+ * piece of a longer stream: *ret_keep is where the bytes start that must
+ * be scanned again with the next piece (a tag or marker cut off). */
+static bool xml_may_concern_us(const char *buf, size_t len, size_t *ret_keep) {
+        size_t keep = len > SPLIT_KEEP ? len - SPLIT_KEEP : 0;
+        size_t *k = ret_keep ? &keep : NULL;
+
+        if (memmem(buf, len, MARK_NS, strlen(MARK_NS)) ||
+            scan_tags(buf, len, "<hostdev", false, k) ||
+            scan_tags(buf, len, "<interface", true, k))
+                return true;
+        if (ret_keep)
+                *ret_keep = keep;
         return false;
 }
 
 /* Read and discard the rest of stdin, so that libvirt's write never meets
- * a closed pipe.  With 'scan', also look for the markers, carrying the
- * last few bytes from chunk to chunk so that a marker split across two
- * reads is still found.  'tail' holds the bytes already read. */
+ * a closed pipe.  With 'scan', also look for what concerns the daemon,
+ * carrying what the end of each read cuts off into the next one.  'tail'
+ * holds the bytes already read that must be scanned again. */
 static bool drain_stdin(bool scan, const char *tail, size_t tail_len) {
-        static char buf[MARKER_MAX + CHUNK];
+        static char buf[TAG_MAX + CHUNK];
         bool found = false;
         size_t keep = 0;
 
         if (isatty(STDIN_FILENO))
                 return false;
 
-        if (scan && tail_len > 0) {
-                keep = tail_len < MARKER_MAX - 1 ? tail_len : MARKER_MAX - 1;
-                memcpy(buf, tail + tail_len - keep, keep);
+        if (scan && tail_len > TAG_MAX)
+                found = true;           /* a start tag longer than we carry: be safe */
+        else if (scan && tail_len > 0) {
+                memcpy(buf, tail, tail_len);
+                keep = tail_len;
         }
         for (;;) {
                 ssize_t k = read_some(STDIN_FILENO, buf + keep, CHUNK);
@@ -128,11 +274,13 @@ static bool drain_stdin(bool scan, const char *tail, size_t tail_len) {
                 if (k <= 0)
                         return found;
                 if (scan && !found) {
-                        size_t n = keep + (size_t) k;
+                        size_t n = keep + (size_t) k, from = n;
 
-                        found = xml_may_concern_us(buf, n);
-                        keep = n < MARKER_MAX - 1 ? n : MARKER_MAX - 1;
-                        memmove(buf, buf + n - keep, keep);
+                        found = xml_may_concern_us(buf, n, &from);
+                        if (!found && n - from > TAG_MAX)
+                                found = true;
+                        keep = found ? 0 : n - from;
+                        memmove(buf, buf + from, keep);
                 } else
                         keep = 0;
         }
@@ -397,7 +545,9 @@ int main(int argc, char *argv[]) {
         /* A daemon that closes the connection early must not kill us. */
         (void) signal(SIGPIPE, SIG_IGN);
 
-        if (!phase_needs_daemon(args[1])) {
+        /* Phases the daemon does not act on, and the hooks of a session
+         * libvirtd, exit 0 quietly. */
+        if (!phase_needs_daemon(args[1]) || !serves_this_libvirtd()) {
                 (void) drain_stdin(false, NULL, 0);
                 return EXIT_SUCCESS;
         }
@@ -414,9 +564,10 @@ int main(int argc, char *argv[]) {
         if (xml_len > XML_MAX) {
                 /* Refuse only what we would have sent: a huge XML that has
                  * nothing for pcinuma is none of our business. */
-                bool concerns = xml_may_concern_us(xml, xml_len);
+                size_t keep = 0;
+                bool concerns = xml_may_concern_us(xml, xml_len, &keep);
 
-                concerns = drain_stdin(!concerns, xml, xml_len) || concerns;
+                concerns = drain_stdin(!concerns, xml + keep, xml_len - keep) || concerns;
                 if (!concerns)
                         return EXIT_SUCCESS;
                 fprintf(stderr, "pcinuma: domain XML on stdin is larger than 4 MiB (domain %s, phase %s), refusing\n",
@@ -424,7 +575,7 @@ int main(int argc, char *argv[]) {
                 return EXIT_FAILURE;
         }
 
-        if (!xml_may_concern_us(xml, xml_len))
+        if (!xml_may_concern_us(xml, xml_len, NULL))
                 return EXIT_SUCCESS;
 
         return ask_daemon(args, xml, xml_len);

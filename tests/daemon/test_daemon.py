@@ -2114,6 +2114,66 @@ def t_max_connections():
         d.wait_connections(1)
 
 
+def cpu_ticks(pid):
+    """utime + stime of a process, in clock ticks (/proc/PID/stat fields
+    14 and 15; the command name in parentheses may hold spaces)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def t_emfile():
+    """Out of file descriptors (EMFILE): the accept handler neither spins
+    nor floods the log; clients wait in the backlog and are served once
+    descriptors are free.  What is asserted is a count (CPU ticks used
+    while stuck at EMFILE, over a window of a few seconds), not a time:
+    a daemon that spins uses the whole window, one that waits uses ~0."""
+    import resource
+    with Daemon("emfile", policy="require",
+                extra=["--request-timeout-ms", "3600000", "--max-connections", "1000"]) as d:
+        good = planned("gpu-vm-1", "require")
+        r = run_hook("gpu-vm-1", "prepare", "begin", good, d.sock)
+        eq((r.rc, r.err), (0, ""), "a hook call before the limit: %r" % r)
+        d.wait_connections(1)          # only the status call itself
+        n_open = len(os.listdir("/proc/%d/fd" % d.pid))
+        limit = n_open + 6
+        resource.prlimit(d.pid, resource.RLIMIT_NOFILE, (limit, limit))
+        m = d.mark()
+        clients = []
+        try:
+            for _ in range(30):        # 6 get a descriptor, the rest wait in the backlog
+                clients.append(connect(d.sock))
+            deadline = time.monotonic() + T(10)
+            while len(os.listdir("/proc/%d/fd" % d.pid)) < limit:
+                check(time.monotonic() < deadline, "pcinumad never reached its descriptor limit (%d)" % limit)
+                time.sleep(0.02)
+            time.sleep(0.3)            # let it meet EMFILE
+            window = 3.0
+            t0 = cpu_ticks(d.pid)
+            time.sleep(window)
+            used = cpu_ticks(d.pid) - t0
+            hz = os.sysconf("SC_CLK_TCK")
+            print("# at EMFILE: pcinumad used %d ticks of CPU (%d per second) in a %.0f s window"
+                  % (used, hz, window))
+            check(used <= hz * window * 0.1,
+                  "pcinumad used %d CPU ticks in %.0f s while out of descriptors (at most %d expected): "
+                  "the accept handler spins" % (used, window, hz * window * 0.1))
+            emfile_lines = [l for l in d.lines(m) if "Too many open files" in l]
+            check(1 <= len(emfile_lines) <= 2,
+                  "EMFILE is logged once (and recovery once): %d lines, first: %r"
+                  % (len(emfile_lines), emfile_lines[:3]))
+            check(d.poll() is None, "pcinumad exited at EMFILE")
+        finally:
+            for c in clients:
+                c.close()
+        # descriptors are free again: the daemon serves
+        r = run_hook("gpu-vm-1", "prepare", "begin", good, d.sock, timeout_ms=int(T(20000)))
+        eq((r.rc, r.err), (0, ""), "a hook call once the clients have gone: %r" % r)
+        r = run_hook("gpu-vm-1", "prepare", "begin", XML["gpu-vm-1"], d.sock, timeout_ms=int(T(20000)))
+        eq(r.rc, 1, "an unplanned domain is still refused: %r" % r)
+        contains(r.err, "does not match the NUMA plan", "hook stderr after EMFILE")
+
+
 def t_big_xml():
     """A 3 MiB domain XML (within the 4 MiB limit) goes through; the hook
     refuses one over 4 MiB without asking."""
@@ -2231,6 +2291,7 @@ def main():
     R.run("socket lifecycle: live socket not stolen, stale one replaced", t_socket_lifecycle)
     R.run("--max-connections drops the extra client", t_max_connections)
     R.run("a 3 MiB XML and UTF-8 round-trip; over 4 MiB is refused by the hook", t_big_xml)
+    R.run("EMFILE: the accept handler does not spin; the daemon serves again once descriptors are free", t_emfile)
 
     return R.finish(t0)
 

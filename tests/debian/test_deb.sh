@@ -1,7 +1,10 @@
 #!/bin/sh
 # Build the Debian package from a copy of this source tree, install it with
 # apt, check what it put where, remove and purge it, and check nothing of
-# it is left (what apt pulled in as dependencies stays).  Prints
+# it is left (what apt pulled in as dependencies stays).  On the way: the
+# hook link is created on a fresh install only, and a link the
+# administrator removed stays removed through a reinstall, an upgrade (to
+# a copy of the package with its version bumped) and a remove + install.  Prints
 # 'ok N - ...' / 'not ok N - ...' lines and ends with 'N passed, M failed'.
 #
 # Needs root: it installs and removes the package 'pcinuma' on this
@@ -9,7 +12,7 @@
 # something: when pcinuma is already installed as a package, or installed
 # by 'meson install' into /usr.  An existing /etc/libvirt/hooks/qemu.d/pcinuma
 # is moved aside for the test and put back afterwards; the qemu.d directory
-# and the other hooks in it are checked to be untouched.
+# and a hook of another name in it are checked to be untouched.
 #
 # Environment: DEB_BUILD_OPTIONS (default: unset, so dh_auto_test runs the
 # unit and golden suites; 'nocheck' skips them), PCINUMA_DEB_KEEP=1 keeps
@@ -52,6 +55,7 @@ hookdir_existed=no
 [ -d "$HOOKDIR" ] && hookdir_existed=yes
 
 cleanup() {
+    [ -n "${sentinel:-}" ] && rm -f "$sentinel"
     if dpkg-query -W -f='${Status}' pcinuma 2>/dev/null | grep -q 'installed\|config-files\|half'; then
         echo "# cleaning up: purging pcinuma"
         dpkg -P pcinuma >/dev/null 2>&1 || true
@@ -77,7 +81,13 @@ if [ -e "$HOOK" ] || [ -L "$HOOK" ]; then
     mv "$HOOK" "$aside"
     echo "# moved the existing $HOOK aside for the test"
 fi
-hooks_before=$(ls -A "$HOOKDIR" 2>/dev/null | sort)
+# Another hook in qemu.d that the package must never touch.  (Not a
+# listing of the directory: the libvirt suites of a parallel test run add
+# and remove their own hooks there meanwhile.)
+sentinel="$HOOKDIR/zz-pcinuma-deb-test-sentinel.$$"
+mkdir -p "$HOOKDIR"
+printf '#!/bin/sh\ncat >/dev/null\nexit 0\n' >"$sentinel"
+chmod 755 "$sentinel"
 
 # The tools: scripts/install-deps.sh installs them (and the build deps).
 if ! command -v dpkg-buildpackage >/dev/null || ! command -v dh >/dev/null; then
@@ -174,6 +184,37 @@ check "after remove: the edited policy is kept" grep -q preferred /etc/pcinuma/p
 check "dpkg -i reinstalls it" dpkg -i "$deb"
 check "after reinstall: the hook link is back" test "$(readlink "$HOOK" 2>/dev/null)" = "$HOOK_TARGET"
 check "after reinstall: the edited policy is kept" grep -q preferred /etc/pcinuma/policy.json
+
+# (c2) The link is the administrator's to remove, like a conffile: neither
+# a reinstall of the same version (dpkg runs 'postinst configure VERSION',
+# $2 set, as for an upgrade) nor an upgrade to a newer version, nor a
+# remove and install, brings it back; only a fresh install after a purge
+# does (e).  The newer version is this package with its version bumped.
+LINK_OWED=/var/lib/pcinuma/hook-link-removed
+rm -f "$HOOK"
+check "dpkg -i of the same version over the installed package (a reinstall)" dpkg -i "$deb"
+check "after a reinstall: the link the administrator removed stays removed" test ! -e "$HOOK" -a ! -L "$HOOK"
+newver="$ver+linktest1"
+mkdir -p "$work/bump"
+dpkg-deb -R "$deb" "$work/bump/root"
+sed -i "s/^Version: .*/Version: $newver/" "$work/bump/root/DEBIAN/control"
+bumped="$work/bump/pcinuma_${newver}_bump.deb"
+dpkg-deb -b "$work/bump/root" "$bumped" >/dev/null 2>&1
+check "the bumped package sorts after $ver" dpkg --compare-versions "$newver" gt "$ver"
+check "dpkg -i of a newer version (an upgrade)" dpkg -i "$bumped"
+check "after the upgrade: pcinuma is at $newver" test "$(dpkg-query -W -f='${Version}' pcinuma)" = "$newver"
+check "after the upgrade: the link the administrator removed stays removed" test ! -e "$HOOK" -a ! -L "$HOOK"
+check "after the upgrade: no note that the link is owed" test ! -e "$LINK_OWED"
+check "dpkg -r pcinuma (the link already gone)" dpkg -r pcinuma
+check "dpkg -i after the remove" dpkg -i "$bumped"
+check "after remove and install: the link the administrator removed stays removed" test ! -e "$HOOK" -a ! -L "$HOOK"
+# and a link the package itself took away on remove comes back on upgrade
+ln -s "$HOOK_TARGET" "$HOOK"
+check "dpkg -r pcinuma (the link there)" dpkg -r pcinuma
+check "after remove: the link is gone, and owed" sh -c "test ! -L '$HOOK' && test -e '$LINK_OWED'"
+check "dpkg -i after the remove brings the package's link back" dpkg -i "$bumped"
+check "after remove and install: the link is back" test "$(readlink "$HOOK" 2>/dev/null)" = "$HOOK_TARGET"
+check "after remove and install: no note left" test ! -e "$LINK_OWED" -a ! -e /var/lib/pcinuma
 files=$(dpkg -L pcinuma)
 
 # (d) Purge, and look for anything left.
@@ -184,7 +225,7 @@ for f in $files; do
     [ -d "$f" ] && continue     # directories (and /lib -> usr/lib) are shared
     if [ -e "$f" ] || [ -L "$f" ]; then left="$left $f"; fi
 done
-for d in /etc/pcinuma /usr/libexec/pcinuma /usr/share/doc/pcinuma /run/pcinuma; do
+for d in /etc/pcinuma /usr/libexec/pcinuma /usr/share/doc/pcinuma /run/pcinuma /var/lib/pcinuma; do
     [ -e "$d" ] && left="$left $d"
 done
 [ -L "$HOOK" ] || [ -e "$HOOK" ] && left="$left $HOOK"
@@ -199,8 +240,14 @@ if [ -z "$left" ]; then ok "purge leaves nothing of pcinuma"; else notok "purge 
 if [ "$hookdir_existed" = yes ]; then
     check "$HOOKDIR is still there after purge" test -d "$HOOKDIR"
 fi
-hooks_after=$(ls -A "$HOOKDIR" 2>/dev/null | sort)
-check "the other hooks in $HOOKDIR are untouched" test "$hooks_before" = "$hooks_after"
+check "another hook in $HOOKDIR is untouched" sh -c "test -x '$sentinel' && grep -q 'exit 0' '$sentinel'"
+
+# (e) A fresh install after the purge creates the link again.
+check "dpkg -i after the purge (a fresh install)" dpkg -i "$deb"
+check "after a fresh install: $HOOK is a symlink to $HOOK_TARGET" test "$(readlink "$HOOK" 2>/dev/null)" = "$HOOK_TARGET"
+check "dpkg -P pcinuma again" dpkg -P pcinuma
+check "after the second purge: no link" test ! -e "$HOOK" -a ! -L "$HOOK"
+
 dpkg-query -W -f='${Package}\n' | sort >"$work/pkgs-after"
 new=$(printf '%s\n' "$pkgs_before" | comm -13 - "$work/pkgs-after" | tr '\n' ' ')
 [ -n "$new" ] && echo "# left installed by apt as dependencies: $new"

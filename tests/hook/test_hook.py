@@ -291,6 +291,205 @@ def markers_reach_daemon():
         check(not d.errors, "fake daemon errors: %r" % d.errors)
 
 
+def with_device(device):
+    """PLAIN_XML with one more element in <devices>."""
+    return PLAIN_XML.replace("</devices>", "  " + device + "\n  </devices>")
+
+
+PCI_ADDR = "<source><address domain='0x0000' bus='0x3b' slot='0x00' function='0x0'/></source>"
+MDEV_SRC = "<source><address uuid='c2177883-f1bb-47f0-914d-32a22e3a8804'/></source>"
+USB_SRC = "<source><vendor id='0x1d6b'/><product id='0x0002'/></source>"
+
+# Every legal spelling of a start tag the daemon acts on: attribute order,
+# either quote, white space (newlines, tabs, CR) around '=' and between
+# attributes, managed before type, a namespaced attribute named like ours.
+PCI_SPELLINGS = [
+    "<hostdev mode='subsystem' type='pci' managed='yes'>" + PCI_ADDR + "</hostdev>",
+    '<hostdev mode="subsystem" type="pci" managed="yes">' + PCI_ADDR + "</hostdev>",
+    "<hostdev managed='yes' mode='subsystem' type='pci'>" + PCI_ADDR + "</hostdev>",
+    "<hostdev type='pci' mode='subsystem'>" + PCI_ADDR + "</hostdev>",
+    "<hostdev type='pci'>" + PCI_ADDR + "</hostdev>",
+    "<hostdev managed=\"no\" type='pci' mode=\"subsystem\">" + PCI_ADDR + "</hostdev>",
+    "<hostdev\n      mode='subsystem'\n      type='pci'\n      managed='yes'>" + PCI_ADDR + "</hostdev>",
+    "<hostdev\tmode = 'subsystem'\ttype =\n'pci' >" + PCI_ADDR + "</hostdev>",
+    "<hostdev\r\nmode='subsystem'\r\ntype\r\n=\r\n\"pci\"\r\n>" + PCI_ADDR + "</hostdev>",
+    "<hostdev mode='subsystem' foo:type='usb' xmlns:foo='urn:x' type='pci'>" + PCI_ADDR + "</hostdev>",
+    "<hostdev mode='subsystem' alias='a>b' type='pci'>" + PCI_ADDR + "</hostdev>",
+    "<hostdev mode='subsystem' note=\"it's\" type='pci'>" + PCI_ADDR + "</hostdev>",
+    "<hostdev mode='subsystem' type='pci' managed='yes'/>",
+    "<hostdev mode='subsystem' type='mdev' model='vfio-pci'>" + MDEV_SRC + "</hostdev>",
+    '<hostdev model="vfio-pci" type="mdev">' + MDEV_SRC + "</hostdev>",
+    "<hostdev\n  type = \"mdev\"\n  model='vfio-pci'>" + MDEV_SRC + "</hostdev>",
+    "<interface type='hostdev' managed='yes'>" + PCI_ADDR + "</interface>",
+    '<interface managed="yes" type="hostdev">' + PCI_ADDR + "</interface>",
+    "<interface\n  managed='yes'\n  type\t=\t'hostdev'>" + PCI_ADDR + "</interface>",
+    # what cannot be read for certain counts as a match
+    "<hostdev mode='subsystem' type='&#112;ci'>" + PCI_ADDR + "</hostdev>",
+    "<interface type='&#x68;ostdev'>" + PCI_ADDR + "</interface>",
+]
+
+# Passthrough the daemon does not act on: the fast path exits 0.
+NOT_OURS = [
+    "<hostdev mode='subsystem' type='usb' managed='yes'>" + USB_SRC + "</hostdev>",
+    '<hostdev managed="no" type="usb" mode="subsystem">' + USB_SRC + "</hostdev>",
+    "<hostdev\n  mode = 'subsystem'\n  type = \"usb\">" + USB_SRC + "</hostdev>",
+    "<hostdev mode='subsystem' type='scsi'><source><adapter name='scsi_host0'/>"
+    "<address bus='0' target='0' unit='0'/></source></hostdev>",
+    "<hostdev mode='subsystem' type='scsi_host'><source protocol='vhost' wwpn='naa.5001405df3e54061'/></hostdev>",
+    "<hostdev mode='capabilities' type='storage'><source><block>/dev/sdf1</block></source></hostdev>",
+    "<hostdev mode='capabilities' type='misc'><source><char>/dev/input/event3</char></source></hostdev>",
+    "<hostdev mode='capabilities' type='net'><source><interface>eth0</interface></source></hostdev>",
+    "<interface type='bridge'><source bridge='br0'/><model type='virtio'/></interface>",
+    "<interface type='direct'><source dev='eth0' mode='vepa'/></interface>",
+    "<hostdevice type='pci'/>",
+    "<hostdev mode='subsystem' x:type='pci' xmlns:x='urn:y'>" + USB_SRC + "</hostdev>",
+    "<redirdev bus='usb' type='spicevmc'/>",
+    "<!-- the hostdev of type 'hostdev' ... \"hostdev\" -->",
+]
+
+
+@test
+def pci_spellings_reach_daemon():
+    """PCI and mdev hostdevs and <interface type='hostdev'>, in every legal spelling, reach the daemon"""
+    with FakeDaemon(answer(0, verdict="allow")) as d:
+        for i, dev in enumerate(PCI_SPELLINGS):
+            before = len(d.requests)
+            r = run_hook(["vm", "prepare", "begin", "-"], with_device(dev), sock=d.path)
+            check(r.rc == 0 and r.err == "", "spelling %d allowed" % i, r)
+            check(len(d.requests) == before + 1, "spelling %d did not reach the daemon: %r" % (i, dev), r)
+        check(not d.errors, "fake daemon errors: %r" % d.errors)
+
+
+@test
+def usb_scsi_hostdevs_fast_path():
+    """USB, SCSI and mode='capabilities' hostdevs and other interfaces never contact the daemon"""
+    refuse = write_conf("on_unreachable = refuse\n")
+    with FakeDaemon(contacted) as d:
+        for i, dev in enumerate(NOT_OURS):
+            for phase in ("prepare", "migrate", "restore"):
+                r = run_hook(["usb-vm", phase, "begin", "-"], with_device(dev), sock=d.path, conf=refuse)
+                check(r.rc == 0 and r.out == "" and r.err == "", "case %d (%s) must exit 0 silently: %r"
+                      % (i, phase, dev), r)
+        time.sleep(0.2)
+        check(d.connections == 0, "the daemon was contacted %d times" % d.connections)
+    # the review's case: a VM whose only hostdev is USB, no daemon, refuse
+    r = run_hook(["usb-vm", "prepare", "begin", "-"], with_device(NOT_OURS[0]),
+                 sock=os.path.join(TMP, "nobody.sock"), conf=refuse)
+    check(r.rc == 0 and r.err == "", "USB only, no daemon, on_unreachable=refuse: started quietly", r)
+    # and a USB hostdev next to a PCI one still reaches the daemon
+    with FakeDaemon(answer(0)) as d:
+        r = run_hook(["mixed", "prepare", "begin", "-"], with_device(NOT_OURS[0] + PCI_SPELLINGS[0]), sock=d.path)
+        check(r.rc == 0 and len(d.requests) == 1, "USB + PCI: asked", r)
+
+
+def random_start_tag(rng):
+    """A random legal spelling of a <hostdev> or <interface> start tag (and
+    its element), with what an XML parser would read from it."""
+    ws = lambda: "".join(rng.choice([" ", "\t", "\n", "\r\n", "  "]) for _ in range(rng.randint(1, 3)))
+    opt_ws = lambda: ws() if rng.random() < 0.3 else ""
+    if rng.random() < 0.6:
+        name = "hostdev"
+        attrs = {"type": rng.choice(["pci", "mdev", "usb", "scsi", "scsi_host", "storage", "misc", "net", "PCI"])}
+        if rng.random() < 0.7:
+            attrs["mode"] = rng.choice(["subsystem", "subsystem", "capabilities"])
+        if rng.random() < 0.5:
+            attrs["managed"] = rng.choice(["yes", "no"])
+        if rng.random() < 0.3:
+            attrs["model"] = "vfio-pci"
+    else:
+        name = "interface"
+        attrs = {"type": rng.choice(["hostdev", "hostdev", "network", "bridge", "direct", "user"])}
+        if rng.random() < 0.5:
+            attrs["managed"] = rng.choice(["yes", "no"])
+    if rng.random() < 0.2:
+        attrs["alias"] = rng.choice(["a>b", "it's", 'say "hi"', "type='pci'", "<x>".replace("<", "&lt;")])
+    items = list(attrs.items())
+    if rng.random() < 0.2:
+        items.append(("xmlns:n", "urn:x"))
+        items.append(("n:type", rng.choice(["pci", "usb", "hostdev"])))
+    rng.shuffle(items)
+    text = "<" + name
+    for k, v in items:
+        q = '"' if "'" in v else "'" if '"' in v else rng.choice(["'", '"'])
+        text += ws() + k + opt_ws() + "=" + opt_ws() + q + v + q
+    text += opt_ws()
+    text += "/>" if rng.random() < 0.3 else ">" + PCI_ADDR + "</" + name + ">"
+    return text
+
+
+def concerns_daemon(xml):
+    """What the hook's fast path must send on, read by a real XML parser:
+    a <hostdev> of type pci or mdev whose mode is subsystem (or absent), or
+    an <interface type='hostdev'>."""
+    import xml.etree.ElementTree as ET
+    devices = ET.fromstring(xml).find("devices")
+    for e in devices:
+        if e.tag == "hostdev" and e.get("type") in ("pci", "mdev") and e.get("mode", "subsystem") == "subsystem":
+            return True
+        if e.tag == "interface" and e.get("type") == "hostdev":
+            return True
+    return False
+
+
+@test
+def fast_path_matches_xml_parser():
+    """600 random spellings of 0-3 hostdevs/interfaces: the hook asks exactly when an XML parser finds a PCI/mdev hostdev"""
+    import random
+    seed = int(os.environ.get("PCINUMA_HOOK_TEST_SEED", "20261123"))
+    rng = random.Random(seed)
+    refuse = write_conf("on_unreachable = refuse\ntimeout_ms = 1000\n")
+    nobody = os.path.join(TMP, "nobody.sock")
+    counts = {True: 0, False: 0}
+    for i in range(600):
+        xml = with_device("\n    ".join(random_start_tag(rng) for _ in range(rng.randint(0, 3))))
+        want = concerns_daemon(xml)
+        counts[want] += 1
+        r = run_hook(["vm", "prepare", "begin", "-"], xml, sock=nobody, conf=refuse)
+        asked = r.rc == 1 and "check skipped" in r.err
+        check(asked == want and (asked or (r.rc == 0 and r.err == "")),
+              "case %d (seed %d): an XML parser says %s, the hook %s:\n%s"
+              % (i, seed, "ours" if want else "not ours", "asked" if asked else "did not ask", xml), r)
+    print("# %d domains with a PCI/mdev device, %d without (seed %d)" % (counts[True], counts[False], seed))
+    check(counts[True] > 100 and counts[False] > 100, "both kinds generated: %r" % counts)
+
+
+def run_as_nobody(args, xml, env):
+    data = xml.encode()
+
+    def demote():
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+    p = subprocess.run([HOOK] + list(args), input=data, capture_output=True, env=env, timeout=60,
+                       preexec_fn=demote)
+    return Result(p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"), 0)
+
+
+@test
+def session_libvirtd_quiet():
+    """run as a non-root user (a session libvirtd's hook) without $PCINUMA_SOCKET: exit 0 quietly, even with refuse"""
+    if os.geteuid() != 0:
+        raise AssertionError("this test must run as root to run the hook as another user")
+    os.chmod(TMP, 0o755)
+    refuse = write_conf("on_unreachable = refuse\ntimeout_ms = 300\n")
+    os.chmod(refuse, 0o644)
+    for phase in ("prepare", "migrate", "restore", "started"):
+        for xml in (GPU_XML, MDEV_XML, IFACE_XML_SQ, MARKED_XML):
+            r = run_as_nobody(["gpu-vm-1", phase, "begin", "-"], xml, {"PCINUMA_HOOK_CONF": refuse})
+            check(r.rc == 0 and r.out == "" and r.err == "", "uid 65534, %s: exit 0 without a word" % phase, r)
+    # A wrapper that names a daemon with PCINUMA_SOCKET opts in (the tests'
+    # session libvirtds, pcinumad --allow-uid): the hook asks it.
+    with FakeDaemon(answer(1, stderr="asked\n")) as d:
+        os.chmod(d.path, 0o666)
+        r = run_as_nobody(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML,
+                          {"PCINUMA_HOOK_CONF": refuse, "PCINUMA_SOCKET": d.path})
+        check(r.rc == 1 and r.err == "asked\n" and len(d.requests) == 1, "uid 65534 with PCINUMA_SOCKET: asked", r)
+    # and as root, without the variable, the same call is not quiet
+    r = run_hook(["gpu-vm-1", "prepare", "begin", "-"], GPU_XML, conf=refuse,
+                 env_extra={"PCINUMA_SOCKET": os.path.join(TMP, "nobody.sock")})
+    check_unreachable(r, "gpu-vm-1", "prepare", refuse=True)
+
+
 @test
 def request_content():
     """the request is {version:1, type:hook, argv:[4 strings], xml} with the XML intact"""
@@ -540,6 +739,53 @@ def huge_stdin():
         for phase in ("started", "stopped", "release"):
             r = run_hook(["gpu-vm-1", phase, "end", "-"], big_gpu, sock=d.path, conf=conf)
             check(r.rc == 0 and r.out == "" and r.err == "", "%s: fast path" % phase, r)
+        time.sleep(0.2)
+        check(d.connections == 0, "the daemon was contacted %d times" % d.connections)
+
+
+def run_hook_split(args, pieces, conf, sock):
+    """Feed stdin in pieces, pausing between them, so the hook's reads
+    (mostly) end where a piece ends.  Nothing is timed: a read that spans
+    two pieces only makes the case easier."""
+    env = {"PCINUMA_HOOK_CONF": conf, "PCINUMA_SOCKET": sock}
+    p = subprocess.Popen([HOOK] + list(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env)
+    try:
+        for piece in pieces:
+            p.stdin.write(piece.encode())
+            p.stdin.flush()
+            time.sleep(0.1)
+        p.stdin.close()
+    except BrokenPipeError:
+        pass
+    out, err = p.stdout.read(), p.stderr.read()
+    rc = p.wait(60)
+    return Result(rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), 0)
+
+
+@test
+def huge_stdin_tags_across_reads():
+    """XML over 4 MiB: USB-only is none of our business; a PCI hostdev tag cut by a read is still found"""
+    conf = write_conf("on_unreachable = allow\n")
+    long_usb = "<hostdev mode='subsystem' pad='%s' type='usb'>%s</hostdev>\n" % ("u" * 1000, USB_SRC)
+    head = PLAIN_XML.replace("</devices>", long_usb * (4600 * 1024 // len(long_usb)))
+    with FakeDaemon(contacted) as d:
+        r = run_hook(["usb-vm", "prepare", "begin", "-"], head + "</devices></domain>\n", sock=d.path, conf=conf)
+        check(r.rc == 0 and r.err == "", "a 4.6 MiB domain of long USB hostdev tags: exit 0", r)
+        tag = "<hostdev\n  mode = 'subsystem'\n  pad='%s'\n  type = 'pci'>" % ("p" * 2000)
+        cuts = [1, 4, 8, 9, 20, 30, 1000, len(tag) - 10, len(tag) - 8, len(tag) - 5, len(tag) - 1]
+        for cut in cuts:
+            r = run_hook_split(["gpu-vm", "prepare", "begin", "-"],
+                               [head, long_usb * 70 + tag[:cut], tag[cut:] + PCI_ADDR + "</hostdev></devices></domain>"],
+                               conf, d.path)
+            check(r.rc == 1 and "larger than 4 MiB" in r.err, "a PCI tag cut after %d bytes must be found" % cut, r)
+        r = run_hook_split(["usb-vm", "prepare", "begin", "-"],
+                           [head, long_usb[:500], long_usb[500:] + "</devices></domain>"], conf, d.path)
+        check(r.rc == 0 and r.err == "", "a USB tag cut in its padding: exit 0", r)
+        # A start tag longer than what is carried between reads counts as ours.
+        r = run_hook_split(["odd-vm", "prepare", "begin", "-"],
+                           [head, "<hostdev pad='" + "q" * 8000, "' type='usb'/></devices></domain>"], conf, d.path)
+        check(r.rc == 1 and "larger than 4 MiB" in r.err, "an 8 KB start tag cut by a read: refused to be safe", r)
         time.sleep(0.2)
         check(d.connections == 0, "the daemon was contacted %d times" % d.connections)
 

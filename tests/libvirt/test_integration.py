@@ -1139,11 +1139,103 @@ class Test:
         d.hup()
         self.s.undefine(name)
 
+    # -- 9: revert --domain of a transient domain ----------------------------
+    def t9_transient_revert(self):
+        """A running transient domain that carries the mark (the plan of
+        two node-0 devices, the hostdevs then taken out so TCG can run it):
+        pcinumactl revert --domain says it is transient, exits 2 and
+        changes nothing; the domain stays transient and goes at destroy."""
+        name = "off-trans-1"       # policy off: the hook lets it start
+        xml = domain_xml(name, ["0000:13:00.0", "0000:14:00.0"], memory_mib=64,
+                         memnodes={0: "0", 1: "0"})   # node 0: this machine has it
+        path = self.s.write(xml, name + ".xml")
+        r = subprocess.run([self.a.pcinumactl, "plan", "--sysfs-root", self.sysfs,
+                            "--policy", "require", path], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+        if not self.check(r.returncode == 0 and is_planned(r.stdout),
+                          "9: pcinumactl plan of the transient domain's XML", r.stderr):
+            return
+        planned = re.sub(r"\s*<hostdev .*?</hostdev>", "", r.stdout, flags=re.S)
+        v, text = self.s.create_dom(self.s.write(planned, name + ".planned.xml"))
+        if not self.check(v == "started" and is_planned(self.dump(name, inactive=False)),
+                          "9: virsh create of a planned domain (hostdevs taken out) runs", text):
+            return
+        before = self.dump(name, inactive=False)
+        r = subprocess.run([self.a.pcinumactl, "revert", "--domain", name,
+                            "--connect", self.s.uri, "--policy-file", self.policy],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=VIRSH_TIMEOUT)
+        info = self.s.virsh("dominfo", name).stdout
+        self.check(r.returncode == 2 and ("domain '%s' is transient" % name) in r.stderr
+                   and "nothing changed" in r.stderr and r.stdout == "",
+                   "9: pcinumactl revert --domain of a transient domain: exit 2, "
+                   "says it is transient", "exit %d: %r %r" % (r.returncode, r.stdout, r.stderr))
+        self.check(re.search(r"Persistent:\s+no", info),
+                   "9: the transient domain is still transient", info)
+        ok, how, dg = self.same(self.dump(name, inactive=False), before, "trans-revert")
+        self.check(ok, "9: its XML is unchanged", dg, note=how)
+        self.s.virsh("destroy", name, timeout=VIRSH_TIMEOUT)
+        gone = self.s.virsh("dominfo", name).returncode != 0
+        self.check(gone, "9: after destroy the domain is gone (no definition was made)")
+        if not gone:
+            self.s.undefine(name)
+
+    # -- 10: the hook of an unprivileged session libvirtd ------------------------
+    def t10_unprivileged_hook(self):
+        """The review's case: pcinumad unreachable, on_unreachable=refuse, a
+        VM whose only hostdev is USB.  This machine has no USB bus at all
+        (no /sys/bus/usb), so no USB hostdev can really start here; but
+        libvirt runs the prepare hook before it looks for the device, so
+        the start attempt shows the hook's verdict as for PCI hostdevs:
+        refused -> 'Hook script execution failed'; let through -> libvirt's
+        own error about the USB device.  The XML is the one libvirt passes."""
+        d = self.d
+        d.stop()
+        conf0 = read(self.hook_conf)
+        wrapper0 = read(self.hook_wrapper)
+        usb = ("    <hostdev mode='subsystem' type='usb' managed='no'>\n"
+               "      <source startupPolicy='optional'><vendor id='0xdead'/>"
+               "<product id='0xbeef'/></source>\n"
+               "    </hostdev>\n")
+        try:
+            write(self.hook_conf, conf0.replace("on_unreachable = allow", "on_unreachable = refuse"))
+            self.define(domain_xml("usb-1", [], cells=2, memory_mib=64, extra_devices=usb))
+            self.define(domain_xml("pci-1", ["0000:13:00.0"], memnodes={0: "0", 1: "0"}))
+            v, text = self.s.start_dom("usb-1")
+            self.check(v == "started" or (HOOK_FAILED not in text and "usb" in text.lower()),
+                       "10: daemon unreachable, on_unreachable=refuse: a VM whose only "
+                       "hostdev is USB passes the hook", text)
+            # the control: the hook is there and refuses what it must
+            v, text = self.s.start_dom("pci-1")
+            self.check(HOOK_FAILED in text and "on_unreachable=refuse" in text
+                       and self.hook_wrapper in text,
+                       "10: ... while a VM with a PCI hostdev is refused", text)
+            # the hook as a session libvirtd's users get it: no
+            # $PCINUMA_SOCKET (only the refuse settings): quiet exit 0
+            write(self.hook_wrapper, wrapper0.replace("PCINUMA_SOCKET=%s " % d.socket, ""),
+                  mode=0o755)
+            check_wrapper = read(self.hook_wrapper)
+            if not self.check("PCINUMA_SOCKET" not in check_wrapper.split("exec 3<&-")[1],
+                              "10: the wrapper without PCINUMA_SOCKET"):
+                return
+            v, text = self.s.start_dom("pci-1")
+            self.check(v == "passed" and "pcinuma" not in text,
+                       "10: the hook run by an unprivileged session libvirtd without "
+                       "PCINUMA_SOCKET exits 0 quietly (libvirt then fails on the "
+                       "PCI hostdev itself)", text)
+        finally:
+            write(self.hook_wrapper, wrapper0, mode=0o755)
+            write(self.hook_conf, conf0)
+            self.s.undefine("usb-1")
+            self.s.undefine("pci-1")
+            d.start(self.s.uri, wait_connected=True)
+
     def run(self):
         steps = [self.t2_prepare, self.t1_define, self.t4_migrate,
                  self.t5_revert, self.t6_running, self.t7_transient,
                  self.t3_race, self.t8a_parallel, self.t8b_libvirtd_restart,
-                 self.t8c_daemon_restart, self.t8d_rejected]
+                 self.t8c_daemon_restart, self.t8d_rejected,
+                 self.t9_transient_revert, self.t10_unprivileged_hook]
         for step in steps:
             if self.a.only and not any(o in step.__name__ for o in self.a.only):
                 continue
