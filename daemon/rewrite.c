@@ -715,9 +715,14 @@ int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
                 if (hd->addr_elem) {
                         orig[k] = attrs_to_string(hd->addr_elem);
                         set_guest_address(hd->addr_elem, &pd->guest);
+                        /* Function 0 of a host device whose functions stay together. */
+                        if (pd->multifunction)
+                                xmlSetProp(hd->addr_elem, (const xmlChar *) "multifunction", (const xmlChar *) "on");
                 } else {
                         xmlNodePtr a = xmlNewNode(NULL, (const xmlChar *) "address");
                         set_guest_address(a, &pd->guest);
+                        if (pd->multifunction)
+                                xmlSetProp(a, (const xmlChar *) "multifunction", (const xmlChar *) "on");
                         xmlNodePtr last = last_element_child(hd->elem);
                         if (last)
                                 insert_unit_after(last, a);
