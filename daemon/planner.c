@@ -578,7 +578,21 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                 const char *model = m <= 1 ? PLAN_ROOT_PORT : PLAN_SWITCH_DOWN;
                 uint64_t key = m ? pack_addr(&pd->host_up[m - 1]) : unit;
                 leaf[i] = find_or_add_node(&nodes, &n_nodes, parent, x, model, key, unit);
-                pd->guest.func = (uint8_t) nodes[leaf[i]].n_funcs++;
+                nodes[leaf[i]].n_funcs++;
+        }
+        /* The functions on one port in host function order (function 0
+         * first, which the guest needs to scan the slot). */
+        for (size_t i = 0; i < p->n_devices; i++) {
+                if (p->devices[i].action != PLAN_MOVE)
+                        continue;
+                const struct pci_addr *ai = &d->hostdevs[p->devices[i].hostdev].host;
+                unsigned f = 0;
+                for (size_t j = 0; j < p->n_devices; j++)
+                        if (j != i && p->devices[j].action == PLAN_MOVE && leaf[j] == leaf[i]) {
+                                int c = pci_addr_cmp(&d->hostdevs[p->devices[j].hostdev].host, ai);
+                                f += c < 0 || (c == 0 && j < i);
+                        }
+                p->devices[i].guest.func = (uint8_t) f;
         }
 
         /* Number the ports: each root port (in the order of its first
