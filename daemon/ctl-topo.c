@@ -93,6 +93,7 @@ int ctl_topo(int argc, char **argv) {
         int r = ctl_plan_input(&a, &h, &res);
         if (r != 0)
                 return r;
+        planner_fidelity(res->plan);
         const struct plan *p = res->plan;
         size_t n = p->n_devices;
         if (n == 0) {

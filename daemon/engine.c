@@ -291,6 +291,7 @@ static const char *verdict_phrase(const struct engine_result *r) {
 }
 
 char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
+        planner_fidelity(r->plan);
         const struct plan *p = r->plan;
         const struct domain *d = r->base;
         struct strbuf b = {0};
@@ -428,6 +429,7 @@ static void json_add_int(json_object *o, const char *k, int v) {
 }
 
 char *engine_json(const struct engine_result *r, const struct hostmap *h) {
+        planner_fidelity(r->plan);
         const struct plan *p = r->plan;
         const struct domain *d = r->base;
         json_object *o = json_object_new_object();

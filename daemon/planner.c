@@ -3,6 +3,7 @@
  * struct plan; the rewriter turns that into XML. */
 #include "planner.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <limits.h>
 
@@ -207,12 +208,18 @@ static void describe_device(const struct domain *d, const struct hostmap *h, siz
         pd->host_root = -1;
         if (dev) {
                 pd->class = dev->class;
-                /* "pci0000:3a" -> 0x3a: the host bridge as a number. */
-                unsigned long dom = 0, bus = 0;
-                char tail;
-                if (dev->host_bridge && sscanf(dev->host_bridge, "pci%lx:%lx%c", &dom, &bus, &tail) == 2 && bus <= 0xff &&
-                    dom <= UINT32_MAX)
-                        pd->host_root = (long) (dom << 8 | bus);
+                /* "pci0000:3a" -> 0x3a: the host bridge as a number
+                 * (strtoul, not sscanf: this runs for every device of
+                 * every plan). */
+                if (dev->host_bridge && strncmp(dev->host_bridge, "pci", 3) == 0 && isxdigit((unsigned char) dev->host_bridge[3])) {
+                        char *end = NULL;
+                        unsigned long dom = strtoul(dev->host_bridge + 3, &end, 16);
+                        if (*end == ':' && isxdigit((unsigned char) end[1])) {
+                                unsigned long bus = strtoul(end + 1, &end, 16);
+                                if (!*end && bus <= 0xff && dom <= UINT32_MAX)
+                                        pd->host_root = (long) (dom << 8 | bus);
+                        }
+                }
                 if (dev->n_upstream) {
                         pd->host_up = xcalloc(dev->n_upstream, sizeof(*pd->host_up));
                         memcpy(pd->host_up, dev->upstream, dev->n_upstream * sizeof(*pd->host_up));
@@ -255,6 +262,8 @@ static const char *no_node_reason(const struct plan_device *pd) {
 static size_t place_devices(const struct domain *d, const struct hostmap *h, struct plan *p) {
         size_t refused = 0;
         _cleanup_free_ unsigned *load = xcalloc(d->n_cells ? d->n_cells : 1, sizeof(unsigned));
+        _cleanup_free_ const struct plan_device **firsts = xcalloc(p->n_devices ? p->n_devices : 1, sizeof(*firsts));
+        size_t n_firsts = 0;
         const char *mode = policy_mode_to_string(p->mode);
 
         for (size_t i = 0; i < p->n_devices; i++) {
@@ -281,15 +290,21 @@ static size_t place_devices(const struct domain *d, const struct hostmap *h, str
                  * GPUDirect RDMA). */
                 bool paths = p->settings.topology == POLICY_TOPOLOGY_PATHS;
                 const struct plan_device *mate = NULL;
-                for (size_t k = 0; k < i && !mate; k++) {
-                        const struct plan_device *o = &p->devices[k];
-                        if (o->action != PLAN_MOVE || o->host_node != pd->host_node)
-                                continue;
-                        if (paths ? pd->host_root >= 0 && o->host_root == pd->host_root
-                                  : p->settings.mirror_switches && pd->has_host_switch && o->has_host_switch &&
-                                            pci_addr_eq(&o->host_switch, &pd->host_switch))
-                                mate = o;
-                }
+                if (paths) {
+                        /* The first moved device of each root complex, in
+                         * a short table: a scan of all earlier devices
+                         * would make planning quadratic. */
+                        for (size_t k = 0; k < n_firsts && !mate; k++)
+                                if (pd->host_root >= 0 && firsts[k]->host_root == pd->host_root &&
+                                    firsts[k]->host_node == pd->host_node)
+                                        mate = firsts[k];
+                } else
+                        for (size_t k = 0; k < i && !mate; k++) {
+                                const struct plan_device *o = &p->devices[k];
+                                if (o->action == PLAN_MOVE && o->host_node == pd->host_node && p->settings.mirror_switches &&
+                                    pd->has_host_switch && o->has_host_switch && pci_addr_eq(&o->host_switch, &pd->host_switch))
+                                        mate = o;
+                        }
                 if (mate)
                         cell = mate->cell;
                 else
@@ -320,6 +335,8 @@ static size_t place_devices(const struct domain *d, const struct hostmap *h, str
                         pd->action = PLAN_MOVE;
                         pd->cell = cell;
                         load[cell]++;
+                        if (paths && !mate && pd->host_root >= 0)
+                                firsts[n_firsts++] = pd;
                         continue;
                 }
                 if (p->mode == POLICY_PREFERRED) {
@@ -460,6 +477,9 @@ struct tnode {
         unsigned n_kids;
         unsigned n_funcs;       /* devices (functions) on it */
         int index;              /* controller index, once numbered */
+        long first_kid, last_kid, next_sib;     /* its children, in the order they were made; -1: none */
+        size_t port_pos;        /* its entry in p->ports, once numbered */
+        int bus;                /* the guest bus number behind it, once known */
 };
 
 static uint64_t pack_addr(const struct pci_addr *a) {
@@ -476,18 +496,31 @@ static uint64_t unit_key(const struct domain *d, const struct plan *p, size_t i)
         return UINT64_C(1) << 62 | i;
 }
 
-static size_t find_or_add_node(struct tnode **nodes, size_t *n, int parent, size_t pxb, const char *model, uint64_t key,
-                               uint64_t unit) {
-        for (size_t k = 0; k < *n; k++) {
+/* The port under 'parent' (or, for -1, on expander bus 'pxb') that
+ * mirrors key/unit, made if missing.  Only the siblings are searched: a
+ * pxb's root ports are listed from roots[pxb] (first and last). */
+static size_t find_or_add_node(struct tnode **nodes, size_t *n, long (*roots)[2], int parent, size_t pxb, const char *model,
+                               uint64_t key, uint64_t unit) {
+        long first = parent >= 0 ? (*nodes)[parent].first_kid : roots[pxb][0];
+        for (long k = first; k >= 0; k = (*nodes)[k].next_sib) {
                 const struct tnode *t = &(*nodes)[k];
-                if (t->parent == parent && t->pxb == pxb && t->key == key && t->unit == unit && streq(t->model, model))
-                        return k;
+                if (t->key == key && t->unit == unit && streq(t->model, model))
+                        return (size_t) k;
         }
         struct tnode *t = GROW(*nodes, *n);
-        *t = (struct tnode) { .parent = parent, .pxb = pxb, .model = model, .key = key, .unit = unit, .index = -1 };
+        *t = (struct tnode) { .parent = parent, .pxb = pxb, .model = model, .key = key, .unit = unit, .index = -1,
+                              .first_kid = -1, .last_kid = -1, .next_sib = -1, .bus = -1 };
+        long k = (long) *n - 1;
+        long *head = parent >= 0 ? &(*nodes)[parent].first_kid : &roots[pxb][0];
+        long *tail = parent >= 0 ? &(*nodes)[parent].last_kid : &roots[pxb][1];
         if (parent >= 0)
                 (*nodes)[parent].n_kids++;
-        return *n - 1;
+        if (*tail >= 0)
+                (*nodes)[*tail].next_sib = k;
+        else
+                *head = k;
+        *tail = k;
+        return (size_t) k;
 }
 
 /* Lay out the pxbs and ports once, with each cell cut down as shape[]
@@ -537,6 +570,9 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
          * single unit gets no switch (nothing to tell apart). */
         _cleanup_free_ struct tnode *nodes = NULL;
         size_t n_nodes = 0;
+        _cleanup_free_ long (*roots)[2] = xcalloc(p->n_pxbs ? p->n_pxbs : 1, sizeof(*roots));
+        for (size_t i = 0; i < p->n_pxbs; i++)
+                roots[i][0] = roots[i][1] = -1;
         _cleanup_free_ size_t *leaf = xcalloc(p->n_devices ? p->n_devices : 1, sizeof(size_t));
         for (size_t i = 0; i < p->n_devices; i++) {
                 struct plan_device *pd = &p->devices[i];
@@ -573,17 +609,20 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                         const char *model = k == 0 ? PLAN_ROOT_PORT : k % 2 ? PLAN_SWITCH_UP : PLAN_SWITCH_DOWN;
                         /* One upstream port per parent: a port's link holds one switch. */
                         uint64_t key = k % 2 ? 0 : pack_addr(&pd->host_up[k]);
-                        parent = (int) find_or_add_node(&nodes, &n_nodes, parent, x, model, key, 0);
+                        parent = (int) find_or_add_node(&nodes, &n_nodes, roots, parent, x, model, key, 0);
                 }
                 const char *model = m <= 1 ? PLAN_ROOT_PORT : PLAN_SWITCH_DOWN;
                 uint64_t key = m ? pack_addr(&pd->host_up[m - 1]) : unit;
-                leaf[i] = find_or_add_node(&nodes, &n_nodes, parent, x, model, key, unit);
+                leaf[i] = find_or_add_node(&nodes, &n_nodes, roots, parent, x, model, key, unit);
                 nodes[leaf[i]].n_funcs++;
         }
         /* The functions on one port in host function order (function 0
          * first, which the guest needs to scan the slot). */
         for (size_t i = 0; i < p->n_devices; i++) {
                 if (p->devices[i].action != PLAN_MOVE)
+                        continue;
+                p->devices[i].guest.func = 0;
+                if (nodes[leaf[i]].n_funcs == 1)
                         continue;
                 const struct pci_addr *ai = &d->hostdevs[p->devices[i].hostdev].host;
                 unsigned f = 0;
@@ -618,6 +657,7 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                         struct tnode *t = &nodes[k];
                         struct plan_pxb *x = &p->pxbs[t->pxb];
                         t->index = next++;
+                        t->port_pos = p->n_ports;
                         struct plan_port *port = GROW(p->ports, p->n_ports);
                         port->index = t->index;
                         port->model = t->model;
@@ -644,10 +684,15 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                                 }
                                 port->slot = (uint8_t) n;
                         }
-                        /* Children in the order they were made: push them reversed. */
-                        for (size_t j = n_nodes; j-- > 0;)
-                                if (nodes[j].parent == (int) k)
-                                        stack[sp++] = j;
+                        /* Children in the order they were made, pushed reversed. */
+                        size_t first = sp;
+                        for (long j = t->first_kid; j >= 0; j = nodes[j].next_sib)
+                                stack[sp++] = (size_t) j;
+                        for (size_t lo = first, hi = sp; hi > lo + 1; lo++, hi--) {
+                                size_t tmp = stack[lo];
+                                stack[lo] = stack[hi - 1];
+                                stack[hi - 1] = tmp;
+                        }
                 }
         }
         for (size_t i = 0; i < p->n_devices; i++) {
@@ -659,9 +704,8 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                 pd->guest = (struct pci_addr) { .domain = 0, .bus = (uint8_t) t->index, .slot = 0, .func = pd->guest.func };
                 pd->multifunction = pd->guest.func == 0 && t->n_funcs > 1;
                 pd->switch_group = t->parent >= 0 ? nodes[t->parent].index : -1;
-                for (size_t k = 0; k < p->n_ports; k++)
-                        if (p->ports[k].index == t->index && p->ports[k].device < 0)
-                                p->ports[k].device = (long) i;
+                if (p->ports[t->port_pos].device < 0)
+                        p->ports[t->port_pos].device = (long) i;
         }
         for (size_t i = 0; i < p->n_pxbs; i++)
                 p->pxbs[i].n_buses = 1;
@@ -730,23 +774,20 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
         /* The guest BDFs: the firmware gives each bridge below a pxb the
          * next bus number after the pxb's busNr, depth first in slot
          * order, which is the order of the pxb's ports in p->ports. */
+        _cleanup_free_ int *bus_of = xcalloc(p->n_ports ? p->n_ports : 1, sizeof(int));
+        for (size_t i = 0; i < p->n_pxbs; i++) {
+                int bus = p->pxbs[i].bus_nr;
+                for (size_t k = 0; k < p->n_ports; k++)
+                        if (p->ports[k].pxb_index == p->pxbs[i].index)
+                                bus_of[k] = ++bus;
+        }
         for (size_t i = 0; i < p->n_devices; i++) {
                 struct plan_device *pd = &p->devices[i];
                 if (pd->action != PLAN_MOVE)
                         continue;
-                const struct plan_port *leafp = NULL;
-                int rank = 0;
-                for (size_t k = 0; k < p->n_ports && !leafp; k++)
-                        if (p->ports[k].index == pd->port_index)
-                                leafp = &p->ports[k];
-                for (size_t k = 0; leafp && k < p->n_ports && p->ports[k].index != pd->port_index; k++)
-                        rank += p->ports[k].pxb_index == leafp->pxb_index;
-                int bus_nr = -1;
-                for (size_t k = 0; leafp && k < p->n_pxbs; k++)
-                        if (p->pxbs[k].index == leafp->pxb_index)
-                                bus_nr = p->pxbs[k].bus_nr;
-                if (bus_nr >= 0 && bus_nr + 1 + rank <= 255)
-                        snprintf(pd->guest_bdf, sizeof pd->guest_bdf, "0000:%02x:00.%u", bus_nr + 1 + rank, pd->guest.func);
+                int bus = bus_of[nodes[leaf[i]].port_pos];
+                if (bus > 0 && bus <= 255)
+                        snprintf(pd->guest_bdf, sizeof pd->guest_bdf, "0000:%02x:00.%u", (unsigned) bus, pd->guest.func);
         }
         return 0;
 }
@@ -1195,7 +1236,8 @@ const char *plan_path_to_string(enum plan_path t) {
         return t <= PLAN_PATH_UNKNOWN ? names[t] : "?";
 }
 
-enum plan_path planner_path_type(const struct plan_path_end *a, const struct plan_path_end *b) {
+/* Inlined into plan_fidelity's loop: it runs for every pair. */
+static inline enum plan_path path_type(const struct plan_path_end *a, const struct plan_path_end *b) {
         if (a->root < 0 || b->root < 0 || a->root != b->root) {
                 if (a->node >= 0 && b->node >= 0 && a->node != b->node)
                         return PLAN_PATH_SYS;
@@ -1215,24 +1257,24 @@ enum plan_path planner_path_type(const struct plan_path_end *a, const struct pla
         return PLAN_PATH_PXB;
 }
 
+enum plan_path planner_path_type(const struct plan_path_end *a, const struct plan_path_end *b) {
+        return path_type(a, b);
+}
+
 /* The guest end of device i: its expander bus, cell and ports from the
  * root port down; a device that does not move is on pcie.0, which has no
  * NUMA node in the guest. */
 #define GUEST_PCIE0_ROOT 0x7fffffffL
-static void guest_end(const struct plan *p, size_t i, uint64_t *chain, struct plan_path_end *e) {
+static void guest_end(const struct plan *p, const long *pos_of, size_t i, uint64_t *chain, size_t cap,
+                      struct plan_path_end *e) {
         const struct plan_device *pd = &p->devices[i];
         *e = (struct plan_path_end) { .root = GUEST_PCIE0_ROOT, .node = -1, .chain = chain };
         if (pd->action != PLAN_MOVE || pd->port_index < 0)
                 return;
         size_t n = 0;
         int idx = pd->port_index;
-        for (size_t guard = 0; guard <= p->n_ports; guard++) {
-                const struct plan_port *port = NULL;
-                for (size_t k = 0; k < p->n_ports && !port; k++)
-                        if (p->ports[k].index == idx)
-                                port = &p->ports[k];
-                if (!port)
-                        break;
+        while (n < cap && idx >= 0 && idx <= 255 && pos_of[idx] >= 0) {
+                const struct plan_port *port = &p->ports[pos_of[idx]];
                 chain[n++] = (uint64_t) port->index;
                 e->root = port->pxb_index;
                 if (port->parent_index == port->pxb_index)
@@ -1248,15 +1290,25 @@ static void guest_end(const struct plan *p, size_t i, uint64_t *chain, struct pl
         e->node = pd->cell;
 }
 
-/* Every pair's host and guest path types, and the counts. */
-static void plan_fidelity(struct plan *p) {
+void planner_fidelity(struct plan *p) {
         size_t n = p->n_devices;
+        if (p->fidelity_done)
+                return;
+        p->fidelity_done = true;
         if (n < 2)
                 return;
-        size_t max_up = p->n_ports + 1;
+        /* A guest chain is no deeper than the host's (a root port per
+         * device where there is none). */
+        size_t max_up = 1;
         for (size_t i = 0; i < n; i++)
                 if (p->devices[i].n_host_up > max_up)
                         max_up = p->devices[i].n_host_up;
+        long pos_of[256];
+        for (size_t k = 0; k < ELEMENTSOF(pos_of); k++)
+                pos_of[k] = -1;
+        for (size_t k = 0; k < p->n_ports; k++)
+                if (p->ports[k].index >= 0 && p->ports[k].index <= 255)
+                        pos_of[p->ports[k].index] = (long) k;
         _cleanup_free_ uint64_t *host = xcalloc(n * max_up, sizeof(uint64_t));
         _cleanup_free_ uint64_t *guest = xcalloc(n * max_up, sizeof(uint64_t));
         _cleanup_free_ struct plan_path_end *he = xcalloc(n, sizeof(*he));
@@ -1267,16 +1319,16 @@ static void plan_fidelity(struct plan *p) {
                         host[i * max_up + k] = pack_addr(&pd->host_up[k]);
                 he[i] = (struct plan_path_end) { .root = pd->host_root, .node = pd->host_node, .chain = &host[i * max_up],
                                                  .n_chain = pd->n_host_up };
-                guest_end(p, i, &guest[i * max_up], &ge[i]);
+                guest_end(p, pos_of, i, &guest[i * max_up], max_up, &ge[i]);
         }
-        p->pairs = xcalloc(n * (n - 1) / 2, sizeof(*p->pairs));
+        p->pairs = xmalloc(n * (n - 1) / 2 * sizeof(*p->pairs));   /* every entry is set below */
         for (size_t a = 0; a < n; a++)
                 for (size_t b = a + 1; b < n; b++) {
                         struct plan_pair *q = &p->pairs[p->n_pairs++];
                         q->a = a;
                         q->b = b;
-                        q->host = planner_path_type(&he[a], &he[b]);
-                        q->guest = planner_path_type(&ge[a], &ge[b]);
+                        q->host = path_type(&he[a], &he[b]);
+                        q->guest = path_type(&ge[a], &ge[b]);
                         if (q->host == PLAN_PATH_UNKNOWN || q->guest == PLAN_PATH_UNKNOWN)
                                 p->n_unknown++;
                         else if (q->guest == q->host)
@@ -1290,11 +1342,7 @@ static void plan_fidelity(struct plan *p) {
 
 int planner_run_opts(const struct domain *d, const struct hostmap *h, const struct policy_settings *s,
                      const struct planner_options *o, struct plan **ret) {
-        int r = plan_domain(d, h, s, o, ret);
-        if (r < 0)
-                return r;
-        plan_fidelity(*ret);
-        return 0;
+        return plan_domain(d, h, s, o, ret);
 }
 
 static const struct domain_hostdev *find_same_hostdev(const struct domain *d, const struct domain_hostdev *hd) {

@@ -105,6 +105,14 @@ struct plan_path_end {
 enum plan_path planner_path_type(const struct plan_path_end *a, const struct plan_path_end *b);
 const char *plan_path_to_string(enum plan_path t);
 
+/* Fill p->pairs and the same/closer/farther/unknown counts: every pair of
+ * p's devices, host vs planned guest path type.  A report, computed when
+ * one is made (explain, JSON, topo, the decision log) rather than by
+ * planner_run(): it is quadratic in the devices, the plan is not.  Safe to
+ * call again (it does nothing then). */
+struct plan;
+void planner_fidelity(struct plan *p);
+
 /* A device pair's path type on the host and in the planned guest. */
 struct plan_pair {
         size_t a, b;                    /* indexes into plan->devices, a < b */
@@ -149,8 +157,9 @@ struct plan {
          * same, closer (the guest claims a nearer path than the hardware
          * has: the dangerous error), farther; unknown where the host map
          * lacks the device's place. */
-        struct plan_pair *pairs;
+        struct plan_pair *pairs;        /* filled by planner_fidelity() */
         size_t n_pairs;
+        bool fidelity_done;
         unsigned n_same, n_closer, n_farther, n_unknown;
         char *degrade_note;             /* how the layout was cut down to fit, or NULL */
 

@@ -1102,6 +1102,8 @@ static struct plan *plan_settings(const struct hostmap *h, const char *xml, cons
         struct plan *p = NULL;
         assert_int_equal(planner_run(d, h, s, &p), 0);
         assert_non_null(p);
+        planner_fidelity(p);
+        planner_fidelity(p);    /* a second call changes nothing */
         if (ret_d)
                 *ret_d = d;
         else
