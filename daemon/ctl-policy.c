@@ -19,6 +19,8 @@ static void usage(FILE *f) {
  * the defaults, so an admin sees what each rule turns on or off. */
 static void print_features(const struct policy_settings *s) {
         const struct policy_settings d = policy_settings_default(s->mode);
+        if (s->topology != d.topology)
+                printf(", topology %s", policy_topology_to_string(s->topology));
         if (s->mirror_switches != d.mirror_switches)
                 printf(", mirror_switches %s", s->mirror_switches ? "on" : "off");
         if (s->mirror_distances != d.mirror_distances)

@@ -10,64 +10,22 @@
 #include "hostmap.h"
 #include "policy.h"
 
-enum rel {
-        REL_SELF,
-        REL_PIX,        /* one PCIe switch (or one bridge) */
-        REL_PXB,        /* several bridges, below one root port */
-        REL_PHB,        /* one host bridge */
-        REL_NODE,       /* one NUMA node, several host bridges */
-        REL_SYS,        /* across NUMA nodes */
-        REL_UNKNOWN,
-};
-
-static const char *const rel_names[] = { "X", "PIX", "PXB", "PHB", "NODE", "SYS", "?" };
-
 struct topo_dev {
-        const struct hostmap_device *dev;      /* the PCI function (an mdev's parent) */
-        int host_node;
         char label[16];
         const struct plan_device *pd;
 };
 
-static enum rel host_rel(const struct topo_dev *a, const struct topo_dev *b) {
-        if (a == b)
-                return REL_SELF;
-        if (!a->dev || !b->dev)
-                return REL_UNKNOWN;
-        const struct hostmap_device *x = a->dev, *y = b->dev;
-        if (x->host_bridge && y->host_bridge && streq(x->host_bridge, y->host_bridge)) {
-                size_t common = 0;
-                while (common < x->n_upstream && common < y->n_upstream &&
-                       pci_addr_eq(&x->upstream[common], &y->upstream[common]))
-                        common++;
-                /* Same parent bridge (one switch port, one root port, or
-                 * functions of one device): one bridge apart. */
-                /* The same parent bridge (functions of one device, VFs), or
-                 * the same switch (root port and upstream port shared). */
-                if ((common == x->n_upstream && common == y->n_upstream) || common >= 2)
-                        return REL_PIX;
-                if (common >= 1)
-                        return REL_PXB;
-                return REL_PHB;
+/* The path type of devices i and j, host or guest side, from the plan's
+ * pairs (planner_path_type(), the same rule the plan's fidelity uses). */
+static const struct plan_pair *pair_of(const struct plan *p, size_t i, size_t j) {
+        size_t n = p->n_devices;
+        if (i > j) {
+                size_t t = i;
+                i = j;
+                j = t;
         }
-        if (a->host_node >= 0 && a->host_node == b->host_node)
-                return REL_NODE;
-        return REL_SYS;
-}
-
-static enum rel guest_rel(const struct topo_dev *a, const struct topo_dev *b) {
-        if (a == b)
-                return REL_SELF;
-        const struct plan_device *x = a->pd, *y = b->pd;
-        bool xm = x->action == PLAN_MOVE, ym = y->action == PLAN_MOVE;
-        if (xm && ym) {
-                if (x->switch_group >= 0 && x->switch_group == y->switch_group)
-                        return REL_PIX;
-                return x->cell == y->cell ? REL_PHB : REL_SYS;
-        }
-        if (!xm && !ym)
-                return REL_PHB;         /* both on pcie.0 */
-        return REL_SYS;                 /* pcie.0 has no NUMA node in the guest */
+        size_t k = i * (2 * n - i - 1) / 2 + (j - i - 1);
+        return k < p->n_pairs ? &p->pairs[k] : NULL;
 }
 
 static const char *class_label(uint32_t class) {
@@ -135,6 +93,7 @@ int ctl_topo(int argc, char **argv) {
         int r = ctl_plan_input(&a, &h, &res);
         if (r != 0)
                 return r;
+        planner_fidelity(res->plan);
         const struct plan *p = res->plan;
         size_t n = p->n_devices;
         if (n == 0) {
@@ -145,14 +104,7 @@ int ctl_topo(int argc, char **argv) {
         struct topo_dev *t = xcalloc(n, sizeof(*t));
         unsigned counts[5] = {0};
         for (size_t i = 0; i < n; i++) {
-                const struct domain_hostdev *hd = &res->base->hostdevs[p->devices[i].hostdev];
                 t[i].pd = &p->devices[i];
-                t[i].host_node = p->devices[i].host_node;
-                if (hd->kind == DOMAIN_HOSTDEV_MDEV) {
-                        const struct hostmap_mdev *m = hostmap_find_mdev(h, hd->mdev_uuid);
-                        t[i].dev = m ? hostmap_find_device(h, &m->parent) : NULL;
-                } else
-                        t[i].dev = hostmap_find_device(h, &hd->host);
                 const char *l = class_label(p->devices[i].class);
                 size_t k = streq(l, "GPU") ? 0 : streq(l, "NIC") ? 1 : streq(l, "DISK") ? 2 : streq(l, "ACC") ? 3 : 4;
                 snprintf(t[i].label, sizeof t[i].label, "%s%u", l, counts[k]++);
@@ -167,24 +119,23 @@ int ctl_topo(int argc, char **argv) {
         for (size_t j = 0; j < n; j++)
                 printf("%-*s", w, t[j].label);
         printf("\n");
-        unsigned same = 0, pairs = 0;
         for (size_t i = 0; i < n; i++) {
                 printf("%-*s", w + 1, t[i].label);
-                for (size_t j = 0; j < n; j++)
-                        printf("%-*s", w, rel_names[host_rel(&t[i], &t[j])]);
+                for (size_t j = 0; j < n; j++) {
+                        const struct plan_pair *q = i == j ? NULL : pair_of(p, i, j);
+                        printf("%-*s", w, i == j ? "X" : q ? plan_path_to_string(q->host) : "?");
+                }
                 printf("   %-*s", w + 1, t[i].label);
                 for (size_t j = 0; j < n; j++) {
-                        enum rel hr = host_rel(&t[i], &t[j]), gr = guest_rel(&t[i], &t[j]);
-                        /* PXB and PHB on the host both become PHB in the
-                         * guest (one root port each under the pxb): that
-                         * is a mirror as far as locality goes. */
-                        bool match = hr == gr || (hr == REL_PXB && gr == REL_PHB) || (hr == REL_NODE && gr == REL_PHB);
-                        if (i < j) {
-                                pairs++;
-                                same += match;
-                        }
+                        const struct plan_pair *q = i == j ? NULL : pair_of(p, i, j);
                         char cell[16];
-                        snprintf(cell, sizeof cell, "%s%s", rel_names[gr], match ? "" : "*");
+                        if (!q) {
+                                printf("%-*s", w, i == j ? "X" : "?");
+                                continue;
+                        }
+                        bool known = q->host != PLAN_PATH_UNKNOWN && q->guest != PLAN_PATH_UNKNOWN;
+                        snprintf(cell, sizeof cell, "%s%s", plan_path_to_string(q->guest),
+                                 !known || q->guest == q->host ? "" : q->guest < q->host ? "!" : "*");
                         printf("%-*s", w, cell);
                 }
                 printf("\n");
@@ -196,9 +147,10 @@ int ctl_topo(int argc, char **argv) {
                "  PHB  = through one PCIe host bridge (in the guest: the same expander bus)\n"
                "  NODE = through several host bridges of one NUMA node\n"
                "  SYS  = across NUMA nodes (or a device the guest sees without a node)\n"
-               "  *    = the guest relation is weaker than the host's\n\n");
-        printf("Devices (policy %s, %s):\n", policy_mode_to_string(res->settings.mode),
-               planned ? "as planned" : plan_verdict_to_string(p->verdict));
+               "  *    = farther in the guest than on the host (locality lost)\n"
+               "  !    = closer in the guest than on the host (a path the hardware does not have)\n\n");
+        printf("Devices (policy %s, topology %s, %s):\n", policy_mode_to_string(res->settings.mode),
+               policy_topology_to_string(res->settings.topology), planned ? "as planned" : plan_verdict_to_string(p->verdict));
         for (size_t i = 0; i < n; i++) {
                 const struct plan_device *pd = t[i].pd;
                 char node[16] = "none";
@@ -208,11 +160,15 @@ int ctl_topo(int argc, char **argv) {
                        pd->known ? hostmap_class_name(pd->class) : "(not on this host)", node,
                        pd->action == PLAN_MOVE ? "guest cell " : pd->action == PLAN_STAY ? "pcie.0 (no guest node)" : "refused");
                 if (pd->action == PLAN_MOVE)
-                        printf("%d%s", pd->cell, pd->switch_group >= 0 ? ", behind a guest switch" : "");
+                        printf("%d%s, guest %s", pd->cell, pd->switch_group >= 0 ? ", behind a guest switch" : "",
+                               pd->guest_bdf[0] ? pd->guest_bdf : "?");
                 printf("\n");
         }
-        printf("\n%u of %u device pairs keep their host locality in the guest%s.\n", same, pairs,
-               p->settings.mirror_switches ? "" : " (mirror_switches is off: host PIX pairs become PHB)");
+        printf("\n%u of %zu device pairs keep their host path type in the guest: %u same, %u closer, %u farther",
+               p->n_same, p->n_pairs, p->n_same, p->n_closer, p->n_farther);
+        if (p->n_unknown)
+                printf(", %u unknown", p->n_unknown);
+        printf("%s.\n", p->settings.mirror_switches ? "" : " (mirror_switches is off: host PIX pairs become PHB)");
         free(t);
         return 0;
 }

@@ -228,13 +228,24 @@ static char *controller_desc(const struct plan *p, const struct plan_device *pd,
         if (pd->action == PLAN_MOVE && pd->port_index < 0)
                 return xstrdup("-");
         if (pd->action == PLAN_MOVE) {
+                /* From its port up: "switch 10 port 11, root port 9 on pxb 1". */
+                struct strbuf b = {0};
                 const struct plan_port *port = port_of(p, pd->port_index);
-                if (port && streq(port->model, PLAN_SWITCH_DOWN)) {
-                        const struct plan_port *up = port_of(p, port->parent_index);
-                        return xasprintf("switch %d (root port %d) port %d on pxb %d", port->parent_index,
-                                         up ? up->parent_index : -1, pd->port_index, port->pxb_index);
+                for (size_t guard = 0; port && guard <= p->n_ports; guard++) {
+                        if (b.len)
+                                strbuf_append(&b, ", ");
+                        if (streq(port->model, PLAN_SWITCH_DOWN)) {
+                                strbuf_printf(&b, "switch %d port %d", port->parent_index, port->index);
+                                const struct plan_port *up = port_of(p, port->parent_index);
+                                port = up ? port_of(p, up->parent_index) : NULL;
+                                continue;
+                        }
+                        strbuf_printf(&b, "root port %d on pxb %d", port->index, port->pxb_index);
+                        break;
                 }
-                return xasprintf("root port %d on pxb %d", pd->port_index, port ? port->pxb_index : -1);
+                if (pd->multifunction || pd->guest.func)
+                        strbuf_printf(&b, ", function %u", pd->guest.func);
+                return strbuf_steal(&b);
         }
         const struct domain_hostdev *hd = &base->hostdevs[pd->hostdev];
         if (!hd->has_guest_addr)
@@ -243,6 +254,24 @@ static char *controller_desc(const struct plan *p, const struct plan_device *pd,
                 return xstrdup("pcie.0");
         const struct domain_controller *c = domain_find_controller(base, hd->guest.bus);
         return xasprintf("%s %d", c && c->model[0] ? c->model : "bus", hd->guest.bus);
+}
+
+/* The BDF the guest sees: predicted for a moved device; on pcie.0 itself
+ * the address is the BDF; behind other controllers it is not predicted. */
+static const char *guest_bdf(const struct plan_device *pd, const struct domain *base) {
+        static char buf[PCI_ADDR_STRLEN];
+        if (pd->action == PLAN_MOVE)
+                return pd->guest_bdf[0] ? pd->guest_bdf : "-";
+        const struct domain_hostdev *hd = &base->hostdevs[pd->hostdev];
+        if (hd->has_guest_addr && hd->guest.domain == 0 && hd->guest.bus == 0)
+                return pci_addr_format(&hd->guest, buf);
+        return "-";
+}
+
+static const char *pair_verdict(const struct plan_pair *q) {
+        if (q->host == PLAN_PATH_UNKNOWN || q->guest == PLAN_PATH_UNKNOWN)
+                return "unknown";
+        return q->guest == q->host ? "same" : q->guest < q->host ? "closer" : "farther";
 }
 
 static const char *verdict_phrase(const struct engine_result *r) {
@@ -265,6 +294,7 @@ static const char *verdict_phrase(const struct engine_result *r) {
 }
 
 char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
+        planner_fidelity(r->plan);
         const struct plan *p = r->plan;
         const struct domain *d = r->base;
         struct strbuf b = {0};
@@ -282,33 +312,34 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
         strbuf_append(&b, "\n");
 
         if (p->n_devices) {
-                const char *hdr[] = { "DEVICE", "CLASS", "HOST-NODE", "SOCKET", "GUEST-CELL", "CONTROLLER", "DECISION" };
+                const char *hdr[] = { "DEVICE", "CLASS", "HOST-NODE", "SOCKET", "GUEST-CELL", "GUEST-BDF", "CONTROLLER", "DECISION" };
                 size_t n = p->n_devices;
                 char ***cells = xcalloc(n, sizeof(char **));
-                size_t w[7];
-                for (size_t c = 0; c < 7; c++)
+                size_t w[8];
+                for (size_t c = 0; c < 8; c++)
                         w[c] = strlen(hdr[c]);
                 for (size_t i = 0; i < n; i++) {
                         const struct plan_device *pd = &p->devices[i];
                         char nb[16], sb[16], cb[16];
-                        cells[i] = xcalloc(7, sizeof(char *));
+                        cells[i] = xcalloc(8, sizeof(char *));
                         cells[i][0] = xstrdup(pd->name);
                         cells[i][1] = xstrdup(device_class_name(pd));
                         cells[i][2] = xstrdup(fmt_int(pd->host_node, nb, "none"));
                         cells[i][3] = xstrdup(fmt_int(pd->host_socket, sb, "none"));
                         cells[i][4] = xstrdup(fmt_int(pd->cell, cb, "-"));
-                        cells[i][5] = controller_desc(p, pd, d);
-                        cells[i][6] = xasprintf("%s: %s", plan_action_to_string(pd->action), pd->reason ? pd->reason : "");
-                        for (size_t c = 0; c < 6; c++)
+                        cells[i][5] = xstrdup(guest_bdf(pd, d));
+                        cells[i][6] = controller_desc(p, pd, d);
+                        cells[i][7] = xasprintf("%s: %s", plan_action_to_string(pd->action), pd->reason ? pd->reason : "");
+                        for (size_t c = 0; c < 7; c++)
                                 if (strlen(cells[i][c]) > w[c])
                                         w[c] = strlen(cells[i][c]);
                 }
                 strbuf_append(&b, "\n");
-                for (size_t c = 0; c < 7; c++)
-                        strbuf_printf(&b, c < 6 ? "%-*s  " : "%-*s\n", (int) (c < 6 ? w[c] : 0), hdr[c]);
+                for (size_t c = 0; c < 8; c++)
+                        strbuf_printf(&b, c < 7 ? "%-*s  " : "%-*s\n", (int) (c < 7 ? w[c] : 0), hdr[c]);
                 for (size_t i = 0; i < n; i++) {
-                        for (size_t c = 0; c < 7; c++) {
-                                strbuf_printf(&b, c < 6 ? "%-*s  " : "%-*s\n", (int) (c < 6 ? w[c] : 0), cells[i][c]);
+                        for (size_t c = 0; c < 8; c++) {
+                                strbuf_printf(&b, c < 7 ? "%-*s  " : "%-*s\n", (int) (c < 7 ? w[c] : 0), cells[i][c]);
                                 free(cells[i][c]);
                         }
                         free(cells[i]);
@@ -321,14 +352,21 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
                 for (size_t i = 0; i < p->n_pxbs; i++) {
                         const struct plan_pxb *x = &p->pxbs[i];
                         const char *nodes = x->host_nodes;
-                        strbuf_printf(&b, "  controller %d at 0000:00:%02x.0: guest cell %u (host node %s), busNr %d-%d, %u root port%s\n",
-                                      x->index, x->addr.slot, x->cell, nodes, x->bus_nr, x->bus_nr + (int) x->n_buses - 1,
+                        char rc[48] = "";
+                        if (x->host_root >= 0)
+                                snprintf(rc, sizeof rc, ", host root complex pci%04x:%02x", (unsigned) (x->host_root >> 8),
+                                         (unsigned) (x->host_root & 0xff));
+                        strbuf_printf(&b, "  controller %d at 0000:00:%02x.0: guest cell %u (host node %s%s), busNr %d-%d, %u root port%s\n",
+                                      x->index, x->addr.slot, x->cell, nodes, rc, x->bus_nr, x->bus_nr + (int) x->n_buses - 1,
                                       x->n_ports, x->n_ports == 1 ? "" : "s");
                         for (size_t k = 0; k < p->n_ports; k++) {
                                 const struct plan_port *up = &p->ports[k];
                                 if (up->pxb_index != x->index || !streq(up->model, PLAN_SWITCH_UP))
                                         continue;
-                                strbuf_printf(&b, "    switch %d on root port %d, mirroring a host switch:", up->index, up->parent_index);
+                                const struct plan_port *below = port_of(p, up->parent_index);
+                                strbuf_printf(&b, "    switch %d on %s %d, mirroring a host switch:", up->index,
+                                              below && streq(below->model, PLAN_SWITCH_DOWN) ? "downstream port" : "root port",
+                                              up->parent_index);
                                 for (size_t j = 0; j < p->n_ports; j++)
                                         if (p->ports[j].parent_index == up->index && p->ports[j].device >= 0)
                                                 strbuf_printf(&b, " %s (port %d)", p->devices[p->ports[j].device].name, p->ports[j].index);
@@ -346,9 +384,14 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
         }
         /* The feature switches (docs/policy.md), when the plan applies. */
         if (p->verdict == PLAN_APPLY) {
-                strbuf_printf(&b, "\nswitches: %s\n", p->settings.mirror_switches
+                strbuf_printf(&b, "\ntopology: %s\n", p->settings.topology == POLICY_TOPOLOGY_PATHS
+                              ? "paths: one expander bus per host root complex; the functions of one host device share a port"
+                              : "cells: one expander bus per guest cell");
+                strbuf_printf(&b, "switches: %s\n", p->settings.mirror_switches
                               ? "mirror_switches on: devices behind one host switch share a guest switch"
                               : "mirror_switches off: one root port per device");
+                if (p->degrade_note)
+                        strbuf_printf(&b, "degraded: %s\n", p->degrade_note);
                 if (p->distances_note)
                         strbuf_printf(&b, "%s\n", p->distances_note);
                 if (p->mmio64_note)
@@ -362,6 +405,17 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
                 for (size_t i = 0; i < p->n_managed; i++)
                         strbuf_printf(&b, "managed: %s is bound to the VFIO variant driver %s: managed='no', so libvirt does not rebind it\n",
                                       p->managed[i].name, p->managed[i].driver);
+        }
+        if (p->n_pairs) {
+                strbuf_printf(&b, "\npath fidelity: %u same, %u closer, %u farther", p->n_same, p->n_closer, p->n_farther);
+                if (p->n_unknown)
+                        strbuf_printf(&b, ", %u unknown", p->n_unknown);
+                strbuf_printf(&b, " (of %zu pairs; host -> guest path type)\n", p->n_pairs);
+                for (size_t i = 0; i < p->n_pairs; i++) {
+                        const struct plan_pair *q = &p->pairs[i];
+                        strbuf_printf(&b, "  %s  %s  %-4s -> %-4s %s\n", p->devices[q->a].name, p->devices[q->b].name,
+                                      plan_path_to_string(q->host), plan_path_to_string(q->guest), pair_verdict(q));
+                }
         }
         for (size_t i = 0; i < p->n_warnings; i++)
                 strbuf_printf(&b, "warning: %s\n", p->warnings[i]);
@@ -378,6 +432,7 @@ static void json_add_int(json_object *o, const char *k, int v) {
 }
 
 char *engine_json(const struct engine_result *r, const struct hostmap *h) {
+        planner_fidelity(r->plan);
         const struct plan *p = r->plan;
         const struct domain *d = r->base;
         json_object *o = json_object_new_object();
@@ -426,6 +481,8 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
                 json_add_int(x, "guest_cell", pd->cell);
                 json_add_int(x, "controller", pd->port_index);
                 json_add_str(x, "guest_address", pd->action == PLAN_MOVE ? pci_addr_format(&pd->guest, buf) : NULL);
+                const char *bdf = guest_bdf(pd, d);
+                json_add_str(x, "guest_bdf", streq(bdf, "-") ? NULL : bdf);
                 json_add_str(x, "reason", pd->reason);
                 json_object_array_add(devs, x);
         }
@@ -440,6 +497,9 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
                 json_add_int(e, "busNr", x->bus_nr);
                 json_add_str(e, "address", pci_addr_format(&x->addr, buf));
                 json_add_int(e, "root_ports", (int) x->n_ports);
+                char rc[32];
+                snprintf(rc, sizeof rc, "pci%04x:%02x", (unsigned) (x->host_root >> 8), (unsigned) (x->host_root & 0xff));
+                json_add_str(e, "host_root_complex", x->host_root >= 0 ? rc : NULL);
                 json_object_array_add(pxbs, e);
         }
         json_object_object_add(o, "expanders", pxbs);
@@ -450,7 +510,9 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
         json_object_object_add(o, "pruned", pruned);
 
         json_object *feat = json_object_new_object();
+        json_add_str(feat, "topology", policy_topology_to_string(p->settings.topology));
         json_object_object_add(feat, "mirror_switches", json_object_new_boolean(p->settings.mirror_switches));
+        json_add_str(feat, "degraded", p->degrade_note);
         json_object_object_add(feat, "distances_copied", json_object_new_boolean(p->add_distances));
         json_add_str(feat, "distances", p->distances_note);
         json_object_object_add(feat, "mmio64_need_bytes", json_object_new_int64((int64_t) p->mmio64_need));
@@ -467,6 +529,25 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
         }
         json_object_object_add(feat, "managed_no", mg);
         json_object_object_add(o, "features", feat);
+
+        json_object *fid = json_object_new_object();
+        json_object_object_add(fid, "same", json_object_new_int((int) p->n_same));
+        json_object_object_add(fid, "closer", json_object_new_int((int) p->n_closer));
+        json_object_object_add(fid, "farther", json_object_new_int((int) p->n_farther));
+        json_object_object_add(fid, "unknown", json_object_new_int((int) p->n_unknown));
+        json_object *pairs = json_object_new_array();
+        for (size_t i = 0; i < p->n_pairs; i++) {
+                const struct plan_pair *q = &p->pairs[i];
+                json_object *e = json_object_new_object();
+                json_add_str(e, "a", p->devices[q->a].name);
+                json_add_str(e, "b", p->devices[q->b].name);
+                json_add_str(e, "host", plan_path_to_string(q->host));
+                json_add_str(e, "guest", plan_path_to_string(q->guest));
+                json_add_str(e, "fidelity", pair_verdict(q));
+                json_object_array_add(pairs, e);
+        }
+        json_object_object_add(fid, "pairs", pairs);
+        json_object_object_add(o, "fidelity", fid);
 
         json_object *warn = json_object_new_array();
         for (size_t i = 0; i < p->n_warnings; i++)

@@ -484,6 +484,21 @@ static const char *event_message_id(const struct decision *d) {
         }
 }
 
+/* PCINUMA_FIDELITY: how many device pairs keep their host path type in
+ * the guest ("same=120 closer=0 farther=0"; docs/operations.md). */
+static void log_fidelity(struct log_fields *f, struct plan *p) {
+        if (!p)
+                return;
+        planner_fidelity(p);
+        if (!p->n_pairs)
+                return;
+        if (p->n_unknown)
+                log_fields_add(f, "PCINUMA_FIDELITY", "same=%u closer=%u farther=%u unknown=%u", p->n_same, p->n_closer,
+                               p->n_farther, p->n_unknown);
+        else
+                log_fields_add(f, "PCINUMA_FIDELITY", "same=%u closer=%u farther=%u", p->n_same, p->n_closer, p->n_farther);
+}
+
 static void log_decision(const struct decision *d) {
         struct log_fields f = {0};
         log_fields_add(&f, "PCINUMA_DOMAIN", "%s", d->domain);
@@ -500,6 +515,7 @@ static void log_decision(const struct decision *d) {
                 log_fields_add(&f, "PCINUMA_HOST_NODE", "%d", pd->host_node);
                 log_fields_add(&f, "PCINUMA_GUEST_CELL", "%d", pd->cell);
         }
+        log_fidelity(&f, d->result ? d->result->plan : NULL);
 
         /* The message: the first line of what the hook prints, without
          * the "pcinuma: " prefix, or a summary. */
@@ -673,6 +689,7 @@ void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struc
                 log_fields_add(&p.fields, "PCINUMA_HOST_NODE", "%d", pl->devices[i].host_node);
                 log_fields_add(&p.fields, "PCINUMA_GUEST_CELL", "%d", pl->devices[i].cell);
         }
+        log_fidelity(&p.fields, r->plan);
 
         if (r->changed && r->xml) {
                 p.redefine = true;

@@ -3,6 +3,7 @@
  * struct plan; the rewriter turns that into XML. */
 #include "planner.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <limits.h>
 
@@ -53,10 +54,14 @@ static void clear_layout(struct plan *p) {
 struct plan *plan_free(struct plan *p) {
         if (!p)
                 return NULL;
-        for (size_t i = 0; i < p->n_devices; i++)
+        for (size_t i = 0; i < p->n_devices; i++) {
                 free(p->devices[i].reason);
+                free(p->devices[i].host_up);
+        }
         free(p->devices);
         clear_layout(p);
+        free(p->pairs);
+        free(p->degrade_note);
         for (size_t i = 0; i < p->n_warnings; i++)
                 free(p->warnings[i]);
         free(p->warnings);
@@ -200,8 +205,26 @@ static void describe_device(const struct domain *d, const struct hostmap *h, siz
                 }
         }
         pd->switch_group = -1;
+        pd->host_root = -1;
         if (dev) {
                 pd->class = dev->class;
+                /* "pci0000:3a" -> 0x3a: the host bridge as a number
+                 * (strtoul, not sscanf: this runs for every device of
+                 * every plan). */
+                if (dev->host_bridge && strncmp(dev->host_bridge, "pci", 3) == 0 && isxdigit((unsigned char) dev->host_bridge[3])) {
+                        char *end = NULL;
+                        unsigned long dom = strtoul(dev->host_bridge + 3, &end, 16);
+                        if (*end == ':' && isxdigit((unsigned char) end[1])) {
+                                unsigned long bus = strtoul(end + 1, &end, 16);
+                                if (!*end && bus <= 0xff && dom <= UINT32_MAX)
+                                        pd->host_root = (long) (dom << 8 | bus);
+                        }
+                }
+                if (dev->n_upstream) {
+                        pd->host_up = xcalloc(dev->n_upstream, sizeof(*pd->host_up));
+                        memcpy(pd->host_up, dev->upstream, dev->n_upstream * sizeof(*pd->host_up));
+                        pd->n_host_up = dev->n_upstream;
+                }
                 if (hd->kind == DOMAIN_HOSTDEV_PCI && dev->driver)
                         snprintf(pd->driver, sizeof pd->driver, "%s", dev->driver);
                 /* root port, switch upstream, switch downstream, ...: the
@@ -239,6 +262,8 @@ static const char *no_node_reason(const struct plan_device *pd) {
 static size_t place_devices(const struct domain *d, const struct hostmap *h, struct plan *p) {
         size_t refused = 0;
         _cleanup_free_ unsigned *load = xcalloc(d->n_cells ? d->n_cells : 1, sizeof(unsigned));
+        _cleanup_free_ const struct plan_device **firsts = xcalloc(p->n_devices ? p->n_devices : 1, sizeof(*firsts));
+        size_t n_firsts = 0;
         const char *mode = policy_mode_to_string(p->mode);
 
         for (size_t i = 0; i < p->n_devices; i++) {
@@ -257,20 +282,37 @@ static size_t place_devices(const struct domain *d, const struct hostmap *h, str
                         continue;
                 }
 
-                /* mirror_switches: a device behind a host switch goes where
-                 * the first device behind that switch went, so the two can
-                 * share a guest switch (GPU + NIC for GPUDirect RDMA). */
+                /* topology paths: a device goes where the first device of
+                 * its host root complex went, so they can share its pxb.
+                 * mirror_switches (cells): a device behind a host switch
+                 * goes where the first device behind that switch went, so
+                 * the two can share a guest switch (GPU + NIC for
+                 * GPUDirect RDMA). */
+                bool paths = p->settings.topology == POLICY_TOPOLOGY_PATHS;
                 const struct plan_device *mate = NULL;
-                for (size_t k = 0; p->settings.mirror_switches && pd->has_host_switch && k < i && !mate; k++)
-                        if (p->devices[k].action == PLAN_MOVE && p->devices[k].has_host_switch &&
-                            pci_addr_eq(&p->devices[k].host_switch, &pd->host_switch) &&
-                            p->devices[k].host_node == pd->host_node)
-                                mate = &p->devices[k];
+                if (paths) {
+                        /* The first moved device of each root complex, in
+                         * a short table: a scan of all earlier devices
+                         * would make planning quadratic. */
+                        for (size_t k = 0; k < n_firsts && !mate; k++)
+                                if (pd->host_root >= 0 && firsts[k]->host_root == pd->host_root &&
+                                    firsts[k]->host_node == pd->host_node)
+                                        mate = firsts[k];
+                } else
+                        for (size_t k = 0; k < i && !mate; k++) {
+                                const struct plan_device *o = &p->devices[k];
+                                if (o->action == PLAN_MOVE && o->host_node == pd->host_node && p->settings.mirror_switches &&
+                                    pd->has_host_switch && o->has_host_switch && pci_addr_eq(&o->host_switch, &pd->host_switch))
+                                        mate = o;
+                        }
                 if (mate)
                         cell = mate->cell;
                 else
                         cell = pick_cell(d, h, pd->host_node, pd->host_socket, CAND_LOCAL, load);
-                if (mate) {
+                if (mate && paths) {
+                        set_reason(pd, "%s; shares host root complex pci%04lx:%02lx with %s", mate->reason,
+                                   (unsigned long) pd->host_root >> 8, (unsigned long) pd->host_root & 0xff, mate->name);
+                } else if (mate) {
                         char sw[PCI_ADDR_STRLEN];
                         set_reason(pd, "%s; shares host switch %s with %s", mate->reason, pci_addr_format(&pd->host_switch, sw),
                                    mate->name);
@@ -293,6 +335,8 @@ static size_t place_devices(const struct domain *d, const struct hostmap *h, str
                         pd->action = PLAN_MOVE;
                         pd->cell = cell;
                         load[cell]++;
+                        if (paths && !mate && pd->host_root >= 0)
+                                firsts[n_firsts++] = pd;
                         continue;
                 }
                 if (p->mode == POLICY_PREFERRED) {
@@ -417,8 +461,71 @@ static const uint8_t pcie0_slots[] = {
         0x1e, 0x1b, 0x1d, 0x01,
 };
 
-/* Lay out the pxbs and root ports; 0, or -ENOSPC with p->reason set. */
-static int layout(const struct domain *d, struct plan *p) {
+/* How far a cell's part of the tree is cut down to fit (the degrade
+ * order of docs/planner.md: merge the root complexes first, then drop
+ * the switches). */
+#define SHAPE_MERGED 1u         /* one expander bus for the whole cell */
+#define SHAPE_FLAT 2u           /* no switches: one root port per device (per host device under paths) */
+
+/* A guest port while the tree is built. */
+struct tnode {
+        int parent;             /* tnode index, -1: on the expander bus */
+        size_t pxb;             /* index into p->pxbs */
+        const char *model;
+        uint64_t key;           /* the host bridge it mirrors (packed), or a unit key */
+        uint64_t unit;          /* leaf ports: the unit (host device) on it; 0 otherwise */
+        unsigned n_kids;
+        unsigned n_funcs;       /* devices (functions) on it */
+        int index;              /* controller index, once numbered */
+        long first_kid, last_kid, next_sib;     /* its children, in the order they were made; -1: none */
+        size_t port_pos;        /* its entry in p->ports, once numbered */
+        int bus;                /* the guest bus number behind it, once known */
+};
+
+static uint64_t pack_addr(const struct pci_addr *a) {
+        return (uint64_t) a->domain << 16 | (uint64_t) a->bus << 8 | (uint64_t) a->slot << 3 | a->func;
+}
+
+/* The guest device a moved device becomes part of: under paths, the
+ * functions of one host device (same host bus and slot) are one unit and
+ * share a port; otherwise every device is its own unit.  Never 0. */
+static uint64_t unit_key(const struct domain *d, const struct plan *p, size_t i) {
+        const struct domain_hostdev *hd = &d->hostdevs[p->devices[i].hostdev];
+        if (p->settings.topology == POLICY_TOPOLOGY_PATHS && hd->kind == DOMAIN_HOSTDEV_PCI && p->devices[i].known)
+                return (uint64_t) hd->host.domain << 16 | (uint64_t) hd->host.bus << 8 | (uint64_t) hd->host.slot << 3 | 1u << 2;
+        return UINT64_C(1) << 62 | i;
+}
+
+/* The port under 'parent' (or, for -1, on expander bus 'pxb') that
+ * mirrors key/unit, made if missing.  Only the siblings are searched: a
+ * pxb's root ports are listed from roots[pxb] (first and last). */
+static size_t find_or_add_node(struct tnode **nodes, size_t *n, long (*roots)[2], int parent, size_t pxb, const char *model,
+                               uint64_t key, uint64_t unit) {
+        long first = parent >= 0 ? (*nodes)[parent].first_kid : roots[pxb][0];
+        for (long k = first; k >= 0; k = (*nodes)[k].next_sib) {
+                const struct tnode *t = &(*nodes)[k];
+                if (t->key == key && t->unit == unit && streq(t->model, model))
+                        return (size_t) k;
+        }
+        struct tnode *t = GROW(*nodes, *n);
+        *t = (struct tnode) { .parent = parent, .pxb = pxb, .model = model, .key = key, .unit = unit, .index = -1,
+                              .first_kid = -1, .last_kid = -1, .next_sib = -1, .bus = -1 };
+        long k = (long) *n - 1;
+        long *head = parent >= 0 ? &(*nodes)[parent].first_kid : &roots[pxb][0];
+        long *tail = parent >= 0 ? &(*nodes)[parent].last_kid : &roots[pxb][1];
+        if (parent >= 0)
+                (*nodes)[parent].n_kids++;
+        if (*tail >= 0)
+                (*nodes)[*tail].next_sib = k;
+        else
+                *head = k;
+        *tail = k;
+        return (size_t) k;
+}
+
+/* Lay out the pxbs and ports once, with each cell cut down as shape[]
+ * says; 0, or -ENOSPC with p->reason set (the caller clears the layout). */
+static int layout_once(const struct domain *d, struct plan *p, const unsigned *shape) {
         int max_index = 0;
         for (size_t i = 0; i < d->n_controllers; i++)
                 if (d->controllers[i].index > max_index)
@@ -428,120 +535,184 @@ static int layout(const struct domain *d, struct plan *p) {
                         max_index = d->pci_uses[i].addr.bus;
         p->first_index = max_index + 1;
 
-        /* mirror_switches: two or more moved devices of one cell behind one
-         * host switch share a guest switch (root port -> upstream port ->
-         * a downstream port each). */
-        int n_groups = 0;
-        for (size_t i = 0; p->settings.mirror_switches && i < p->n_devices; i++) {
-                struct plan_device *pd = &p->devices[i];
-                if (pd->action != PLAN_MOVE || !pd->has_host_switch || pd->switch_group >= 0)
-                        continue;
-                bool any = false;
-                for (size_t j = i + 1; j < p->n_devices; j++) {
-                        struct plan_device *o = &p->devices[j];
-                        if (o->action == PLAN_MOVE && o->has_host_switch && o->cell == pd->cell &&
-                            pci_addr_eq(&o->host_switch, &pd->host_switch)) {
-                                o->switch_group = n_groups;
-                                any = true;
-                        }
-                }
-                if (any)
-                        pd->switch_group = n_groups++;
-        }
-
-        /* One pxb per cell that gets a device, in cell order; one root port
-         * per device or per switch group ("unit"). */
+        /* The expander buses: one per host root complex of a cell, or one
+         * for the whole cell (cells shape, merged, or devices whose root
+         * complex the host map does not know); in cell order, then host
+         * bridge order. */
         for (size_t c = 0; c < d->n_cells; c++) {
-                unsigned units = 0, buses = 1;
                 for (size_t i = 0; i < p->n_devices; i++) {
                         const struct plan_device *pd = &p->devices[i];
                         if (pd->action != PLAN_MOVE || pd->cell != (int) c)
                                 continue;
-                        bool first = pd->switch_group < 0;
-                        if (pd->switch_group >= 0) {
-                                first = true;
-                                for (size_t k = 0; k < i; k++)
-                                        if (p->devices[k].switch_group == pd->switch_group)
-                                                first = false;
-                        }
-                        if (first) {
-                                units++;
-                                buses += 1 + (pd->switch_group >= 0 ? 1 : 0);   /* root port (+ upstream port) */
-                        }
-                        if (pd->switch_group >= 0)
-                                buses++;                                         /* its downstream port */
+                        long root = (shape[c] & SHAPE_MERGED) ? -1 : pd->host_root;
+                        bool have = false;
+                        for (size_t k = 0; k < p->n_pxbs && !have; k++)
+                                have = p->pxbs[k].cell == c && p->pxbs[k].host_root == root;
+                        if (have)
+                                continue;
+                        size_t at = p->n_pxbs;
+                        while (at > 0 && p->pxbs[at - 1].cell == c && p->pxbs[at - 1].host_root > root)
+                                at--;
+                        GROW(p->pxbs, p->n_pxbs);
+                        memmove(&p->pxbs[at + 1], &p->pxbs[at], (p->n_pxbs - at - 1) * sizeof(*p->pxbs));
+                        p->pxbs[at] = (struct plan_pxb) { .cell = (unsigned) c, .host_root = root, .index = -1,
+                                                          .host_nodes = bitmap_format(&d->cells[c].host_nodes) };
                 }
-                if (!units)
-                        continue;
-                struct plan_pxb *x = GROW(p->pxbs, p->n_pxbs);
-                x->cell = (unsigned) c;
-                x->host_nodes = bitmap_format(&d->cells[c].host_nodes);
-                x->n_ports = units;
-                x->n_buses = buses;
-                x->index = -1;
         }
         int next = p->first_index;
         for (size_t i = 0; i < p->n_pxbs; i++)
                 p->pxbs[i].index = next++;
 
-        /* The ports, in device order. */
+        /* The tree below each pxb mirrors the host's below its root
+         * complex: a root port per host root port, an upstream port per
+         * host switch and a downstream port per host downstream port, down
+         * to the port the device sits on; a host root port that holds a
+         * single unit gets no switch (nothing to tell apart). */
+        _cleanup_free_ struct tnode *nodes = NULL;
+        size_t n_nodes = 0;
+        _cleanup_free_ long (*roots)[2] = xcalloc(p->n_pxbs ? p->n_pxbs : 1, sizeof(*roots));
+        for (size_t i = 0; i < p->n_pxbs; i++)
+                roots[i][0] = roots[i][1] = -1;
+        _cleanup_free_ size_t *leaf = xcalloc(p->n_devices ? p->n_devices : 1, sizeof(size_t));
         for (size_t i = 0; i < p->n_devices; i++) {
                 struct plan_device *pd = &p->devices[i];
-                if (pd->action != PLAN_MOVE || pd->port_index >= 0)
+                if (pd->action != PLAN_MOVE)
                         continue;
-                struct plan_pxb *x = NULL;
-                for (size_t k = 0; k < p->n_pxbs; k++)
-                        if (p->pxbs[k].cell == (unsigned) pd->cell)
-                                x = &p->pxbs[k];
-                unsigned k = 0;
-                for (size_t j = 0; j < p->n_ports; j++)
-                        if (p->ports[j].parent_index == x->index)
-                                k++;
-                struct plan_port *port = GROW(p->ports, p->n_ports);
-                port->index = next++;
-                port->model = PLAN_ROOT_PORT;
-                port->parent_index = x->index;
-                port->pxb_index = x->index;
-                port->device = pd->switch_group < 0 ? (long) i : -1;
-                /* Up to 32 ports get a slot each; beyond that, eight
-                 * functions share a slot (multifunction). */
-                if (x->n_ports <= PXB_SLOTS) {
-                        port->slot = (uint8_t) k;
-                        port->func = 0;
-                } else {
-                        port->slot = (uint8_t) (k / 8);
-                        port->func = (uint8_t) (k % 8);
-                        port->multifunction = port->func == 0 && k + 1 < x->n_ports;
+                unsigned sh = shape[pd->cell];
+                long root = (sh & SHAPE_MERGED) ? -1 : pd->host_root;
+                size_t x = 0;
+                while (p->pxbs[x].cell != (unsigned) pd->cell || p->pxbs[x].host_root != root)
+                        x++;
+                uint64_t unit = unit_key(d, p, i);
+                /* Only (root port, switch up, switch down)* chains mirror
+                 * onto libvirt's controllers; a trailing odd bridge is
+                 * dropped. */
+                size_t m = pd->n_host_up;
+                if (m % 2 == 0 && m > 0)
+                        m--;
+                if (sh & SHAPE_FLAT)
+                        m = 0;
+                if (m > 1) {
+                        bool alone = true;
+                        for (size_t j = 0; j < p->n_devices && alone; j++) {
+                                const struct plan_device *o = &p->devices[j];
+                                alone = j == i || o->action != PLAN_MOVE || o->cell != pd->cell || o->n_host_up == 0 ||
+                                        !pci_addr_eq(&o->host_up[0], &pd->host_up[0]) ||
+                                        (((shape[o->cell] & SHAPE_MERGED) ? -1 : o->host_root) != root) ||
+                                        unit_key(d, p, j) == unit;
+                        }
+                        if (alone)
+                                m = 1;
                 }
-                int root = port->index;
-                if (pd->switch_group < 0) {
-                        pd->port_index = root;
-                        pd->guest = (struct pci_addr) { .domain = 0, .bus = (uint8_t) root, .slot = 0, .func = 0 };
+                int parent = -1;
+                for (size_t k = 0; k + 1 < m; k++) {
+                        const char *model = k == 0 ? PLAN_ROOT_PORT : k % 2 ? PLAN_SWITCH_UP : PLAN_SWITCH_DOWN;
+                        /* One upstream port per parent: a port's link holds one switch. */
+                        uint64_t key = k % 2 ? 0 : pack_addr(&pd->host_up[k]);
+                        parent = (int) find_or_add_node(&nodes, &n_nodes, roots, parent, x, model, key, 0);
+                }
+                const char *model = m <= 1 ? PLAN_ROOT_PORT : PLAN_SWITCH_DOWN;
+                uint64_t key = m ? pack_addr(&pd->host_up[m - 1]) : unit;
+                leaf[i] = find_or_add_node(&nodes, &n_nodes, roots, parent, x, model, key, unit);
+                nodes[leaf[i]].n_funcs++;
+        }
+        /* The functions on one port in host function order (function 0
+         * first, which the guest needs to scan the slot). */
+        for (size_t i = 0; i < p->n_devices; i++) {
+                if (p->devices[i].action != PLAN_MOVE)
                         continue;
-                }
-                struct plan_port *up = GROW(p->ports, p->n_ports);
-                up->index = next++;
-                up->model = PLAN_SWITCH_UP;
-                up->parent_index = root;
-                up->pxb_index = x->index;
-                up->device = -1;
-                int upi = up->index;
-                uint8_t slot = 0;
-                for (size_t j = i; j < p->n_devices; j++) {
-                        struct plan_device *m = &p->devices[j];
-                        if (m->switch_group != pd->switch_group)
-                                continue;
-                        struct plan_port *dn = GROW(p->ports, p->n_ports);
-                        dn->index = next++;
-                        dn->model = PLAN_SWITCH_DOWN;
-                        dn->parent_index = upi;
-                        dn->pxb_index = x->index;
-                        dn->slot = slot++;
-                        dn->device = (long) j;
-                        m->port_index = dn->index;
-                        m->guest = (struct pci_addr) { .domain = 0, .bus = (uint8_t) dn->index, .slot = 0, .func = 0 };
+                p->devices[i].guest.func = 0;
+                if (nodes[leaf[i]].n_funcs == 1)
+                        continue;
+                const struct pci_addr *ai = &d->hostdevs[p->devices[i].hostdev].host;
+                unsigned f = 0;
+                for (size_t j = 0; j < p->n_devices; j++)
+                        if (j != i && p->devices[j].action == PLAN_MOVE && leaf[j] == leaf[i]) {
+                                int c = pci_addr_cmp(&d->hostdevs[p->devices[j].hostdev].host, ai);
+                                f += c < 0 || (c == 0 && j < i);
+                        }
+                p->devices[i].guest.func = (uint8_t) f;
+        }
+
+        /* Number the ports: each root port (in the order of its first
+         * device) and then its subtree, depth first; so a pxb's ports in
+         * that order are its bridges in the order the guest firmware
+         * numbers their buses. */
+        _cleanup_free_ size_t *stack = xcalloc(n_nodes ? n_nodes : 1, sizeof(size_t));
+        _cleanup_free_ unsigned *kid_no = xcalloc(n_nodes ? n_nodes : 1, sizeof(unsigned));
+        _cleanup_free_ unsigned *rp_count = xcalloc(p->n_pxbs ? p->n_pxbs : 1, sizeof(unsigned));
+        for (size_t k = 0; k < n_nodes; k++)
+                if (nodes[k].parent < 0)
+                        rp_count[nodes[k].pxb]++;
+        for (size_t i = 0; i < p->n_pxbs; i++)
+                p->pxbs[i].n_ports = rp_count[i];
+        _cleanup_free_ unsigned *rp_seen = xcalloc(p->n_pxbs ? p->n_pxbs : 1, sizeof(unsigned));
+        for (size_t r = 0; r < n_nodes; r++) {
+                if (nodes[r].parent >= 0)
+                        continue;
+                size_t sp = 0;
+                stack[sp++] = r;
+                while (sp) {
+                        size_t k = stack[--sp];
+                        struct tnode *t = &nodes[k];
+                        struct plan_pxb *x = &p->pxbs[t->pxb];
+                        t->index = next++;
+                        t->port_pos = p->n_ports;
+                        struct plan_port *port = GROW(p->ports, p->n_ports);
+                        port->index = t->index;
+                        port->model = t->model;
+                        port->pxb_index = x->index;
+                        port->device = -1;
+                        if (t->parent < 0) {
+                                unsigned n = rp_seen[t->pxb]++;
+                                port->parent_index = x->index;
+                                /* Up to 32 root ports get a slot each;
+                                 * beyond that, eight share a slot. */
+                                if (x->n_ports <= PXB_SLOTS) {
+                                        port->slot = (uint8_t) n;
+                                } else {
+                                        port->slot = (uint8_t) (n / 8);
+                                        port->func = (uint8_t) (n % 8);
+                                        port->multifunction = port->func == 0 && n + 1 < x->n_ports;
+                                }
+                        } else {
+                                unsigned n = kid_no[t->parent]++;
+                                port->parent_index = nodes[t->parent].index;
+                                if (n >= PXB_SLOTS) {
+                                        p->reason = xasprintf("a guest switch can hold at most %d downstream ports", PXB_SLOTS);
+                                        return -ENOSPC;
+                                }
+                                port->slot = (uint8_t) n;
+                        }
+                        /* Children in the order they were made, pushed reversed. */
+                        size_t first = sp;
+                        for (long j = t->first_kid; j >= 0; j = nodes[j].next_sib)
+                                stack[sp++] = (size_t) j;
+                        for (size_t lo = first, hi = sp; hi > lo + 1; lo++, hi--) {
+                                size_t tmp = stack[lo];
+                                stack[lo] = stack[hi - 1];
+                                stack[hi - 1] = tmp;
+                        }
                 }
         }
+        for (size_t i = 0; i < p->n_devices; i++) {
+                struct plan_device *pd = &p->devices[i];
+                if (pd->action != PLAN_MOVE)
+                        continue;
+                const struct tnode *t = &nodes[leaf[i]];
+                pd->port_index = t->index;
+                pd->guest = (struct pci_addr) { .domain = 0, .bus = (uint8_t) t->index, .slot = 0, .func = pd->guest.func };
+                pd->multifunction = pd->guest.func == 0 && t->n_funcs > 1;
+                pd->switch_group = t->parent >= 0 ? nodes[t->parent].index : -1;
+                if (p->ports[t->port_pos].device < 0)
+                        p->ports[t->port_pos].device = (long) i;
+        }
+        for (size_t i = 0; i < p->n_pxbs; i++)
+                p->pxbs[i].n_buses = 1;
+        for (size_t k = 0; k < p->n_ports; k++)
+                for (size_t i = 0; i < p->n_pxbs; i++)
+                        if (p->pxbs[i].index == p->ports[k].pxb_index)
+                                p->pxbs[i].n_buses++;
         if (next - 1 > 255) {
                 p->reason = xasprintf("controller indexes exhausted: the new controllers would need indexes %d-%d, beyond 255",
                                       p->first_index, next - 1);
@@ -560,14 +731,15 @@ static int layout(const struct domain *d, struct plan *p) {
                         found = true;
                 }
                 if (!found) {
-                        p->reason = xasprintf("no free slot on pcie.0 for the expander bus of guest cell %u", p->pxbs[i].cell);
+                        p->reason = xasprintf("no free slot on pcie.0 for the expander bus of guest cell %u "
+                                              "(%zu expander buses needed)", p->pxbs[i].cell, p->n_pxbs);
                         return -ENOSPC;
                 }
         }
 
         /* Bus numbers (design §3.7, §7): top-down from 254, below any
          * existing expander bus; each pxb takes one number for itself and
-         * one per root port.  The pcie.0 side numbers its buses from 0
+         * one per port below it.  The pcie.0 side numbers its buses from 0
          * upwards: one per controller index that is not part of an
          * existing expander bus (libvirt fills index gaps with root ports,
          * so gaps count too). */
@@ -598,7 +770,93 @@ static int layout(const struct domain *d, struct plan *p) {
                                       limit - pcie0 > 0 ? limit - pcie0 : 0);
                 return -ENOSPC;
         }
+
+        /* The guest BDFs: the firmware gives each bridge below a pxb the
+         * next bus number after the pxb's busNr, depth first in slot
+         * order, which is the order of the pxb's ports in p->ports. */
+        _cleanup_free_ int *bus_of = xcalloc(p->n_ports ? p->n_ports : 1, sizeof(int));
+        for (size_t i = 0; i < p->n_pxbs; i++) {
+                int bus = p->pxbs[i].bus_nr;
+                for (size_t k = 0; k < p->n_ports; k++)
+                        if (p->ports[k].pxb_index == p->pxbs[i].index)
+                                bus_of[k] = ++bus;
+        }
+        for (size_t i = 0; i < p->n_devices; i++) {
+                struct plan_device *pd = &p->devices[i];
+                if (pd->action != PLAN_MOVE)
+                        continue;
+                int bus = bus_of[nodes[leaf[i]].port_pos];
+                if (bus > 0 && bus <= 255)
+                        snprintf(pd->guest_bdf, sizeof pd->guest_bdf, "0000:%02x:00.%u", (unsigned) bus, pd->guest.func);
+        }
         return 0;
+}
+
+static void reset_moves(struct plan *p) {
+        clear_layout(p);
+        for (size_t i = 0; i < p->n_devices; i++) {
+                p->devices[i].port_index = -1;
+                p->devices[i].switch_group = -1;
+                p->devices[i].multifunction = false;
+                p->devices[i].guest_bdf[0] = 0;
+                p->devices[i].guest.func = 0;
+        }
+        free(p->reason);
+        p->reason = NULL;
+}
+
+/* Lay out the tree: the full mirror if it fits, else cut down in the
+ * documented order (merge a cell's root complexes, the cell with the most
+ * first; then drop its switches), until it fits.  0, or -ENOSPC with
+ * p->reason set when even the flattest layout does not fit. */
+static int layout(const struct domain *d, struct plan *p) {
+        size_t nc = d->n_cells ? d->n_cells : 1;
+        _cleanup_free_ unsigned *shape = xcalloc(nc, sizeof(unsigned));
+        _cleanup_free_ unsigned *n_roots = xcalloc(nc, sizeof(unsigned));
+        for (size_t c = 0; c < d->n_cells; c++) {
+                if (p->settings.topology == POLICY_TOPOLOGY_CELLS)
+                        shape[c] |= SHAPE_MERGED;
+                if (!p->settings.mirror_switches)
+                        shape[c] |= SHAPE_FLAT;
+        }
+        int r = layout_once(d, p, shape);
+        if (r != -ENOSPC)
+                return r;
+        _cleanup_free_ char *first = TAKE_PTR(p->reason);
+        for (size_t i = 0; i < p->n_pxbs; i++)
+                n_roots[p->pxbs[i].cell]++;
+        /* Cells by the number of expander buses the full mirror gave them, most first. */
+        _cleanup_free_ size_t *order = xcalloc(nc, sizeof(size_t));
+        for (size_t c = 0; c < d->n_cells; c++) {
+                size_t at = c;
+                while (at > 0 && n_roots[order[at - 1]] < n_roots[c]) {
+                        order[at] = order[at - 1];
+                        at--;
+                }
+                order[at] = c;
+        }
+        struct strbuf note = {0};
+        strbuf_printf(&note, "the full mirror does not fit (%s):", first);
+        const unsigned steps[] = { SHAPE_MERGED, SHAPE_FLAT };
+        for (size_t s = 0; s < ELEMENTSOF(steps); s++)
+                for (size_t k = 0; k < d->n_cells; k++) {
+                        size_t c = order[k];
+                        if ((shape[c] & steps[s]) || !n_roots[c])
+                                continue;
+                        shape[c] |= steps[s];
+                        strbuf_printf(&note, "%s %s of guest cell %zu", note.len && note.buf[note.len - 1] == ':' ? "" : ";",
+                                      steps[s] == SHAPE_MERGED ? "merged the host root complexes" : "dropped the switches", c);
+                        reset_moves(p);
+                        r = layout_once(d, p, shape);
+                        if (r != -ENOSPC) {
+                                p->degrade_note = strbuf_steal(&note);
+                                return r;
+                        }
+                }
+        strbuf_done(&note);
+        if (!p->reason)
+                p->reason = TAKE_PTR(first);
+        return r;
 }
 
 static bool is_moving(const struct domain *d, const struct plan *p, xmlNodePtr owner) {
@@ -652,11 +910,18 @@ static size_t check_shared_slots(const struct domain *d, struct plan *p) {
 /* The I/O port check (on by default): each moved device with an I/O BAR
  * gets a root port with a 4 KiB I/O window out of the guest's 64 KiB.
  * Returns -ENOSPC when require or socket must refuse. */
-static int check_io_ports(struct plan *p) {
+static int check_io_ports(const struct domain *d, struct plan *p) {
+        /* One window per port: the functions of one host device share
+         * theirs under topology paths. */
         p->io_devices = 0;
-        for (size_t i = 0; i < p->n_devices; i++)
-                if (p->devices[i].action == PLAN_MOVE && p->devices[i].io_bars)
-                        p->io_devices++;
+        for (size_t i = 0; i < p->n_devices; i++) {
+                if (p->devices[i].action != PLAN_MOVE || !p->devices[i].io_bars)
+                        continue;
+                bool seen = false;
+                for (size_t k = 0; k < i && !seen; k++)
+                        seen = p->devices[k].action == PLAN_MOVE && p->devices[k].io_bars && unit_key(d, p, k) == unit_key(d, p, i);
+                p->io_devices += !seen;
+        }
         if (!p->settings.io_port_check) {
                 p->io_note = xstrdup("I/O ports: not checked (io_port_check is off)");
                 return 0;
@@ -855,8 +1120,8 @@ int planner_run(const struct domain *d, const struct hostmap *h, const struct po
         return planner_run_opts(d, h, s, NULL, ret);
 }
 
-int planner_run_opts(const struct domain *d, const struct hostmap *h, const struct policy_settings *s,
-                     const struct planner_options *o, struct plan **ret) {
+static int plan_domain(const struct domain *d, const struct hostmap *h, const struct policy_settings *s,
+                       const struct planner_options *o, struct plan **ret) {
         _cleanup_plan_ struct plan *p = xcalloc(1, sizeof(*p));
         p->mode = s->mode;
         p->settings = *s;
@@ -914,7 +1179,7 @@ int planner_run_opts(const struct domain *d, const struct hostmap *h, const stru
 
         size_t refused = place_devices(d, h, p);
         refused += check_shared_slots(d, p);
-        if (!refused && check_io_ports(p) < 0) {
+        if (!refused && check_io_ports(d, p) < 0) {
                 p->verdict = PLAN_REFUSED;
                 p->reason = xstrdup(p->io_note);
                 for (size_t i = 0; i < p->n_devices; i++)
@@ -966,6 +1231,120 @@ int planner_run_opts(const struct domain *d, const struct hostmap *h, const stru
         return 0;
 }
 
+const char *plan_path_to_string(enum plan_path t) {
+        static const char *const names[] = { "PIX", "PXB", "PHB", "NODE", "SYS", "?" };
+        return t <= PLAN_PATH_UNKNOWN ? names[t] : "?";
+}
+
+/* Inlined into plan_fidelity's loop: it runs for every pair. */
+static inline enum plan_path path_type(const struct plan_path_end *a, const struct plan_path_end *b) {
+        if (a->root < 0 || b->root < 0 || a->root != b->root) {
+                if (a->node >= 0 && b->node >= 0 && a->node != b->node)
+                        return PLAN_PATH_SYS;
+                if (a->root < 0 || b->root < 0)
+                        return PLAN_PATH_UNKNOWN;
+                return a->node >= 0 && a->node == b->node ? PLAN_PATH_NODE : PLAN_PATH_SYS;
+        }
+        size_t c = 0;
+        while (c < a->n_chain && c < b->n_chain && a->chain[c] == b->chain[c])
+                c++;
+        if (c == 0)
+                return PLAN_PATH_PHB;
+        /* Below the deepest shared bridge, one more bridge each at most:
+         * the ports of one switch (or functions behind one port). */
+        if (a->n_chain <= c + 1 && b->n_chain <= c + 1)
+                return PLAN_PATH_PIX;
+        return PLAN_PATH_PXB;
+}
+
+enum plan_path planner_path_type(const struct plan_path_end *a, const struct plan_path_end *b) {
+        return path_type(a, b);
+}
+
+/* The guest end of device i: its expander bus, cell and ports from the
+ * root port down; a device that does not move is on pcie.0, which has no
+ * NUMA node in the guest. */
+#define GUEST_PCIE0_ROOT 0x7fffffffL
+static void guest_end(const struct plan *p, const long *pos_of, size_t i, uint64_t *chain, size_t cap,
+                      struct plan_path_end *e) {
+        const struct plan_device *pd = &p->devices[i];
+        *e = (struct plan_path_end) { .root = GUEST_PCIE0_ROOT, .node = -1, .chain = chain };
+        if (pd->action != PLAN_MOVE || pd->port_index < 0)
+                return;
+        size_t n = 0;
+        int idx = pd->port_index;
+        while (n < cap && idx >= 0 && idx <= 255 && pos_of[idx] >= 0) {
+                const struct plan_port *port = &p->ports[pos_of[idx]];
+                chain[n++] = (uint64_t) port->index;
+                e->root = port->pxb_index;
+                if (port->parent_index == port->pxb_index)
+                        break;
+                idx = port->parent_index;
+        }
+        for (size_t k = 0; k < n / 2; k++) {
+                uint64_t t = chain[k];
+                chain[k] = chain[n - 1 - k];
+                chain[n - 1 - k] = t;
+        }
+        e->n_chain = n;
+        e->node = pd->cell;
+}
+
+void planner_fidelity(struct plan *p) {
+        size_t n = p->n_devices;
+        if (p->fidelity_done)
+                return;
+        p->fidelity_done = true;
+        if (n < 2)
+                return;
+        /* A guest chain is no deeper than the host's (a root port per
+         * device where there is none). */
+        size_t max_up = 1;
+        for (size_t i = 0; i < n; i++)
+                if (p->devices[i].n_host_up > max_up)
+                        max_up = p->devices[i].n_host_up;
+        long pos_of[256];
+        for (size_t k = 0; k < ELEMENTSOF(pos_of); k++)
+                pos_of[k] = -1;
+        for (size_t k = 0; k < p->n_ports; k++)
+                if (p->ports[k].index >= 0 && p->ports[k].index <= 255)
+                        pos_of[p->ports[k].index] = (long) k;
+        _cleanup_free_ uint64_t *host = xcalloc(n * max_up, sizeof(uint64_t));
+        _cleanup_free_ uint64_t *guest = xcalloc(n * max_up, sizeof(uint64_t));
+        _cleanup_free_ struct plan_path_end *he = xcalloc(n, sizeof(*he));
+        _cleanup_free_ struct plan_path_end *ge = xcalloc(n, sizeof(*ge));
+        for (size_t i = 0; i < n; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                for (size_t k = 0; k < pd->n_host_up; k++)
+                        host[i * max_up + k] = pack_addr(&pd->host_up[k]);
+                he[i] = (struct plan_path_end) { .root = pd->host_root, .node = pd->host_node, .chain = &host[i * max_up],
+                                                 .n_chain = pd->n_host_up };
+                guest_end(p, pos_of, i, &guest[i * max_up], max_up, &ge[i]);
+        }
+        p->pairs = xmalloc(n * (n - 1) / 2 * sizeof(*p->pairs));   /* every entry is set below */
+        for (size_t a = 0; a < n; a++)
+                for (size_t b = a + 1; b < n; b++) {
+                        struct plan_pair *q = &p->pairs[p->n_pairs++];
+                        q->a = a;
+                        q->b = b;
+                        q->host = path_type(&he[a], &he[b]);
+                        q->guest = path_type(&ge[a], &ge[b]);
+                        if (q->host == PLAN_PATH_UNKNOWN || q->guest == PLAN_PATH_UNKNOWN)
+                                p->n_unknown++;
+                        else if (q->guest == q->host)
+                                p->n_same++;
+                        else if (q->guest < q->host)
+                                p->n_closer++;
+                        else
+                                p->n_farther++;
+                }
+}
+
+int planner_run_opts(const struct domain *d, const struct hostmap *h, const struct policy_settings *s,
+                     const struct planner_options *o, struct plan **ret) {
+        return plan_domain(d, h, s, o, ret);
+}
+
 static const struct domain_hostdev *find_same_hostdev(const struct domain *d, const struct domain_hostdev *hd) {
         for (size_t i = 0; i < d->n_hostdevs; i++) {
                 const struct domain_hostdev *o = &d->hostdevs[i];
@@ -977,51 +1356,78 @@ static const struct domain_hostdev *find_same_hostdev(const struct domain *d, co
         return NULL;
 }
 
+static const struct plan_port *find_port(const struct plan *p, int index) {
+        for (size_t k = 0; k < p->n_ports; k++)
+                if (p->ports[k].index == index)
+                        return &p->ports[k];
+        return NULL;
+}
+
+/* Pair planned controller index 'want' with the current domain's 'have':
+ * each planned controller must stand for one current controller and the
+ * other way round (map: NULL checks the shape only). */
+static bool bind(int *map, int want, int have) {
+        if (!map)
+                return true;
+        if (want < 0 || want > 255 || have < 0 || have > 255)
+                return false;
+        int *fwd = map, *rev = map + 256;
+        if (fwd[want] < 0 && rev[have] < 0) {
+                fwd[want] = have;
+                rev[have] = want;
+        }
+        return fwd[want] == have && rev[have] == want;
+}
+
 /* Is device hd of 'cur' where plan device pd wants it?  A moved device
- * sits alone on its port: a root port under a pxb of its cell, or (in a
- * guest switch) a downstream port of a switch whose root port is there. */
+ * sits at slot 0 with its planned function on a port whose chain of
+ * controllers up to an expander bus of its cell has the planned models
+ * (root port, switch upstream and downstream ports), whatever their
+ * indexes. */
 static bool in_place(const struct domain *cur, const struct domain_hostdev *hd, const struct domain_hostdev *bhd,
-                     const struct plan_device *pd) {
+                     const struct plan *p, const struct plan_device *pd, int *map) {
         if (pd->action == PLAN_STAY)
                 return hd->has_guest_addr == bhd->has_guest_addr && (!hd->has_guest_addr || pci_addr_eq(&hd->guest, &bhd->guest));
         if (pd->action != PLAN_MOVE)
                 return true;
-        if (!hd->has_guest_addr || hd->guest.domain != 0 || hd->guest.slot != 0 || hd->guest.func != 0)
+        if (!hd->has_guest_addr || hd->guest.domain != 0 || hd->guest.slot != 0 || hd->guest.func != pd->guest.func)
                 return false;
-        const struct domain_controller *port = domain_find_controller(cur, hd->guest.bus);
-        if (!port || !port->has_addr || port->addr.domain != 0)
-                return false;
-        const struct domain_controller *root = port;
-        if (pd->switch_group >= 0) {
-                if (!streq(port->model, PLAN_SWITCH_DOWN))
+        int have = hd->guest.bus;
+        const struct plan_port *want = find_port(p, pd->port_index);
+        for (size_t guard = 0; want && guard <= p->n_ports; guard++) {
+                const struct domain_controller *c = domain_find_controller(cur, have);
+                if (!c || !c->has_addr || c->addr.domain != 0 || !streq(c->model, want->model) || !bind(map, want->index, have))
                         return false;
-                const struct domain_controller *up = domain_find_controller(cur, port->addr.bus);
-                if (!up || !streq(up->model, PLAN_SWITCH_UP) || !up->has_addr)
-                        return false;
-                root = domain_find_controller(cur, up->addr.bus);
-                if (!root || !root->has_addr)
-                        return false;
+                have = c->addr.bus;
+                if (want->parent_index == want->pxb_index) {
+                        const struct domain_controller *pxb = domain_find_controller(cur, have);
+                        if (!pxb || !streq(pxb->model, "pcie-expander-bus") || pxb->node != pd->cell ||
+                            !bind(map, want->pxb_index, have))
+                                return false;
+                        /* Nothing but the planned functions on its port. */
+                        unsigned planned = 0, there = 0;
+                        for (size_t k = 0; k < p->n_devices; k++)
+                                planned += p->devices[k].action == PLAN_MOVE && p->devices[k].port_index == pd->port_index;
+                        for (size_t u = 0; u < cur->n_pci_uses; u++)
+                                there += cur->pci_uses[u].addr.domain == 0 && cur->pci_uses[u].addr.bus == hd->guest.bus;
+                        return planned == there;
+                }
+                want = find_port(p, want->parent_index);
         }
-        if (!streq(root->model, PLAN_ROOT_PORT))
-                return false;
-        const struct domain_controller *pxb = domain_find_controller(cur, root->addr.bus);
-        if (!pxb || !streq(pxb->model, "pcie-expander-bus") || pxb->node != pd->cell)
-                return false;
-        for (size_t u = 0; u < cur->n_pci_uses; u++)
-                if (cur->pci_uses[u].addr.domain == 0 && cur->pci_uses[u].addr.bus == port->index &&
-                    cur->pci_uses[u].owner != hd->elem)
-                        return false;
-        return true;
+        return false;
 }
 
 bool planner_matches(const struct domain *cur, const struct domain *base, const struct plan *p) {
         if (p->verdict != PLAN_APPLY || cur->n_hostdevs != base->n_hostdevs)
                 return false;
+        int map[512];
+        for (size_t i = 0; i < ELEMENTSOF(map); i++)
+                map[i] = -1;
         for (size_t i = 0; i < p->n_devices; i++) {
                 const struct plan_device *pd = &p->devices[i];
                 const struct domain_hostdev *bhd = &base->hostdevs[pd->hostdev];
                 const struct domain_hostdev *hd = find_same_hostdev(cur, bhd);
-                if (!hd || !in_place(cur, hd, bhd, pd))
+                if (!hd || !in_place(cur, hd, bhd, p, pd, map))
                         return false;
         }
         return true;
@@ -1051,7 +1457,7 @@ char *planner_mismatch(const struct domain *cur, const struct domain *base, cons
                 const struct domain_hostdev *hd = find_same_hostdev(cur, bhd);
                 if (!hd)
                         continue;
-                if (in_place(cur, hd, bhd, pd))
+                if (in_place(cur, hd, bhd, p, pd, NULL))
                         continue;
                 /* A few examples say enough; the explain output has all. */
                 if (++n_out > 4) {

@@ -35,7 +35,16 @@ struct plan_device {
          * for mirror_switches and `pcinumactl topo`. */
         bool has_host_switch;
         struct pci_addr host_switch;
-        int switch_group;               /* mirror_switches: the guest switch it shares, or -1 */
+        int switch_group;               /* the guest switch (its upstream port's index) it sits behind, or -1 */
+        /* Its place on the host (hostmap's host_bridge and upstream), for
+         * the path mirror and the fidelity report: the host bridge as a
+         * number ("pci0000:3a" -> 0x3a; -1 unknown) and the bridges from
+         * the root port down. */
+        long host_root;
+        struct pci_addr *host_up;
+        size_t n_host_up;
+        bool multifunction;             /* function 0 of a guest slot that holds more functions */
+        char guest_bdf[PCI_ADDR_STRLEN];/* the BDF the guest will see (predicted), "" when unknown */
         unsigned io_bars;               /* I/O BARs on the host */
         uint64_t mmio64_size;           /* its 64-bit BARs, each rounded up to a power of two */
         uint64_t mmio64_align;          /* its largest 64-bit BAR (a power of two) */
@@ -47,6 +56,7 @@ struct plan_pxb {
         int index;                      /* controller index */
         struct pci_addr addr;           /* its slot on pcie.0 */
         int bus_nr;
+        long host_root;                 /* the host bridge it mirrors (as plan_device.host_root); -1: a whole cell */
         unsigned n_ports;               /* root ports on it */
         unsigned n_buses;               /* bus numbers its tree takes: itself, root ports, switch ports */
 };
@@ -65,6 +75,48 @@ struct plan_port {
         uint8_t slot, func;
         bool multifunction;             /* set on function 0 of a shared slot */
         long device;                    /* index into plan->devices, or -1 (a switch's own ports) */
+};
+
+/* nvidia-smi topo -m's path types, nearest first. */
+enum plan_path {
+        PLAN_PATH_PIX,          /* at most one PCIe switch (or one bridge) between them */
+        PLAN_PATH_PXB,          /* several bridges, below one root port */
+        PLAN_PATH_PHB,          /* through one host bridge (in the guest: one expander bus) */
+        PLAN_PATH_NODE,         /* across host bridges of one NUMA node */
+        PLAN_PATH_SYS,          /* across NUMA nodes */
+        PLAN_PATH_UNKNOWN,      /* the host map does not say */
+};
+
+/* One end of a path: a device's root (host bridge or guest expander bus;
+ * -1 unknown), its NUMA node (-1 none) and the bridges from its root
+ * port down to the one it sits on, each as an opaque key. */
+struct plan_path_end {
+        long root;
+        int node;
+        const uint64_t *chain;
+        size_t n_chain;
+};
+
+/* The path type between two devices (the one pure rule behind the plan's
+ * fidelity report and `pcinumactl topo`): different roots are NODE when
+ * the nodes agree, else SYS; on one root, no shared bridge is PHB, and a
+ * shared bridge is PIX when each device is at most one bridge below the
+ * deepest bridge they share, else PXB. */
+enum plan_path planner_path_type(const struct plan_path_end *a, const struct plan_path_end *b);
+const char *plan_path_to_string(enum plan_path t);
+
+/* Fill p->pairs and the same/closer/farther/unknown counts: every pair of
+ * p's devices, host vs planned guest path type.  A report, computed when
+ * one is made (explain, JSON, topo, the decision log) rather than by
+ * planner_run(): it is quadratic in the devices, the plan is not.  Safe to
+ * call again (it does nothing then). */
+struct plan;
+void planner_fidelity(struct plan *p);
+
+/* A device pair's path type on the host and in the planned guest. */
+struct plan_pair {
+        size_t a, b;                    /* indexes into plan->devices, a < b */
+        enum plan_path host, guest;
 };
 
 struct plan_managed {
@@ -100,6 +152,16 @@ struct plan {
         int busnr_limit;                /* our pxbs live below this busNr */
 
         struct policy_settings settings;
+
+        /* Path fidelity (every pair of devices, host vs guest path type):
+         * same, closer (the guest claims a nearer path than the hardware
+         * has: the dangerous error), farther; unknown where the host map
+         * lacks the device's place. */
+        struct plan_pair *pairs;        /* filled by planner_fidelity() */
+        size_t n_pairs;
+        bool fidelity_done;
+        unsigned n_same, n_closer, n_farther, n_unknown;
+        char *degrade_note;             /* how the layout was cut down to fit, or NULL */
 
         /* mirror_distances: <cell><distances> from the host SLIT */
         bool add_distances;

@@ -72,6 +72,8 @@ int policy_mode_from_string(const char *s, enum policy_mode *ret) {
 struct policy_settings policy_settings_default(enum policy_mode mode) {
         return (struct policy_settings) {
                 .mode = mode,
+                .topology = POLICY_TOPOLOGY_PATHS,
+                .mirror_switches = true,
                 .mirror_distances = true,
                 .io_port_check = true,
         };
@@ -231,7 +233,7 @@ static int parse_mode(const struct parse_ctx *c, const char *path, json_object *
 
 /* The feature switches, shared by "default" and the rules: each is
  * optional and overrides what *ret already holds. */
-#define FEATURE_KEYS "mirror_switches", "mirror_distances", "mmio64", "io_port_check", "managed"
+#define FEATURE_KEYS "topology", "mirror_switches", "mirror_distances", "mmio64", "io_port_check", "managed"
 
 static int parse_bool_key(const struct parse_ctx *c, const char *path, json_object *o, const char *key, bool *ret) {
         json_object *v;
@@ -263,9 +265,36 @@ static int parse_auto_off_key(const struct parse_ctx *c, const char *path, json_
         return 0;
 }
 
+const char *policy_topology_to_string(enum policy_topology t) {
+        return t == POLICY_TOPOLOGY_CELLS ? "cells" : "paths";
+}
+
+/* "topology": "paths" | "cells".  It also sets mirror_switches (on for
+ * paths, off for cells: the cells shape is the pre-paths layout), unless
+ * the same object sets mirror_switches itself. */
+static int parse_topology_key(const struct parse_ctx *c, const char *path, json_object *o, struct policy_settings *ret) {
+        json_object *v;
+        if (!json_object_object_get_ex(o, "topology", &v))
+                return 0;
+        _cleanup_free_ char *p = child_path(path, "topology");
+        const char *s = NULL;
+        int r = get_string(c, p, v, &s);
+        if (r < 0)
+                return r;
+        if (streq(s, "paths"))
+                ret->topology = POLICY_TOPOLOGY_PATHS;
+        else if (streq(s, "cells"))
+                ret->topology = POLICY_TOPOLOGY_CELLS;
+        else
+                return parse_error(c, p, "expected \"paths\" or \"cells\", not '%s'", s);
+        ret->mirror_switches = ret->topology == POLICY_TOPOLOGY_PATHS;
+        return 0;
+}
+
 static int parse_features(const struct parse_ctx *c, const char *path, json_object *o, struct policy_settings *ret) {
         int r;
-        if ((r = parse_bool_key(c, path, o, "mirror_switches", &ret->mirror_switches)) < 0 ||
+        if ((r = parse_topology_key(c, path, o, ret)) < 0 ||
+            (r = parse_bool_key(c, path, o, "mirror_switches", &ret->mirror_switches)) < 0 ||
             (r = parse_bool_key(c, path, o, "mirror_distances", &ret->mirror_distances)) < 0 ||
             (r = parse_auto_off_key(c, path, o, "mmio64", &ret->mmio64_auto)) < 0 ||
             (r = parse_bool_key(c, path, o, "io_port_check", &ret->io_port_check)) < 0 ||

@@ -25,11 +25,20 @@ const char *policy_mode_to_string(enum policy_mode m);
 /* Accepts the names above and the alias "required". 0 or -EINVAL. */
 int policy_mode_from_string(const char *s, enum policy_mode *ret);
 
+/* The shape of the guest tree (docs/policy.md "topology"). */
+enum policy_topology {
+        POLICY_TOPOLOGY_PATHS,  /* mirror the host's paths: a pxb per host root complex, switches, functions (default) */
+        POLICY_TOPOLOGY_CELLS,  /* one pxb per guest cell, a root port per device */
+};
+
+const char *policy_topology_to_string(enum policy_topology t);
+
 /* What a rule (or the default) sets for a domain: the placement policy
  * and the feature switches (docs/policy.md). */
 struct policy_settings {
         enum policy_mode mode;
-        bool mirror_switches;         /* devices sharing a host switch share a guest switch; default off */
+        enum policy_topology topology;/* default paths */
+        bool mirror_switches;         /* devices sharing a host switch share a guest switch; default on (follows topology) */
         bool mirror_distances;        /* copy the host SLIT into <distances>; default on */
         bool mmio64_auto;             /* size the guest's 64-bit MMIO window; default off ("off") */
         bool io_port_check;           /* check the guest's 64 KiB of I/O space; default on */

@@ -108,11 +108,6 @@ static char *node_dump(xmlDocPtr doc, xmlNodePtr n) {
         return r;
 }
 
-static char *fmt_addr_attrs(const struct pci_addr *a) {
-        return xasprintf("type='pci' domain='0x%04x' bus='0x%02x' slot='0x%02x' function='0x%x'",
-                         a->domain, a->bus, a->slot, a->func);
-}
-
 /* "k=v k=v" of every attribute, in order.  '%' and white space in a value
  * are %-encoded (libvirt never writes them, but the input may). */
 static char *attrs_to_string(xmlNodePtr e) {
@@ -226,6 +221,29 @@ static xmlNodePtr element_at(xmlNodePtr parent, int pos) {
         return NULL;
 }
 
+static xmlNodePtr new_child(xmlDocPtr doc, xmlNodePtr parent, const char *name) {
+        xmlNodePtr e = xmlNewDocNode(doc, NULL, (const xmlChar *) name, NULL);
+        if (!e)
+                abort();
+        if (parent)
+                xmlAddChild(parent, e);
+        return e;
+}
+
+static void set_int_prop(xmlNodePtr e, const char *name, int v) {
+        char buf[16];
+        snprintf(buf, sizeof buf, "%d", v);
+        xmlNewProp(e, (const xmlChar *) name, (const xmlChar *) buf);
+}
+
+/* Indentation: newline + indent, when the document is pretty. */
+static void add_text(xmlNodePtr parent, const char *nl, const char *ind) {
+        if (!*nl && !*ind)
+                return;
+        _cleanup_free_ char *t = xasprintf("%s%s", nl, ind);
+        xmlAddChild(parent, xmlNewDocText(parent->doc, (const xmlChar *) t));
+}
+
 /* Insert the controllers after the last existing controller (libvirt
  * keeps controllers together), else after <emulator>, else first. */
 static int add_controllers(struct domain *d, const struct plan *p, char **ret_error) {
@@ -248,31 +266,42 @@ static int add_controllers(struct domain *d, const struct plan *p, char **ret_er
 
         size_t n_new = p->n_pxbs + p->n_ports;
         for (size_t i = 0; i < n_new; i++) {
-                _cleanup_free_ char *s = NULL;
+                /* Built with the node API: the paths topology writes dozens
+                 * of controllers, and parsing each as a fragment
+                 * (xmlParseInNodeContext) was a third of engine_plan's time. */
+                xmlNodePtr e = new_child(d->doc, NULL, "controller");
+                xmlNewProp(e, (const xmlChar *) "type", (const xmlChar *) "pci");
+                struct pci_addr pa;
+                bool multifunction = false;
                 if (i < p->n_pxbs) {
                         const struct plan_pxb *x = &p->pxbs[i];
-                        _cleanup_free_ char *a = fmt_addr_attrs(&x->addr);
-                        s = xasprintf("<controller type='pci' index='%d' model='pcie-expander-bus'>%s"
-                                      "%s<model name='pxb-pcie'/>%s"
-                                      "%s<target busNr='%d'>%s"
-                                      "%s<node>%u</node>%s"
-                                      "%s</target>%s"
-                                      "%s<address %s/>%s"
-                                      "%s</controller>",
-                                      x->index, nl, ind2, nl, ind2, x->bus_nr, nl, ind3, x->cell, nl,
-                                      ind2, nl, ind2, a, nl, ind1);
+                        set_int_prop(e, "index", x->index);
+                        xmlNewProp(e, (const xmlChar *) "model", (const xmlChar *) "pcie-expander-bus");
+                        add_text(e, nl, ind2);
+                        xmlNodePtr m = new_child(d->doc, e, "model");
+                        xmlNewProp(m, (const xmlChar *) "name", (const xmlChar *) "pxb-pcie");
+                        add_text(e, nl, ind2);
+                        xmlNodePtr t = new_child(d->doc, e, "target");
+                        set_int_prop(t, "busNr", x->bus_nr);
+                        add_text(t, nl, ind3);
+                        char cell[16];
+                        snprintf(cell, sizeof cell, "%u", x->cell);
+                        xmlNewTextChild(t, NULL, (const xmlChar *) "node", (const xmlChar *) cell);
+                        add_text(t, nl, ind2);
+                        pa = x->addr;
                 } else {
                         const struct plan_port *port = &p->ports[i - p->n_pxbs];
-                        struct pci_addr pa = { .domain = 0, .bus = (uint8_t) port->parent_index, .slot = port->slot, .func = port->func };
-                        _cleanup_free_ char *a = fmt_addr_attrs(&pa);
-                        s = xasprintf("<controller type='pci' index='%d' model='%s'>%s"
-                                      "%s<address %s%s/>%s"
-                                      "%s</controller>",
-                                      port->index, port->model, nl, ind2, a, port->multifunction ? " multifunction='on'" : "", nl, ind1);
+                        set_int_prop(e, "index", port->index);
+                        xmlNewProp(e, (const xmlChar *) "model", (const xmlChar *) port->model);
+                        pa = (struct pci_addr) { .domain = 0, .bus = (uint8_t) port->parent_index, .slot = port->slot, .func = port->func };
+                        multifunction = port->multifunction;
                 }
-                xmlNodePtr e = parse_fragment(devices, s, ret_error);
-                if (!e)
-                        return -EINVAL;
+                add_text(e, nl, ind2);
+                xmlNodePtr a = new_child(d->doc, e, "address");
+                set_guest_address(a, &pa);
+                if (multifunction)
+                        xmlNewProp(a, (const xmlChar *) "multifunction", (const xmlChar *) "on");
+                add_text(e, nl, ind1);
                 if (anchor)
                         insert_unit_after(anchor, e);
                 else if (first)
@@ -715,9 +744,14 @@ int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
                 if (hd->addr_elem) {
                         orig[k] = attrs_to_string(hd->addr_elem);
                         set_guest_address(hd->addr_elem, &pd->guest);
+                        /* Function 0 of a host device whose functions stay together. */
+                        if (pd->multifunction)
+                                xmlSetProp(hd->addr_elem, (const xmlChar *) "multifunction", (const xmlChar *) "on");
                 } else {
                         xmlNodePtr a = xmlNewNode(NULL, (const xmlChar *) "address");
                         set_guest_address(a, &pd->guest);
+                        if (pd->multifunction)
+                                xmlSetProp(a, (const xmlChar *) "multifunction", (const xmlChar *) "on");
                         xmlNodePtr last = last_element_child(hd->elem);
                         if (last)
                                 insert_unit_after(last, a);

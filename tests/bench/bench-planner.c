@@ -1,6 +1,7 @@
 /* bench-planner: planner_run() and engine_plan() throughput on one core.
  *
- *     bench-planner --sysfs DIR --policy MODE [--seconds S] [--batches N]
+ *     bench-planner --sysfs DIR --policy MODE [--topology paths|cells]
+ *                   [--seconds S] [--batches N]
  *                   [--label L] [--count-planner N] [--count-engine N] XML
  *
  * The host map is loaded and the domain parsed and resolved once; then
@@ -8,6 +9,11 @@
  * each, and so does engine_plan() on the raw XML (parse, resolve, plan,
  * rewrite, format; + engine_result_free).  Each batch gives a rate; the
  * median batch is reported, wall clock and thread CPU time both.
+ *
+ * --topology T plans with the policy's default switches and that topology
+ * (both functions; engine_plan then takes it from the policy's default
+ * rather than as a forced mode), so the paths topology can be timed against
+ * the cells shape, which is what pcinuma planned before it, in one run.
  *
  * --count-planner N / --count-engine N skip the timing and only call the
  * function N times (for callgrind --toggle-collect). */
@@ -60,6 +66,7 @@ struct ctx {
         const struct hostmap *h;
         const struct policy *pol;
         struct policy_settings s;
+        bool from_policy;               /* --topology: engine_plan resolves the policy instead of forcing the mode */
         const char *xml;
         size_t len;
 };
@@ -78,7 +85,7 @@ static void one_engine(const struct ctx *c) {
         struct engine_result *r = NULL;
         char *err = NULL;
 
-        if (engine_plan(c->xml, c->len, c->h, c->pol, &c->s.mode, &r, &err) < 0) {
+        if (engine_plan(c->xml, c->len, c->h, c->pol, c->from_policy ? NULL : &c->s.mode, &r, &err) < 0) {
                 fprintf(stderr, "bench-planner: engine_plan failed: %s\n", strna(err));
                 exit(2);
         }
@@ -127,6 +134,7 @@ int main(int argc, char **argv) {
         static const struct option opts[] = {
                 { "sysfs", required_argument, NULL, 's' },
                 { "policy", required_argument, NULL, 'p' },
+                { "topology", required_argument, NULL, 'T' },
                 { "seconds", required_argument, NULL, 't' },
                 { "batches", required_argument, NULL, 'b' },
                 { "label", required_argument, NULL, 'l' },
@@ -138,6 +146,7 @@ int main(int argc, char **argv) {
         double seconds = 3.0;
         unsigned batches = 15;
         long count_planner = -1, count_engine = -1;
+        const char *topology = NULL;
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_domain_ struct domain *d = NULL;
         _cleanup_policy_ struct policy *pol = policy_new_default();
@@ -151,6 +160,7 @@ int main(int argc, char **argv) {
                 switch (o) {
                 case 's': sysfs = optarg; break;
                 case 'p': mode = optarg; break;
+                case 'T': topology = optarg; break;
                 case 't': seconds = atof(optarg); break;
                 case 'b': batches = (unsigned) atoi(optarg); break;
                 case 'l': label = optarg; break;
@@ -159,13 +169,24 @@ int main(int argc, char **argv) {
                 default: return 2;
                 }
         if (!sysfs || optind != argc - 1 || batches == 0 || seconds <= 0) {
-                fputs("Usage: bench-planner --sysfs DIR [--policy MODE] [--seconds S] [--batches N] [--label L] "
+                fputs("Usage: bench-planner --sysfs DIR [--policy MODE] [--topology paths|cells] [--seconds S] [--batches N] [--label L] "
                       "[--count-planner N] [--count-engine N] XML\n", stderr);
                 return 2;
         }
         if (policy_mode_from_string(mode, &c.s.mode) < 0) {
                 fprintf(stderr, "bench-planner: unknown policy '%s'\n", mode);
                 return 2;
+        }
+        if (topology) {
+                if (!streq(topology, "paths") && !streq(topology, "cells")) {
+                        fprintf(stderr, "bench-planner: --topology must be paths or cells, not '%s'\n", topology);
+                        return 2;
+                }
+                c.s = policy_settings_default(c.s.mode);
+                c.s.topology = streq(topology, "cells") ? POLICY_TOPOLOGY_CELLS : POLICY_TOPOLOGY_PATHS;
+                c.s.mirror_switches = c.s.topology == POLICY_TOPOLOGY_PATHS;
+                pol->def = c.s;
+                c.from_policy = true;
         }
         if (hostmap_load_path(sysfs, &h, &err) < 0) {
                 fprintf(stderr, "bench-planner: %s\n", strna(err));

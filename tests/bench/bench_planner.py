@@ -10,6 +10,11 @@
      port), and generated 16- and 64-device domains over 4 cells on it
      (same host, same shape): the 64-device plan must take at most 4x the
      16-device one.
+  3. The p5-like fixture host (issue 15: four root complexes per
+     node, switches), 16 devices (tests/golden/paths-p5-like): engine_plan
+     with the default paths topology against the cells shape (what
+     pcinuma planned before; its output is byte for byte what it was) in
+     the same run: target at most 1.5x.
 
 Rates are the median of 15 batches of ~0.2 s each, single thread.  The
 targets are judged on the thread's CPU time (CLOCK_THREAD_CPUTIME_ID:
@@ -52,8 +57,8 @@ def wide_host(per_node=16, nodes=4):
     return desc, gpus
 
 
-def bench(a, sysfs, xml, label, seconds, batches=15):
-    cmd = [a.bench_planner, "--sysfs", sysfs, "--policy", "require", "--label", label,
+def bench(a, sysfs, xml, label, seconds, batches=15, extra=()):
+    cmd = [a.bench_planner, "--sysfs", sysfs, "--policy", "require", "--label", label, *extra,
            "--seconds", str(seconds), "--batches", str(batches), xml]
     B.say("# command: " + " ".join(cmd))
     out = subprocess.run(cmd, stdout=subprocess.PIPE, check=True, text=True).stdout
@@ -102,6 +107,16 @@ def run(a):
              "for a load-independent one)" % (res[64]["planner_run"][0] / res[16]["planner_run"][0]))
     B.info("planner.engine_plan_scaling_64_vs_16",
            res[64]["engine_plan"][2] / res[16]["engine_plan"][2], "x", "%.2f")
+
+    p5 = B.mkfakesysfs(a.mkfakesysfs, os.path.join(a.hosts, "p5-like.json"), os.path.join(work, "p5-like"))
+    p5xml = os.path.join(a.hosts, "..", "..", "golden", "paths-p5-like", "input.xml")
+    p5r = {t: bench(a, p5, p5xml, "p5-%s" % t, 3.0, extra=("--topology", t)) for t in ("cells", "paths")}
+    for t in ("cells", "paths"):
+        for fn in ("planner_run", "engine_plan"):
+            B.info("planner.%s_us_p5_16dev_%s" % (fn, t), p5r[t][fn][2], "us (CPU time)", "%.2f")
+    B.result("planner.engine_plan_p5_paths_vs_cells", p5r["paths"]["engine_plan"][2] / p5r["cells"]["engine_plan"][2],
+             "x", "<=", 1.5, "%.2f", "thread CPU time, same run; wall-clock ratio %.2f"
+             % (p5r["paths"]["engine_plan"][0] / p5r["cells"]["engine_plan"][0]))
     return 0
 
 

@@ -733,6 +733,12 @@ def assert_decision(dec, *, mid, verdict, phase, policy, domain, uuid=GPU_VM_UUI
         eq(len(dec.all("PCINUMA_DEVICE")), len(dec.all("PCINUMA_GUEST_CELL")),
            "PCINUMA_DEVICE vs PCINUMA_GUEST_CELL count")
         eq(sorted(got), sorted(devices), "per-device fields (DEVICE, HOST_NODE, GUEST_CELL)")
+        if len(devices) > 1:
+            # PCINUMA_FIDELITY counts every device pair once
+            m = re.fullmatch(r"same=(\d+) closer=(\d+) farther=(\d+)", dec.get("PCINUMA_FIDELITY") or "")
+            check(m is not None, "PCINUMA_FIDELITY %r" % dec.get("PCINUMA_FIDELITY"))
+            n = len(devices)
+            eq(sum(int(x) for x in m.groups()), n * (n - 1) // 2, "PCINUMA_FIDELITY pair count")
 
 
 def gpu_vm_devices(policy):

@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
 """pcinumactl topo on the sample host (2 sockets, 4 nodes, 8 GPU + NIC pairs,
-each pair behind one PCIe switch).
+each pair behind one PCIe switch) and on the p5-like host (four root
+complexes per node, 4 GPUs behind one switch, a NIC behind a nested one).
 
 The host matrix is checked against an oracle computed here from the fixture
 tree itself (the devices' real sysfs paths and numa_node files), not against
-a recorded output: two functions behind one switch are PIX, two on one host
-bridge PHB, two on different host bridges of one node NODE, and two on
-different nodes SYS.  The guest matrix must equal the host's with
-mirror_switches on, and show every host PIX pair as a weaker PHB* (and
-nothing else changed) with it off.  Bad input: exit 2 and a message naming
-what is wrong.  TAP output."""
+a recorded output: two devices at most one bridge below the deepest bridge
+they share are PIX (one switch), deeper PXB, two on one host bridge without
+a shared bridge PHB, two on different host bridges of one node NODE, and two
+on different nodes SYS.  The guest matrix must equal the host's with
+mirror_switches on (the default paths topology), and show every host PIX
+pair as a weaker PHB* (and nothing else changed) with it off; with
+topology cells on the p5-like host, every NODE pair shows as a closer PHB!.
+The counts must equal those of `pcinumactl plan --format json` (one code
+path).  Bad input: exit 2 and a message naming what is wrong.  TAP output."""
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -78,16 +83,17 @@ def oracle(root, bdf_a, bdf_b):
     if pa[0] != pb[0]:
         return "NODE"
     # pci0000:10 / root port / switch upstream / switch downstream / device:
-    # both under one switch upstream port, one bridge (the downstream
-    # ports) between them at most.
+    # the bridges are the components between the host bridge and the device.
+    ba, bb = pa[1:-1], pb[1:-1]
     common = 0
-    while common < min(len(pa), len(pb)) - 1 and pa[common] == pb[common]:
+    while common < min(len(ba), len(bb)) and ba[common] == bb[common]:
         common += 1
-    if common >= 3:
+    if common == 0:
+        return "PHB"
+    # at most one bridge each below the deepest shared one: one switch
+    if len(ba) <= common + 1 and len(bb) <= common + 1:
         return "PIX"
-    if common == 2:
-        return "PXB"
-    return "PHB"
+    return "PXB"
 
 
 def main():
@@ -130,7 +136,8 @@ def main():
     diff = ["%s/%s: host %s guest %s" % (a, b, host[a][b], guest[a][b])
             for a in labels for b in labels if host[a][b] != guest[a][b]]
     result(not diff, "mirror_switches: the guest matrix equals the host's", "\n".join(diff[:10]))
-    result(summary.startswith("120 of 120 device pairs keep their host locality"), "summary: 120 of 120", summary)
+    result(summary.startswith("120 of 120 device pairs keep their host path type in the guest: 120 same, 0 closer, 0 farther"),
+           "summary: 120 of 120", summary)
     wrong_cell = [l for _, (bdf, l) in devices.items()
                   if l.split("host node")[1].split()[0] != l.split("guest cell")[1].split()[0].rstrip(",")]
     result(not wrong_cell, "each device's guest cell is its host node", "\n".join(wrong_cell))
@@ -150,8 +157,55 @@ def main():
                 bad.append("%s/%s: guest %s, want %s" % (a, b, guest2[a][b], want))
     result(not bad, "without mirror_switches: host PIX pairs are PHB* in the guest, the rest unchanged", "\n".join(bad[:10]))
     npix = sum(1 for a in labels for b in labels if a < b and host[a][b] == "PIX")
-    result(summary2.startswith("%d of 120 device pairs" % (120 - npix)) and "mirror_switches is off" in summary2,
+    result(summary2.startswith("%d of 120 device pairs keep their host path type in the guest: %d same, 0 closer, %d farther"
+                               % (120 - npix, 120 - npix, npix)) and "mirror_switches is off" in summary2,
            "summary counts the %d weakened pairs and names the switch" % npix, summary2)
+
+    # The p5-like host: nested switches and four root complexes per node.
+    # The default policy (paths) keeps every pair, PXB and NODE included.
+    p5 = os.path.join(work, "p5")
+    subprocess.run([sys.executable, ARGS.mkfakesysfs, os.path.join(ARGS.hosts, "p5-like.json"), p5],
+                   check=True, stdout=subprocess.DEVNULL)
+    p5xml = os.path.join(ARGS.cases, "paths-p5-like", "input.xml")
+    p = topo("--sysfs-root", p5, "--policy", "require", p5xml)
+    result(p.returncode == 0, "p5-like: exit 0", p.stderr)
+    labels5, host5, guest5, devices5, summary5 = parse(p.stdout)
+    bad = ["%s/%s: host %s, oracle %s" % (a, b, host5[a][b], oracle(p5, devices5[a][0], devices5[b][0]))
+           for a in labels5 for b in labels5 if host5[a][b] != oracle(p5, devices5[a][0], devices5[b][0])]
+    result(not bad, "p5-like: host matrix matches the sysfs oracle", "\n".join(bad[:10]))
+    kinds5 = {host5[a][b] for a in labels5 for b in labels5}
+    result({"PIX", "PXB", "NODE", "SYS"} <= kinds5, "p5-like: the host matrix shows PIX, PXB, NODE and SYS", repr(kinds5))
+    diff = ["%s/%s: host %s guest %s" % (a, b, host5[a][b], guest5[a][b])
+            for a in labels5 for b in labels5 if host5[a][b] != guest5[a][b]]
+    result(not diff and summary5.startswith("120 of 120"), "p5-like: paths keeps every pair", "\n".join(diff[:10]) + summary5)
+    j = subprocess.run([ARGS.pcinumactl, "plan", "--format", "json", "--sysfs-root", p5, "--policy", "require", p5xml],
+                       stdout=subprocess.PIPE, text=True)
+    fid = json.loads(j.stdout)["fidelity"]
+    result((fid["same"], fid["closer"], fid["farther"]) == (120, 0, 0) and len(fid["pairs"]) == 120,
+           "p5-like: plan --format json reports the same counts", repr({k: fid[k] for k in ("same", "closer", "farther")}))
+    cells = os.path.join(work, "cells.json")
+    with open(cells, "w") as f:
+        f.write('{"default": {"policy": "require", "topology": "cells"}}\n')
+    p = topo("--sysfs-root", p5, "--policy-file", cells, p5xml)
+    _, host6, guest6, _, summary6 = parse(p.stdout)
+    bad = []
+    for a in labels5:
+        for b in labels5:
+            want = {"NODE": "PHB!", "PIX": "PHB*", "PXB": "PHB*"}.get(host6[a][b], host6[a][b])
+            if guest6[a][b] != want:
+                bad.append("%s/%s: host %s guest %s, want %s" % (a, b, host6[a][b], guest6[a][b], want))
+    result(p.returncode == 0 and host6 == host5 and not bad,
+           "p5-like, topology cells: NODE pairs are a closer PHB!, switch pairs a farther PHB*", "\n".join(bad[:10]))
+    nnode = sum(1 for a in labels5 for b in labels5 if a < b and host5[a][b] == "NODE")
+    nsw = sum(1 for a in labels5 for b in labels5 if a < b and host5[a][b] in ("PIX", "PXB"))
+    j = subprocess.run([ARGS.pcinumactl, "plan", "--format", "json", "--sysfs-root", p5, "--policy-file", cells, p5xml],
+                       stdout=subprocess.PIPE, text=True)
+    fid = json.loads(j.stdout)["fidelity"]
+    result((fid["closer"], fid["farther"]) == (nnode, nsw) and
+           summary6.startswith("%d of 120 device pairs keep their host path type in the guest: %d same, %d closer, %d farther"
+                               % (120 - nnode - nsw, 120 - nnode - nsw, nnode, nsw)),
+           "p5-like, topology cells: topo and plan --format json count %d closer and %d farther" % (nnode, nsw),
+           summary6 + " / " + repr({k: fid[k] for k in ("same", "closer", "farther")}))
 
     # The same through standard input.
     with open(xml) as f:

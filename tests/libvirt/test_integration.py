@@ -158,10 +158,11 @@ def is_planned(xml):
 
 
 def layout_problems(xml):
-    """Check the planned layout: every PCI hostdev sits alone on a
-    pcie-root-port whose parent is a pcie-expander-bus whose <node> is a
-    guest cell backed by the device's host node.  Return a list of
-    problems (empty = fine)."""
+    """Check the planned layout: every PCI hostdev sits alone (but for the
+    other functions of its host device) on a pcie-root-port, or on a switch
+    downstream port, that leads through root and switch ports to a
+    pcie-expander-bus whose <node> is a guest cell backed by the device's
+    host node.  Return a list of problems (empty = fine)."""
     try:
         root = ET.fromstring(xml)
     except ET.ParseError as e:
@@ -196,18 +197,38 @@ def layout_problems(xml):
             probs.append("%s: no guest address" % bdf)
             continue
         port = ctrls.get(int(a.get("bus"), 0))
-        if port is None or port.get("model") != "pcie-root-port":
-            probs.append("%s: guest bus %s is not a pcie-root-port"
+        if port is None or port.get("model") not in ("pcie-root-port", "pcie-switch-downstream-port"):
+            probs.append("%s: guest bus %s is not a pcie-root-port or a switch downstream port"
                          % (bdf, a.get("bus")))
             continue
-        if len(port_users.get(int(port.get("index")), [])) != 1:
-            probs.append("%s: its root port %s holds %d devices"
-                         % (bdf, port.get("index"),
-                            len(port_users.get(int(port.get("index")), []))))
-        pa = port.find("address")
-        pxb = ctrls.get(int(pa.get("bus"), 0)) if pa is not None else None
-        if pxb is None or pxb.get("model") != "pcie-expander-bus":
-            probs.append("%s: root port %s is not on a pcie-expander-bus"
+        # alone on its port, but for the other functions of its host device
+        others = [u for u in port_users.get(int(port.get("index")), []) if u is not hd]
+        same_dev = [u for u in others if u.tag == "hostdev" and u.find("source/address") is not None
+                    and int(u.find("source/address").get("bus"), 0) == int(s.get("bus"), 0)
+                    and int(u.find("source/address").get("slot"), 0) == int(s.get("slot"), 0)]
+        if len(others) != len(same_dev):
+            probs.append("%s: its port %s holds %d other devices"
+                         % (bdf, port.get("index"), len(others) - len(same_dev)))
+        # up through switch ports (downstream -> upstream -> root port or
+        # downstream port ...) to the expander bus
+        cur, pxb, ok = port, None, True
+        for _ in range(16):
+            pa = cur.find("address")
+            parent = ctrls.get(int(pa.get("bus"), 0)) if pa is not None else None
+            if parent is None:
+                break
+            want_up = {"pcie-switch-downstream-port": ("pcie-switch-upstream-port",),
+                       "pcie-switch-upstream-port": ("pcie-root-port", "pcie-switch-downstream-port"),
+                       "pcie-root-port": ("pcie-expander-bus",)}.get(cur.get("model"), ())
+            if parent.get("model") not in want_up:
+                ok = False
+                break
+            if parent.get("model") == "pcie-expander-bus":
+                pxb = parent
+                break
+            cur = parent
+        if not ok or pxb is None:
+            probs.append("%s: port %s does not lead to a pcie-expander-bus through root and switch ports"
                          % (bdf, port.get("index")))
             continue
         node_el = pxb.find("target/node")
@@ -703,11 +724,12 @@ class Test:
                    xml[-3000:] if dt is None else None,
                    note="%.2fs" % (time.monotonic() - t0))
         probs = layout_problems(xml)
-        self.check(not probs, "1: planned layout: each hostdev alone on a "
-                   "pcie-root-port under a pxb whose <node> is the cell backed "
-                   "by its host node", "\n".join(probs))
+        self.check(not probs, "1: planned layout: each hostdev alone on its "
+                   "port (a root port, or a switch's downstream port) under a pxb "
+                   "whose <node> is the cell backed by its host node", "\n".join(probs))
         npxb = xml.count("model='pcie-expander-bus'")
-        self.check(npxb == 4, "1: one pxb per guest cell (4)", "found %d" % npxb)
+        self.check(npxb == 4, "1: one pxb per host root complex of the devices (4: one per cell on this host)",
+                   "found %d" % npxb)
         v, text = self.s.start_dom(name)
         self.check(v == "passed", "1: the planned domain passes the hook", text)
         self.planned_gpu = xml

@@ -1007,6 +1007,340 @@ static void test_matches(void **state) {
         assert_false(planner_matches(planned, base, p));
 }
 
+
+/* ---- topology paths (issue 15) ------------------------------------------------ */
+
+/* Give device bdf of h its place: host bridge hb and the bridges from the
+ * root port down (NULL-terminated). */
+static void set_path(struct hostmap *h, const char *bdf, const char *hb, ...) {
+        struct pci_addr a;
+        assert_int_equal(pci_addr_parse(bdf, &a), 0);
+        struct hostmap_device *d = NULL;
+        for (size_t i = 0; i < h->n_devices; i++)
+                if (pci_addr_eq(&h->devices[i].addr, &a))
+                        d = &h->devices[i];
+        assert_non_null(d);
+        d->host_bridge = xstrdup(hb);
+        va_list ap;
+        va_start(ap, hb);
+        for (const char *s = va_arg(ap, const char *); s; s = va_arg(ap, const char *)) {
+                struct pci_addr *u = GROW(d->upstream, d->n_upstream);
+                assert_int_equal(pci_addr_parse(s, u), 0);
+        }
+        va_end(ap);
+}
+
+/* A p5-like host on nodes 0 and 2 (two sockets), four root complexes per
+ * node; per node with bus base B: root complex B has root port B:01.0,
+ * switch (B+1):00.0 with downstream ports (B+2):00.0-03.0 holding GPUs
+ * (B+3..B+6):00.0 and (B+2):04.0 holding a nested switch (B+7):00.0 /
+ * (B+8):00.0 with NIC (B+9):00.0; root complexes B+0x20, B+0x40, B+0x60
+ * hold a NIC each on a root port.  Plus a dual-port NIC 0000:e2:00.0/.1
+ * on root port e0:02.0 of node 0's host bridge pci0000:e0. */
+static struct hostmap *make_p5_host(void) {
+        struct hostmap *h = fake_host_4n(fake_host_slit, fake_host_sockets);
+        const unsigned bases[2] = { 0x10, 0x90 };
+        char b[8][PCI_ADDR_STRLEN];
+        for (unsigned n = 0; n < 2; n++) {
+                unsigned B = bases[n];
+                int node = n ? 2 : 0;
+                for (unsigned g = 0; g < 4; g++) {
+                        snprintf(b[0], sizeof b[0], "0000:%02x:00.0", B + 3 + g);
+                        fake_host_add_dev(h, b[0], node, 0x030200);
+                }
+                snprintf(b[0], sizeof b[0], "0000:%02x:00.0", B + 9);
+                fake_host_add_dev(h, b[0], node, 0x020700);
+                for (unsigned k = 1; k < 4; k++) {
+                        snprintf(b[0], sizeof b[0], "0000:%02x:00.0", B + 0x20 * k + 1);
+                        fake_host_add_dev(h, b[0], node, 0x020700);
+                }
+        }
+        fake_host_add_dev(h, "0000:e2:00.0", 0, 0x020000);
+        fake_host_add_dev(h, "0000:e2:00.1", 0, 0x020000);
+        hostmap_finish(h);
+        for (unsigned n = 0; n < 2; n++) {
+                unsigned B = bases[n];
+                char hb[16], rp[PCI_ADDR_STRLEN], up[PCI_ADDR_STRLEN], dn[PCI_ADDR_STRLEN], up2[PCI_ADDR_STRLEN],
+                        dn2[PCI_ADDR_STRLEN], dev[PCI_ADDR_STRLEN];
+                snprintf(hb, sizeof hb, "pci0000:%02x", B);
+                snprintf(rp, sizeof rp, "0000:%02x:01.0", B);
+                snprintf(up, sizeof up, "0000:%02x:00.0", B + 1);
+                for (unsigned g = 0; g < 4; g++) {
+                        snprintf(dn, sizeof dn, "0000:%02x:%02x.0", B + 2, g);
+                        snprintf(dev, sizeof dev, "0000:%02x:00.0", B + 3 + g);
+                        set_path(h, dev, hb, rp, up, dn, NULL);
+                }
+                snprintf(dn, sizeof dn, "0000:%02x:04.0", B + 2);
+                snprintf(up2, sizeof up2, "0000:%02x:00.0", B + 7);
+                snprintf(dn2, sizeof dn2, "0000:%02x:00.0", B + 8);
+                snprintf(dev, sizeof dev, "0000:%02x:00.0", B + 9);
+                set_path(h, dev, hb, rp, up, dn, up2, dn2, NULL);
+                for (unsigned k = 1; k < 4; k++) {
+                        snprintf(hb, sizeof hb, "pci0000:%02x", B + 0x20 * k);
+                        snprintf(rp, sizeof rp, "0000:%02x:01.0", B + 0x20 * k);
+                        snprintf(dev, sizeof dev, "0000:%02x:00.0", B + 0x20 * k + 1);
+                        set_path(h, dev, hb, rp, NULL);
+                }
+        }
+        set_path(h, "0000:e2:00.0", "pci0000:e0", "0000:e0:02.0", NULL);
+        set_path(h, "0000:e2:00.1", "pci0000:e0", "0000:e0:02.0", NULL);
+        (void) b;
+        return h;
+}
+
+/* The 16 devices: node 0's (0x13-0x16, 0x19, 0x31, 0x51, 0x71), node 2's
+ * (0x93-0x96, 0x99, 0xb1, 0xd1, 0xf1). */
+#define P5_DEVICES \
+        HOSTDEV("0x13") HOSTDEV("0x14") HOSTDEV("0x15") HOSTDEV("0x16") HOSTDEV("0x19") \
+        HOSTDEV("0x31") HOSTDEV("0x51") HOSTDEV("0x71") \
+        HOSTDEV("0x93") HOSTDEV("0x94") HOSTDEV("0x95") HOSTDEV("0x96") HOSTDEV("0x99") \
+        HOSTDEV("0xb1") HOSTDEV("0xd1") HOSTDEV("0xf1")
+#define P5_CELLS MEMNODE("0", "0") MEMNODE("1", "2")
+
+static struct plan *plan_settings(const struct hostmap *h, const char *xml, const struct policy_settings *s, struct domain **ret_d) {
+        struct domain *d = parse_resolved(h, xml);
+        struct plan *p = NULL;
+        assert_int_equal(planner_run(d, h, s, &p), 0);
+        assert_non_null(p);
+        planner_fidelity(p);
+        planner_fidelity(p);    /* a second call changes nothing */
+        if (ret_d)
+                *ret_d = d;
+        else
+                domain_free(d);
+        return p;
+}
+
+static const struct plan_pair *find_pair(const struct plan *p, const char *a, const char *b) {
+        for (size_t i = 0; i < p->n_pairs; i++) {
+                const char *x = p->devices[p->pairs[i].a].name, *y = p->devices[p->pairs[i].b].name;
+                if ((streq(x, a) && streq(y, b)) || (streq(x, b) && streq(y, a)))
+                        return &p->pairs[i];
+        }
+        fail_msg("no pair %s / %s", a, b);
+        return NULL;
+}
+
+static void assert_pair(const struct plan *p, const char *a, const char *b, enum plan_path host_t, enum plan_path guest_t) {
+        const struct plan_pair *q = find_pair(p, a, b);
+        if (q->host != host_t || q->guest != guest_t)
+                fail_msg("%s / %s: host %s guest %s, expected %s -> %s", a, b, plan_path_to_string(q->host),
+                         plan_path_to_string(q->guest), plan_path_to_string(host_t), plan_path_to_string(guest_t));
+}
+
+static void test_path_type(void **state) {
+        (void) state;
+        const uint64_t rp_a[] = { 1, 2, 3 }, rp_b[] = { 1, 2, 4 }, nested[] = { 1, 2, 5, 6, 7 }, other[] = { 9 };
+        struct plan_path_end a = { .root = 1, .node = 0, .chain = rp_a, .n_chain = 3 };
+        struct plan_path_end b = { .root = 1, .node = 0, .chain = rp_b, .n_chain = 3 };
+        struct plan_path_end c = { .root = 1, .node = 0, .chain = nested, .n_chain = 5 };
+        struct plan_path_end d = { .root = 1, .node = 0, .chain = other, .n_chain = 1 };
+        struct plan_path_end e = { .root = 2, .node = 0, .chain = other, .n_chain = 1 };
+        struct plan_path_end f = { .root = 3, .node = 1, .chain = other, .n_chain = 1 };
+        struct plan_path_end u = { .root = -1, .node = 0, .chain = other, .n_chain = 1 };
+        struct plan_path_end u1 = { .root = -1, .node = 1, .chain = other, .n_chain = 1 };
+        assert_int_equal(planner_path_type(&a, &b), PLAN_PATH_PIX);     /* two ports of one switch */
+        assert_int_equal(planner_path_type(&a, &a), PLAN_PATH_PIX);     /* functions behind one port */
+        assert_int_equal(planner_path_type(&a, &c), PLAN_PATH_PXB);     /* through a nested switch */
+        assert_int_equal(planner_path_type(&a, &d), PLAN_PATH_PHB);     /* two root ports of one host bridge */
+        assert_int_equal(planner_path_type(&d, &e), PLAN_PATH_NODE);    /* two host bridges, one node */
+        assert_int_equal(planner_path_type(&e, &f), PLAN_PATH_SYS);     /* two nodes */
+        assert_int_equal(planner_path_type(&u, &e), PLAN_PATH_UNKNOWN); /* where it sits is not known */
+        assert_int_equal(planner_path_type(&u1, &e), PLAN_PATH_SYS);    /* ... but the nodes differ */
+        assert_string_equal(plan_path_to_string(PLAN_PATH_NODE), "NODE");
+}
+
+/* The default (paths) on the p5-like host: a pxb per root complex, the
+ * switch and the nested switch mirrored, every pair keeps its type, and
+ * the guest BDFs follow the depth-first bus numbering below each pxb. */
+static void test_paths_p5(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *h = make_p5_host();
+        _cleanup_free_ char *xml = make_domain("q35", true, 2, P5_CELLS, P5_DEVICES);
+        const struct policy_settings s = policy_settings_default(POLICY_REQUIRE);
+        _cleanup_plan_ struct plan *p = plan_settings(h, xml, &s, NULL);
+        assert_int_equal(p->verdict, PLAN_APPLY);
+        assert_int_equal(p->n_pxbs, 8);
+        assert_null(p->degrade_note);
+        assert_int_equal(p->n_pairs, 120);
+        assert_int_equal(p->n_same, 120);
+        assert_int_equal(p->n_closer + p->n_farther + p->n_unknown, 0);
+        assert_pair(p, "0000:13:00.0", "0000:16:00.0", PLAN_PATH_PIX, PLAN_PATH_PIX);
+        assert_pair(p, "0000:13:00.0", "0000:19:00.0", PLAN_PATH_PXB, PLAN_PATH_PXB);
+        assert_pair(p, "0000:13:00.0", "0000:31:00.0", PLAN_PATH_NODE, PLAN_PATH_NODE);
+        assert_pair(p, "0000:31:00.0", "0000:51:00.0", PLAN_PATH_NODE, PLAN_PATH_NODE);
+        assert_pair(p, "0000:13:00.0", "0000:93:00.0", PLAN_PATH_SYS, PLAN_PATH_SYS);
+        /* Two pxbs per... four per cell, each on the host bridge it mirrors. */
+        unsigned per_cell[2] = {0};
+        for (size_t i = 0; i < p->n_pxbs; i++) {
+                per_cell[p->pxbs[i].cell]++;
+                assert_true(p->pxbs[i].host_root >= 0);
+        }
+        assert_int_equal(per_cell[0], 4);
+        assert_int_equal(per_cell[1], 4);
+        /* pxb of pci0000:10: root port, upstream port, 5 downstream
+         * ports, the nested switch's two ports: 10 buses with its own. */
+        const struct plan_device *g0 = find_dev(p, "0000:13:00.0"), *nic0 = find_dev(p, "0000:19:00.0");
+        const struct plan_port *dn = find_port(p, g0->port_index);
+        assert_string_equal(dn->model, PLAN_SWITCH_DOWN);
+        const struct plan_pxb *x = NULL;
+        for (size_t i = 0; i < p->n_pxbs; i++)
+                if (p->pxbs[i].index == dn->pxb_index)
+                        x = &p->pxbs[i];
+        assert_non_null(x);
+        assert_int_equal(x->host_root, 0x10);
+        assert_int_equal(x->n_buses, 10);
+        char want[PCI_ADDR_STRLEN];
+        /* root bus busNr; root port +1, upstream port +2, first downstream port +3 */
+        snprintf(want, sizeof want, "0000:%02x:00.0", x->bus_nr + 3);
+        assert_string_equal(g0->guest_bdf, want);
+        /* ... GPUs on +3..+6, the fifth downstream port +7, nested upstream +8, its downstream +9 */
+        snprintf(want, sizeof want, "0000:%02x:00.0", x->bus_nr + 9);
+        assert_string_equal(nic0->guest_bdf, want);
+        const struct plan_port *n_dn = find_port(p, nic0->port_index);
+        const struct plan_port *n_up = find_port(p, n_dn->parent_index);
+        assert_string_equal(n_up->model, PLAN_SWITCH_UP);
+        assert_string_equal(find_port(p, n_up->parent_index)->model, PLAN_SWITCH_DOWN);
+        /* a lone NIC on its root complex: pxb -> root port -> NIC */
+        const struct plan_device *n1 = find_dev(p, "0000:31:00.0");
+        assert_string_equal(find_port(p, n1->port_index)->model, PLAN_ROOT_PORT);
+        assert_int_not_equal(find_port(p, n1->port_index)->pxb_index, dn->pxb_index);
+}
+
+/* The same host with topology cells: one pxb per cell, a root port per
+ * device; NODE pairs become PHB (closer), switch pairs PHB (farther). */
+static void test_paths_cells_shape(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *h = make_p5_host();
+        _cleanup_free_ char *xml = make_domain("q35", true, 2, P5_CELLS, P5_DEVICES);
+        struct policy_settings s = policy_settings_default(POLICY_REQUIRE);
+        s.topology = POLICY_TOPOLOGY_CELLS;
+        s.mirror_switches = false;
+        _cleanup_plan_ struct plan *p = plan_settings(h, xml, &s, NULL);
+        assert_int_equal(p->verdict, PLAN_APPLY);
+        assert_int_equal(p->n_pxbs, 2);
+        assert_int_equal(p->n_ports, 16);
+        assert_int_equal(p->n_closer, 2 * (5 * 3 + 3));
+        assert_int_equal(p->n_farther, 2 * 10);
+        assert_int_equal(p->n_same, 120 - 36 - 20);
+        assert_pair(p, "0000:13:00.0", "0000:31:00.0", PLAN_PATH_NODE, PLAN_PATH_PHB);
+        assert_pair(p, "0000:13:00.0", "0000:14:00.0", PLAN_PATH_PIX, PLAN_PATH_PHB);
+}
+
+/* When the full mirror does not fit, the root complexes of a cell are
+ * merged first (the cell with the most first), and the lost pairs are
+ * counted. */
+static void test_paths_degrade_merge(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *h = make_p5_host();
+        /* 24 root ports on pcie.0 slots 2-0x19: 6 slots stay free for 8 pxbs. */
+        struct strbuf b = {0};
+        for (unsigned i = 0; i < 24; i++)
+                strbuf_printf(&b, "<controller type='pci' index='%u' model='pcie-root-port'><address type='pci' domain='0x0000' "
+                                  "bus='0x00' slot='0x%02x' function='0x0'/></controller>\n", i + 1, 2 + i);
+        strbuf_append(&b, P5_DEVICES);
+        _cleanup_free_ char *devs = strbuf_steal(&b);
+        _cleanup_free_ char *xml = make_domain("q35", true, 2, P5_CELLS, devs);
+        const struct policy_settings s = policy_settings_default(POLICY_REQUIRE);
+        _cleanup_plan_ struct plan *p = plan_settings(h, xml, &s, NULL);
+        assert_int_equal(p->verdict, PLAN_APPLY);
+        assert_int_equal(p->n_pxbs, 5);
+        assert_contains(p->degrade_note, "no free slot on pcie.0");
+        assert_contains(p->degrade_note, "merged the host root complexes of guest cell 0");
+        assert_null(strstr(p->degrade_note, "merged the host root complexes of guest cell 1"));
+        /* cell 0's NODE pairs now share one pxb: PHB, closer; its switch is kept */
+        assert_int_equal(p->n_closer, 5 * 3 + 3);
+        assert_int_equal(p->n_farther, 0);
+        assert_int_equal(p->n_same, 120 - 18);
+        assert_pair(p, "0000:31:00.0", "0000:51:00.0", PLAN_PATH_NODE, PLAN_PATH_PHB);
+        assert_pair(p, "0000:13:00.0", "0000:19:00.0", PLAN_PATH_PXB, PLAN_PATH_PXB);
+        assert_pair(p, "0000:b1:00.0", "0000:d1:00.0", PLAN_PATH_NODE, PLAN_PATH_NODE);
+}
+
+/* Then the switches go: an existing expander bus at busNr 20 leaves 19
+ * bus numbers; merged, the cells need 13 each; flat, 9 each. */
+static void test_paths_degrade_flat(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *h = make_p5_host();
+        _cleanup_free_ char *xml = make_domain("q35", true, 2, P5_CELLS,
+                                               "<controller type='pci' index='1' model='pcie-expander-bus'><model name='pxb-pcie'/>"
+                                               "<target busNr='20'><node>0</node></target>"
+                                               "<address type='pci' domain='0x0000' bus='0x00' slot='0x1e' function='0x0'/></controller>\n"
+                                               P5_DEVICES);
+        const struct policy_settings s = policy_settings_default(POLICY_REQUIRE);
+        _cleanup_plan_ struct plan *p = plan_settings(h, xml, &s, NULL);
+        assert_int_equal(p->verdict, PLAN_APPLY);
+        assert_int_equal(p->n_pxbs, 2);
+        assert_int_equal(p->n_ports, 16);
+        assert_contains(p->degrade_note, "PCI bus numbers exhausted");
+        assert_contains(p->degrade_note, "merged the host root complexes of guest cell 0; merged the host root complexes of guest cell 1; "
+                                         "dropped the switches of guest cell 0; dropped the switches of guest cell 1");
+        assert_pair(p, "0000:13:00.0", "0000:14:00.0", PLAN_PATH_PIX, PLAN_PATH_PHB);
+        assert_int_equal(p->n_farther, 20);
+        assert_int_equal(p->n_closer, 36);
+
+        /* Under legacy, if even that does not fit, the domain is left alone. */
+        _cleanup_free_ char *tight = make_domain("q35", true, 2, P5_CELLS,
+                                                 "<controller type='pci' index='1' model='pcie-expander-bus'><model name='pxb-pcie'/>"
+                                                 "<target busNr='12'><node>0</node></target>"
+                                                 "<address type='pci' domain='0x0000' bus='0x00' slot='0x1e' function='0x0'/></controller>\n"
+                                                 P5_DEVICES);
+        const struct policy_settings l = policy_settings_default(POLICY_LEGACY);
+        _cleanup_plan_ struct plan *q = plan_settings(h, tight, &l, NULL);
+        assert_int_equal(q->verdict, PLAN_SKIP);
+        assert_contains(q->reason, "PCI bus numbers exhausted");
+        const struct policy_settings r = policy_settings_default(POLICY_REQUIRE);
+        _cleanup_plan_ struct plan *q2 = plan_settings(h, tight, &r, NULL);
+        assert_int_equal(q2->verdict, PLAN_REFUSED);
+}
+
+/* The two functions of a dual-port NIC stay one device on one port:
+ * functions 0 and 1, multifunction on function 0; the rewriter writes
+ * it, and the planned domain matches the plan. */
+static void test_paths_functions(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *h = make_p5_host();
+        _cleanup_free_ char *xml = make_domain("q35", true, 2, P5_CELLS,
+                                               HOSTDEV("0x13") HOSTDEV_F("0xe2", "0x1") HOSTDEV_F("0xe2", "0x0"));
+        const struct policy_settings s = policy_settings_default(POLICY_REQUIRE);
+        _cleanup_domain_ struct domain *base = NULL;
+        _cleanup_plan_ struct plan *p = plan_settings(h, xml, &s, &base);
+        assert_int_equal(p->verdict, PLAN_APPLY);
+        const struct plan_device *f0 = find_dev(p, "0000:e2:00.0"), *f1 = find_dev(p, "0000:e2:00.1");
+        assert_int_equal(f0->port_index, f1->port_index);
+        /* functions in host order, whatever the order in the XML */
+        assert_int_equal(f0->guest.func, 0);
+        assert_int_equal(f1->guest.func, 1);
+        assert_true(f0->multifunction);
+        assert_false(f1->multifunction);
+        assert_int_equal(f0->guest.bus, f1->guest.bus);
+        assert_int_equal(strncmp(f0->guest_bdf, f1->guest_bdf, 10), 0);
+        assert_string_equal(f1->guest_bdf + 10, ".1");
+        assert_pair(p, "0000:e2:00.0", "0000:e2:00.1", PLAN_PATH_PIX, PLAN_PATH_PIX);
+        /* pci0000:10 and pci0000:e0 are two root complexes of node 0 */
+        assert_pair(p, "0000:13:00.0", "0000:e2:00.0", PLAN_PATH_NODE, PLAN_PATH_NODE);
+        assert_int_equal(p->n_pxbs, 2);
+
+        _cleanup_domain_ struct domain *planned = apply_copy(base, p);
+        assert_true(planner_matches(planned, base, p));
+        _cleanup_free_ char *out = NULL;
+        xmlChar *mem = NULL;
+        int len = 0;
+        xmlDocDumpMemory(planned->doc, &mem, &len);
+        out = xstrdup((const char *) mem);
+        xmlFree(mem);
+        assert_contains(out, "function=\"0x0\" multifunction=\"on\"/>");
+        assert_contains(out, "function=\"0x1\"/>");
+
+        /* topology cells keeps them apart, as before */
+        struct policy_settings c = s;
+        c.topology = POLICY_TOPOLOGY_CELLS;
+        c.mirror_switches = false;
+        _cleanup_plan_ struct plan *pc = plan_settings(h, xml, &c, NULL);
+        assert_int_not_equal(find_dev(pc, "0000:e2:00.0")->port_index, find_dev(pc, "0000:e2:00.1")->port_index);
+        assert_pair(pc, "0000:e2:00.0", "0000:e2:00.1", PLAN_PATH_PIX, PLAN_PATH_PHB);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_require_all_local),
@@ -1030,6 +1364,12 @@ int main(void) {
                 cmocka_unit_test(test_pruned),
                 cmocka_unit_test(test_multifunction),
                 cmocka_unit_test(test_matches),
+                cmocka_unit_test(test_path_type),
+                cmocka_unit_test(test_paths_p5),
+                cmocka_unit_test(test_paths_cells_shape),
+                cmocka_unit_test(test_paths_degrade_merge),
+                cmocka_unit_test(test_paths_degrade_flat),
+                cmocka_unit_test(test_paths_functions),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -178,9 +178,11 @@ static void test_timeout_range(void **state) {
 
 static void test_feature_switches(void **state) {
         (void) state;
-        /* Defaults: distances and the I/O check on, the rest off. */
+        /* Defaults: the paths topology with its switches, distances and
+         * the I/O check on, the rest off. */
         _cleanup_policy_ struct policy *d = parse_ok("{}");
-        assert_false(d->def.mirror_switches);
+        assert_int_equal(d->def.topology, POLICY_TOPOLOGY_PATHS);
+        assert_true(d->def.mirror_switches);
         assert_true(d->def.mirror_distances);
         assert_false(d->def.mmio64_auto);
         assert_true(d->def.io_port_check);
@@ -212,6 +214,27 @@ static void test_feature_switches(void **state) {
         subj.name = "web-1";
         policy_resolve(p, &subj, &got, NULL);
         assert_true(got.mirror_distances);
+
+        /* "topology": "cells" turns mirror_switches off unless the same
+         * object sets it; a rule inherits both and may change them. */
+        _cleanup_policy_ struct policy *t = parse_ok(
+                "{\"default\": {\"topology\": \"cells\"},"
+                " \"rules\": [{\"match\": {\"name\": \"a\"}, \"policy\": \"require\"},"
+                "             {\"match\": {\"name\": \"b\"}, \"policy\": \"require\", \"topology\": \"paths\"},"
+                "             {\"match\": {\"name\": \"c\"}, \"policy\": \"require\", \"topology\": \"cells\", \"mirror_switches\": true}]}");
+        assert_int_equal(t->def.topology, POLICY_TOPOLOGY_CELLS);
+        assert_false(t->def.mirror_switches);
+        assert_int_equal(t->rules[0].settings.topology, POLICY_TOPOLOGY_CELLS);
+        assert_false(t->rules[0].settings.mirror_switches);
+        assert_int_equal(t->rules[1].settings.topology, POLICY_TOPOLOGY_PATHS);
+        assert_true(t->rules[1].settings.mirror_switches);
+        assert_int_equal(t->rules[2].settings.topology, POLICY_TOPOLOGY_CELLS);
+        assert_true(t->rules[2].settings.mirror_switches);
+        assert_string_equal(policy_topology_to_string(POLICY_TOPOLOGY_CELLS), "cells");
+        assert_parse_error("{\"default\": {\"topology\": \"nodes\"}}",
+                           SRC ": default.topology: expected \"paths\" or \"cells\", not 'nodes'");
+        assert_parse_error("{\"default\": {\"topology\": 1}}",
+                           SRC ": default.topology: expected a string, got integer");
 
         assert_parse_error("{\"default\": {\"mirror_switches\": \"yes\"}}",
                            SRC ": default.mirror_switches: expected a boolean, got string");
