@@ -11,11 +11,13 @@ node the plan promised.
 For each case:
 
   1. plan the domain with `pcinumactl plan --format json` and `--format xml`
-     against a fixture host tree (tests/fixtures/hosts/*.json);
+     against a fixture host tree (tests/fixtures/hosts/*.json, or this
+     suite's own tests/guest/hosts/*.json);
   2. swap each passthrough device (<hostdev>, <interface type='hostdev'>) for
-     a virtio-rng stand-in (modern-only on a PCIe port: no I/O BAR) at the
-     SAME guest address, with a user alias "ua-pcinuma-sN" so we can find it
-     again in libvirt's dumpxml; keep the pxbs, root ports and the mark;
+     a virtio-rng or virtio-net stand-in (modern-only on a PCIe port: no I/O
+     BAR) at the SAME guest address, with a user alias "ua-pcinuma-sN" so we
+     can find it again in libvirt's dumpxml; keep the pxbs, ports, switches
+     and the mark;
   3. make it bootable: the Debian kernel (/boot/vmlinuz-*, copied), a
      busybox-static initramfs built here, console=ttyS0 to a file serial,
      one vCPU and 64 MiB per guest cell, no <numatune>/<cputune> (they name
@@ -23,20 +25,44 @@ For each case:
      they do not change what the guest sees);
   4. define and start it in a private session libvirtd (tests/libvirt/
      session.py), wait for the guest's report on the console, and check:
-     each stand-in reports numa_node = its planned guest cell, and sits alone
-     behind its own root port under the host bridge pci0000:XX where XX is
-     the busNr of the pxb of that cell.
+     each stand-in reports numa_node = its planned guest cell, and sits
+     where libvirt's controllers put it (the same slot and function at
+     every level below the host bridge pci0000:XX, XX the busNr of a pxb
+     of that cell), its port holding no other device.
 
 Cases: (a) sample-4n, conf/examples/gpu-vm-1.xml, policy require: 16 devices
-on 4 cells; (b) snc2, policy socket, one guest cell backed by node 0, the
-node-1 devices go there by the socket rule; (c) sample-4n, policy legacy, the
-NVMe 0000:01:00.0 without a NUMA node stays on pcie.0 and reports -1, the
-others their cells; (d) control: (a)'s planned XML without <acpi/>: every
-stand-in reports -1 (why the planner requires ACPI).
+on 4 cells, booted with virtio-net stand-ins and checked for paths too (see
+below); (b) snc2, policy socket, one guest cell backed by node 0, the node-1
+devices go there by the socket rule; (c) sample-4n, policy legacy, the NVMe
+0000:01:00.0 without a NUMA node stays on pcie.0 and reports -1, the others
+their cells; (d) control: (a)'s planned XML without <acpi/>: every stand-in
+reports -1 (why the planner requires ACPI); (e) mirror_switches and
+mirror_distances on sample-4n.
+
+Path fidelity (issue 15), cases (a), (f) a p5-like host (switches, nested
+switches, three root complexes per node: tests/guest/hosts/guest-p5.json)
+and (g) a dual-socket host with dual-port NICs (guest-dualport.json), (f)
+and (g) under the default policy:
+
+  - each passthrough device becomes a virtio-net stand-in at its planned
+    address, with a MAC that encodes its host BDF (mac_for());
+  - the guest's /init loads virtio_net and its dependencies from the booted
+    Debian kernel's own /lib/modules (copied into the initramfs) and reports
+    each interface's MAC, resolved device path and numa_node: what NCCL reads;
+  - pathtype.py turns the fixture host's sysfs and the guest's paths into
+    `nvidia-smi topo -m` path types with one rule; the host and guest
+    matrices are printed as diagnostics;
+  - it asserts that every pair keeps its host type, that each device's
+    predicted `guest_bdf` (plan JSON) is the BDF the guest gives it, and
+    that the plan's own fidelity report says what the guest shows.
+
+PCINUMA_GUEST_PATHS=report turns those three assertions into reports (TAP
+"# TODO" lines that do not fail the run), to measure a planner that is not
+expected to pass them; the committed test runs without it and asserts.
 
 The required tools are NOT optional here: a missing kernel, busybox-static,
-cpio, qemu-system-x86_64, libvirtd or virsh is a failure (they are
-installed by scripts/install-deps.sh), never a skip.
+cpio, qemu-system-x86_64, libvirtd, virsh or the kernel's virtio_net modules
+is a failure (they are installed by scripts/install-deps.sh), never a skip.
 
 Output: "ok N - ..." / "not ok N - ..." lines, "#" diagnostics (the guest's
 own lines as "# guest: ..."), final line "N passed, M failed"; exit 1 on any
@@ -55,6 +81,8 @@ import time
 import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import pathtype                 # noqa: E402  (tests/guest/pathtype.py)
 
 NS_PCINUMA = "urn:pcinuma:topology:1"
 ET.register_namespace("pcinuma", NS_PCINUMA)
@@ -62,17 +90,29 @@ ET.register_namespace("pcinuma", NS_PCINUMA)
 BEGIN = "=== PCINUMA GUEST REPORT BEGIN ==="
 END = "=== PCINUMA GUEST REPORT END ==="
 STANDIN_ID = "1af4:1044"        # virtio-rng, modern (virtio 1.0) device id
+NET_ID = "1af4:1041"            # virtio-net, modern
 TOOL_TIMEOUT = 60
 CELL_MIB = 64
 
+# virtio_net and what it needs, in load order (busybox insmod does not
+# resolve dependencies).  find_prereqs() checks the order against the
+# kernel's modules.dep.
+NET_MODULES = ["virtio_ring", "virtio", "virtio_pci_modern_dev",
+               "virtio_pci_legacy_dev", "virtio_pci", "failover",
+               "net_failover", "virtio_net"]
+NET_CMDLINE = "pcinuma.net=1"
+
 # The guest's /init.  Every report line starts with "@@ " so kernel
 # messages that might reach the console can never be mistaken for one.
+# With pcinuma.net=1 on the command line it loads the virtio-net modules and
+# reports each interface: its MAC (which names the host device it stands
+# for), its device link resolved as NCCL resolves it, and numa_node.
 INIT_SCRIPT = r"""#!/bin/sh
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 [ -c /dev/console ] && exec </dev/console >/dev/console 2>&1
-echo "%(begin)s"
+echo "@BEGIN@"
 echo "@@ kernel $(cat /proc/sys/kernel/osrelease) cmdline: $(cat /proc/cmdline)"
 echo "@@ acpi tables: $(ls /sys/firmware/acpi/tables 2>/dev/null | tr '\n' ' ')"
 for d in /sys/bus/pci/devices/*; do
@@ -85,14 +125,31 @@ for n in /sys/devices/system/node/node*; do
     [ -r "$n/distance" ] || continue
     echo "@@ node ${n##*/} cpulist=$(cat "$n/cpulist") distance=$(cat "$n/distance")"
 done
-echo "%(end)s"
+case " $(cat /proc/cmdline) " in
+*" @NETARG@ "*)
+    for m in @MODULES@; do
+        insmod "/lib/modules/$m.ko"
+        echo "@@ insmod $m rc=$?"
+    done
+    for i in /sys/class/net/*; do
+        [ -e "$i/device" ] || continue
+        p=$(readlink -f "$i/device")
+        q=${p%/virtio*}
+        n=-
+        [ -r "$q/numa_node" ] && n=$(cat "$q/numa_node")
+        echo "@@ net ${i##*/} address=$(cat "$i/address") numa_node=$n path=$p"
+    done
+    ;;
+esac
+echo "@END@"
 poweroff -f
 sleep 5
 echo o > /proc/sysrq-trigger
-""" % {"begin": BEGIN, "end": END}
+""".replace("@BEGIN@", BEGIN).replace("@END@", END) \
+   .replace("@NETARG@", NET_CMDLINE).replace("@MODULES@", " ".join(NET_MODULES))
 
 APPLETS = ["sh", "mount", "cat", "readlink", "echo", "poweroff", "sleep",
-           "ls", "tr"]
+           "ls", "tr", "insmod"]
 
 CMDLINE = "console=ttyS0 quiet loglevel=3 panic=-1"
 
@@ -103,12 +160,18 @@ class Tap:
         self.n = 0
         self.passed = 0
         self.failed = 0
+        self.todo = 0
 
-    def ok(self, cond, name, diag=None):
+    def ok(self, cond, name, diag=None, todo=None):
+        """todo: a reason; a failure is then reported as a TAP TODO and
+        does not fail the run (PCINUMA_GUEST_PATHS=report)."""
         self.n += 1
         if cond:
             self.passed += 1
             print("ok %d - %s" % (self.n, name))
+        elif todo:
+            self.todo += 1
+            print("not ok %d - %s # TODO %s" % (self.n, name, todo))
         else:
             self.failed += 1
             print("not ok %d - %s" % (self.n, name))
@@ -124,6 +187,9 @@ class Tap:
         sys.stdout.flush()
 
     def summary(self):
+        if self.todo:
+            print("# %d failures reported only (TODO), not counted"
+                  % self.todo)
         print("%d passed, %d failed" % (self.passed, self.failed))
         sys.stdout.flush()
 
@@ -176,6 +242,14 @@ def find_prereqs(tap):
             missing.append("read access to %s (mode %o; run the suite as root)"
                            % (kernels[-1], os.stat(kernels[-1]).st_mode & 0o7777))
 
+    if "kernel" in found:
+        ver = os.path.basename(found["kernel"])[len("vmlinuz-"):]
+        mods, why = find_modules(ver)
+        if why:
+            missing.append(why)
+        else:
+            found["modules"] = mods
+
     bb = None
     for c in ("/bin/busybox", "/usr/bin/busybox", shutil.which("busybox")):
         if c and os.path.isfile(c):
@@ -204,18 +278,87 @@ def find_prereqs(tap):
                "libvirtd, virsh",
                "MISSING: %s\n%s" % ("; ".join(missing), hint))
         raise Fatal("missing prerequisites")
-    tap.ok(True, "prerequisites: kernel %s, static busybox %s, cpio, "
-           "qemu-system-x86_64, libvirtd, virsh"
-           % (os.path.basename(found["kernel"]), found["busybox"]))
+    tap.ok(True, "prerequisites: kernel %s with its modules %s, static "
+           "busybox %s, cpio, qemu-system-x86_64, libvirtd, virsh"
+           % (os.path.basename(found["kernel"]),
+              ", ".join(os.path.basename(p) for _n, p in found["modules"]),
+              found["busybox"]))
     return found
 
 
+def find_modules(ver):
+    """The files of NET_MODULES for kernel ver, from its modules.dep.
+    Returns ([(name, path)], None) or (None, why).  Checks that the load
+    order satisfies modules.dep, since busybox insmod does not."""
+    moddir = os.path.join("/lib/modules", ver)
+    pkg = "package linux-image-%s" % ver
+    try:
+        with open(os.path.join(moddir, "modules.dep")) as f:
+            dep_lines = f.read().splitlines()
+    except OSError as e:
+        return None, "%s/modules.dep (%s): %s" % (moddir, pkg, e.strerror)
+    deps = {}
+    files = {}
+    for ln in dep_lines:
+        if ":" not in ln:
+            continue
+        mod, rest = ln.split(":", 1)
+        name = re.sub(r"\.ko(\.(xz|gz|zst))?$", "", os.path.basename(mod))
+        files[name.replace("-", "_")] = os.path.join(moddir, mod)
+        deps[name.replace("-", "_")] = [
+            re.sub(r"\.ko(\.(xz|gz|zst))?$", "",
+                   os.path.basename(d)).replace("-", "_")
+            for d in rest.split()]
+    out = []
+    for i, m in enumerate(NET_MODULES):
+        if m not in files or not os.path.isfile(files[m]):
+            return None, "module %s of kernel %s (%s)" % (m, ver, pkg)
+        late = [d for d in deps[m] if d not in NET_MODULES[:i]]
+        if late:
+            return None, ("module %s of kernel %s needs %s, which the guest "
+                          "would not load before it (fix NET_MODULES)"
+                          % (m, ver, ", ".join(late)))
+        out.append((m, files[m]))
+    return out, None
+
+
+def module_bytes(path):
+    """A module file's ELF bytes: busybox insmod takes plain .ko only."""
+    if path.endswith(".xz"):
+        import lzma
+        with lzma.open(path) as f:
+            return f.read()
+    if path.endswith(".gz"):
+        import gzip
+        with gzip.open(path) as f:
+            return f.read()
+    if path.endswith(".zst"):
+        r = subprocess.run(["zstd", "-dc", path], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=TOOL_TIMEOUT)
+        if r.returncode != 0:
+            raise Fatal("zstd -dc %s: %s" % (path, r.stderr.decode(
+                errors="replace").strip()))
+        return r.stdout
+    with open(path, "rb") as f:
+        return f.read()
+
+
 # ---------------------------------------------------------------- initramfs
-def build_initramfs(workdir, busybox, cpio):
+def build_initramfs(workdir, busybox, cpio, modules=()):
+    """The guest's initramfs: static busybox, /init, and modules ([(name,
+    path)], decompressed to /lib/modules/NAME.ko).  Returns (path, number of
+    entries)."""
     root = os.path.join(workdir, "initramfs-root")
     shutil.rmtree(root, ignore_errors=True)
-    for d in ("bin", "dev", "proc", "sys"):
+    for d in ("bin", "dev", "proc", "sys", "lib/modules"):
         os.makedirs(os.path.join(root, d), 0o755)
+    for name, path in modules:
+        data = module_bytes(path)
+        if data[:4] != b"\x7fELF":
+            raise Fatal("%s does not decompress to an ELF module" % path)
+        with open(os.path.join(root, "lib", "modules", name + ".ko"),
+                  "wb") as f:
+            f.write(data)
     shutil.copyfile(busybox, os.path.join(root, "bin", "busybox"))
     os.chmod(os.path.join(root, "bin", "busybox"), 0o755)
     for a in APPLETS:
@@ -353,8 +496,11 @@ CASE_C_XML = """<domain type='qemu'>
 
 
 class Case:
+    """policy None: the default policy (no --policy).  standin 'net': the
+    stand-ins are virtio-net and the case also checks path fidelity."""
+
     def __init__(self, key, title, host, policy, input_path=None,
-                 input_text=None, control_of=None):
+                 input_text=None, control_of=None, standin="rng"):
         self.key = key
         self.title = title
         self.host = host
@@ -362,6 +508,7 @@ class Case:
         self.input_path = input_path
         self.input_text = input_text
         self.control_of = control_of      # a Case: boot its plan without ACPI
+        self.standin = standin
         self.plan_xml = None
         self.plan = None
 
@@ -381,7 +528,7 @@ def plan_case(tap, args, case, hosts_built):
         with open(pol, "w") as f:
             f.write(case.policy_json)
         base += ["--policy-file", pol]
-    else:
+    elif case.policy:
         base += ["--policy", case.policy]
     rj = run(base + ["--format", "json", path])
     rx = run(base + [path])
@@ -397,7 +544,7 @@ def plan_case(tap, args, case, hosts_built):
     if good and plan.get("verdict") != "apply":
         good = False
     tap.ok(good, "%s: pcinumactl plan --policy %s on host %s: verdict apply"
-           % (case.key, case.policy, case.host),
+           % (case.key, case.policy or "(default)", case.host),
            "%sexit %s/%s\n%s%s%s" % (err, rj.returncode, rx.returncode,
                                      rj.stderr, rx.stderr, rj.stdout[:2000]))
     if not good:
@@ -406,27 +553,76 @@ def plan_case(tap, args, case, hosts_built):
     case.plan_xml = rx.stdout
     with open(os.path.join(args.workdir, "%s-planned.xml" % case.key), "w") as f:
         f.write(rx.stdout)
-    exp = {e["guest_cell"]: e for e in plan.get("expanders", [])}
-    for e in sorted(exp.values(), key=lambda e: e["guest_cell"]):
+    for e in sorted(plan.get("expanders", []),
+                    key=lambda e: (e["guest_cell"], e["controller"])):
         tap.diag("plan: pxb controller %d at %s: guest cell %d, busNr %d "
-                 "(guest host bridge pci0000:%02x), %d root ports"
+                 "(guest host bridge pci0000:%02x), %d root ports%s"
                  % (e["controller"], e["address"], e["guest_cell"],
-                    e["busNr"], e["busNr"], e["root_ports"]))
+                    e["busNr"], e["busNr"], e["root_ports"],
+                    ", for host %s" % e["host_root_complex"]
+                    if e.get("host_root_complex") else ""))
     for d in plan["devices"]:
         tap.diag("plan: host %s (%s, host node %s) -> %s"
                  % (d["host"], d.get("class_name"), d.get("host_node"),
-                    "guest cell %s, guest address %s (root port %s)"
-                    % (d["guest_cell"], d["guest_address"], d["controller"])
+                    "guest cell %s, guest address %s (port %s)%s"
+                    % (d["guest_cell"], d["guest_address"], d["controller"],
+                       ", predicted guest BDF %s" % d["guest_bdf"]
+                       if d.get("guest_bdf") else "")
                     if d["action"] == "move" else
                     "%s: %s" % (d["action"], d.get("reason"))))
 
 
 # ---------------------------------------------------------------- boot XML
+def mac_for(bdf):
+    """The stand-in's MAC for host device bdf: 52:54 (locally administered,
+    unicast, as QEMU's own 52:54:00), then the PCI domain (16 bits), bus and
+    devfn, so 0000:b2:00.1 -> 52:54:00:00:b2:01.  The guest's
+    /sys/class/net/*/address then names the host device."""
+    try:
+        dom, bus, sf = bdf.split(":")
+        slot, fn = sf.split(".")
+        d, b = int(dom, 16), int(bus, 16)
+        devfn = int(slot, 16) << 3 | int(fn, 16)
+    except ValueError:
+        raise Fatal("a virtio-net stand-in needs a host PCI address, not %r"
+                    % bdf)
+    if d > 0xffff:
+        raise Fatal("host device %s: a PCI domain above ffff does not fit "
+                    "the stand-in's MAC" % bdf)
+    return "52:54:%02x:%02x:%02x:%02x" % (d >> 8, d & 0xff, b, devfn)
+
+
+def bdf_for_mac(mac):
+    """mac_for()'s inverse; None for a MAC it did not make."""
+    x = [int(v, 16) for v in mac.split(":")]
+    if len(x) != 6 or x[:2] != [0x52, 0x54]:
+        return None
+    return "%04x:%02x:%02x.%x" % (x[2] << 8 | x[3], x[4], x[5] >> 3,
+                                  x[5] & 7)
+
+
+def standin_element(kind, alias, host_bdf):
+    """A virtio-rng (kind 'rng') or virtio-net (kind 'net') stand-in.  The
+    net one is non-transitional (no I/O BAR wherever it sits), has no option
+    ROM (direct kernel boot needs none) and user-mode networking (no
+    privileges in a session libvirtd)."""
+    if kind == "net":
+        el = ET.Element("interface", type="user")
+        ET.SubElement(el, "mac", address=mac_for(host_bdf))
+        ET.SubElement(el, "model", type="virtio-non-transitional")
+        ET.SubElement(el, "rom", enabled="no")
+    else:
+        el = ET.Element("rng", model="virtio")
+        ET.SubElement(el, "backend", model="builtin")
+    ET.SubElement(el, "alias", name=alias)
+    return el
+
+
 def boot_xml(case, plan_xml, name, kernel, initrd, console, acpi=True,
-             extra_cmdline=""):
-    """The planned XML, made bootable, with stand-ins for the passthrough
-    devices.  Returns (xml text, [(alias, host bdf, planned guest address
-    string or None)])."""
+             extra_cmdline="", standin="rng"):
+    """The planned XML, made bootable, with stand-ins (standin: 'rng' or
+    'net') for the passthrough devices.  Returns (xml text, [(alias, host
+    bdf, planned guest address string or None)])."""
     root = ET.fromstring(plan_xml)
     root.set("type", "qemu")
     root.find("name").text = name
@@ -459,6 +655,8 @@ def boot_xml(case, plan_xml, name, kernel, initrd, console, acpi=True,
             os_el.remove(el)
     ET.SubElement(os_el, "kernel").text = kernel
     ET.SubElement(os_el, "initrd").text = initrd
+    if standin == "net":
+        extra_cmdline = (extra_cmdline + " " + NET_CMDLINE).strip()
     ET.SubElement(os_el, "cmdline").text = (CMDLINE + " " + extra_cmdline).strip()
 
     feats = root.find("features")
@@ -488,14 +686,14 @@ def boot_xml(case, plan_xml, name, kernel, initrd, console, acpi=True,
         bdf = source_bdf(el) or ("mdev " + (el.find("source/address").get("uuid")
                                             or "?"))
         alias = "ua-pcinuma-s%d" % len(standins)
-        rng = ET.Element("rng", model="virtio")
-        ET.SubElement(rng, "backend", model="builtin")
-        ET.SubElement(rng, "alias", name=alias)
+        rng = standin_element(standin, alias, bdf)
         a = el.find("address")
         planned = None
         if a is not None and a.get("type", "pci") == "pci":
             na = ET.SubElement(rng, "address")
-            for k in ("type", "domain", "bus", "slot", "function"):
+            # multifunction: the functions of one host device share a slot
+            for k in ("type", "domain", "bus", "slot", "function",
+                      "multifunction"):
                 if a.get(k) is not None:
                     na.set(k, a.get(k))
             na.set("type", "pci")
@@ -511,55 +709,88 @@ def boot_xml(case, plan_xml, name, kernel, initrd, console, acpi=True,
     return ET.tostring(root, encoding="unicode"), standins
 
 
+PORT_MODELS = ("pcie-root-port", "pcie-switch-upstream-port",
+               "pcie-switch-downstream-port")
+
+
 def locate(dump_xml, standins):
     """From libvirt's dumpxml: for each stand-in alias, where the guest will
-    see it.  Returns {alias: dict(address, rp_index, rp_bdf, hostbridge,
-    pxb_index, pxb_busnr, pxb_node, ok, why)}."""
+    see it.  Walks the controllers from the stand-in's bus up to its pxb (or
+    pcie.0): root port, then any switch ports.  Returns {alias: dict(
+    address, hostbridge, pxb_index, pxb_busnr, pxb_node, rp_bdf, hops,
+    ports, why)}: hops are the (slot, function) of each port from the root port
+    down and last of the device itself, which the guest keeps (it only
+    renumbers buses), so they find the device in the guest's sysfs."""
     root = ET.fromstring(dump_xml)
     ctrls = {}
     for c in root.findall("devices/controller[@type='pci']"):
         ctrls[int(c.get("index"))] = c
     out = {}
-    for rng in root.findall("devices/rng"):
-        al = rng.find("alias")
-        if al is None:
+    for el in root.find("devices"):
+        al = el.find("alias")
+        if al is None or not (al.get("name") or "").startswith("ua-pcinuma-"):
             continue
         alias = al.get("name")
         info = {"address": None, "why": None}
         out[alias] = info
-        a = rng.find("address")
+        a = el.find("address")
         if a is None:
             info["why"] = "no <address> in dumpxml"
             continue
         info["address"] = addr_str(a)
-        rp_i = hexint(a.get("bus"))
-        rp = ctrls.get(rp_i)
-        info["rp_index"] = rp_i
-        if rp is None or rp.get("model") != "pcie-root-port":
-            info["why"] = "bus %d is not a pcie-root-port (%s)" % (
-                rp_i, None if rp is None else rp.get("model"))
+        hops = [(hexint(a.get("slot", "0")), hexint(a.get("function", "0")))]
+        ports = []
+        idx = hexint(a.get("bus"))
+        for _guard in range(len(ctrls) + 1):
+            c = ctrls.get(idx)
+            model = None if c is None else c.get("model")
+            if model == "pcie-root":
+                info.update(hostbridge="pci0000:00", pxb_index=None,
+                            pxb_busnr=None, pxb_node=None)
+                break
+            if model == "pcie-expander-bus":
+                node = c.find("target/node")
+                nr = int(c.find("target").get("busNr"))
+                info.update(hostbridge="pci0000:%02x" % nr, pxb_index=idx,
+                            pxb_busnr=nr,
+                            pxb_node=int(node.text) if node is not None
+                            else None)
+                break
+            if model not in PORT_MODELS:
+                info["why"] = "bus %d is a %s, not a PCIe port" % (idx, model)
+                break
+            ca = c.find("address")
+            hops.insert(0, (hexint(ca.get("slot")), hexint(ca.get("function"))))
+            ports.insert(0, (idx, model))
+            idx = hexint(ca.get("bus"))
+        if info["why"]:
             continue
-        ra = rp.find("address")
-        parent_i = hexint(ra.get("bus"))
-        parent = ctrls.get(parent_i)
-        info["pxb_index"] = parent_i
-        if parent is not None and parent.get("model") == "pcie-expander-bus":
-            nr = int(parent.find("target").get("busNr"))
-            node = parent.find("target/node")
-            info["pxb_busnr"] = nr
-            info["pxb_node"] = int(node.text) if node is not None else None
-        elif parent_i == 0:
-            nr = 0
-            info["pxb_busnr"] = None
-            info["pxb_node"] = None
-        else:
-            info["why"] = "root port %d sits on controller %d (%s)" % (
-                rp_i, parent_i, None if parent is None else parent.get("model"))
+        if not ports or ports[0][1] != "pcie-root-port":
+            info["why"] = ("not behind a pcie-root-port (ports: %s)"
+                           % ([m for _i, m in ports] or "none"))
             continue
-        info["hostbridge"] = "pci0000:%02x" % nr
-        info["rp_bdf"] = "0000:%02x:%02x.%x" % (nr, hexint(ra.get("slot")),
-                                               hexint(ra.get("function")))
+        info["hops"] = hops
+        info["ports"] = ports
+        info["bus_index"] = ports[-1][0]
+        # the root port sits on its pxb's own bus (busNr), or on bus 0
+        info["rp_bdf"] = "0000:%02x:%02x.%x" % ((info["pxb_busnr"] or 0,)
+                                                + hops[0])
     return out
+
+
+def find_guest_device(guest_devs, where):
+    """The guest devices at libvirt location where (see locate()): under
+    its host bridge, with the same slot and function at every level."""
+    def devfn(bdf):
+        sf = bdf.split(":")[-1]
+        s, f = sf.split(".")
+        return int(s, 16), int(f, 16)
+    hops = where.get("hops") or []
+    return [x for x in guest_devs
+            if x["hostbridge"] == where.get("hostbridge")
+            and len(x["chain"]) == 1 + len(hops)
+            and all(devfn(x["chain"][k + 1]) == hops[k]
+                    for k in range(len(hops)))]
 
 
 # ---------------------------------------------------------------- guest
@@ -679,15 +910,20 @@ def console_tail(text, n=40):
 
 
 def check_case(tap, case, guest_devs, lines, loc, standins, acpi):
-    """The assertions on one booted guest."""
+    """The assertions on one booted guest: each stand-in where the plan put
+    it, on its cell.  Works for both shapes of plan: one pxb per cell with a
+    root port per device, and the path mirror (several pxbs per cell,
+    switches, functions of one device on one port)."""
     key = case.key
     plan = (case.control_of or case).plan
-    expanders = {e["guest_cell"]: e for e in plan.get("expanders", [])}
+    expanders = plan.get("expanders", [])
+    busnrs_of_cell = {}
+    for e in expanders:
+        busnrs_of_cell.setdefault(e["guest_cell"], set()).add(e["busNr"])
     pdev = {d["host"]: d for d in plan["devices"]}
-    by_chain = {}
+    want_id = NET_ID if case.standin == "net" else STANDIN_ID
     children = {}
     for d in guest_devs:
-        by_chain[tuple(d["chain"][-2:])] = d
         if d["parent"]:
             children.setdefault(d["parent"], []).append(d["bdf"])
 
@@ -695,11 +931,18 @@ def check_case(tap, case, guest_devs, lines, loc, standins, acpi):
     for ln in lines:
         tap.diag("guest: " + ln[3:] if ln.startswith("@@ ") else "guest: " + ln)
 
-    n_standin_guest = sum(1 for d in guest_devs if d["id"] == STANDIN_ID)
+    n_standin_guest = sum(1 for d in guest_devs if d["id"] == want_id)
     tap.ok(n_standin_guest == len(standins),
-           "%s: the guest sees %d virtio-rng stand-ins (%s)"
-           % (key, len(standins), STANDIN_ID),
+           "%s: the guest sees %d %s stand-ins (%s)"
+           % (key, len(standins), case.standin, want_id),
            "guest shows %d" % n_standin_guest)
+
+    found = {}
+    for alias, _host, _planned in standins:
+        g = find_guest_device(guest_devs, loc.get(alias, {}))
+        if len(g) == 1:
+            found[alias] = g[0]
+    placed = {g["bdf"] for g in found.values()}
 
     for alias, host, planned in standins:
         d = pdev.get(host, {})
@@ -711,17 +954,14 @@ def check_case(tap, case, guest_devs, lines, loc, standins, acpi):
         if where.get("why"):
             problems.append("libvirt: " + where["why"])
         if moved:
-            e = expanders.get(cell)
-            if e is None:
-                problems.append("plan has no expander for cell %s" % cell)
-            else:
-                if where.get("pxb_busnr") != e["busNr"]:
-                    problems.append("its root port is on busNr %s, the plan's "
-                                    "pxb for cell %s has busNr %s"
-                                    % (where.get("pxb_busnr"), cell, e["busNr"]))
-                if where.get("pxb_node") != cell:
-                    problems.append("its pxb has <node>%s</node>, planned cell "
-                                    "%s" % (where.get("pxb_node"), cell))
+            if where.get("pxb_node") != cell:
+                problems.append("its pxb has <node>%s</node>, planned cell "
+                                "%s" % (where.get("pxb_node"), cell))
+            if where.get("pxb_busnr") not in busnrs_of_cell.get(cell, ()):
+                problems.append("its pxb has busNr %s; the plan's pxbs for "
+                                "cell %s have %s"
+                                % (where.get("pxb_busnr"), cell,
+                                   sorted(busnrs_of_cell.get(cell, ()))))
             if planned != d.get("guest_address"):
                 problems.append("stand-in address %s != planned guest address "
                                 "%s" % (planned, d.get("guest_address")))
@@ -732,49 +972,42 @@ def check_case(tap, case, guest_devs, lines, loc, standins, acpi):
             if where.get("hostbridge") != "pci0000:00":
                 problems.append("a device the plan leaves on pcie.0 is under "
                                 "%s" % where.get("hostbridge"))
-        g = None
-        if where.get("rp_bdf"):
-            cands = [x for x in guest_devs
-                     if x["parent"] == where["rp_bdf"]
-                     and x["hostbridge"] == where["hostbridge"]
-                     and len(x["chain"]) == 3]
-            if len(cands) == 1:
-                g = cands[0]
-            elif not cands:
-                problems.append("the guest shows no device behind root port "
-                                "%s under %s" % (where["rp_bdf"],
-                                                 where["hostbridge"]))
-            else:
-                problems.append("the guest shows %d devices behind root port "
-                                "%s" % (len(cands), where["rp_bdf"]))
+        g = found.get(alias)
+        if not where.get("why"):
+            n = len(find_guest_device(guest_devs, where))
+            if n != 1:
+                problems.append("the guest shows %d devices at slot/function "
+                                "path %s under %s" % (n, where.get("hops"),
+                                                      where.get("hostbridge")))
         if g is not None:
-            if g["id"] != STANDIN_ID:
-                problems.append("device behind the root port is %s, not the "
-                                "stand-in %s" % (g["id"], STANDIN_ID))
-            others = [c for c in children.get(where["rp_bdf"], [])
-                      if c != g["bdf"]]
+            if g["id"] != want_id:
+                problems.append("the device there is %s, not the stand-in %s"
+                                % (g["id"], want_id))
+            # its port holds the stand-ins the XML puts there, nothing else
+            others = [c for c in children.get(g["parent"], [])
+                      if c not in placed]
             if others:
-                problems.append("root port %s also holds %s"
-                                % (where["rp_bdf"], ", ".join(others)))
-            parent = [x for x in guest_devs if x["bdf"] == where["rp_bdf"]]
+                problems.append("its port %s also holds %s"
+                                % (g["parent"], ", ".join(others)))
+            parent = [x for x in guest_devs if x["bdf"] == g["parent"]]
             if not parent or not parent[0]["class"].startswith("0x0604"):
                 problems.append("its parent %s is not a PCI bridge in the "
-                                "guest" % where["rp_bdf"])
+                                "guest" % g["parent"])
             if g["numa"] != want_numa:
                 problems.append("guest numa_node %s, want %s"
                                 % (g["numa"], want_numa))
+        gpath = " > ".join(g["chain"][:-1]) if g else "?"
         if moved:
             what = ("host %s (host node %s) -> planned cell %s: guest %s "
-                    "numa_node=%s, alone on root port %s under %s (busNr %s)"
+                    "numa_node=%s, behind %s (pxb busNr %s)"
                     % (host, d.get("host_node"), cell,
                        g["bdf"] if g else "?", g["numa"] if g else "?",
-                       where.get("rp_bdf"), where.get("hostbridge"),
-                       where.get("pxb_busnr")))
+                       gpath, where.get("pxb_busnr")))
         else:
             what = ("host %s (no host node, stays on pcie.0): guest %s "
-                    "numa_node=%s on root port %s under %s"
+                    "numa_node=%s behind %s"
                     % (host, g["bdf"] if g else "?", g["numa"] if g else "?",
-                       where.get("rp_bdf"), where.get("hostbridge")))
+                       gpath))
         if not acpi:
             what += " (no ACPI: want -1)"
         tap.ok(not problems, "%s: %s" % (key, what), "\n".join(problems))
@@ -782,14 +1015,14 @@ def check_case(tap, case, guest_devs, lines, loc, standins, acpi):
     # every device under a pxb host bridge reports that pxb's node
     if acpi:
         want = {"pci0000:%02x" % e["busNr"]: str(e["guest_cell"])
-                for e in expanders.values()}
+                for e in expanders}
         bad = ["%s under %s numa_node=%s (want %s)"
                % (x["bdf"], x["hostbridge"], x["numa"], want[x["hostbridge"]])
                for x in guest_devs if x["hostbridge"] in want
                and x["numa"] != want[x["hostbridge"]]]
         missing = sorted(set(want) - {x["hostbridge"] for x in guest_devs})
         tap.ok(not bad and not missing,
-               "%s: every device (root ports too) under each pxb host bridge "
+               "%s: every device (ports too) under each pxb host bridge "
                "reports that pxb's cell; host bridges %s"
                % (key, ", ".join("%s=cell %s" % kv for kv in sorted(want.items()))),
                "\n".join(bad + ["no device under %s" % m for m in missing]))
@@ -803,6 +1036,225 @@ def check_case(tap, case, guest_devs, lines, loc, standins, acpi):
                for x in guest_devs if x["numa"] != "-1"]
         tap.ok(not bad, "%s: without ACPI every PCI device in the guest "
                "reports numa_node -1" % key, "\n".join(bad))
+
+
+# ---------------------------------------------------------------- paths
+NET_RE = re.compile(r"@@ net (\S+) address=(\S+) numa_node=(\S+) path=(\S+)$")
+
+
+def check_oracle(tap, hosts_built):
+    """pathtype's rule on the fixture hosts, where the fixtures' own
+    descriptions say what each pair is: every type occurs, so a rule that
+    never says (say) NODE cannot pass the path checks by accident."""
+    known = [("sample-4n", "0000:13:00.0", "0000:14:00.0", "PIX"),
+             ("sample-4n", "0000:13:00.0", "0000:17:00.0", "PHB"),
+             ("sample-4n", "0000:13:00.0", "0000:33:00.0", "SYS"),
+             ("guest-p5", "0000:19:00.0", "0000:1b:00.0", "PIX"),
+             ("guest-p5", "0000:19:00.0", "0000:1e:00.0", "PXB"),
+             ("guest-p5", "0000:5b:00.0", "0000:5c:00.0", "PHB"),
+             ("guest-p5", "0000:19:00.0", "0000:3b:00.0", "NODE"),
+             ("guest-p5", "0000:1e:00.0", "0000:9f:00.0", "SYS"),
+             ("guest-dualport", "0000:3b:00.0", "0000:3b:00.1", "PIX"),
+             ("guest-dualport", "0000:b1:00.0", "0000:b2:00.1", "PIX"),
+             ("guest-dualport", "0000:3b:00.0", "0000:3c:00.0", "PHB")]
+    bad = []
+    for host, a, b, want in known:
+        try:
+            got = pathtype.path_type(pathtype.read_end(hosts_built[host], a),
+                                     pathtype.read_end(hosts_built[host], b))
+        except ValueError as e:
+            got = "error: %s" % e
+        if got != want:
+            bad.append("%s %s <-> %s: %s, the fixture says %s"
+                       % (host, a, b, got, want))
+    tap.ok(not bad, "path-type rule (tests/guest/pathtype.py) reads %d "
+           "fixture pairs as their descriptions say (PIX, PXB, PHB, NODE, "
+           "SYS)" % len(known), "\n".join(bad))
+
+
+def check_paths(tap, args, case, host_root, lines, standins):
+    """Path fidelity in the guest's own words: each stand-in found by its
+    MAC, its path and node as NCCL reads them, every pair's type against
+    the host's, the predicted guest BDFs, the plan's fidelity report."""
+    key = case.key
+    todo = args.paths_todo
+    plan = case.plan
+    pdev = {d["host"]: d for d in plan["devices"]}
+
+    rcs = []
+    for ln in lines:
+        m = re.match(r"@@ insmod (\S+) rc=(\S+)$", ln)
+        if m:
+            rcs.append((m.group(1), m.group(2)))
+    if not tap.ok([n for n, _rc in rcs] == NET_MODULES
+                  and all(rc == "0" for _n, rc in rcs),
+                  "%s: the guest loaded %s from the booted kernel's own "
+                  "modules" % (key, ", ".join(NET_MODULES)),
+                  "insmod results: %s" % (rcs or "none")):
+        return
+
+    net = {}
+    dup = []
+    strangers = []
+    for ln in lines:
+        m = NET_RE.match(ln)
+        if not m:
+            continue
+        ifname, mac, numa, path = m.groups()
+        host = bdf_for_mac(mac)
+        if host is None:
+            strangers.append("%s %s" % (ifname, mac))
+            continue
+        if host in net:
+            dup.append(host)
+        try:
+            node = int(numa)
+        except ValueError:
+            node = -1
+        net[host] = {"ifname": ifname, "mac": mac, "numa": node,
+                     "path": pathtype.pci_path(path)}
+    hosts = [h for _a, h, _p in standins]
+    missing = [h for h in hosts if h not in net]
+    extra = sorted(set(net) - set(hosts))
+    if not tap.ok(not missing and not dup and not extra and not strangers,
+                  "%s: each of the %d stand-ins is one guest interface whose "
+                  "MAC names its host device" % (key, len(hosts)),
+                  "\n".join(["no interface with the MAC of %s (%s)"
+                             % (h, mac_for(h)) for h in missing]
+                            + ["two interfaces for %s" % h for h in dup]
+                            + ["an interface for %s, no such stand-in" % h
+                               for h in extra]
+                            + ["an interface with a foreign MAC: %s" % x
+                               for x in strangers])):
+        return
+
+    hend = {h: pathtype.read_end(host_root, h) for h in hosts}
+    gend = {h: (pathtype.chain_of(net[h]["path"]), net[h]["numa"])
+            for h in hosts}
+    tap.diag("%s: devices (host path and node -> guest interface, path "
+             "and node, as NCCL reads them):" % key)
+    for i, h in enumerate(hosts):
+        tap.diag("  d%-2d %s [%s] node %d -> %s %s %s [%s] node %d"
+                 % (i, h, " > ".join(hend[h][0][:-1]), hend[h][1],
+                    net[h]["ifname"], net[h]["mac"], gend[h][0][-1],
+                    " > ".join(gend[h][0][:-1]), gend[h][1]))
+    ht, gt = {}, {}
+    for i, a in enumerate(hosts):
+        for j, b in enumerate(hosts):
+            if i != j:
+                ht[(i, j)] = pathtype.path_type(hend[a], hend[b])
+                gt[(i, j)] = pathtype.path_type(gend[a], gend[b])
+    labels = ["d%d %s" % (i, h) for i, h in enumerate(hosts)]
+    tap.diag("%s: host path types (fixture sysfs %s):" % (key, case.host))
+    tap.diag(pathtype.matrix(labels, ht))
+    tap.diag("%s: guest path types (the booted guest's /sys):" % key)
+    tap.diag(pathtype.matrix(labels, gt))
+
+    counts = {"same": 0, "closer": 0, "farther": 0}
+    diffs = []
+    pairs = []
+    for i in range(len(hosts)):
+        for j in range(i + 1, len(hosts)):
+            v = pathtype.compare(ht[(i, j)], gt[(i, j)])
+            counts[v] += 1
+            pairs.append((hosts[i], hosts[j], ht[(i, j)], gt[(i, j)], v))
+            if v != "same":
+                diffs.append("d%d %s <-> d%d %s: host %s, guest %s (%s)"
+                             % (i, hosts[i], j, hosts[j], ht[(i, j)],
+                                gt[(i, j)], v))
+    with open(os.path.join(args.workdir, "%s-paths.json" % key), "w") as f:
+        json.dump({"host": case.host, "counts": counts,
+                   "pairs": [dict(zip(("a", "b", "host", "guest", "fidelity"),
+                                      p)) for p in pairs]}, f, indent=1)
+    tap.diag("%s: %d pairs: %d same, %d closer, %d farther"
+             % (key, len(pairs), counts["same"], counts["closer"],
+                counts["farther"]))
+    tap.ok(not diffs,
+           "%s: every one of the %d device pairs keeps its host path type in "
+           "the guest (%d same, %d closer, %d farther)"
+           % (key, len(pairs), counts["same"], counts["closer"],
+              counts["farther"]), "\n".join(diffs), todo=todo)
+
+    bad = []
+    for h in hosts:
+        want = pdev.get(h, {}).get("guest_bdf")
+        got = gend[h][0][-1]
+        if want is None:
+            bad.append("%s: the plan predicts no guest_bdf; the guest gives "
+                       "it %s" % (h, got))
+        elif want != got:
+            bad.append("%s: the plan's guest_bdf is %s; the guest gives it %s"
+                       % (h, want, got))
+    tap.ok(not bad, "%s: the plan's guest_bdf of each of the %d devices is "
+           "the BDF the guest gives it" % (key, len(hosts)), "\n".join(bad),
+           todo=todo)
+
+    fid = plan.get("fidelity")
+    problems = []
+    if not isinstance(fid, dict) or not isinstance(fid.get("pairs"), list):
+        problems.append("the plan JSON has no fidelity report")
+    else:
+        theirs = {}
+        for q in fid["pairs"]:
+            theirs[frozenset((q.get("a"), q.get("b")))] = q
+        for a, b, h, g, _v in pairs:
+            q = theirs.get(frozenset((a, b)))
+            if q is None:
+                problems.append("%s <-> %s: not in the report" % (a, b))
+                continue
+            if q.get("host") != h or q.get("guest") != g:
+                problems.append("%s <-> %s: the report says host %s, guest "
+                                "%s; the host says %s, the guest %s"
+                                % (a, b, q.get("host"), q.get("guest"), h, g))
+        if len(fid["pairs"]) != len(pairs):
+            problems.append("the report has %d pairs, the guest %d"
+                            % (len(fid["pairs"]), len(pairs)))
+        for k in counts:
+            if fid.get(k) != counts[k]:
+                problems.append("the report counts %s %s, the guest %d"
+                                % (k, fid.get(k), counts[k]))
+    tap.ok(not problems, "%s: the plan's fidelity report is what the fixture "
+           "host and the booted guest show (%s)"
+           % (key, ", ".join("%s %s" % (k, fid.get(k)) for k in counts)
+                   if isinstance(fid, dict) else "no report"),
+           "\n".join(problems), todo=todo)
+
+
+def two_cell_domain(name, bdfs):
+    """A q35 domain with two guest cells backed by host nodes 0 and 1 and
+    the host devices bdfs."""
+    return """<domain type='qemu'>
+  <name>%s</name>
+  <memory unit='MiB'>512</memory>
+  <vcpu placement='static'>8</vcpu>
+  <os><type arch='x86_64' machine='q35'>hvm</type></os>
+  <features><acpi/><apic/></features>
+  <cpu mode='custom' match='exact'>
+    <model fallback='allow'>qemu64</model>
+    <numa>
+      <cell id='0' cpus='0-3' memory='256' unit='MiB'/>
+      <cell id='1' cpus='4-7' memory='256' unit='MiB'/>
+    </numa>
+  </cpu>
+  <numatune>
+    <memnode cellid='0' mode='strict' nodeset='0'/>
+    <memnode cellid='1' mode='strict' nodeset='1'/>
+  </numatune>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+%s    <memballoon model='none'/>
+  </devices>
+</domain>
+""" % (name, "".join(hostdev_xml(b) for b in bdfs))
+
+
+# (f) p5-like: 16 devices on six host root complexes, with switches and a
+# nested switch.  (g) dual-socket, the two ports of each dual-port NIC.
+P5_DEVICES = ["0000:%02x:00.0" % b for b in (
+    0x19, 0x1a, 0x1b, 0x1e, 0x3b, 0x3c, 0x5b, 0x5c,
+    0x9a, 0x9b, 0x9c, 0x9f, 0xbb, 0xbc, 0xdb, 0xdc)]
+DUALPORT_DEVICES = ["0000:3b:00.0", "0000:3b:00.1", "0000:3c:00.0",
+                    "0000:b1:00.0", "0000:b2:00.0", "0000:b2:00.1"]
 
 
 # ---------------------------------------------------------------- main
@@ -839,16 +1291,18 @@ def run_case(tap, args, sess, case, hosts_built, kernel, initrd):
     except OSError:
         pass
     xml, standins = boot_xml(case, plan_xml, name, kernel, initrd, console,
-                             acpi=not control)
+                             acpi=not control, standin=case.standin)
     with open(os.path.join(args.workdir, "%s-boot.xml" % case.key), "w") as f:
         f.write(xml)
     pdev = {d["host"]: d for d in (case.control_of or case).plan["devices"]}
     mapping = []
     for alias, host, planned in standins:
         cell = pdev.get(host, {}).get("guest_cell")
-        tap.diag("stand-in %s: virtio-rng at guest address %s for host %s, "
-                 "planned guest cell %s"
-                 % (alias, planned or "(none: libvirt assigns one on pcie.0)",
+        tap.diag("stand-in %s: virtio-%s%s at guest address %s for host "
+                 "%s, planned guest cell %s"
+                 % (alias, case.standin,
+                    " " + mac_for(host) if case.standin == "net" else "",
+                    planned or "(none: libvirt assigns one on pcie.0)",
                     host, "none (stays)" if cell is None else cell))
         mapping.append({"alias": alias, "guest_address": planned,
                         "host": host, "guest_cell": cell})
@@ -883,6 +1337,9 @@ def run_case(tap, args, sess, case, hosts_built, kernel, initrd):
             return
         tap.diag("%s: boot to report: %.1f s" % (case.key, g.boot_s))
         check_case(tap, case, devs, lines, loc, standins, acpi=not control)
+        if case.standin == "net":
+            check_paths(tap, args, case, hosts_built[case.host], lines,
+                        standins)
         g.wait_shutoff(5)
     finally:
         g.cleanup()
@@ -997,10 +1454,18 @@ def main():
     ap.add_argument("--hosts", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--workdir", required=True)
-    ap.add_argument("--boot-timeout", type=float, default=60)
+    # generous: under TCG on a loaded machine, 16 virtio-net probes alone
+    # can take a minute; a guest that never reports still fails
+    ap.add_argument("--boot-timeout", type=float, default=150)
     ap.add_argument("--filter", default="",
-                    help="run only cases whose key contains this (a,b,c,d)")
+                    help="run only the cases whose keys this string holds "
+                    "(a, b, c, d, e, f, g)")
     args = ap.parse_args()
+    mode = os.environ.get("PCINUMA_GUEST_PATHS", "")
+    if mode not in ("", "report"):
+        ap.error("PCINUMA_GUEST_PATHS=%r: the only value is 'report'" % mode)
+    args.paths_todo = ("report only (PCINUMA_GUEST_PATHS=report)"
+                       if mode == "report" else None)
     args.workdir = os.path.abspath(args.workdir)
     os.makedirs(args.workdir, exist_ok=True)
 
@@ -1010,19 +1475,26 @@ def main():
     try:
         tools = find_prereqs(tap)
         initrd_local, nfiles = build_initramfs(args.workdir, tools["busybox"],
-                                               tools["cpio"])
-        tap.ok(True, "initramfs %s: busybox-static, %d entries, %d bytes"
+                                               tools["cpio"], tools["modules"])
+        tap.ok(True, "initramfs %s: busybox-static, the virtio-net modules, "
+               "%d entries, %d bytes"
                % (initrd_local, nfiles, os.path.getsize(initrd_local)))
 
         hosts_built = {}
-        for h in ("sample-4n", "snc2"):
+        for h, hdir in (("sample-4n", args.hosts), ("snc2", args.hosts),
+                        ("guest-p5", os.path.join(HERE, "hosts")),
+                        ("guest-dualport", os.path.join(HERE, "hosts"))):
             out = os.path.join(args.workdir, "host-" + h)
             r = run([sys.executable, args.mkfakesysfs,
-                     os.path.join(args.hosts, h + ".json"), out])
+                     os.path.join(hdir, h + ".json"), out])
             if not tap.ok(r.returncode == 0, "fixture host %s" % h,
                           r.stderr + r.stdout):
                 raise Fatal("fixture host %s" % h)
             hosts_built[h] = out
+        check_oracle(tap, hosts_built)
+        if args.paths_todo:
+            tap.diag("PCINUMA_GUEST_PATHS=report: the path, guest_bdf and "
+                     "fidelity checks report, they do not fail the run")
 
         sys.path.insert(0, os.path.join(os.path.dirname(HERE), "libvirt"))
         from session import Session, SessionError   # noqa: E402
@@ -1045,22 +1517,29 @@ def main():
         tap.diag("kernel %s (copied to %s), cmdline %r"
                  % (tools["kernel"], kernel, CMDLINE))
 
-        a = Case("a", "gpu-vm-1: 16 devices on 4 cells", "sample-4n",
-                 "require",
+        a = Case("a", "gpu-vm-1: 16 devices on 4 cells, path fidelity",
+                 "sample-4n", "require",
                  input_path=os.path.join(args.source, "conf", "examples",
-                                         "gpu-vm-1.xml"))
+                                         "gpu-vm-1.xml"), standin="net")
         b = Case("b", "snc2 partial mapping", "snc2", "socket",
                  input_text=CASE_B_XML)
         c = Case("c", "NVMe without node stays on pcie.0", "sample-4n",
                  "legacy", input_text=CASE_C_XML)
         d = Case("d", "control: case a without ACPI", "sample-4n", "require",
                  control_of=a)
-        # Cases a-d check the one-pxb-per-cell shape, each device alone on
-        # a root port: topology cells (the default, paths, has its own
-        # guest cases under issue 15).
-        for k in (a, b, c):
+        # Cases b and c check the one-pxb-per-cell shape, each device alone
+        # on a root port (topology cells); a, f and g check the default
+        # (paths) in the guest, pair by pair (issue 15).
+        for k in (b, c):
             k.policy_json = '{"default": {"policy": "%s", "topology": "cells"}}' % k.policy
-        cases = [a, b, c, d]
+        cf = Case("f", "p5-like host: path fidelity", "guest-p5", None,
+                 input_text=two_cell_domain("guest-f", P5_DEVICES),
+                 standin="net")
+        cg = Case("g", "dual-socket host, dual-port NICs: path fidelity",
+                 "guest-dualport", None,
+                 input_text=two_cell_domain("guest-g", DUALPORT_DEVICES),
+                 standin="net")
+        cases = [a, b, c, d, cf, cg]
         if not args.filter or "e" in args.filter:
             try:
                 run_switch_case(tap, args, sess, hosts_built, kernel, initrd)
@@ -1076,7 +1555,8 @@ def main():
                 except Fatal:
                     continue
             tap.diag("---- case %s: %s (host %s, policy %s) ----"
-                     % (case.key, case.title, case.host, case.policy))
+                     % (case.key, case.title, case.host,
+                        case.policy or "(default)"))
             try:
                 run_case(tap, args, sess, case, hosts_built, kernel, initrd)
             except Fatal as e:
