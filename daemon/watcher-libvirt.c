@@ -109,6 +109,7 @@ struct dom_state {
         uint64_t last_event;            /* when its last DEFINED/UNDEFINED event came */
         uint64_t events;                /* DEFINED/UNDEFINED events so far */
         int last_detail;                /* of the last DEFINED event since our define; -1 none */
+        bool synced;                    /* due, and events sent before now are dispatched */
 
         /* Our last define, to be checked once its event is in and quiet. */
         bool verifying;
@@ -764,6 +765,29 @@ static void list_all(struct watcher *w) {
         free(doms);
 }
 
+/* libvirt's client reads an event off the socket in one turn of the loop
+ * and dispatches it in a later one: a domain whose timer runs out may have
+ * an edit's event read but not yet counted, and verify() would then take
+ * that edit for one inside the window.  So first a round trip (any event
+ * sent before its reply is read while waiting for it), then a few ms for
+ * the dispatch, and only then, if still due, the domain is looked at. */
+#define SYNC_DELAY_USEC (2 * USEC_PER_MSEC)
+static bool sync_events(struct watcher *w, uint64_t now) {
+        bool any = false;
+        for (size_t i = 0; i < w->n_states; i++) {
+                struct dom_state *s = w->states[i];
+                if (s->due && s->due <= now && !s->synced) {
+                        s->synced = true;
+                        s->due = now + SYNC_DELAY_USEC;
+                        any = true;
+                }
+        }
+        unsigned long v;
+        if (any)
+                (void) virConnectGetLibVersion(w->conn, &v);
+        return any;
+}
+
 /* One domain per turn of the loop: events that came meanwhile are
  * dispatched before the next one is looked at. */
 static void process_queue(int timer, void *opaque) {
@@ -776,6 +800,10 @@ static void process_queue(int timer, void *opaque) {
                 list_all(w);
         }
         uint64_t now = now_usec();
+        if (sync_events(w, now)) {
+                schedule(w);
+                return;
+        }
         struct dom_state *next = NULL;
         for (size_t i = 0; i < w->n_states; i++) {
                 struct dom_state *s = w->states[i];
@@ -784,6 +812,7 @@ static void process_queue(int timer, void *opaque) {
         }
         if (next) {
                 next->due = 0;
+                next->synced = false;
                 process_one(w, next);
         }
         schedule(w);
@@ -820,6 +849,7 @@ static int on_lifecycle(virConnectPtr conn, virDomainPtr dom, int event, int det
         if (event == VIR_DOMAIN_EVENT_DEFINED)
                 s->last_detail = detail;
         s->due = now + (uint64_t) w->settle_ms * USEC_PER_MSEC;
+        s->synced = false;
         schedule(w);
         return 0;
 }
