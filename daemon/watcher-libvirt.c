@@ -53,6 +53,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <time.h>
 
 #include "log.h"
@@ -927,6 +928,18 @@ static void try_connect(int timer, void *opaque) {
         recheck(w, NULL);
 }
 
+/* SIGTERM (pcinumad stopping us, or dying: PR_SET_PDEATHSIG) ends the
+ * loop like EOF does, so we close libvirt and free everything on the way
+ * out (the sanitizer pass checks for leaks at exit). */
+static void on_sigterm(int watch, int fd, int events, void *opaque) {
+        struct watcher *w = opaque;
+        struct signalfd_siginfo si;
+        (void) watch;
+        (void) events;
+        if (read(fd, &si, sizeof si) > 0)
+                w->parent_gone = true;
+}
+
 static void usage(FILE *f) {
         fprintf(f,
                 "Usage: pcinuma-watcher --uri URI [--log-target journal|stderr|auto] [--fd N]\n"
@@ -1018,6 +1031,10 @@ int main(int argc, char **argv) {
         /* Go when pcinumad goes, even if it is killed without closing. */
         (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
         signal(SIGPIPE, SIG_IGN);
+        sigset_t term;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        _cleanup_close_ int sfd = sigprocmask(SIG_BLOCK, &term, NULL) == 0 ? signalfd(-1, &term, SFD_CLOEXEC | SFD_NONBLOCK) : -1;
 
         virSetErrorFunc(NULL, silent_error_func);
         if (virEventRegisterDefaultImpl() < 0) {
@@ -1025,6 +1042,7 @@ int main(int argc, char **argv) {
                 return 1;
         }
         int watch = virEventAddHandle(w.fd, VIR_EVENT_HANDLE_READABLE, on_parent, &w, NULL);
+        int term_watch = sfd >= 0 ? virEventAddHandle(sfd, VIR_EVENT_HANDLE_READABLE, on_sigterm, &w, NULL) : -1;
         w.reconnect_timer = virEventAddTimeout(0, try_connect, &w, NULL);
         w.process_timer = virEventAddTimeout(-1, process_queue, &w, NULL);
         if (watch < 0 || w.reconnect_timer < 0 || w.process_timer < 0) {
@@ -1041,6 +1059,8 @@ int main(int argc, char **argv) {
 
         disconnect(&w);
         virEventRemoveHandle(watch);
+        if (term_watch >= 0)
+                virEventRemoveHandle(term_watch);
         virEventRemoveTimeout(w.reconnect_timer);
         virEventRemoveTimeout(w.process_timer);
         while (w.n_states > 0)
