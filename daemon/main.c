@@ -28,6 +28,10 @@ static void usage(FILE *f) {
                 "  --max-connections N     at most N clients at once (default 256)\n"
                 "  --allow-uid UID         also serve this uid (a session libvirtd's user); repeatable\n"
                 "  --watch-udev yes|no|auto  rescan on udev PCI events (auto: only for /sys)\n"
+                "  --settle-ms N           redefine a domain once its libvirt events have been quiet\n"
+                "                          for N ms (default 250)\n"
+                "  --state-dir DIR         keep the definitions pcinuma replaces in DIR/preimages\n"
+                "                          (default /var/lib/pcinuma)\n"
                 "  --version               print the version\n");
 }
 
@@ -44,6 +48,8 @@ int main(int argc, char **argv) {
                 ARG_WATCH_UDEV,
                 ARG_VERSION,
                 ARG_WATCHER_PROGRAM,
+                ARG_SETTLE_MS,
+                ARG_STATE_DIR,
         };
         static const struct option opts[] = {
                 { "sysfs-root", required_argument, NULL, ARG_SYSFS_ROOT },
@@ -57,6 +63,8 @@ int main(int argc, char **argv) {
                 { "watch-udev", required_argument, NULL, ARG_WATCH_UDEV },
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "watcher-program", required_argument, NULL, ARG_WATCHER_PROGRAM },
+                { "settle-ms", required_argument, NULL, ARG_SETTLE_MS },
+                { "state-dir", required_argument, NULL, ARG_STATE_DIR },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
@@ -70,6 +78,8 @@ int main(int argc, char **argv) {
                 .max_connections = 256,
                 .watch_udev = -1,
                 .log_target = "auto",
+                .settle_ms = 250,
+                .state_dir = "/var/lib/pcinuma",
         };
         enum log_target target = LOG_TARGET_AUTO;
         uint64_t v;
@@ -132,6 +142,20 @@ int main(int argc, char **argv) {
                                 fprintf(stderr, "pcinumad: --watch-udev: expected yes, no or auto, not '%s'\n", optarg);
                                 return 2;
                         }
+                        break;
+                case ARG_SETTLE_MS:
+                        if (parse_uint(optarg, 10, 60000, &v) < 0) {
+                                fprintf(stderr, "pcinumad: --settle-ms: expected 0..60000, not '%s'\n", optarg);
+                                return 2;
+                        }
+                        cfg.settle_ms = (unsigned) v;
+                        break;
+                case ARG_STATE_DIR:
+                        if (optarg[0] != '/') {
+                                fprintf(stderr, "pcinumad: --state-dir: expected an absolute path, not '%s'\n", optarg);
+                                return 2;
+                        }
+                        cfg.state_dir = optarg;
                         break;
                 case ARG_VERSION:
                         printf("pcinumad %s\n", PCINUMA_VERSION);

@@ -37,6 +37,8 @@ struct manager_config {
         const char *libvirt_uri;        /* "none" disables the libvirt watcher */
         const char *watcher_program;    /* NULL: watcher_find_program() */
         const char *log_target;         /* passed on to the watcher: journal, stderr, auto */
+        unsigned settle_ms;             /* passed on: quiet time before a domain is redefined */
+        const char *state_dir;          /* passed on: pre-images go to STATE_DIR/preimages */
         unsigned request_timeout_ms;    /* per-connection read timeout */
         unsigned max_connections;
         int watch_udev;                 /* 1 yes, 0 no, -1 auto: only for the real /sys */

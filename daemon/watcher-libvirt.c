@@ -14,26 +14,50 @@
  * pcinumad starts it with one end of a socketpair on fd 3 and talks the
  * hook protocol's framing (4-byte length + JSON object) over it:
  *   to pcinumad:   {"type":"plan","id":N,"xml":"…"}
- *                  {"type":"status","connected":b,"redefinitions":n,"failures":n,"last_error":s}
+ *                  {"type":"status","connected":b,"redefinitions":n,"failures":n,"last_error":s,
+ *                   "settle_ms":n,"pending":n,"events":n,"conflicts":n,"undone":n,
+ *                   "windows":n,"window_us_sum":n,"window_us_max":n}
  *   from pcinumad: {"type":"planned","id":N,"redefine":b,"xml":s,"summary":s,"prio":n,
  *                   "fields":[["PCINUMA_…","value"],…]}
  *                  {"type":"recheck"}   (every domain)   {"type":"recheck","uuid":"…"}
  * All planning happens in pcinumad, which owns the host map and the
  * policy; this process only talks to libvirt, and logs what it did with
  * the same fields and MESSAGE_IDs as before.  It exits when pcinumad
- * closes its end (or dies: PR_SET_PDEATHSIG). */
+ * closes its end (or dies: PR_SET_PDEATHSIG).
+ *
+ * Users edit domains while this process redefines them, and libvirt has
+ * no compare-and-swap (issue 13).  So:
+ *   - a domain is looked at only once its DEFINED/UNDEFINED events have
+ *     been quiet for --settle-ms, so a burst of edits settles first (a
+ *     recheck pcinumad asks for, e.g. after a refused start, is acted on
+ *     at once: a start means the editing is over);
+ *   - the plan is defined only if a re-read of the definition, the last
+ *     call before the define, equals what was planned from; otherwise it
+ *     is planned again (MAX_ROUNDS times at most);
+ *   - the definition it replaces is saved first (preimage.h);
+ *   - what cannot be prevented is detected afterwards: once the events
+ *     after our define are quiet, more of them than our define and the
+ *     changes we saw explain means another define landed between the
+ *     re-read and ours (a conflict, logged, then planned again); our own
+ *     event saying ADDED means our define re-created a domain a user had
+ *     undefined meanwhile, which is undefined again. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <getopt.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
+#include <libxml/parser.h>
+#include <libxml/relaxng.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <time.h>
 
 #include "log.h"
+#include "preimage.h"
 #include "protocol.h"
 #include <limits.h>
 
@@ -43,6 +67,20 @@
  * plan is not idempotent for it (a bug): stop and say so rather than spin. */
 #define LOOP_LIMIT 4
 #define LOOP_WINDOW_SEC 60
+/* Re-reads that differ from what was planned before we give up for now
+ * (the domain's next event brings it back). */
+#define MAX_ROUNDS 5
+/* Our define's own event is normally in within milliseconds; without it
+ * the define cannot be checked, and after this long we stop waiting. */
+#define VERIFY_TIMEOUT_USEC (10 * USEC_PER_SEC)
+#define USEC_PER_MSEC UINT64_C(1000)
+#define USEC_PER_SEC UINT64_C(1000000)
+#define SETTLE_MS_DEFAULT 250
+#define SETTLE_MS_MAX 60000
+#define STATE_DIR_DEFAULT "/var/lib/pcinuma"
+#define MARK_NS "urn:pcinuma:topology:1"
+/* libvirt's domain schema, shipped with the client library (libvirt0). */
+#define LIBVIRT_DOMAIN_SCHEMA "/usr/share/libvirt/schemas/domain.rng"
 
 struct redefine_plan {
         bool redefine;
@@ -65,11 +103,32 @@ static void redefine_plan_done(struct redefine_plan *p) {
         p->msg = NULL;
 }
 
-struct loop_guard {
+/* What the watcher knows of one domain, by UUID. */
+struct dom_state {
         char uuid[VIR_UUID_STRING_BUFLEN];
-        unsigned count;
-        time_t first;
-        bool stopped;
+        uint64_t due;                   /* CLOCK_MONOTONIC usec to look at it; 0: nothing to do */
+        uint64_t last_event;            /* when its last DEFINED/UNDEFINED event came */
+        uint64_t events;                /* DEFINED/UNDEFINED events so far */
+        int last_detail;                /* of the last DEFINED event since our define; -1 none */
+        bool synced;                    /* due, and events sent before now are dispatched */
+
+        /* Our last define, to be checked once its event is in and quiet. */
+        bool verifying;
+        uint64_t verify_base;           /* events when we defined (none come in during processing) */
+        uint64_t verify_expected;       /* events our define and the changes we saw explain */
+        uint64_t verify_started;
+        char *readback;                 /* the definition right after our define */
+        char *preimage;                 /* the file of what it replaced */
+        /* Set by verify() when more events came than our define explains
+         * and our definition is still there; confirmed by the next plan. */
+        bool suspect;
+        uint64_t suspect_events;
+        char *suspect_preimage;
+
+        /* The loop guard: a plan that does not converge is a bug. */
+        unsigned loop_count;
+        time_t loop_first;
+        bool loop_stopped;
 };
 
 struct watcher {
@@ -84,16 +143,23 @@ struct watcher {
         uint64_t n_redefined, n_failed;
         char *last_error;
 
+        uint64_t n_events, n_conflicts, n_undone;
+        uint64_t n_windows, window_us_sum, window_us_max;
+        size_t last_pending;            /* as last reported */
+
+        unsigned settle_ms;
+        struct preimage_store *preimages;
+        xmlRelaxNGPtr schema;           /* NULL: the define validates */
+
         virConnectPtr conn;
         int lifecycle_cb;
         int reconnect_timer;
         int process_timer;
         int backoff_ms;
         unsigned failed_attempts;
-        char **queue;                   /* UUIDs to look at; "*" = all */
-        size_t n_queue;
-        struct loop_guard *guards;
-        size_t n_guards;
+        bool check_all;                 /* list every persistent domain at the next turn */
+        struct dom_state **states;      /* pointers: a state stays put while the array grows */
+        size_t n_states;
 };
 
 static void silent_error_func(void *userdata, virErrorPtr err) {
@@ -108,7 +174,7 @@ static const char *lv_error(void) {
 
 /* --- the link to pcinumad ------------------------------------------------- */
 
-static void enqueue(struct watcher *w, const char *uuid);
+static void recheck(struct watcher *w, const char *uuid);
 
 /* Write a whole frame; the fd is non-blocking, so wait for room. */
 static bool send_msg(struct watcher *w, json_object *o) {
@@ -142,6 +208,16 @@ static void send_status(struct watcher *w) {
         json_object_object_add(o, "redefinitions", json_object_new_int64((int64_t) w->n_redefined));
         json_object_object_add(o, "failures", json_object_new_int64((int64_t) w->n_failed));
         json_object_object_add(o, "last_error", w->last_error ? json_object_new_string(w->last_error) : NULL);
+        /* For pcinumactl status and the race suite, which waits for
+         * "pending": 0 before it judges a domain. */
+        json_object_object_add(o, "settle_ms", json_object_new_int64(w->settle_ms));
+        json_object_object_add(o, "pending", json_object_new_int64((int64_t) w->last_pending));
+        json_object_object_add(o, "events", json_object_new_int64((int64_t) w->n_events));
+        json_object_object_add(o, "conflicts", json_object_new_int64((int64_t) w->n_conflicts));
+        json_object_object_add(o, "undone", json_object_new_int64((int64_t) w->n_undone));
+        json_object_object_add(o, "windows", json_object_new_int64((int64_t) w->n_windows));
+        json_object_object_add(o, "window_us_sum", json_object_new_int64((int64_t) w->window_us_sum));
+        json_object_object_add(o, "window_us_max", json_object_new_int64((int64_t) w->window_us_max));
         (void) send_msg(w, o);
 }
 
@@ -178,9 +254,9 @@ static void handle_msg(json_object *o, void *userdata) {
         const char *type = json_object_object_get_ex(o, "type", &t) ? json_object_get_string(t) : NULL;
         if (type && streq(type, "recheck")) {
                 if (json_object_object_get_ex(o, "uuid", &u) && json_object_is_type(u, json_type_string))
-                        enqueue(w, json_object_get_string(u));
+                        recheck(w, json_object_get_string(u));
                 else
-                        enqueue(w, "*");
+                        recheck(w, NULL);
         } else if (type && streq(type, "planned") && ret_planned && !*ret_planned)
                 *ret_planned = json_object_get(o);
         else
@@ -276,164 +352,506 @@ static bool plan_on_main(struct watcher *w, const char *xml, struct redefine_pla
         return true;
 }
 
-/* --- libvirt ------------------------------------------------------------- */
+/* --- the domains we know of ---------------------------------------------- */
 
-static void schedule_processing(struct watcher *w) {
-        virEventUpdateTimeout(w->process_timer, 0);
+static uint64_t now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
 }
 
-static void enqueue(struct watcher *w, const char *uuid) {
-        for (size_t i = 0; i < w->n_queue; i++)
-                if (streq(w->queue[i], uuid) || streq(w->queue[i], "*"))
-                        return;
-        *GROW(w->queue, w->n_queue) = xstrdup(uuid);
-        schedule_processing(w);
+static void verify_clear(struct dom_state *s) {
+        s->verifying = false;
+        free(s->readback);
+        s->readback = NULL;
+        free(s->preimage);
+        s->preimage = NULL;
 }
 
-static struct loop_guard *guard_for(struct watcher *w, const char *uuid) {
-        time_t now = time(NULL);
-        for (size_t i = 0; i < w->n_guards; i++)
-                if (streq(w->guards[i].uuid, uuid)) {
-                        if (now - w->guards[i].first > LOOP_WINDOW_SEC && !w->guards[i].stopped) {
-                                w->guards[i].first = now;
-                                w->guards[i].count = 0;
-                        }
-                        return &w->guards[i];
+static struct dom_state *state_find(struct watcher *w, const char *uuid, bool create) {
+        for (size_t i = 0; i < w->n_states; i++)
+                if (streq(w->states[i]->uuid, uuid))
+                        return w->states[i];
+        if (!create)
+                return NULL;
+        struct dom_state *s = xcalloc(1, sizeof(*s));
+        snprintf(s->uuid, sizeof s->uuid, "%s", uuid);
+        s->last_detail = -1;
+        *GROW(w->states, w->n_states) = s;
+        return s;
+}
+
+/* A domain that is gone leaves nothing behind: the table stays as large
+ * as the set of domains. */
+static void state_forget(struct watcher *w, struct dom_state *s) {
+        for (size_t i = 0; i < w->n_states; i++)
+                if (w->states[i] == s) {
+                        w->states[i] = w->states[--w->n_states];
+                        break;
                 }
-        struct loop_guard *g = GROW(w->guards, w->n_guards);
-        snprintf(g->uuid, sizeof g->uuid, "%s", uuid);
-        g->first = now;
-        return g;
+        verify_clear(s);
+        free(s->suspect_preimage);
+        free(s);
 }
 
-static void process_domain(struct watcher *w, virDomainPtr dom) {
-        const char *name = virDomainGetName(dom);
-        char uuid[VIR_UUID_STRING_BUFLEN] = "";
-        (void) virDomainGetUUIDString(dom, uuid);
+static size_t count_pending(struct watcher *w) {
+        size_t n = 0;
+        for (size_t i = 0; i < w->n_states; i++)
+                n += w->states[i]->due || w->states[i]->verifying;
+        return n + w->check_all;
+}
 
+/* Arm the processing timer for the earliest due domain, and tell
+ * pcinumad when the number of pending domains changed. */
+static void schedule(struct watcher *w) {
+        uint64_t now = now_usec(), next = 0;
+        for (size_t i = 0; i < w->n_states; i++) {
+                uint64_t d = w->states[i]->due;
+                if (d && (!next || d < next))
+                        next = d;
+        }
+        int ms = -1;
+        if (w->check_all || (next && next <= now))
+                ms = 0;
+        else if (next)
+                ms = (int) ((next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC);
+        virEventUpdateTimeout(w->process_timer, ms);
+        size_t pending = count_pending(w);
+        if (pending != w->last_pending) {
+                w->last_pending = pending;
+                send_status(w);
+        }
+}
+
+/* pcinumad asks (a start found the domain unplanned, the host or the
+ * policy changed): not an edit, so no waiting for quiet (NULL: all). */
+static void recheck(struct watcher *w, const char *uuid) {
+        if (!uuid)
+                w->check_all = true;
+        else if (strlen(uuid) < VIR_UUID_STRING_BUFLEN)
+                state_find(w, uuid, true)->due = now_usec();
+        schedule(w);
+}
+
+/* --- reading and logging ------------------------------------------------- */
+
+/* The persistent definition (SECURE: a redefinition must not lose
+ * passwords and keys), or NULL when the domain is gone or transient. */
+static char *read_definition(virDomainPtr dom) {
         if (virDomainIsPersistent(dom) != 1)
-                return;   /* transient: the prepare gate handles it */
+                return NULL;
+        return virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE);
+}
 
-        /* SECURE: a redefinition must not lose passwords and keys. */
-        char *xml = virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE);
-        if (!xml) {
-                log_msg(LOG_WARNING, "Cannot read the definition of domain %s: %s, ignoring", name, lv_error());
+static void conflict_fields(struct log_fields *f, const char *name, const struct dom_state *s, const char *kind,
+                            uint64_t events, const char *preimage) {
+        log_fields_add(f, "PCINUMA_DOMAIN", "%s", name);
+        log_fields_add(f, "PCINUMA_UUID", "%s", s->uuid);
+        log_fields_add(f, "PCINUMA_CONFLICT", "%s", kind);
+        log_fields_add(f, "PCINUMA_EVENTS", "%" PRIu64, events);
+        if (preimage)
+                log_fields_add(f, "PCINUMA_PREIMAGE", "%s", preimage);
+}
+
+static void redefine_failed(struct watcher *w, struct redefine_plan *plan, const char *name, const char *why) {
+        log_fields_add(&plan->fields, "PCINUMA_LIBVIRT_ERROR", "%s", why);
+        log_event(LOG_ERR, PCINUMA_MID_REDEFINE_FAILED, &plan->fields,
+                  "Domain %s was not redefined; its definition is unchanged: %s", name, why);
+        count_result(w, false);
+        _cleanup_free_ char *msg = xasprintf("redefining %s: %s", name, why);
+        set_last_error(w, msg);
+}
+
+/* --- checking our last define ------------------------------------------- */
+
+/* Our define re-created a domain that was undefined meanwhile (its event
+ * said ADDED).  Undefine it again, unless it runs now (someone started
+ * what we brought back: theirs to remove) or holds anything but our own
+ * definition. */
+static void undo_recreate(struct watcher *w, struct dom_state *s, virDomainPtr dom, const char *name) {
+        struct log_fields f = {0};
+        if (virDomainIsActive(dom) == 1) {
+                conflict_fields(&f, name, s, "recreated-running", s->events - s->verify_base, s->preimage);
+                log_event(LOG_WARNING, PCINUMA_MID_REDEFINE_CONFLICT, &f,
+                          "Domain %s was undefined while pcinuma redefined it, and pcinuma's define brought it back; "
+                          "it is running now, so pcinuma leaves it ('virsh undefine %s' removes it again)", name, name);
+                w->n_conflicts++;
+                log_fields_done(&f);
                 return;
+        }
+        /* The last look before the undefine: a definition that is not
+         * ours any more is a user's, and must stay. */
+        _cleanup_free_ char *cur = read_definition(dom);
+        if (!cur || !streq(cur, s->readback))
+                return;
+        unsigned flags = VIR_DOMAIN_UNDEFINE_KEEP_NVRAM;
+#if LIBVIR_CHECK_VERSION(8, 9, 0)
+        flags |= VIR_DOMAIN_UNDEFINE_KEEP_TPM;
+#endif
+        bool ok = virDomainUndefineFlags(dom, flags) == 0;
+        conflict_fields(&f, name, s, ok ? "recreated" : "recreated-kept", s->events - s->verify_base, s->preimage);
+        if (ok)
+                log_event(LOG_WARNING, PCINUMA_MID_REDEFINE_CONFLICT, &f,
+                          "Domain %s was undefined while pcinuma redefined it, and pcinuma's define brought it back; "
+                          "pcinuma undefined it again", name);
+        else
+                log_event(LOG_ERR, PCINUMA_MID_REDEFINE_CONFLICT, &f,
+                          "Domain %s was undefined while pcinuma redefined it, and pcinuma's define brought it back; "
+                          "undefining it again failed (%s): 'virsh undefine %s' removes it", name, lv_error(), name);
+        w->n_conflicts++;
+        w->n_undone += ok;
+        log_fields_done(&f);
+}
+
+/* Judge our last define from the events that came after it (see the top
+ * of this file).  True when there is nothing more to do for the domain. */
+static bool verify(struct watcher *w, struct dom_state *s, virDomainPtr dom) {
+        _cleanup_free_ char *cur = dom ? read_definition(dom) : NULL;
+        bool done = true;
+        if (!cur)
+                ;       /* undefined (or made transient) after our define: nothing of ours is left */
+        else if (!s->readback || !streq(cur, s->readback))
+                done = false;   /* a newer definition replaced ours (or we cannot tell): plan it as usual */
+        else if (s->last_detail == VIR_DOMAIN_EVENT_DEFINED_ADDED)
+                undo_recreate(w, s, dom, virDomainGetName(dom));
+        else if (s->events - s->verify_base > s->verify_expected) {
+                /* An extra define, and ours is what libvirt holds: it came
+                 * between our re-read and our define -- or right after
+                 * our define, before our read-back.  The plan that follows
+                 * tells: only our own output needs no redefinition. */
+                s->suspect = true;
+                s->suspect_events = s->events - s->verify_base;
+                free(s->suspect_preimage);
+                s->suspect_preimage = s->preimage ? xstrdup(s->preimage) : NULL;
+                done = false;
+        } else
+                done = false;   /* clean: the usual look confirms the plan is stable */
+        verify_clear(s);
+        send_status(w);
+        return done;
+}
+
+/* --- validating --------------------------------------------------------- */
+
+/* The plan is checked against libvirt's schema here, before the re-read,
+ * rather than by the define (VIR_DOMAIN_DEFINE_VALIDATE costs ~20 ms for
+ * 16 devices, all of it inside the window between our re-read and our
+ * define).  Without the schema file, the define validates. */
+static xmlRelaxNGPtr load_schema(void) {
+        xmlRelaxNGParserCtxtPtr pc = xmlRelaxNGNewParserCtxt(LIBVIRT_DOMAIN_SCHEMA);
+        xmlRelaxNGPtr schema = pc ? xmlRelaxNGParse(pc) : NULL;
+        if (pc)
+                xmlRelaxNGFreeParserCtxt(pc);
+        if (!schema)
+                log_msg(LOG_NOTICE, "Cannot load libvirt's schema %s; libvirt validates each redefinition itself "
+                                    "(a wider window for concurrent edits)", LIBVIRT_DOMAIN_SCHEMA);
+        return schema;
+}
+
+static void quiet_error(void *ctx, const xmlError *e) {
+        (void) ctx;
+        (void) e;
+}
+
+/* True when xml is valid under the schema (a failure here only hands the
+ * judgement to libvirt: the define then validates). */
+static bool schema_valid(xmlRelaxNGPtr schema, const char *xml) {
+        if (!schema)
+                return false;
+        xmlDocPtr doc = xmlReadMemory(xml, (int) strlen(xml), "plan.xml", NULL, XML_PARSE_NONET | XML_PARSE_NOERROR |
+                                                                               XML_PARSE_NOWARNING);
+        xmlRelaxNGValidCtxtPtr vc = doc ? xmlRelaxNGNewValidCtxt(schema) : NULL;
+        bool ok = false;
+        if (vc) {
+                xmlRelaxNGSetValidStructuredErrors(vc, (xmlStructuredErrorFunc) quiet_error, NULL);
+                ok = xmlRelaxNGValidateDoc(vc, doc) == 0;
+                xmlRelaxNGFreeValidCtxt(vc);
+        }
+        xmlFreeDoc(doc);
+        return ok;
+}
+
+/* --- redefining ---------------------------------------------------------- */
+
+/* verify() suspected an overwritten define, and the plan of what libvirt
+ * holds now confirms it is our own output. */
+static void report_overwritten(struct watcher *w, struct dom_state *s, const char *name) {
+        struct log_fields f = {0};
+        conflict_fields(&f, name, s, "overwritten", s->suspect_events, s->suspect_preimage);
+        log_event(LOG_WARNING, PCINUMA_MID_REDEFINE_CONFLICT, &f,
+                  "Domain %s: another definition of it landed between pcinuma's last read and its redefinition, "
+                  "and pcinuma's define replaced it (libvirt has no compare-and-swap); what pcinuma read is in %s. "
+                  "If a change is missing, define it again",
+                  name, s->suspect_preimage ? s->suspect_preimage : "no pre-image");
+        log_fields_done(&f);
+        w->n_conflicts++;
+        send_status(w);
+}
+
+/* The loop guard and the log of a plan that changes nothing.  True when
+ * the plan should be defined. */
+static bool should_define(struct dom_state *s, const char *name, const char *xml, struct redefine_plan *plan) {
+        time_t now = time(NULL);
+        if (!s->loop_stopped && now - s->loop_first > LOOP_WINDOW_SEC) {
+                s->loop_first = now;
+                s->loop_count = 0;
         }
         /* A definition without our mark is new input from the user: it
-         * starts a fresh count for the loop guard below. */
-        bool ours = strstr(xml, "urn:pcinuma:topology:1") != NULL;
-        struct loop_guard *g = guard_for(w, uuid);
+         * starts a fresh count. */
+        bool ours = strstr(xml, MARK_NS) != NULL;
         if (!ours) {
-                g->count = 0;
-                g->stopped = false;
+                s->loop_count = 0;
+                s->loop_stopped = false;
         }
-        struct redefine_plan plan = {0};
-        bool ok = plan_on_main(w, xml, &plan);
-        free(xml);
-        if (!ok)
-                return;
-        if (!plan.redefine) {
-                g->count = 0;   /* stable */
-                if (plan.summary)
-                        log_msg(plan.prio, "Domain %s: %s", name, plan.summary);
-                redefine_plan_done(&plan);
-                return;
+        if (!plan->redefine) {
+                s->loop_count = 0;      /* stable */
+                if (plan->summary)
+                        log_msg(plan->prio, "Domain %s: %s", name, plan->summary);
+                return false;
         }
-
-        if (g->stopped) {
-                redefine_plan_done(&plan);
-                return;
-        }
+        if (s->loop_stopped)
+                return false;
         /* Only re-plans of our own output count: those must converge at
          * once (plan(dumpxml(plan(x))) is dumpxml(plan(x))). */
-        if (ours && ++g->count > LOOP_LIMIT) {
-                g->stopped = true;
-                log_event(LOG_ERR, PCINUMA_MID_REDEFINE_FAILED, &plan.fields,
+        if (ours && ++s->loop_count > LOOP_LIMIT) {
+                s->loop_stopped = true;
+                log_event(LOG_ERR, PCINUMA_MID_REDEFINE_FAILED, &plan->fields,
                           "Domain %s was re-planned %u times within %d s without settling: "
                           "not redefining it again until pcinumad restarts (please report this as a bug)",
                           name, LOOP_LIMIT, LOOP_WINDOW_SEC);
-                redefine_plan_done(&plan);
-                return;
+                return false;
         }
-
-        virDomainPtr nd = virDomainDefineXMLFlags(w->conn, plan.out_xml, VIR_DOMAIN_DEFINE_VALIDATE);
-        if (!nd) {
-                const char *e = lv_error();
-                log_fields_add(&plan.fields, "PCINUMA_LIBVIRT_ERROR", "%s", e);
-                log_event(LOG_ERR, PCINUMA_MID_REDEFINE_FAILED, &plan.fields,
-                          "libvirt rejected the planned definition of domain %s; its definition is unchanged: %s", name, e);
-                count_result(w, false);
-                _cleanup_free_ char *msg = xasprintf("redefining %s: %s", name, e);
-                set_last_error(w, msg);
-        } else {
-                bool running = virDomainIsActive(dom) == 1;
-                log_event(LOG_INFO, PCINUMA_MID_DOMAIN_REDEFINED, &plan.fields, "Domain %s redefined: %s%s", name, plan.summary,
-                          running ? " (it is running: the new layout applies at its next start)" : "");
-                virDomainFree(nd);
-                count_result(w, true);
-        }
-        redefine_plan_done(&plan);
+        return true;
 }
 
+static void note_window(struct watcher *w, uint64_t us) {
+        w->n_windows++;
+        w->window_us_sum += us;
+        if (us > w->window_us_max)
+                w->window_us_max = us;
+}
+
+enum commit_result { COMMIT_DONE, COMMIT_CHANGED };
+
+/* Save the pre-image, re-read, and define the plan only if the re-read
+ * is what was planned from.  Between the re-read and the define there is
+ * nothing but a string compare: that gap is the window no API closes.
+ * On COMMIT_CHANGED, *xml is the new definition to plan. */
+static enum commit_result commit(struct watcher *w, struct dom_state *s, virDomainPtr dom, const char *name, char **xml,
+                                 struct redefine_plan *plan, unsigned changes) {
+        _cleanup_free_ char *pre = NULL, *err = NULL;
+        unsigned flags = schema_valid(w->schema, plan->out_xml) ? 0 : VIR_DOMAIN_DEFINE_VALIDATE;
+        if (preimage_save(w->preimages, name, s->uuid, *xml, &pre, &err) < 0) {
+                redefine_failed(w, plan, name, err);
+                return COMMIT_DONE;
+        }
+        uint64_t t0 = now_usec();
+        char *cur = read_definition(dom);
+        if (!cur || !streq(cur, *xml)) {
+                preimage_discard(w->preimages, pre);
+                if (!cur) {
+                        log_msg(LOG_INFO, "Domain %s was undefined or made transient while pcinuma planned it; "
+                                          "not redefining it", name);
+                        return COMMIT_DONE;
+                }
+                log_msg(LOG_DEBUG, "Domain %s changed while pcinuma planned it; planning again", name);
+                free(*xml);
+                *xml = cur;
+                return COMMIT_CHANGED;
+        }
+        free(cur);
+        virDomainPtr nd = virDomainDefineXMLFlags(w->conn, plan->out_xml, flags);
+        note_window(w, now_usec() - t0);
+        if (!nd) {
+                preimage_discard(w->preimages, pre);
+                redefine_failed(w, plan, name, lv_error());
+                return COMMIT_DONE;
+        }
+        preimage_prune(w->preimages, pre, s->uuid);
+        /* Check it once its event is in: see verify().  No event comes in
+         * while we process, so the count now is the count at the define. */
+        verify_clear(s);
+        s->verifying = true;
+        s->verify_base = s->events;
+        s->verify_expected = 1 + changes;
+        s->verify_started = now_usec();
+        s->readback = virDomainGetXMLDesc(nd, VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE);
+        s->preimage = TAKE_PTR(pre);
+        s->last_detail = -1;
+        s->due = s->verify_started + VERIFY_TIMEOUT_USEC;
+        virDomainFree(nd);
+
+        bool running = virDomainIsActive(dom) == 1;
+        log_fields_add(&plan->fields, "PCINUMA_PREIMAGE", "%s", s->preimage);
+        log_event(LOG_INFO, PCINUMA_MID_DOMAIN_REDEFINED, &plan->fields, "Domain %s redefined: %s%s", name, plan->summary,
+                  running ? " (it is running: the new layout applies at its next start)" : "");
+        count_result(w, true);
+        return COMMIT_DONE;
+}
+
+/* Plan from the definition, define if still current; plan again when it
+ * changed meanwhile. */
+static void redefine(struct watcher *w, struct dom_state *s, virDomainPtr dom) {
+        const char *name = virDomainGetName(dom);
+        _cleanup_free_ char *xml = read_definition(dom);
+        if (!xml) {
+                s->suspect = false;
+                return;   /* gone, or transient: the prepare gate handles those */
+        }
+        for (unsigned round = 0; round < MAX_ROUNDS; round++) {
+                struct redefine_plan plan = {0};
+                if (!plan_on_main(w, xml, &plan))
+                        return;
+                if (s->suspect && round == 0 && !plan.redefine)
+                        report_overwritten(w, s, name);
+                s->suspect = false;
+                enum commit_result r = COMMIT_DONE;
+                if (should_define(s, name, xml, &plan))
+                        r = commit(w, s, dom, name, &xml, &plan, round);
+                redefine_plan_done(&plan);
+                if (r == COMMIT_DONE)
+                        return;
+        }
+        log_msg(LOG_WARNING, "Domain %s changed %d times while pcinuma planned it; not redefining it now "
+                             "(it is looked at again once its events are quiet for %u ms)", name, MAX_ROUNDS, w->settle_ms);
+}
+
+/* One due domain: check our last define of it, then plan it. */
+static void process_one(struct watcher *w, struct dom_state *s) {
+        uint64_t now = now_usec();
+        if (s->verifying) {
+                uint64_t quiet = s->last_event + (uint64_t) w->settle_ms * USEC_PER_MSEC;
+                bool have_event = s->events > s->verify_base;
+                if (!have_event && now < s->verify_started + VERIFY_TIMEOUT_USEC) {
+                        s->due = s->verify_started + VERIFY_TIMEOUT_USEC;
+                        return;   /* our event's arrival makes it due */
+                }
+                if (have_event && now < quiet) {
+                        s->due = quiet;
+                        return;
+                }
+                if (!have_event) {
+                        log_msg(LOG_WARNING, "No libvirt event came for pcinuma's define of domain %s within %" PRIu64
+                                             " s; it cannot be checked for a concurrent edit", s->uuid,
+                                VERIFY_TIMEOUT_USEC / USEC_PER_SEC);
+                        verify_clear(s);
+                }
+        }
+        virDomainPtr dom = virDomainLookupByUUIDString(w->conn, s->uuid);
+        bool done = s->verifying && verify(w, s, dom);
+        if (!dom) {
+                state_forget(w, s);
+                return;
+        }
+        if (!done)
+                redefine(w, s, dom);
+        virDomainFree(dom);
+}
+
+static void list_all(struct watcher *w) {
+        virDomainPtr *doms = NULL;
+        int n = virConnectListAllDomains(w->conn, &doms, VIR_CONNECT_LIST_DOMAINS_PERSISTENT);
+        if (n < 0)
+                log_msg(LOG_WARNING, "Cannot list libvirt's domains: %s", lv_error());
+        uint64_t now = now_usec();
+        for (int i = 0; i < n; i++) {
+                char uuid[VIR_UUID_STRING_BUFLEN] = "";
+                if (virDomainGetUUIDString(doms[i], uuid) == 0) {
+                        struct dom_state *s = state_find(w, uuid, true);
+                        if (!s->due)
+                                s->due = now;   /* one still settling keeps its time */
+                }
+                virDomainFree(doms[i]);
+        }
+        free(doms);
+}
+
+/* libvirt's client reads an event off the socket in one turn of the loop
+ * and dispatches it in a later one: a domain whose timer runs out may have
+ * an edit's event read but not yet counted, and verify() would then take
+ * that edit for one inside the window.  So first a round trip (any event
+ * sent before its reply is read while waiting for it), then a few ms for
+ * the dispatch, and only then, if still due, the domain is looked at. */
+#define SYNC_DELAY_USEC (2 * USEC_PER_MSEC)
+static bool sync_events(struct watcher *w, uint64_t now) {
+        bool any = false;
+        for (size_t i = 0; i < w->n_states; i++) {
+                struct dom_state *s = w->states[i];
+                if (s->due && s->due <= now && !s->synced) {
+                        s->synced = true;
+                        s->due = now + SYNC_DELAY_USEC;
+                        any = true;
+                }
+        }
+        unsigned long v;
+        if (any)
+                (void) virConnectGetLibVersion(w->conn, &v);
+        return any;
+}
+
+/* One domain per turn of the loop: events that came meanwhile are
+ * dispatched before the next one is looked at. */
 static void process_queue(int timer, void *opaque) {
         struct watcher *w = opaque;
         virEventUpdateTimeout(timer, -1);
-        if (!w->conn) {
-                return;   /* processed again after the reconnect lists everything */
+        if (!w->conn)
+                return;   /* the reconnect lists everything again */
+        if (w->check_all) {
+                w->check_all = false;
+                list_all(w);
         }
-        char **queue = w->queue;
-        size_t n = w->n_queue;
-        w->queue = NULL;
-        w->n_queue = 0;
-        bool all = false;
-        for (size_t i = 0; i < n; i++)
-                all = all || streq(queue[i], "*");
-        if (all) {
-                virDomainPtr *doms = NULL;
-                int nd = virConnectListAllDomains(w->conn, &doms, VIR_CONNECT_LIST_DOMAINS_PERSISTENT);
-                if (nd < 0)
-                        log_msg(LOG_WARNING, "Cannot list libvirt's domains: %s", lv_error());
-                for (int i = 0; i < nd; i++) {
-                        process_domain(w, doms[i]);
-                        virDomainFree(doms[i]);
-                }
-                free(doms);
-        } else {
-                for (size_t i = 0; i < n; i++) {
-                        virDomainPtr dom = virDomainLookupByUUIDString(w->conn, queue[i]);
-                        if (!dom)
-                                continue;   /* undefined meanwhile */
-                        process_domain(w, dom);
-                        virDomainFree(dom);
-                }
+        uint64_t now = now_usec();
+        if (sync_events(w, now)) {
+                schedule(w);
+                return;
         }
-        for (size_t i = 0; i < n; i++)
-                free(queue[i]);
-        free(queue);
+        struct dom_state *next = NULL;
+        for (size_t i = 0; i < w->n_states; i++) {
+                struct dom_state *s = w->states[i];
+                if (s->due && s->due <= now && (!next || s->due < next->due))
+                        next = s;
+        }
+        if (next) {
+                next->due = 0;
+                next->synced = false;
+                process_one(w, next);
+        }
+        schedule(w);
+}
+
+static void log_start_stop(virDomainPtr dom, const char *uuid, bool started) {
+        /* The hook skips the daemon for these phases (they must cost
+         * nothing); the journal still gets the VM's history. */
+        struct log_fields f = {0};
+        log_fields_add(&f, "PCINUMA_DOMAIN", "%s", virDomainGetName(dom));
+        log_fields_add(&f, "PCINUMA_UUID", "%s", uuid);
+        log_fields_add(&f, "PCINUMA_PHASE", "%s", started ? "started" : "stopped");
+        log_event(LOG_INFO, started ? PCINUMA_MID_DOMAIN_STARTED : PCINUMA_MID_DOMAIN_STOPPED, &f, "Domain %s %s",
+                  virDomainGetName(dom), started ? "started" : "stopped");
+        log_fields_done(&f);
 }
 
 static int on_lifecycle(virConnectPtr conn, virDomainPtr dom, int event, int detail, void *opaque) {
         struct watcher *w = opaque;
         (void) conn;
-        (void) detail;
         char uuid[VIR_UUID_STRING_BUFLEN] = "";
         (void) virDomainGetUUIDString(dom, uuid);
-        if (event == VIR_DOMAIN_EVENT_STARTED || event == VIR_DOMAIN_EVENT_STOPPED) {
-                /* The hook skips the daemon for these phases (they must
-                 * cost nothing); the journal still gets the VM's history. */
-                bool started = event == VIR_DOMAIN_EVENT_STARTED;
-                struct log_fields f = {0};
-                log_fields_add(&f, "PCINUMA_DOMAIN", "%s", virDomainGetName(dom));
-                log_fields_add(&f, "PCINUMA_UUID", "%s", uuid);
-                log_fields_add(&f, "PCINUMA_PHASE", "%s", started ? "started" : "stopped");
-                log_event(LOG_INFO, started ? PCINUMA_MID_DOMAIN_STARTED : PCINUMA_MID_DOMAIN_STOPPED, &f, "Domain %s %s",
-                          virDomainGetName(dom), started ? "started" : "stopped");
-                log_fields_done(&f);
+        if (event == VIR_DOMAIN_EVENT_STARTED || event == VIR_DOMAIN_EVENT_STOPPED)
+                log_start_stop(dom, uuid, event == VIR_DOMAIN_EVENT_STARTED);
+        if ((event != VIR_DOMAIN_EVENT_DEFINED && event != VIR_DOMAIN_EVENT_UNDEFINED) || !uuid[0])
                 return 0;
-        }
-        if (event == VIR_DOMAIN_EVENT_DEFINED && uuid[0])
-                enqueue(w, uuid);
+        /* Every definition change counts (verify() compares the count
+         * with what our define explains) and restarts the wait for quiet. */
+        struct dom_state *s = state_find(w, uuid, true);
+        uint64_t now = now_usec();
+        s->events++;
+        w->n_events++;
+        s->last_event = now;
+        if (event == VIR_DOMAIN_EVENT_DEFINED)
+                s->last_detail = detail;
+        s->due = now + (uint64_t) w->settle_ms * USEC_PER_MSEC;
+        s->synced = false;
+        schedule(w);
         return 0;
 }
 
@@ -503,30 +921,51 @@ static void try_connect(int timer, void *opaque) {
         log_fields_add(&f, "PCINUMA_LIBVIRT_URI", "%s", w->uri);
         log_event(LOG_INFO, PCINUMA_MID_LIBVIRT_CONNECTION, &f, "Connected to libvirt at %s; checking every persistent domain", w->uri);
         log_fields_done(&f);
-        /* Catch up on whatever was defined while we were away. */
-        enqueue(w, "*");
+        /* Catch up on whatever was defined while we were away; checks of
+         * earlier defines are void: their events may be lost. */
+        for (size_t i = 0; i < w->n_states; i++)
+                verify_clear(w->states[i]);
+        recheck(w, NULL);
+}
+
+/* SIGTERM (pcinumad stopping us, or dying: PR_SET_PDEATHSIG) ends the
+ * loop like EOF does, so we close libvirt and free everything on the way
+ * out (the sanitizer pass checks for leaks at exit). */
+static void on_sigterm(int watch, int fd, int events, void *opaque) {
+        struct watcher *w = opaque;
+        struct signalfd_siginfo si;
+        (void) watch;
+        (void) events;
+        if (read(fd, &si, sizeof si) > 0)
+                w->parent_gone = true;
 }
 
 static void usage(FILE *f) {
         fprintf(f,
                 "Usage: pcinuma-watcher --uri URI [--log-target journal|stderr|auto] [--fd N]\n"
+                "                       [--settle-ms N] [--state-dir DIR]\n"
                 "\n"
                 "pcinumad's libvirt watcher.  pcinumad starts it; it is not meant to be run by hand.\n"
                 "It talks to pcinumad over the socket on fd N (default 3) and to libvirt at URI, and\n"
-                "redefines persistent domains with the topology pcinumad plans for them.\n");
+                "redefines persistent domains with the topology pcinumad plans for them, once their\n"
+                "events have been quiet for N ms (default %d), keeping what it replaces in\n"
+                "DIR/preimages (default " STATE_DIR_DEFAULT ").\n", SETTLE_MS_DEFAULT);
 }
 
 int main(int argc, char **argv) {
-        enum { ARG_URI = 0x100, ARG_LOG_TARGET, ARG_FD, ARG_VERSION };
+        enum { ARG_URI = 0x100, ARG_LOG_TARGET, ARG_FD, ARG_VERSION, ARG_SETTLE_MS, ARG_STATE_DIR };
         static const struct option opts[] = {
                 { "uri", required_argument, NULL, ARG_URI },
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },
                 { "fd", required_argument, NULL, ARG_FD },
+                { "settle-ms", required_argument, NULL, ARG_SETTLE_MS },
+                { "state-dir", required_argument, NULL, ARG_STATE_DIR },
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
-        struct watcher w = { .fd = 3, .lifecycle_cb = -1, .backoff_ms = BACKOFF_MIN_MS };
+        struct watcher w = { .fd = 3, .lifecycle_cb = -1, .backoff_ms = BACKOFF_MIN_MS, .settle_ms = SETTLE_MS_DEFAULT };
+        const char *state_dir = STATE_DIR_DEFAULT;
         enum log_target target = LOG_TARGET_AUTO;
         uint64_t v;
         int c;
@@ -549,6 +988,20 @@ int main(int argc, char **argv) {
                         }
                         w.fd = (int) v;
                         break;
+                case ARG_SETTLE_MS:
+                        if (parse_uint(optarg, 10, SETTLE_MS_MAX, &v) < 0) {
+                                fprintf(stderr, "pcinuma-watcher: --settle-ms: expected 0..%d, not '%s'\n", SETTLE_MS_MAX, optarg);
+                                return 2;
+                        }
+                        w.settle_ms = (unsigned) v;
+                        break;
+                case ARG_STATE_DIR:
+                        if (optarg[0] != '/') {
+                                fprintf(stderr, "pcinuma-watcher: --state-dir: expected an absolute path, not '%s'\n", optarg);
+                                return 2;
+                        }
+                        state_dir = optarg;
+                        break;
                 case ARG_VERSION:
                         printf("pcinuma-watcher %s\n", PCINUMA_VERSION);
                         return 0;
@@ -564,6 +1017,9 @@ int main(int argc, char **argv) {
                 return 2;
         }
         log_setup(target, "pcinumad");
+        _cleanup_free_ char *pre_dir = xasprintf("%s/preimages", state_dir);
+        w.preimages = preimage_store_new(pre_dir);
+        w.schema = load_schema();
 
         int fl = fcntl(w.fd, F_GETFL);
         if (fl < 0 || fcntl(w.fd, F_SETFL, fl | O_NONBLOCK) < 0) {
@@ -575,6 +1031,10 @@ int main(int argc, char **argv) {
         /* Go when pcinumad goes, even if it is killed without closing. */
         (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
         signal(SIGPIPE, SIG_IGN);
+        sigset_t term;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        _cleanup_close_ int sfd = sigprocmask(SIG_BLOCK, &term, NULL) == 0 ? signalfd(-1, &term, SFD_CLOEXEC | SFD_NONBLOCK) : -1;
 
         virSetErrorFunc(NULL, silent_error_func);
         if (virEventRegisterDefaultImpl() < 0) {
@@ -582,6 +1042,7 @@ int main(int argc, char **argv) {
                 return 1;
         }
         int watch = virEventAddHandle(w.fd, VIR_EVENT_HANDLE_READABLE, on_parent, &w, NULL);
+        int term_watch = sfd >= 0 ? virEventAddHandle(sfd, VIR_EVENT_HANDLE_READABLE, on_sigterm, &w, NULL) : -1;
         w.reconnect_timer = virEventAddTimeout(0, try_connect, &w, NULL);
         w.process_timer = virEventAddTimeout(-1, process_queue, &w, NULL);
         if (watch < 0 || w.reconnect_timer < 0 || w.process_timer < 0) {
@@ -598,12 +1059,16 @@ int main(int argc, char **argv) {
 
         disconnect(&w);
         virEventRemoveHandle(watch);
+        if (term_watch >= 0)
+                virEventRemoveHandle(term_watch);
         virEventRemoveTimeout(w.reconnect_timer);
         virEventRemoveTimeout(w.process_timer);
-        for (size_t i = 0; i < w.n_queue; i++)
-                free(w.queue[i]);
-        free(w.queue);
-        free(w.guards);
+        while (w.n_states > 0)
+                state_forget(&w, w.states[0]);
+        free(w.states);
+        preimage_store_free(w.preimages);
+        if (w.schema)
+                xmlRelaxNGFree(w.schema);
         free(w.last_error);
         proto_decoder_reset(&w.dec);
         return w.parent_gone ? 0 : 1;

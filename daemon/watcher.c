@@ -74,6 +74,7 @@ struct watcher {
         bool connected;
         uint64_t n_redefined, n_failed, base_redefined, base_failed;
         char *last_error;
+        json_object *child_status;      /* its last status message: more counters, passed on as they are */
 };
 
 static uint64_t now_usec(clockid_t clock) {
@@ -299,6 +300,8 @@ static void on_status(struct watcher *w, json_object *o) {
         w->last_error = e ? xstrdup(e) : NULL;
         if (w->connected && !was)
                 w->restart_ms = RESTART_MIN_MS;
+        json_object_put(w->child_status);
+        w->child_status = json_object_get(o);
 }
 
 static void handle_msg(json_object *o, void *userdata) {
@@ -403,6 +406,8 @@ static void child_gone(struct watcher *w) {
         w->base_redefined += w->n_redefined;
         w->base_failed += w->n_failed;
         w->n_redefined = w->n_failed = 0;
+        json_object_put(w->child_status);
+        w->child_status = NULL;
         w->child_src = sd_event_source_disable_unref(w->child_src);
         close_link(w);
         w->pid = 0;
@@ -416,7 +421,10 @@ static int spawn(struct watcher *w) {
                 schedule_restart(w);
                 return r;
         }
-        char *argv[] = { w->program, (char *) "--uri", w->uri, (char *) "--log-target", w->log_target, NULL };
+        char settle[16];
+        snprintf(settle, sizeof settle, "%u", w->m->cfg.settle_ms);
+        char *argv[] = { w->program, (char *) "--uri", w->uri, (char *) "--log-target", w->log_target,
+                         (char *) "--settle-ms", settle, (char *) "--state-dir", (char *) w->m->cfg.state_dir, NULL };
         pid_t parent = getpid();
         pid_t pid = fork();
         if (pid < 0) {
@@ -572,6 +580,7 @@ struct watcher *watcher_stop(struct watcher *w) {
         free(w->last_exit);
         free(w->last_error);
         free(w->kill_reason);
+        json_object_put(w->child_status);
         free(w);
         return NULL;
 }
@@ -589,5 +598,12 @@ json_object *watcher_status(struct watcher *w) {
         json_object_object_add(p, "restarts", json_object_new_int((int) w->restarts));
         json_object_object_add(p, "last_exit", w->last_exit ? json_object_new_string(w->last_exit) : NULL);
         json_object_object_add(o, "process", p);
+        /* The watcher's other counters (settle_ms, pending, conflicts...),
+         * as it last reported them. */
+        if (w->child_status) {
+                json_object_object_foreach(w->child_status, key, val)
+                        if (!streq(key, "type") && !json_object_object_get_ex(o, key, NULL))
+                                json_object_object_add(o, key, json_object_get(val));
+        }
         return o;
 }

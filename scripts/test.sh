@@ -75,7 +75,7 @@ if [ "$sanitize" = 1 ]; then
         UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1 \
         LSAN_OPTIONS=print_suppressions=0 \
             meson test -C "$asandir" --print-errorlogs --num-processes "$(nproc)" \
-                --suite unit --suite golden --suite daemon || asan_rc=$?
+                --suite unit --suite golden --suite daemon --suite race || asan_rc=$?
     else
         echo "test: the sanitizer build failed"
     fi

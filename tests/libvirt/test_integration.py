@@ -364,6 +364,8 @@ class Daemon:
         self.logpath = None
         self.n = 0
         self.logs = []
+        # pre-images stay in the test's directory, not /var/lib/pcinuma
+        self.extra = ["--state-dir", os.path.join(rundir, "state")]
 
     def start(self, uri, wait_connected=False):
         self.stop()
@@ -376,7 +378,7 @@ class Daemon:
                 [self.a.pcinumad, "--sysfs-root", self.sysfs,
                  "--socket", self.socket, "--policy-file", self.policy,
                  "--libvirt-uri", uri, "--log-target", "stderr",
-                 "--allow-uid", str(self.allow_uid)],
+                 "--allow-uid", str(self.allow_uid)] + self.extra,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True)
         finally:
@@ -519,6 +521,21 @@ class Test:
             if time.monotonic() - t0 > timeout:
                 return v
             time.sleep(step)
+
+    def wait_idle(self, quiet=0.5, timeout=15.0):
+        """Wait until the watcher has nothing pending (it redefines a
+        domain only once its events are quiet for --settle-ms) and its
+        counters stand still for `quiet` s."""
+        last, since, t0 = None, time.monotonic(), time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            st = (self.d.status() or {}).get("libvirt") or {}
+            key = (st.get("pending"), st.get("events"), st.get("redefinitions"))
+            if key != last or st.get("pending"):
+                last, since = key, time.monotonic()
+            elif time.monotonic() - since >= quiet:
+                return True
+            time.sleep(0.05)
+        return False
 
     def wait_log(self, needle, timeout=5.0, all_runs=False):
         return self.wait_until(lambda: needle in self.d.log(all_runs), timeout)
@@ -759,6 +776,7 @@ class Test:
                 bad.append("%s: define failed: %s" % (case, r.stderr.strip()))
                 continue
             gxml, gdt = self.wait_planned(r)
+            self.wait_idle()    # an input carrying a stale mark is replanned
             if gdt is None:
                 bad.append("%s: not planned within %.0f s" % (case, PLAN_DEADLINE))
             else:
@@ -989,6 +1007,9 @@ class Test:
                 continue
             counts[v] += 1
             if v == "refused":
+                # the refusal told the watcher; let it finish
+                self.wait_until(lambda: is_planned(self.dump(name)), PLAN_DEADLINE)
+                self.wait_idle()
                 v2, text2 = self.s.start_dom(name)
                 if v2 == "hang":
                     hangs.append("round %d, second start: %s" % (i, text2))
