@@ -226,6 +226,8 @@ struct domain *domain_free(struct domain *d) {
         for (size_t i = 0; i < d->n_kept; i++)
                 xmlFreeNode(d->kept[i]);
         free(d->kept);
+        if (d->kept_ns)
+                xmlFreeNsList(d->kept_ns);
         if (d->doc)
                 xmlFreeDoc(d->doc);
         free(d);
@@ -256,6 +258,7 @@ void domain_snapshot(struct domain *d, struct domain **ret) {
         m->keep_removed = false;
         m->kept = NULL;
         m->n_kept = 0;
+        m->kept_ns = NULL;
         m->name = strdup_null(d->name);
         m->uuid = strdup_null(d->uuid);
         m->arch = strdup_null(d->arch);
@@ -290,6 +293,22 @@ void domain_remove_node(struct domain *d, xmlNodePtr e) {
                 *GROW(d->kept, d->n_kept) = e;
         else
                 xmlFreeNode(e);
+}
+
+void domain_remove_ns(struct domain *d, xmlNodePtr owner, xmlNsPtr ns) {
+        for (xmlNsPtr *pp = &owner->nsDef; *pp; pp = &(*pp)->next) {
+                if (*pp != ns)
+                        continue;
+                *pp = ns->next;
+                ns->next = NULL;
+                /* A node the snapshot still reads may point at it. */
+                if (d->keep_removed) {
+                        ns->next = d->kept_ns;
+                        d->kept_ns = ns;
+                } else
+                        xmlFreeNs(ns);
+                return;
+        }
 }
 
 /* Guest CPU and NUMA numbers are bounded so a hostile XML cannot make us

@@ -119,6 +119,7 @@ struct domain {
         bool keep_removed;
         xmlNodePtr *kept;
         size_t n_kept;
+        xmlNsPtr kept_ns;               /* namespaces taken out likewise (a list) */
 };
 
 /* Parse buf[0..len).  Errors (-EINVAL, -EFBIG) come with *ret_error naming
@@ -150,6 +151,11 @@ void domain_snapshot(struct domain *d, struct domain **ret);
 /* Unlink element e from d's document and free it, or keep it (see
  * domain_snapshot()). */
 void domain_remove_node(struct domain *d, xmlNodePtr e);
+
+/* Take the namespace declaration ns off element 'owner' and free it, or
+ * keep it as domain_remove_node() keeps elements.  The caller makes sure
+ * that nothing in the document uses it any more. */
+void domain_remove_ns(struct domain *d, xmlNodePtr owner, xmlNsPtr ns);
 
 /* Fill cells[].host_nodes and .backing from <numatune> and the pinning,
  * mapped through the host's CPU lists (design §5).  A nodeset naming a
