@@ -632,18 +632,26 @@ static void assign_missing_indexes(struct domain *d) {
         }
 }
 
-static void parse_metadata(struct domain *d, xmlNodePtr root) {
+static int parse_metadata(struct domain *d, xmlNodePtr root, char **ret_error) {
         xmlNodePtr md = xml_child(root, "metadata");
         for (xmlNodePtr c = md ? md->children : NULL; c; c = c->next) {
                 if (c->type != XML_ELEMENT_NODE || !c->ns || !c->ns->href)
                         continue;
-                if (xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_TOPOLOGY_NS) && xmlStrEqual(c->name, (const xmlChar *) "topology"))
+                if (xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_TOPOLOGY_NS) && xmlStrEqual(c->name, (const xmlChar *) "topology")) {
+                        /* pcinuma writes one; which of two would a revert undo? */
+                        if (d->mark)
+                                return set_error(ret_error, -EINVAL, "line %ld: a second pcinuma mark <pcinuma:topology> (the first is at line %ld)",
+                                                 xmlGetLineNo(c), xmlGetLineNo(d->mark));
                         d->mark = c;
-                else if (xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_POLICY_NS) && xmlStrEqual(c->name, (const xmlChar *) "policy")) {
+                } else if (xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_POLICY_NS) && xmlStrEqual(c->name, (const xmlChar *) "policy")) {
+                        /* The last one counts, as before; free the earlier. */
+                        free(d->requested_policy);
+                        free(d->policy_tag);
                         d->requested_policy = xml_prop(c, "name");
                         d->policy_tag = xml_prop(c, "tag");
                 }
         }
+        return 0;
 }
 
 int domain_reload(struct domain *d, char **ret_error) {
@@ -662,7 +670,9 @@ int domain_reload(struct domain *d, char **ret_error) {
         r = parse_pinning(d, root, ret_error);
         if (r < 0)
                 return r;
-        parse_metadata(d, root);
+        r = parse_metadata(d, root, ret_error);
+        if (r < 0)
+                return r;
 
         d->devices = xml_child(root, "devices");
         for (xmlNodePtr c = d->devices ? d->devices->children : NULL; c; c = c->next) {
