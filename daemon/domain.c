@@ -618,6 +618,15 @@ static int collect_pci_uses(struct domain *d, xmlNodePtr n, xmlNodePtr owner, ch
         return 0;
 }
 
+int domain_check_controller(xmlNodePtr c, char **ret_error) {
+        struct domain tmp = {0};
+        int r = parse_controller(&tmp, c, ret_error);
+        if (r >= 0)
+                r = collect_pci_uses(&tmp, c, c, ret_error);
+        model_clear(&tmp);
+        return r;
+}
+
 /* PCI controllers without an index get, in document order, the lowest
  * index no other PCI controller uses, as libvirt assigns them. */
 static void assign_missing_indexes(struct domain *d) {

@@ -157,6 +157,12 @@ void domain_remove_node(struct domain *d, xmlNodePtr e);
  * that nothing in the document uses it any more. */
 void domain_remove_ns(struct domain *d, xmlNodePtr owner, xmlNsPtr ns);
 
+/* Would domain_reload() accept PCI controller element c (its index,
+ * busNr, <node>, <pcihole64> and every guest PCI address in it)?  The
+ * rewriter asks before it puts a controller from a mark back.  0, or
+ * -EINVAL with *ret_error. */
+int domain_check_controller(xmlNodePtr c, char **ret_error);
+
 /* Fill cells[].host_nodes and .backing from <numatune> and the pinning,
  * mapped through the host's CPU lists (design §5).  A nodeset naming a
  * host node that does not exist is an error (-EINVAL). */

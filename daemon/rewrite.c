@@ -1039,6 +1039,13 @@ static int parse_removed(xmlNodePtr devices, xmlNodePtr rec, int index, xmlNodeP
                 r = set_error(ret_error, -EINVAL,
                               "pcinuma mark: <pcinuma:removed controller='%d'> holds <controller index='%s'>: "
                               "the mark is refused and nothing was changed", index, idx);
+        if (r == 0) {
+                _cleanup_free_ char *why = NULL;
+                if (domain_check_controller(elem, &why) < 0)
+                        r = set_error(ret_error, -EINVAL,
+                                      "pcinuma mark: <pcinuma:removed controller='%d'> holds a controller that is not valid (%s): "
+                                      "the mark is refused and nothing was changed", index, why);
+        }
         if (r < 0) {
                 xmlFreeNodeList(list);
                 return r;
@@ -1140,6 +1147,15 @@ static int read_mark(struct domain *d, struct mark_records *m, char **ret_error)
                                 /* The same reading as the revert does, on a scratch element. */
                                 xmlNodePtr scratch = xmlNewDocNode(d->doc, NULL, (const xmlChar *) "address", NULL);
                                 r = attrs_from_string(scratch, orig, ret_error);
+                                /* A PCI address (or one without a type) must be one the
+                                 * domain parser reads, or the revert would leave a
+                                 * domain that does not load. */
+                                struct pci_addr a;
+                                _cleanup_free_ char *type = r == 0 ? xml_prop(scratch, "type") : NULL;
+                                if (r == 0 && (!type || streq(type, "pci")) && xml_parse_pci_address(scratch, &a) < 0)
+                                        r = set_error(ret_error, -EINVAL,
+                                                      "pcinuma mark: original-address='%s' is not a PCI address: the mark is refused and nothing was changed",
+                                                      orig);
                                 xmlFreeNode(scratch);
                                 if (r < 0)
                                         return r;
@@ -1177,7 +1193,8 @@ static int read_mark(struct domain *d, struct mark_records *m, char **ret_error)
         _cleanup_free_ char *hole = xml_prop(mark, "pcihole64-original");
         _cleanup_free_ char *unit = xml_prop(mark, "pcihole64-original-unit");
         uint64_t v;
-        if (hole && !streq(hole, "none") && parse_uint(hole, 10, UINT64_MAX, &v) < 0)
+        /* (the bound is the domain parser's, for a size in TiB) */
+        if (hole && !streq(hole, "none") && parse_uint(hole, 10, UINT64_MAX / (1024ull * 1024 * 1024), &v) < 0)
                 return set_error(ret_error, -EINVAL, "pcinuma mark: pcihole64-original='%s' is not a size: the mark is refused and nothing was changed", hole);
         if (unit && !is_letters(unit))
                 return set_error(ret_error, -EINVAL, "pcinuma mark: pcihole64-original-unit='%s' is not a unit: the mark is refused and nothing was changed", unit);

@@ -1154,6 +1154,9 @@ static void test_revert_forged_removed(void **state) {
                 { "just text", "holds text" },
                 { "", "does not hold well-formed XML" },
                 { "&lt;controller", "does not hold well-formed XML" },
+                /* one the domain would not load with (fuzz-revert finding) */
+                { "&lt;controller type=\"pci\" index=\"1\" model=\"pcie-root-port\"&gt;&lt;address type=\"pci\" bus=\"0x1ff\"/&gt;&lt;/controller&gt;",
+                  "holds a controller that is not valid" },
         };
         for (size_t i = 0; i < sizeof(forged) / sizeof(forged[0]); i++) {
                 _cleanup_free_ char *xml = xasprintf("%.*s%s%s", (int) (body - out), out, forged[i].body, close);
@@ -1171,6 +1174,8 @@ static void test_revert_forged_removed(void **state) {
         expect_forged_refused(x4, "ovmf-mmio64='everything'");
         _cleanup_free_ char *x5 = replace1(out, "<pcinuma:removed ", "<pcinuma:managed host=\"0000:10:00.0\" original=\"maybe\"/><pcinuma:removed ");
         expect_forged_refused(x5, "<pcinuma:managed original='maybe'>");
+        _cleanup_free_ char *x6 = replace1(out, "original-address=\"type=pci domain=0x0000", "original-address=\"type=pci domain=0x00disk00");
+        expect_forged_refused(x6, "is not a PCI address");
 
         /* the genuine mark still reverts */
         _cleanup_free_ char *back = revert_xml(out, 1);
