@@ -643,6 +643,14 @@ static void assign_missing_indexes(struct domain *d) {
 
 static int parse_metadata(struct domain *d, xmlNodePtr root, char **ret_error) {
         xmlNodePtr md = xml_child(root, "metadata");
+        /* libvirt keeps one <metadata>; a mark in a second one would come
+         * to light only once a revert removed the first. */
+        for (xmlNodePtr m = md ? md->next : NULL; m; m = m->next)
+                for (xmlNodePtr c = xml_is(m, "metadata") ? m->children : NULL; c; c = c->next)
+                        if (c->type == XML_ELEMENT_NODE && c->ns && c->ns->href &&
+                            xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_TOPOLOGY_NS))
+                                return set_error(ret_error, -EINVAL, "line %ld: a pcinuma mark in a second <metadata> element (the first is at line %ld)",
+                                                 xmlGetLineNo(c), xmlGetLineNo(md));
         for (xmlNodePtr c = md ? md->children : NULL; c; c = c->next) {
                 if (c->type != XML_ELEMENT_NODE || !c->ns || !c->ns->href)
                         continue;

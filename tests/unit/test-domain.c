@@ -580,6 +580,14 @@ static void test_metadata(void **state) {
                     "<q:topology xmlns:q='urn:pcinuma:topology:1' version='1' policy='legacy' migratable='no'/>\n"
                     "</metadata><devices/></domain>",
                     -EINVAL, "line 4: a second pcinuma mark", "line 3");
+        /* ... or in a second <metadata> (fuzz-domain finding: the revert
+         * removed the first, and the second came to light) */
+        parse_fails("<domain type='kvm'><name>m</name>\n<metadata>\n"
+                    "<pcinuma:topology xmlns:pcinuma='urn:pcinuma:topology:1' version='1' policy='require' migratable='no'/>\n"
+                    "</metadata>\n<metadata>\n"
+                    "<pcinuma:topology xmlns:pcinuma='urn:pcinuma:topology:1' version='1' policy='require' migratable='no'/>\n"
+                    "</metadata><devices/></domain>",
+                    -EINVAL, "line 6: a pcinuma mark in a second <metadata> element", "line 2");
 }
 
 /* ---- errors ------------------------------------------------------------------ */
