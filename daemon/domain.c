@@ -740,10 +740,17 @@ int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_er
          * malloc'ed string of its own. */
         xmlDocPtr doc = xmlCtxtReadMemory(ctxt, buf, (int) len, "domain.xml", NULL,
                                           XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_COMPACT);
-        if (!doc) {
+        /* A namespace error (an undeclared prefix, "a:" as a name) leaves
+         * libxml2 a document, with the prefix kept in the name; libvirt
+         * refuses it, and what pcinuma wrote from it would not parse. */
+        bool ns_error = doc && !ctxt->nsWellFormed;
+        if (!doc || ns_error) {
                 const xmlError *e = xmlCtxtGetLastError(ctxt);
-                int r = set_error(ret_error, -EINVAL, "malformed domain XML: line %d: %s",
-                                  e ? e->line : 0, e && e->message ? e->message : "parse error");
+                int r = set_error(ret_error, -EINVAL, "malformed domain XML: line %d: %s%s",
+                                  e ? e->line : 0, ns_error ? "namespace error: " : "",
+                                  e && e->message ? e->message : "parse error");
+                if (doc)
+                        xmlFreeDoc(doc);
                 /* libxml2 messages end in a newline */
                 if (ret_error && *ret_error) {
                         size_t l = strlen(*ret_error);

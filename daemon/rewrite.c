@@ -149,12 +149,12 @@ static int attrs_from_string(xmlNodePtr e, const char *s, char **ret_error) {
         for (char *tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
                 char *eq = strchr(tok, '=');
                 if (!eq || eq == tok)
-                        return set_error(ret_error, -EINVAL, "pcinuma mark: bad original-address '%s'", s);
+                        return set_error(ret_error, -EINVAL, "pcinuma mark: bad original-address '%s': the mark is refused and nothing was changed", s);
                 *eq = 0;
                 /* The mark is input too: only a real attribute name may come
                  * back, or a crafted mark could smuggle markup into the XML. */
-                if (xmlValidateName((const xmlChar *) tok, 0) != 0)
-                        return set_error(ret_error, -EINVAL, "pcinuma mark: bad attribute name in original-address '%s'", s);
+                if (xmlValidateNCName((const xmlChar *) tok, 0) != 0)
+                        return set_error(ret_error, -EINVAL, "pcinuma mark: bad attribute name in original-address '%s': the mark is refused and nothing was changed", s);
                 char *v = eq + 1, *w = v;
                 for (char *r = v; *r; r++) {
                         if (*r == '%' && hexval(r[1]) >= 0 && hexval(r[2]) >= 0) {

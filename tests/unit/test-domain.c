@@ -618,6 +618,9 @@ static void test_errors_document(void **state) {
         }
 
         parse_fails("<network><name>default</name></network>", -EINVAL, "domain", "network");
+        /* an undeclared prefix: libxml2 keeps a document, libvirt refuses it */
+        parse_fails("<domain type='kvm'><name>x</name><devices><q:x/></devices></domain>", -EINVAL, "namespace error");
+        parse_fails("<domain type='kvm'><name>x</name><devices><address functio:='0'/></devices></domain>", -EINVAL, "namespace error");
 
         /* over the size limit: refused before parsing */
         size_t len = DOMAIN_XML_MAX + 1;
