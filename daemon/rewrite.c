@@ -990,6 +990,23 @@ static bool known_pci_model(const char *m) {
         return false;
 }
 
+/* The first element or attribute under and including e with a prefix
+ * that no namespace declaration binds (libxml2 keeps it in the name, and
+ * writes it back as it is: XML that does not parse), or NULL. */
+static const char *undeclared_prefix(xmlNodePtr e) {
+        if (strchr((const char *) e->name, ':'))
+                return (const char *) e->name;
+        for (xmlAttrPtr a = e->properties; a; a = a->next)
+                if (strchr((const char *) a->name, ':'))
+                        return (const char *) a->name;
+        for (xmlNodePtr c = e->children; c; c = c->next) {
+                const char *n = c->type == XML_ELEMENT_NODE ? undeclared_prefix(c) : NULL;
+                if (n)
+                        return n;
+        }
+        return NULL;
+}
+
 /* Parse the text of a <pcinuma:removed controller=N> into the controller
  * it held.  It must be exactly one <controller type='pci'> (index N if it
  * says one, a model libvirt knows): a mark is input like any other, and a
@@ -1039,6 +1056,10 @@ static int parse_removed(xmlNodePtr devices, xmlNodePtr rec, int index, xmlNodeP
                 r = set_error(ret_error, -EINVAL,
                               "pcinuma mark: <pcinuma:removed controller='%d'> holds <controller index='%s'>: "
                               "the mark is refused and nothing was changed", index, idx);
+        if (r == 0 && undeclared_prefix(elem))
+                r = set_error(ret_error, -EINVAL,
+                              "pcinuma mark: <pcinuma:removed controller='%d'> holds a controller with an undeclared prefix (%s): "
+                              "the mark is refused and nothing was changed", index, undeclared_prefix(elem));
         if (r == 0) {
                 _cleanup_free_ char *why = NULL;
                 if (domain_check_controller(elem, &why) < 0)

@@ -1157,6 +1157,9 @@ static void test_revert_forged_removed(void **state) {
                 /* one the domain would not load with (fuzz-revert finding) */
                 { "&lt;controller type=\"pci\" index=\"1\" model=\"pcie-root-port\"&gt;&lt;address type=\"pci\" bus=\"0x1ff\"/&gt;&lt;/controller&gt;",
                   "holds a controller that is not valid" },
+                /* an undeclared prefix inside (fuzz-revert finding) */
+                { "&lt;controller type=\"pci\" index=\"1\" model=\"pcie-root-port\"&gt;&lt;qemu:x/&gt;&lt;/controller&gt;",
+                  "holds a controller with an undeclared prefix (qemu:x)" },
         };
         for (size_t i = 0; i < sizeof(forged) / sizeof(forged[0]); i++) {
                 _cleanup_free_ char *xml = xasprintf("%.*s%s%s", (int) (body - out), out, forged[i].body, close);
