@@ -26,8 +26,10 @@ static struct hostmap *host;
 
 /* Every element and attribute name is either unprefixed or bound to a
  * declared namespace: libxml2 keeps an undeclared "qemu:x" as a plain name
- * with the colon in it (and domain_parse() accepts that, as a non-fatal
- * namespace error).  Returns the first offending name, or NULL. */
+ * with the colon in it.  (domain_parse() refuses a document with such a
+ * namespace error since the first runs of this target, so every input that
+ * gets this far declares its prefixes; the check of the input stays, to
+ * say so if that changes.)  Returns the first offending name, or NULL. */
 static const char *undeclared_name(xmlNodePtr n) {
         for (; n; n = n->next) {
                 if (n->type != XML_ELEMENT_NODE)
