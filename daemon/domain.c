@@ -226,6 +226,8 @@ struct domain *domain_free(struct domain *d) {
         for (size_t i = 0; i < d->n_kept; i++)
                 xmlFreeNode(d->kept[i]);
         free(d->kept);
+        if (d->kept_ns)
+                xmlFreeNsList(d->kept_ns);
         if (d->doc)
                 xmlFreeDoc(d->doc);
         free(d);
@@ -256,6 +258,7 @@ void domain_snapshot(struct domain *d, struct domain **ret) {
         m->keep_removed = false;
         m->kept = NULL;
         m->n_kept = 0;
+        m->kept_ns = NULL;
         m->name = strdup_null(d->name);
         m->uuid = strdup_null(d->uuid);
         m->arch = strdup_null(d->arch);
@@ -290,6 +293,22 @@ void domain_remove_node(struct domain *d, xmlNodePtr e) {
                 *GROW(d->kept, d->n_kept) = e;
         else
                 xmlFreeNode(e);
+}
+
+void domain_remove_ns(struct domain *d, xmlNodePtr owner, xmlNsPtr ns) {
+        for (xmlNsPtr *pp = &owner->nsDef; *pp; pp = &(*pp)->next) {
+                if (*pp != ns)
+                        continue;
+                *pp = ns->next;
+                ns->next = NULL;
+                /* A node the snapshot still reads may point at it. */
+                if (d->keep_removed) {
+                        ns->next = d->kept_ns;
+                        d->kept_ns = ns;
+                } else
+                        xmlFreeNs(ns);
+                return;
+        }
 }
 
 /* Guest CPU and NUMA numbers are bounded so a hostile XML cannot make us
@@ -599,6 +618,15 @@ static int collect_pci_uses(struct domain *d, xmlNodePtr n, xmlNodePtr owner, ch
         return 0;
 }
 
+int domain_check_controller(xmlNodePtr c, char **ret_error) {
+        struct domain tmp = {0};
+        int r = parse_controller(&tmp, c, ret_error);
+        if (r >= 0)
+                r = collect_pci_uses(&tmp, c, c, ret_error);
+        model_clear(&tmp);
+        return r;
+}
+
 /* PCI controllers without an index get, in document order, the lowest
  * index no other PCI controller uses, as libvirt assigns them. */
 static void assign_missing_indexes(struct domain *d) {
@@ -613,18 +641,34 @@ static void assign_missing_indexes(struct domain *d) {
         }
 }
 
-static void parse_metadata(struct domain *d, xmlNodePtr root) {
+static int parse_metadata(struct domain *d, xmlNodePtr root, char **ret_error) {
         xmlNodePtr md = xml_child(root, "metadata");
+        /* libvirt keeps one <metadata>; a mark in a second one would come
+         * to light only once a revert removed the first. */
+        for (xmlNodePtr m = md ? md->next : NULL; m; m = m->next)
+                for (xmlNodePtr c = xml_is(m, "metadata") ? m->children : NULL; c; c = c->next)
+                        if (c->type == XML_ELEMENT_NODE && c->ns && c->ns->href &&
+                            xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_TOPOLOGY_NS))
+                                return set_error(ret_error, -EINVAL, "line %ld: a pcinuma mark in a second <metadata> element (the first is at line %ld)",
+                                                 xmlGetLineNo(c), xmlGetLineNo(md));
         for (xmlNodePtr c = md ? md->children : NULL; c; c = c->next) {
                 if (c->type != XML_ELEMENT_NODE || !c->ns || !c->ns->href)
                         continue;
-                if (xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_TOPOLOGY_NS) && xmlStrEqual(c->name, (const xmlChar *) "topology"))
+                if (xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_TOPOLOGY_NS) && xmlStrEqual(c->name, (const xmlChar *) "topology")) {
+                        /* pcinuma writes one; which of two would a revert undo? */
+                        if (d->mark)
+                                return set_error(ret_error, -EINVAL, "line %ld: a second pcinuma mark <pcinuma:topology> (the first is at line %ld)",
+                                                 xmlGetLineNo(c), xmlGetLineNo(d->mark));
                         d->mark = c;
-                else if (xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_POLICY_NS) && xmlStrEqual(c->name, (const xmlChar *) "policy")) {
+                } else if (xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_POLICY_NS) && xmlStrEqual(c->name, (const xmlChar *) "policy")) {
+                        /* The last one counts, as before; free the earlier. */
+                        free(d->requested_policy);
+                        free(d->policy_tag);
                         d->requested_policy = xml_prop(c, "name");
                         d->policy_tag = xml_prop(c, "tag");
                 }
         }
+        return 0;
 }
 
 int domain_reload(struct domain *d, char **ret_error) {
@@ -643,7 +687,9 @@ int domain_reload(struct domain *d, char **ret_error) {
         r = parse_pinning(d, root, ret_error);
         if (r < 0)
                 return r;
-        parse_metadata(d, root);
+        r = parse_metadata(d, root, ret_error);
+        if (r < 0)
+                return r;
 
         d->devices = xml_child(root, "devices");
         for (xmlNodePtr c = d->devices ? d->devices->children : NULL; c; c = c->next) {
@@ -694,10 +740,17 @@ int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_er
          * malloc'ed string of its own. */
         xmlDocPtr doc = xmlCtxtReadMemory(ctxt, buf, (int) len, "domain.xml", NULL,
                                           XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_COMPACT);
-        if (!doc) {
+        /* A namespace error (an undeclared prefix, "a:" as a name) leaves
+         * libxml2 a document, with the prefix kept in the name; libvirt
+         * refuses it, and what pcinuma wrote from it would not parse. */
+        bool ns_error = doc && !ctxt->nsWellFormed;
+        if (!doc || ns_error) {
                 const xmlError *e = xmlCtxtGetLastError(ctxt);
-                int r = set_error(ret_error, -EINVAL, "malformed domain XML: line %d: %s",
-                                  e ? e->line : 0, e && e->message ? e->message : "parse error");
+                int r = set_error(ret_error, -EINVAL, "malformed domain XML: line %d: %s%s",
+                                  e ? e->line : 0, ns_error ? "namespace error: " : "",
+                                  e && e->message ? e->message : "parse error");
+                if (doc)
+                        xmlFreeDoc(doc);
                 /* libxml2 messages end in a newline */
                 if (ret_error && *ret_error) {
                         size_t l = strlen(*ret_error);

@@ -119,6 +119,7 @@ struct domain {
         bool keep_removed;
         xmlNodePtr *kept;
         size_t n_kept;
+        xmlNsPtr kept_ns;               /* namespaces taken out likewise (a list) */
 };
 
 /* Parse buf[0..len).  Errors (-EINVAL, -EFBIG) come with *ret_error naming
@@ -150,6 +151,17 @@ void domain_snapshot(struct domain *d, struct domain **ret);
 /* Unlink element e from d's document and free it, or keep it (see
  * domain_snapshot()). */
 void domain_remove_node(struct domain *d, xmlNodePtr e);
+
+/* Take the namespace declaration ns off element 'owner' and free it, or
+ * keep it as domain_remove_node() keeps elements.  The caller makes sure
+ * that nothing in the document uses it any more. */
+void domain_remove_ns(struct domain *d, xmlNodePtr owner, xmlNsPtr ns);
+
+/* Would domain_reload() accept PCI controller element c (its index,
+ * busNr, <node>, <pcihole64> and every guest PCI address in it)?  The
+ * rewriter asks before it puts a controller from a mark back.  0, or
+ * -EINVAL with *ret_error. */
+int domain_check_controller(xmlNodePtr c, char **ret_error);
 
 /* Fill cells[].host_nodes and .backing from <numatune> and the pinning,
  * mapped through the host's CPU lists (design §5).  A nodeset naming a

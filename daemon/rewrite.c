@@ -144,12 +144,12 @@ static int attrs_from_string(xmlNodePtr e, const char *s, char **ret_error) {
         for (char *tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
                 char *eq = strchr(tok, '=');
                 if (!eq || eq == tok)
-                        return set_error(ret_error, -EINVAL, "pcinuma mark: bad original-address '%s'", s);
+                        return set_error(ret_error, -EINVAL, "pcinuma mark: bad original-address '%s': the mark is refused and nothing was changed", s);
                 *eq = 0;
                 /* The mark is input too: only a real attribute name may come
                  * back, or a crafted mark could smuggle markup into the XML. */
-                if (xmlValidateName((const xmlChar *) tok, 0) != 0)
-                        return set_error(ret_error, -EINVAL, "pcinuma mark: bad attribute name in original-address '%s'", s);
+                if (xmlValidateNCName((const xmlChar *) tok, 0) != 0)
+                        return set_error(ret_error, -EINVAL, "pcinuma mark: bad attribute name in original-address '%s': the mark is refused and nothing was changed", s);
                 char *v = eq + 1, *w = v;
                 for (char *r = v; *r; r++) {
                         if (*r == '%' && hexval(r[1]) >= 0 && hexval(r[2]) >= 0) {
@@ -454,45 +454,72 @@ static xmlNodePtr pcie_root_elem(xmlNodePtr devices) {
         return e && elem_has_model(e, "pcie-root") ? e : NULL;
 }
 
+/* What the mmio64 switch changed outside the devices; the mark records it
+ * for revert (pcie-root-created, pcihole64-original[-unit], ovmf-mmio64,
+ * qemu-ns-added). */
+struct mark_features {
+        bool pcie_root_created;
+        char *hole_original;            /* "none" or the old <pcihole64> text, or NULL */
+        char *hole_original_unit;       /* its unit ("none" when it had none), or NULL */
+        const char *ovmf_mmio64;        /* "created", "added", or NULL */
+        bool qemu_ns_added;
+};
+
+static void mark_features_done(struct mark_features *f) {
+        free(f->hole_original);
+        free(f->hole_original_unit);
+}
+
+static void set_prop(xmlNodePtr e, const char *name, const char *value) {
+        xmlSetProp(e, (const xmlChar *) name, (const xmlChar *) value);
+}
+
+static void set_prop_int(xmlNodePtr e, const char *name, int value) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", value);
+        set_prop(e, name, v);
+}
+
 /* mmio64: <pcihole64 unit='KiB'> on the pcie-root (created when the XML
- * leaves the pcie-root implicit).  Returns the mark attributes recording
- * what was there, for revert. */
-static char *apply_pcihole64(struct domain *d, const struct plan *p, char **ret_error) {
+ * leaves the pcie-root implicit).  *f records what was there. */
+static void apply_pcihole64(struct domain *d, const struct plan *p, struct mark_features *f) {
         char v[32];
         snprintf(v, sizeof v, "%" PRIu64, p->pcihole64_kib);
         xmlNodePtr rootc = pcie_root_elem(d->devices);
         if (!rootc) {
                 xmlNodePtr first = element_at(d->devices, 0);
                 xmlNodePtr anchor = xml_child(d->devices, "emulator");
-                _cleanup_free_ char *s = xasprintf("<controller type='pci' index='0' model='pcie-root'/>");
-                xmlNodePtr e = parse_fragment(d->devices, s, ret_error);
-                if (!e)
-                        return NULL;
+                xmlNodePtr e = xmlNewDocNode(d->doc, NULL, (const xmlChar *) "controller", NULL);
+                set_prop(e, "type", "pci");
+                set_prop(e, "index", "0");
+                set_prop(e, "model", "pcie-root");
                 if (anchor)
                         insert_unit_after(anchor, e);
                 else if (first)
                         insert_unit_before(first, e);
                 else
                         xmlAddChild(d->devices, e);
-                append_child_unit(e, new_elem_text("pcihole64", v));
-                xmlSetProp(last_element_child(e), (const xmlChar *) "unit", (const xmlChar *) "KiB");
-                return xstrdup(" pcie-root-created='yes'");
+                xmlNodePtr h = new_elem_text("pcihole64", v);
+                set_prop(h, "unit", "KiB");
+                append_child_unit(e, h);
+                f->pcie_root_created = true;
+                return;
         }
         xmlNodePtr hole = xml_child(rootc, "pcihole64");
         if (!hole) {
                 xmlNodePtr h = new_elem_text("pcihole64", v);
-                xmlSetProp(h, (const xmlChar *) "unit", (const xmlChar *) "KiB");
+                set_prop(h, "unit", "KiB");
                 append_child_unit(rootc, h);
-                return xstrdup(" pcihole64-original='none'");
+                f->hole_original = xstrdup("none");
+                return;
         }
         _cleanup_free_ char *unit = xml_prop(hole, "unit");
         xmlChar *old = xmlNodeGetContent(hole);
-        _cleanup_free_ char *esc = (char *) xmlEncodeSpecialChars(d->doc, old);
-        char *r = xasprintf(" pcihole64-original='%s' pcihole64-original-unit='%s'", esc, unit ? unit : "none");
+        f->hole_original = xstrdup(old ? (const char *) old : "");
+        f->hole_original_unit = xstrdup(unit ? unit : "none");
         xmlFree(old);
         xmlNodeSetContent(hole, (const xmlChar *) v);
-        xmlSetProp(hole, (const xmlChar *) "unit", (const xmlChar *) "KiB");
-        return r;
+        set_prop(hole, "unit", "KiB");
 }
 
 static void revert_pcihole64(struct domain *d, xmlNodePtr mark) {
@@ -513,89 +540,152 @@ static void revert_pcihole64(struct domain *d, xmlNodePtr mark) {
                 remove_child_unit(d, hole);
                 return;
         }
-        xmlNodeSetContent(hole, (const xmlChar *) orig);
+        /* Text, not markup: xmlNodeSetContent() would parse entities. */
+        while (hole->children) {
+                xmlNodePtr c = hole->children;
+                xmlUnlinkNode(c);
+                xmlFreeNode(c);
+        }
+        xmlNodeAddContent(hole, (const xmlChar *) orig);
         if (unit && !streq(unit, "none"))
-                xmlSetProp(hole, (const xmlChar *) "unit", (const xmlChar *) unit);
+                set_prop(hole, "unit", unit);
         else
                 xmlUnsetProp(hole, (const xmlChar *) "unit");
 }
 
 #define QEMU_NS "http://libvirt.org/schemas/domain/qemu/1.0"
+#define OVMF_MMIO64_ARG "name=opt/ovmf/X-PciMmio64Mb,string="
+
+/* An element <qemu:NAME> (by namespace URI, whatever its prefix). */
+static bool is_qemu_elem(xmlNodePtr n, const char *name) {
+        return n && n->type == XML_ELEMENT_NODE && n->ns && n->ns->href &&
+               xmlStrEqual(n->ns->href, (const xmlChar *) QEMU_NS) && xmlStrEqual(n->name, (const xmlChar *) name);
+}
+
+/* The last <qemu:commandline> of the domain, or NULL. */
+static xmlNodePtr qemu_commandline(xmlNodePtr root) {
+        xmlNodePtr cl = NULL;
+        for (xmlNodePtr c = root->children; c; c = c->next)
+                if (is_qemu_elem(c, "commandline"))
+                        cl = c;
+        return cl;
+}
 
 /* OVMF's 64-bit aperture is the fw_cfg file opt/ovmf/X-PciMmio64Mb.
  * libvirt reserves opt/ovmf/ names in <sysinfo type='fwcfg'> ("That
  * firmware name is reserved", libvirt 9.0), so it goes through QEMU's
- * command line: <qemu:commandline> -fw_cfg name=...,string=MB. */
-static char *apply_ovmf_mmio64(struct domain *d, const struct plan *p, char **ret_error) {
+ * command line: <qemu:commandline> -fw_cfg name=...,string=MB.  The two
+ * arguments go at the end of the user's <qemu:commandline> if there is
+ * one, in its own namespace declaration. */
+static void apply_ovmf_mmio64(struct domain *d, const struct plan *p, struct mark_features *f) {
         xmlNodePtr root = xmlDocGetRootElement(d->doc);
-        bool ns_added = false;
-        xmlNsPtr ns = xmlSearchNsByHref(d->doc, root, (const xmlChar *) QEMU_NS);
+        xmlNodePtr cl = qemu_commandline(root);
+        xmlNsPtr ns = cl ? cl->ns : xmlSearchNsByHref(d->doc, root, (const xmlChar *) QEMU_NS);
         if (!ns) {
-                ns = xmlNewNs(root, (const xmlChar *) QEMU_NS, (const xmlChar *) "qemu");
-                ns_added = true;
+                /* "qemu", unless the root binds that prefix to another URI. */
+                for (unsigned i = 0; !ns; i++) {
+                        char prefix[16];
+                        if (i > 1000)
+                                abort();
+                        snprintf(prefix, sizeof prefix, i ? "qemu%u" : "qemu", i);
+                        ns = xmlNewNs(root, (const xmlChar *) QEMU_NS, (const xmlChar *) prefix);
+                }
+                f->qemu_ns_added = true;
         }
-        _cleanup_free_ char *val = xasprintf("name=opt/ovmf/X-PciMmio64Mb,string=%" PRIu64, p->pcihole64_kib / 1024);
-        xmlNodePtr cl = NULL;
-        for (xmlNodePtr c = root->children; c; c = c->next)
-                if (c->type == XML_ELEMENT_NODE && c->ns == ns && xmlStrEqual(c->name, (const xmlChar *) "commandline"))
-                        cl = c;
+        _cleanup_free_ char *val = xasprintf(OVMF_MMIO64_ARG "%" PRIu64, p->pcihole64_kib / 1024);
         bool created = !cl;
         if (created) {
-                cl = xmlNewNode(ns, (const xmlChar *) "commandline");
+                cl = xmlNewDocNode(d->doc, ns, (const xmlChar *) "commandline", NULL);
                 insert_unit_after(last_element_child(root), cl);
         }
-        xmlNodePtr a1 = xmlNewNode(ns, (const xmlChar *) "arg");
-        xmlSetProp(a1, (const xmlChar *) "value", (const xmlChar *) "-fw_cfg");
-        xmlNodePtr a2 = xmlNewNode(ns, (const xmlChar *) "arg");
-        xmlSetProp(a2, (const xmlChar *) "value", (const xmlChar *) val);
+        xmlNodePtr a1 = xmlNewDocNode(d->doc, ns, (const xmlChar *) "arg", NULL);
+        set_prop(a1, "value", "-fw_cfg");
+        xmlNodePtr a2 = xmlNewDocNode(d->doc, ns, (const xmlChar *) "arg", NULL);
+        set_prop(a2, "value", val);
         append_child_unit(cl, a1);
         append_child_unit(cl, a2);
-        (void) ret_error;
-        return xasprintf(" ovmf-mmio64='%s'%s", created ? "created" : "added", ns_added ? " qemu-ns-added='yes'" : "");
+        f->ovmf_mmio64 = created ? "created" : "added";
 }
 
-static void revert_ovmf_mmio64(struct domain *d, xmlNodePtr mark) {
-        _cleanup_free_ char *how = xml_prop(mark, "ovmf-mmio64");
-        _cleanup_free_ char *ns_added = xml_prop(mark, "qemu-ns-added");
-        if (!how)
-                return;
-        xmlNodePtr root = xmlDocGetRootElement(d->doc);
-        for (xmlNodePtr cl = root->children; cl; cl = cl->next) {
-                if (cl->type != XML_ELEMENT_NODE || !cl->ns || !xmlStrEqual(cl->ns->href, (const xmlChar *) QEMU_NS) ||
-                    !xmlStrEqual(cl->name, (const xmlChar *) "commandline"))
+static xmlNodePtr next_element(xmlNodePtr n) {
+        for (n = n ? n->next : NULL; n && n->type != XML_ELEMENT_NODE; n = n->next)
+                ;
+        return n;
+}
+
+/* Is n a <qemu:arg> whose value is 'value' (or, with 'prefix', begins so)? */
+static bool qemu_arg_is(xmlNodePtr n, const char *value, bool prefix) {
+        if (!is_qemu_elem(n, "arg"))
+                return false;
+        _cleanup_free_ char *buf = NULL;
+        const char *v = xml_prop_ref(n, "value", &buf);
+        return v && (prefix ? strncmp(v, value, strlen(value)) == 0 : streq(v, value));
+}
+
+/* Does any element or attribute in the list at n (and below) use ns? */
+static bool ns_used(xmlNodePtr n, xmlNsPtr ns) {
+        for (; n; n = n->next) {
+                if (n->type != XML_ELEMENT_NODE)
                         continue;
-                if (streq(how, "created"))
-                        unlink_unit(d, cl);
-                else
-                        /* Our two args: "-fw_cfg" followed by the aperture. */
-                        for (xmlNodePtr a = cl->children; a; a = a->next) {
-                                _cleanup_free_ char *v = a->type == XML_ELEMENT_NODE ? xml_prop(a, "value") : NULL;
-                                if (!v || !strstr(v, "opt/ovmf/X-PciMmio64Mb"))
-                                        continue;
-                                xmlNodePtr prev = a->prev;
-                                while (prev && prev->type != XML_ELEMENT_NODE)
-                                        prev = prev->prev;
-                                remove_child_unit(d, a);
-                                if (prev)
-                                        remove_child_unit(d, prev);
-                                break;
-                        }
-                break;
+                if (n->ns == ns)
+                        return true;
+                for (xmlAttrPtr a = n->properties; a; a = a->next)
+                        if (a->ns == ns)
+                                return true;
+                if (ns_used(n->children, ns))
+                        return true;
         }
-        if (ns_added && streq(ns_added, "yes"))
-                for (xmlNsPtr *pp = &root->nsDef; *pp; pp = &(*pp)->next)
-                        if ((*pp)->href && xmlStrEqual((*pp)->href, (const xmlChar *) QEMU_NS)) {
-                                xmlNsPtr dead = *pp;
-                                *pp = dead->next;
-                                dead->next = NULL;
-                                xmlFreeNs(dead);
-                                break;
-                        }
+        return false;
 }
 
-static int write_mark(struct domain *d, const struct plan *p, char **removed_xml, const int *removed_pos,
-                      char **orig_addr, const char *single_slots, const char *extra_attrs, char **orig_managed,
-                      char **ret_error) {
+/* Undo apply_ovmf_mmio64(): remove only the two arguments pcinuma added
+ * (the last "-fw_cfg" followed by the aperture), the <qemu:commandline>
+ * only if pcinuma created it and it is empty now, and the namespace only
+ * if pcinuma declared it and nothing uses it any more: the user may have
+ * added arguments, <qemu:capabilities> or <qemu:override> since. */
+static void revert_ovmf_mmio64(struct domain *d, const char *how, bool ns_added) {
+        xmlNodePtr root = xmlDocGetRootElement(d->doc);
+        xmlNodePtr a1 = NULL, a2 = NULL;
+        for (xmlNodePtr cl = root->children; cl; cl = cl->next) {
+                if (!is_qemu_elem(cl, "commandline"))
+                        continue;
+                for (xmlNodePtr a = cl->children; a; a = a->next)
+                        if (qemu_arg_is(a, "-fw_cfg", false) && qemu_arg_is(next_element(a), OVMF_MMIO64_ARG, true)) {
+                                a1 = a;
+                                a2 = next_element(a);
+                        }
+        }
+        if (a1) {
+                xmlNodePtr cl = a1->parent;
+                remove_child_unit(d, a2);
+                remove_child_unit(d, a1);
+                if (streq(how, "created") && !last_element_child(cl))
+                        unlink_unit(d, cl);
+        }
+        if (!ns_added)
+                return;
+        for (xmlNsPtr ns = root->nsDef; ns; ns = ns->next)
+                if (ns->href && xmlStrEqual(ns->href, (const xmlChar *) QEMU_NS)) {
+                        if (!ns_used(root, ns))
+                                domain_remove_ns(d, root, ns);
+                        break;
+                }
+}
+
+/* A child element <pcinuma:NAME> of the mark, after the indentation text
+ * 'cind' (pretty-printed input) or none. */
+static xmlNodePtr mark_child(xmlNodePtr mark, const char *cind, const char *name) {
+        if (*cind)
+                xmlAddChild(mark, xmlNewDocText(mark->doc, (const xmlChar *) cind));
+        return xmlNewChild(mark, mark->ns, (const xmlChar *) name, NULL);
+}
+
+/* Write the mark (design §7) into <metadata>, created if needed, with the
+ * XML library's node and attribute API: every value is escaped by the
+ * serialiser, whatever characters the input's attributes hold. */
+static void write_mark(struct domain *d, const struct plan *p, char **removed_xml, const int *removed_pos,
+                       char **orig_addr, const char *single_slots, const struct mark_features *f,
+                       char **orig_managed) {
         xmlNodePtr root = xmlDocGetRootElement(d->doc);
         xmlNodePtr md = xml_child(root, "metadata");
         bool created = !md;
@@ -611,62 +701,86 @@ static int write_mark(struct domain *d, const struct plan *p, char **removed_xml
         _cleanup_free_ char *cind = pretty ? xasprintf("\n%s  ", mind) : xstrdup("");
         _cleanup_free_ char *endind = pretty ? xasprintf("\n%s", mind) : xstrdup("");
 
-        struct strbuf b = {0};
-        strbuf_printf(&b, "<pcinuma:topology xmlns:pcinuma='%s' version='1' policy='%s' migratable='no'%s",
-                      PCINUMA_TOPOLOGY_NS, policy_mode_to_string(p->mode), created ? " metadata-created='yes'" : "");
+        xmlNodePtr mark = xmlNewDocNode(d->doc, NULL, (const xmlChar *) "topology", NULL);
+        xmlSetNs(mark, xmlNewNs(mark, (const xmlChar *) PCINUMA_TOPOLOGY_NS, (const xmlChar *) "pcinuma"));
+        set_prop(mark, "version", "1");
+        set_prop(mark, "policy", policy_mode_to_string(p->mode));
+        set_prop(mark, "migratable", "no");
+        if (created)
+                set_prop(mark, "metadata-created", "yes");
         if (p->n_pruned && single_slots && *single_slots)
-                strbuf_printf(&b, " single-function-slots='%s'", single_slots);
+                set_prop(mark, "single-function-slots", single_slots);
         if (p->add_distances)
-                strbuf_append(&b, " distances='host'");
-        if (extra_attrs)
-                strbuf_append(&b, extra_attrs);
-        strbuf_append(&b, ">");
+                set_prop(mark, "distances", "host");
+        if (f->pcie_root_created)
+                set_prop(mark, "pcie-root-created", "yes");
+        if (f->hole_original) {
+                set_prop(mark, "pcihole64-original", f->hole_original);
+                if (f->hole_original_unit)
+                        set_prop(mark, "pcihole64-original-unit", f->hole_original_unit);
+        }
+        if (f->ovmf_mmio64)
+                set_prop(mark, "ovmf-mmio64", f->ovmf_mmio64);
+        if (f->qemu_ns_added)
+                set_prop(mark, "qemu-ns-added", "yes");
+
         for (size_t i = 0; i < p->n_pxbs; i++) {
                 const struct plan_pxb *x = &p->pxbs[i];
-                strbuf_printf(&b, "%s<pcinuma:expander controller='%d' guest-cell='%u' host-nodes='%s' busNr='%d'/>",
-                              cind, x->index, x->cell, x->host_nodes, x->bus_nr);
+                xmlNodePtr e = mark_child(mark, cind, "expander");
+                set_prop_int(e, "controller", x->index);
+                set_prop_int(e, "guest-cell", (int) x->cell);
+                set_prop(e, "host-nodes", x->host_nodes);
+                set_prop_int(e, "busNr", x->bus_nr);
         }
         for (size_t i = 0, k = 0; i < p->n_devices; i++) {
                 const struct plan_device *pd = &p->devices[i];
                 if (pd->action != PLAN_MOVE)
                         continue;
                 const struct domain_hostdev *hd = &d->hostdevs[pd->hostdev];
-                _cleanup_free_ char *esc = orig_addr[k] ? (char *) xmlEncodeSpecialChars(d->doc, (const xmlChar *) orig_addr[k]) : NULL;
+                xmlNodePtr e = mark_child(mark, cind, "device");
                 if (hd->kind == DOMAIN_HOSTDEV_MDEV)
-                        strbuf_printf(&b, "%s<pcinuma:device mdev='%s'", cind, hd->mdev_uuid);
+                        set_prop(e, "mdev", hd->mdev_uuid);
                 else
-                        strbuf_printf(&b, "%s<pcinuma:device host='%s'", cind, pd->name);
-                if (pd->class)
-                        strbuf_printf(&b, " class='0x%06x'", pd->class);
-                strbuf_printf(&b, " host-node='%d'", pd->host_node);
+                        set_prop(e, "host", pd->name);
+                if (pd->class) {
+                        char v[16];
+                        snprintf(v, sizeof v, "0x%06x", pd->class);
+                        set_prop(e, "class", v);
+                }
+                set_prop_int(e, "host-node", pd->host_node);
                 if (pd->host_socket >= 0)
-                        strbuf_printf(&b, " host-socket='%d'", pd->host_socket);
-                strbuf_printf(&b, " guest-cell='%d' controller='%d' original-address='%s'/>",
-                              pd->cell, pd->port_index, esc ? esc : "none");
+                        set_prop_int(e, "host-socket", pd->host_socket);
+                set_prop_int(e, "guest-cell", pd->cell);
+                set_prop_int(e, "controller", pd->port_index);
+                set_prop(e, "original-address", orig_addr[k] ? orig_addr[k] : "none");
                 k++;
         }
         /* Ports that carry no device themselves: a guest switch's root
          * and upstream ports. */
         for (size_t i = 0; i < p->n_ports; i++)
-                if (p->ports[i].device < 0)
-                        strbuf_printf(&b, "%s<pcinuma:controller index='%d' model='%s'/>", cind, p->ports[i].index,
-                                      p->ports[i].model);
-        for (size_t i = 0; i < p->n_managed; i++)
-                strbuf_printf(&b, "%s<pcinuma:managed host='%s' driver='%s' original='%s'/>", cind, p->managed[i].name,
-                              p->managed[i].driver, orig_managed[i] ? orig_managed[i] : "absent");
-        for (size_t i = 0; i < p->n_pruned; i++) {
-                _cleanup_free_ char *esc = (char *) xmlEncodeSpecialChars(d->doc, (const xmlChar *) removed_xml[i]);
-                strbuf_printf(&b, "%s<pcinuma:removed controller='%d' position='%d'>%s</pcinuma:removed>",
-                              cind, p->pruned[i], removed_pos[i], esc);
+                if (p->ports[i].device < 0) {
+                        xmlNodePtr e = mark_child(mark, cind, "controller");
+                        set_prop_int(e, "index", p->ports[i].index);
+                        set_prop(e, "model", p->ports[i].model);
+                }
+        for (size_t i = 0; i < p->n_managed; i++) {
+                xmlNodePtr e = mark_child(mark, cind, "managed");
+                set_prop(e, "host", p->managed[i].name);
+                set_prop(e, "driver", p->managed[i].driver);
+                set_prop(e, "original", orig_managed[i] ? orig_managed[i] : "absent");
         }
-        strbuf_printf(&b, "%s</pcinuma:topology>", endind);
-        _cleanup_free_ char *s = strbuf_steal(&b);
+        for (size_t i = 0; i < p->n_pruned; i++) {
+                xmlNodePtr e = mark_child(mark, cind, "removed");
+                set_prop_int(e, "controller", p->pruned[i]);
+                set_prop_int(e, "position", removed_pos[i]);
+                /* The controller's XML as text (escaped on output). */
+                xmlNodeAddContent(e, (const xmlChar *) removed_xml[i]);
+        }
+        if (*endind)
+                xmlAddChild(mark, xmlNewDocText(d->doc, (const xmlChar *) endind));
 
         if (created) {
-                _cleanup_free_ char *ms = xasprintf("<metadata>%s%s%s</metadata>", pretty ? "\n" : "", pretty ? mind : "", "");
-                md = parse_fragment(root, ms, ret_error);
-                if (!md)
-                        return -EINVAL;
+                md = xmlNewDocNode(d->doc, NULL, (const xmlChar *) "metadata", NULL);
                 /* libvirt's order: name, uuid, (genid,) title, description, metadata. */
                 xmlNodePtr anchor = NULL;
                 for (xmlNodePtr c = root->children; c; c = c->next)
@@ -678,25 +792,22 @@ static int write_mark(struct domain *d, const struct plan *p, char **removed_xml
                         insert_unit_before(first, md);
                 else
                         xmlAddChild(root, md);
+                if (pretty) {
+                        /* <metadata>\n    MARK\n  </metadata> */
+                        _cleanup_free_ char *open = xasprintf("\n%s", mind);
+                        _cleanup_free_ char *close = xasprintf("\n%s", ind);
+                        xmlAddChild(md, xmlNewDocText(d->doc, (const xmlChar *) open));
+                        xmlAddChild(md, mark);
+                        xmlAddChild(md, xmlNewDocText(d->doc, (const xmlChar *) close));
+                } else
+                        xmlAddChild(md, mark);
+                return;
         }
-        xmlNodePtr mark = parse_fragment(md, s, ret_error);
-        if (!mark)
-                return -EINVAL;
         xmlNodePtr last = last_element_child(md);
         if (last)
                 insert_unit_after(last, mark);
-        else if (created && pretty) {
-                /* <metadata>\n    MARK\n  </metadata> */
-                xmlNodePtr text = md->children;   /* "\n" + mind, from the fragment */
-                if (text)
-                        xmlAddNextSibling(text, mark);
-                else
-                        xmlAddChild(md, mark);
-                _cleanup_free_ char *close = xasprintf("\n%s", ind);
-                xmlAddNextSibling(mark, xmlNewText((const xmlChar *) close));
-        } else
+        else
                 xmlAddChild(md, mark);
-        return 0;
 }
 
 int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
@@ -712,7 +823,7 @@ int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
         for (size_t i = 0; i < p->n_devices; i++)
                 n_moved += p->devices[i].action == PLAN_MOVE;
 
-        _cleanup_free_ char *extra = NULL;
+        struct mark_features features = {0};
         _cleanup_free_ char **orig_managed = NULL;
         _cleanup_free_ char **orig = xcalloc(n_moved ? n_moved : 1, sizeof(char *));
         _cleanup_free_ char **removed = xcalloc(p->n_pruned ? p->n_pruned : 1, sizeof(char *));
@@ -768,29 +879,13 @@ int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
         if (r < 0)
                 goto out;
         /* The feature switches (issue 6). */
-        extra = xstrdup("");
         orig_managed = xcalloc(p->n_managed ? p->n_managed : 1, sizeof(char *));
         if (p->add_distances)
                 apply_distances(d, p);
         if (p->pcihole64_kib) {
-                _cleanup_free_ char *a = apply_pcihole64(d, p, ret_error);
-                if (!a) {
-                        r = -EINVAL;
-                        goto out;
-                }
-                char *e = xasprintf("%s%s", extra, a);
-                free(extra);
-                extra = e;
-                if (p->set_ovmf_mmio64) {
-                        _cleanup_free_ char *f = apply_ovmf_mmio64(d, p, ret_error);
-                        if (!f) {
-                                r = -EINVAL;
-                                goto out;
-                        }
-                        e = xasprintf("%s%s", extra, f);
-                        free(extra);
-                        extra = e;
-                }
+                apply_pcihole64(d, p, &features);
+                if (p->set_ovmf_mmio64)
+                        apply_ovmf_mmio64(d, p, &features);
         }
         for (size_t i = 0; i < p->n_managed; i++) {
                 xmlNodePtr e = d->hostdevs[p->managed[i].hostdev].elem;
@@ -798,11 +893,9 @@ int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
                 xmlSetProp(e, (const xmlChar *) "managed", (const xmlChar *) "no");
         }
 
-        r = write_mark(d, p, removed, removed_pos, orig, single_slots, extra, orig_managed, ret_error);
+        write_mark(d, p, removed, removed_pos, orig, single_slots, &features, orig_managed);
         for (size_t i = 0; i < p->n_managed; i++)
                 free(orig_managed[i]);
-        if (r < 0)
-                goto out;
         r = domain_reload(d, ret_error);
 
 out:
@@ -810,13 +903,15 @@ out:
                 free(orig[i]);
         for (size_t i = 0; i < p->n_pruned; i++)
                 free(removed[i]);
+        mark_features_done(&features);
         return r;
 }
+
 
 struct removed_ctl {
         int index;
         int position;
-        char *xml;
+        xmlNodePtr elem;        /* parsed from the mark; not in the document until restored */
 };
 
 static int cmp_removed(const void *a, const void *b) {
@@ -839,21 +934,38 @@ static xmlNodePtr find_hostdev_elem(struct domain *d, xmlNodePtr dev_rec) {
         return NULL;
 }
 
+/* Who sits on a bus: the first device (an element under <devices>) with a
+ * guest PCI address on it, other than those in 'except'. */
 struct bus_query {
         int bus;
-        bool found;
+        xmlNodePtr const *except;
+        size_t n_except;
+        xmlNodePtr found;
+        struct pci_addr at;
 };
 
 static void check_bus(xmlNodePtr addr, const struct pci_addr *a, void *u) {
         struct bus_query *q = u;
-        q->found = q->found || (a->domain == 0 && a->bus == q->bus);
+        if (q->found || a->domain != 0 || a->bus != q->bus)
+                return;
+        for (size_t i = 0; i < q->n_except; i++)
+                if (addr->parent == q->except[i])
+                        return;
+        q->found = addr->parent;
+        q->at = *a;
+}
+
+static xmlNodePtr bus_user(xmlNodePtr devices, int bus, xmlNodePtr const *except, size_t n_except, struct pci_addr *ret_at) {
+        struct bus_query q = { .bus = bus, .except = except, .n_except = n_except };
+        for_each_device_address(devices, check_bus, &q);
+        if (ret_at)
+                *ret_at = q.at;
+        return q.found;
 }
 
 /* Does any device's guest PCI address sit on 'bus'? */
 static bool bus_referenced(xmlNodePtr devices, int bus) {
-        struct bus_query q = { .bus = bus };
-        for_each_device_address(devices, check_bus, &q);
-        return q.found;
+        return bus_user(devices, bus, NULL, 0, NULL) != NULL;
 }
 
 struct addr_query {
@@ -875,24 +987,194 @@ static xmlNodePtr address_user(xmlNodePtr devices, const struct pci_addr *a, xml
         return q.found;
 }
 
-int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
-        int r = 0;
-        xmlNodePtr mark = d->mark;
-        if (!mark)
-                return 0;
-        xmlNodePtr devices = d->devices;
-        _cleanup_free_ struct removed_ctl *removed = NULL;
-        _cleanup_free_ xmlNodePtr *dev_recs = NULL;
-        _cleanup_free_ char *created = NULL, *single_slots = NULL;
-        _cleanup_free_ int *lost = NULL;          /* indexes that could not be restored */
-        size_t n_removed = 0, n_dev_recs = 0, n_lost = 0;
-        struct strbuf warn = {0};
+/* A device element as a warning names it: "<interface> 52:54:00:…",
+ * "<hostdev> 0000:3b:00.0", "<disk> vdb", "<controller index='5' …>". */
+static char *describe_device(xmlNodePtr e) {
+        const char *name = (const char *) e->name;
+        if (xml_is(e, "controller")) {
+                _cleanup_free_ char *idx = xml_prop(e, "index"), *model = xml_prop(e, "model");
+                return xasprintf("<controller index='%s' model='%s'>", strna(idx), strna(model));
+        }
+        struct pci_addr src;
+        xmlNodePtr saddr = xml_child(xml_child(e, "source"), "address");
+        if (saddr && xml_parse_pci_address(saddr, &src) == 0 && (xml_is(e, "hostdev") || xml_is(e, "interface"))) {
+                char b[PCI_ADDR_STRLEN];
+                return xasprintf("<%s> of host device %s", name, pci_addr_format(&src, b));
+        }
+        _cleanup_free_ char *mac = xml_prop(xml_child(e, "mac"), "address");
+        if (mac)
+                return xasprintf("<%s> %s", name, mac);
+        _cleanup_free_ char *dev = xml_prop(xml_child(e, "target"), "dev");
+        if (dev)
+                return xasprintf("<%s> %s", name, dev);
+        return xasprintf("<%s>", name);
+}
 
-        /* Pass 1: read the mark, and remove the controllers it added. */
+/* The PCI controller models libvirt knows: a <pcinuma:removed> may bring
+ * back only one of these. */
+static bool known_pci_model(const char *m) {
+        static const char *const models[] = {
+                "pci-root", "pcie-root", "pci-bridge", "dmi-to-pci-bridge", "pcie-root-port",
+                "pcie-switch-upstream-port", "pcie-switch-downstream-port", "pci-expander-bus",
+                "pcie-expander-bus", "pcie-to-pci-bridge",
+        };
+        for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++)
+                if (streq(m, models[i]))
+                        return true;
+        return false;
+}
+
+/* The first element or attribute under and including e with a prefix
+ * that no namespace declaration binds (libxml2 keeps it in the name, and
+ * writes it back as it is: XML that does not parse), or NULL. */
+static const char *undeclared_prefix(xmlNodePtr e) {
+        if (strchr((const char *) e->name, ':'))
+                return (const char *) e->name;
+        for (xmlAttrPtr a = e->properties; a; a = a->next)
+                if (strchr((const char *) a->name, ':'))
+                        return (const char *) a->name;
+        for (xmlNodePtr c = e->children; c; c = c->next) {
+                const char *n = c->type == XML_ELEMENT_NODE ? undeclared_prefix(c) : NULL;
+                if (n)
+                        return n;
+        }
+        return NULL;
+}
+
+/* Parse the text of a <pcinuma:removed controller=N> into the controller
+ * it held.  It must be exactly one <controller type='pci'> (index N if it
+ * says one, a model libvirt knows): a mark is input like any other, and a
+ * forged one must not bring a <disk> or a <hostdev> into the domain.  (What
+ * the controller holds is the input's own, as the rewrite found it.) */
+static int parse_removed(xmlNodePtr devices, xmlNodePtr rec, int index, xmlNodePtr *ret, char **ret_error) {
+        xmlChar *text = xmlNodeGetContent(rec);
+        xmlNodePtr list = NULL;
+        xmlParserErrors pr = xmlParseInNodeContext(devices, text ? (const char *) text : "", text ? xmlStrlen(text) : 0,
+                                                   XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING, &list);
+        xmlFree(text);
+        if (pr != XML_ERR_OK) {
+                xmlFreeNodeList(list);
+                return set_error(ret_error, -EINVAL,
+                                 "pcinuma mark: <pcinuma:removed controller='%d'> does not hold well-formed XML (error %d); "
+                                 "the mark is refused and nothing was changed", index, (int) pr);
+        }
+        xmlNodePtr elem = NULL;
+        const char *bad = NULL;
+        for (xmlNodePtr c = list; c && !bad; c = c->next) {
+                if (is_ws_text(c))
+                        continue;
+                if (c->type == XML_ELEMENT_NODE && !elem)
+                        elem = c;
+                else
+                        bad = c->type == XML_ELEMENT_NODE ? (const char *) c->name : "text";
+        }
+        if (!bad && !elem)
+                bad = "nothing";
+        else if (!bad && !(xml_is(elem, "controller") && prop_is(elem, "type", "pci")))
+                bad = (const char *) elem->name;
+        _cleanup_free_ char *model = elem && !bad ? xml_prop(elem, "model") : NULL;
+        _cleanup_free_ char *idx = elem && !bad ? xml_prop(elem, "index") : NULL;
+        uint64_t v;
+        int r = 0;
+        if (bad)
+                r = set_error(ret_error, -EINVAL,
+                              "pcinuma mark: <pcinuma:removed controller='%d'> holds %s%s%s, not one <controller type='pci'>; "
+                              "a mark can only restore the PCI controllers pcinuma removed: the mark is refused and nothing was changed",
+                              index, streq(bad, "text") || streq(bad, "nothing") ? "" : "<", bad,
+                              streq(bad, "text") || streq(bad, "nothing") ? "" : ">");
+        else if (model && !known_pci_model(model))
+                r = set_error(ret_error, -EINVAL,
+                              "pcinuma mark: <pcinuma:removed controller='%d'> holds a PCI controller of unknown model '%s': "
+                              "the mark is refused and nothing was changed", index, model);
+        else if (idx && (parse_uint(idx, 0, 255, &v) < 0 || (int) v != index))
+                r = set_error(ret_error, -EINVAL,
+                              "pcinuma mark: <pcinuma:removed controller='%d'> holds <controller index='%s'>: "
+                              "the mark is refused and nothing was changed", index, idx);
+        if (r == 0 && undeclared_prefix(elem))
+                r = set_error(ret_error, -EINVAL,
+                              "pcinuma mark: <pcinuma:removed controller='%d'> holds a controller with an undeclared prefix (%s): "
+                              "the mark is refused and nothing was changed", index, undeclared_prefix(elem));
+        if (r == 0) {
+                _cleanup_free_ char *why = NULL;
+                if (domain_check_controller(elem, &why) < 0)
+                        r = set_error(ret_error, -EINVAL,
+                                      "pcinuma mark: <pcinuma:removed controller='%d'> holds a controller that is not valid (%s): "
+                                      "the mark is refused and nothing was changed", index, why);
+        }
+        if (r < 0) {
+                xmlFreeNodeList(list);
+                return r;
+        }
+        /* Detach elem from the list and free the rest. */
+        if (elem->prev)
+                elem->prev->next = elem->next;
+        else
+                list = elem->next;
+        if (elem->next)
+                elem->next->prev = elem->prev;
+        elem->next = elem->prev = NULL;
+        elem->parent = NULL;
+        xmlFreeNodeList(list);
+        *ret = elem;
+        return 0;
+}
+
+/* What rewrite_revert() reads from the mark, all of it checked before
+ * the document changes. */
+struct mark_records {
+        xmlNodePtr *ours;               /* the controllers pcinuma added, as found in the document */
+        size_t n_ours;
+        struct removed_ctl *removed;
+        size_t n_removed;
+        xmlNodePtr *dev_recs;           /* <pcinuma:device> */
+        size_t n_dev_recs;
+        xmlNodePtr *moved;              /* the hostdev elements those name (that still exist) */
+        size_t n_moved;
+        xmlNodePtr *managed;            /* <pcinuma:managed> */
+        size_t n_managed;
+        char *ovmf_mmio64;
+        bool qemu_ns_added;
+};
+
+static void mark_records_done(struct mark_records *m) {
+        free(m->ours);
+        for (size_t i = 0; i < m->n_removed; i++)
+                if (m->removed[i].elem)
+                        xmlFreeNode(m->removed[i].elem);
+        free(m->removed);
+        free(m->dev_recs);
+        free(m->moved);
+        free(m->managed);
+        free(m->ovmf_mmio64);
+}
+
+static bool is_letters(const char *s) {
+        if (!*s)
+                return false;
+        for (; *s; s++)
+                if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+                        return false;
+        return true;
+}
+
+/* Read and check d's mark into *m.  An error names what is wrong; the
+ * document is not touched. */
+static int read_mark(struct domain *d, struct mark_records *m, char **ret_error) {
+        xmlNodePtr mark = d->mark, devices = d->devices;
+        int r;
+
         for (xmlNodePtr c = mark->children; c; c = c->next) {
                 if (c->type != XML_ELEMENT_NODE)
                         continue;
                 const char *name = (const char *) c->name;
+                bool known = c->ns && c->ns->href && xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_TOPOLOGY_NS) &&
+                             (streq(name, "expander") || streq(name, "device") || streq(name, "controller") ||
+                              streq(name, "managed") || streq(name, "removed"));
+                if (!known)
+                        return set_error(ret_error, -EINVAL,
+                                         "pcinuma mark: line %ld: <%s%s%s> is not part of a pcinuma mark: the mark is refused and nothing was changed",
+                                         xmlGetLineNo(c), c->ns && c->ns->prefix ? (const char *) c->ns->prefix : "",
+                                         c->ns && c->ns->prefix ? ":" : "", name);
                 _cleanup_free_ char *ctl = xml_prop(c, "controller");
                 uint64_t idx = 0;
                 bool has_idx = ctl && parse_uint(ctl, 10, 255, &idx) == 0;
@@ -909,43 +1191,153 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
                                           : streq(name, "device") ? (elem_has_model(e, "pcie-root-port") ||
                                                                      elem_has_model(e, "pcie-switch-downstream-port"))
                                           : elem_has_model(e, model));
+                        for (size_t i = 0; i < m->n_ours && ours; i++)
+                                ours = m->ours[i] != e;
                         if (ours)
-                                unlink_unit(d, e);
+                                *GROW(m->ours, m->n_ours) = e;
                 }
-                if (streq(name, "managed")) {
-                        struct domain_hostdev tmp = { .kind = DOMAIN_HOSTDEV_PCI };
-                        _cleanup_free_ char *host = xml_prop(c, "host");
+                if (streq(name, "device")) {
+                        _cleanup_free_ char *orig = xml_prop(c, "original-address");
+                        if (orig && !streq(orig, "none")) {
+                                /* The same reading as the revert does, on a scratch element. */
+                                xmlNodePtr scratch = xmlNewDocNode(d->doc, NULL, (const xmlChar *) "address", NULL);
+                                r = attrs_from_string(scratch, orig, ret_error);
+                                /* A PCI address (or one without a type) must be one the
+                                 * domain parser reads, or the revert would leave a
+                                 * domain that does not load. */
+                                struct pci_addr a;
+                                _cleanup_free_ char *type = r == 0 ? xml_prop(scratch, "type") : NULL;
+                                if (r == 0 && (!type || streq(type, "pci")) && xml_parse_pci_address(scratch, &a) < 0)
+                                        r = set_error(ret_error, -EINVAL,
+                                                      "pcinuma mark: original-address='%s' is not a PCI address: the mark is refused and nothing was changed",
+                                                      orig);
+                                xmlFreeNode(scratch);
+                                if (r < 0)
+                                        return r;
+                        }
+                        *GROW(m->dev_recs, m->n_dev_recs) = c;
+                        xmlNodePtr hd = find_hostdev_elem(d, c);
+                        if (hd)
+                                *GROW(m->moved, m->n_moved) = hd;
+                } else if (streq(name, "managed")) {
                         _cleanup_free_ char *orig = xml_prop(c, "original");
-                        if (host && pci_addr_parse(host, &tmp.host) == 0)
-                                for (size_t k = 0; k < d->n_hostdevs; k++)
-                                        if (d->hostdevs[k].kind == DOMAIN_HOSTDEV_PCI && pci_addr_eq(&d->hostdevs[k].host, &tmp.host)) {
-                                                if (!orig || streq(orig, "absent"))
-                                                        xmlUnsetProp(d->hostdevs[k].elem, (const xmlChar *) "managed");
-                                                else
-                                                        xmlSetProp(d->hostdevs[k].elem, (const xmlChar *) "managed", (const xmlChar *) orig);
-                                        }
-                }
-                if (streq(name, "device"))
-                        *GROW(dev_recs, n_dev_recs) = c;
-                else if (streq(name, "removed")) {
+                        if (orig && !streq(orig, "absent") && !streq(orig, "yes") && !streq(orig, "no"))
+                                return set_error(ret_error, -EINVAL,
+                                                 "pcinuma mark: <pcinuma:managed original='%s'>: not yes, no or absent; "
+                                                 "the mark is refused and nothing was changed", orig);
+                        *GROW(m->managed, m->n_managed) = c;
+                } else if (streq(name, "removed")) {
                         _cleanup_free_ char *pos = xml_prop(c, "position");
                         uint64_t p = 0;
-                        if (!has_idx || !pos || parse_uint(pos, 10, INT32_MAX, &p) < 0) {
-                                r = set_error(ret_error, -EINVAL, "pcinuma mark: <removed> without a valid controller and position");
-                                goto out;
-                        }
-                        struct removed_ctl *rc = GROW(removed, n_removed);
+                        if (!has_idx || !pos || parse_uint(pos, 10, INT32_MAX, &p) < 0)
+                                return set_error(ret_error, -EINVAL, "pcinuma mark: <removed> without a valid controller and position");
+                        if (!devices)
+                                return set_error(ret_error, -EINVAL, "pcinuma mark lists removed controllers but the domain has no <devices>");
+                        struct removed_ctl *rc = GROW(m->removed, m->n_removed);
                         rc->index = (int) idx;
                         rc->position = (int) p;
-                        xmlChar *t = xmlNodeGetContent(c);
-                        rc->xml = xstrdup(t ? (const char *) t : "");
-                        xmlFree(t);
+                        rc->elem = NULL;
+                        r = parse_removed(devices, c, (int) idx, &rc->elem, ret_error);
+                        if (r < 0)
+                                return r;
                 }
         }
 
-        if (n_removed && !devices) {
-                r = set_error(ret_error, -EINVAL, "pcinuma mark lists removed controllers but the domain has no <devices>");
+        /* The feature switches' attributes: values that the revert writes
+         * back into the domain must be ones libvirt accepts. */
+        _cleanup_free_ char *hole = xml_prop(mark, "pcihole64-original");
+        _cleanup_free_ char *unit = xml_prop(mark, "pcihole64-original-unit");
+        uint64_t v;
+        /* (the bound is the domain parser's, for a size in TiB) */
+        if (hole && !streq(hole, "none") && parse_uint(hole, 10, UINT64_MAX / (1024ull * 1024 * 1024), &v) < 0)
+                return set_error(ret_error, -EINVAL, "pcinuma mark: pcihole64-original='%s' is not a size: the mark is refused and nothing was changed", hole);
+        if (unit && !is_letters(unit))
+                return set_error(ret_error, -EINVAL, "pcinuma mark: pcihole64-original-unit='%s' is not a unit: the mark is refused and nothing was changed", unit);
+        m->ovmf_mmio64 = xml_prop(mark, "ovmf-mmio64");
+        if (m->ovmf_mmio64 && !streq(m->ovmf_mmio64, "created") && !streq(m->ovmf_mmio64, "added"))
+                return set_error(ret_error, -EINVAL, "pcinuma mark: ovmf-mmio64='%s' is neither created nor added: the mark is refused and nothing was changed",
+                                 m->ovmf_mmio64);
+        _cleanup_free_ char *ns_added = xml_prop(mark, "qemu-ns-added");
+        m->qemu_ns_added = ns_added && streq(ns_added, "yes");
+        return 0;
+}
+
+/* Remove the controllers pcinuma added, except those a device the mark
+ * does not move back still sits on (the user may have put a disk or a NIC
+ * on one of our root ports, or a port on our expander bus): those stay,
+ * with a warning naming the port and the device.  A port that stays keeps
+ * its parent; so, leaves first, until nothing more can go. */
+static void remove_our_controllers(struct domain *d, struct mark_records *m, struct strbuf *warn) {
+        xmlNodePtr devices = d->devices;
+        _cleanup_free_ bool *gone = xcalloc(m->n_ours ? m->n_ours : 1, sizeof(bool));
+        for (bool progress = true; progress;) {
+                progress = false;
+                for (size_t i = 0; i < m->n_ours; i++) {
+                        if (gone[i])
+                                continue;
+                        const struct domain_controller *c = NULL;
+                        for (size_t k = 0; k < d->n_controllers && !c; k++)
+                                if (d->controllers[k].elem == m->ours[i])
+                                        c = &d->controllers[k];
+                        if (!c || bus_user(devices, c->index, m->moved, m->n_moved, NULL))
+                                continue;
+                        unlink_unit(d, m->ours[i]);
+                        gone[i] = progress = true;
+                }
+        }
+        for (size_t i = 0; i < m->n_ours; i++) {
+                if (gone[i])
+                        continue;
+                const struct domain_controller *c = NULL;
+                for (size_t k = 0; k < d->n_controllers && !c; k++)
+                        if (d->controllers[k].elem == m->ours[i])
+                                c = &d->controllers[k];
+                struct pci_addr at;
+                xmlNodePtr user = c ? bus_user(devices, c->index, m->moved, m->n_moved, &at) : NULL;
+                if (!user)
+                        continue;
+                _cleanup_free_ char *who = describe_device(user);
+                strbuf_printf(warn, "%sPCI controller %d (%s) that pcinuma added was kept: %s at %04x:%02x:%02x.%x sits on it",
+                              warn->len ? "\n" : "", c->index, c->model, who, at.domain, at.bus, at.slot, at.func);
+        }
+}
+
+int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
+        int r = 0;
+        xmlNodePtr mark = d->mark;
+        if (!mark)
+                return 0;
+        xmlNodePtr devices = d->devices;
+        _cleanup_free_ char *created = NULL, *single_slots = NULL;
+        _cleanup_free_ int *lost = NULL;          /* indexes that could not be restored */
+        size_t n_lost = 0;
+        struct mark_records m = {0};
+        struct strbuf warn = {0};
+
+        /* Read and check the whole mark first: a mark it refuses leaves
+         * the document as it was. */
+        r = read_mark(d, &m, ret_error);
+        if (r < 0)
                 goto out;
+
+        /* Pass 1: remove the controllers pcinuma added (d's model still
+         * describes the document as it was), and restore managed=. */
+        if (devices)
+                remove_our_controllers(d, &m, &warn);
+        for (size_t i = 0; i < m.n_managed; i++) {
+                xmlNodePtr c = m.managed[i];
+                struct pci_addr host;
+                _cleanup_free_ char *h = xml_prop(c, "host");
+                _cleanup_free_ char *orig = xml_prop(c, "original");
+                if (!h || pci_addr_parse(h, &host) < 0)
+                        continue;
+                for (size_t k = 0; k < d->n_hostdevs; k++)
+                        if (d->hostdevs[k].kind == DOMAIN_HOSTDEV_PCI && pci_addr_eq(&d->hostdevs[k].host, &host)) {
+                                if (!orig || streq(orig, "absent"))
+                                        xmlUnsetProp(d->hostdevs[k].elem, (const xmlChar *) "managed");
+                                else
+                                        set_prop(d->hostdevs[k].elem, "managed", orig);
+                        }
         }
 
         /* Pass 2: put the pruned controllers back, before any device
@@ -954,26 +1346,22 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
          * original.  A filler that libvirt has since put a device on
          * stays, and the devices that sat on the original get no address,
          * so libvirt assigns them a free one. */
-        if (n_removed > 1)
-                qsort(removed, n_removed, sizeof(*removed), cmp_removed);
-        for (size_t i = 0; i < n_removed; i++) {
-                xmlNodePtr existing = find_controller_elem(devices, removed[i].index);
+        if (m.n_removed > 1)
+                qsort(m.removed, m.n_removed, sizeof(*m.removed), cmp_removed);
+        for (size_t i = 0; i < m.n_removed; i++) {
+                xmlNodePtr existing = find_controller_elem(devices, m.removed[i].index);
                 if (existing) {
-                        if (!elem_has_model(existing, "pcie-root-port") || bus_referenced(devices, removed[i].index)) {
+                        if (!elem_has_model(existing, "pcie-root-port") || bus_referenced(devices, m.removed[i].index)) {
                                 strbuf_printf(&warn, "%sPCI controller %d was not restored: libvirt has since put a device on the root port "
                                               "that took its index; the devices that were on it get a new address from libvirt",
-                                              warn.len ? "\n" : "", removed[i].index);
-                                *GROW(lost, n_lost) = removed[i].index;
+                                              warn.len ? "\n" : "", m.removed[i].index);
+                                *GROW(lost, n_lost) = m.removed[i].index;
                                 continue;
                         }
                         unlink_unit(d, existing);
                 }
-                xmlNodePtr e = parse_fragment(devices, removed[i].xml, ret_error);
-                if (!e) {
-                        r = -EINVAL;
-                        goto out;
-                }
-                xmlNodePtr ref = element_at(devices, removed[i].position);
+                xmlNodePtr e = TAKE_PTR(m.removed[i].elem);
+                xmlNodePtr ref = element_at(devices, m.removed[i].position);
                 if (ref)
                         insert_unit_before(ref, e);
                 else {
@@ -986,18 +1374,18 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
         }
 
         /* Pass 3: the devices' original addresses. */
-        for (size_t i = 0; i < n_dev_recs; i++) {
-                xmlNodePtr hd = find_hostdev_elem(d, dev_recs[i]);
+        for (size_t i = 0; i < m.n_dev_recs; i++) {
+                xmlNodePtr hd = find_hostdev_elem(d, m.dev_recs[i]);
                 if (!hd)
                         continue;   /* removed from the domain since */
-                _cleanup_free_ char *orig = xml_prop(dev_recs[i], "original-address");
+                _cleanup_free_ char *orig = xml_prop(m.dev_recs[i], "original-address");
                 xmlNodePtr addr = NULL;
                 for (xmlNodePtr a = hd->children; a; a = a->next)
                         if (xml_is(a, "address"))
                                 addr = a;
                 if (orig && !streq(orig, "none")) {
                         if (!addr) {
-                                addr = xmlNewNode(NULL, (const xmlChar *) "address");
+                                addr = xmlNewDocNode(d->doc, NULL, (const xmlChar *) "address", NULL);
                                 xmlNodePtr last = last_element_child(hd);
                                 if (last)
                                         insert_unit_after(last, addr);
@@ -1006,7 +1394,7 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
                         }
                         r = attrs_from_string(addr, orig, ret_error);
                         if (r < 0)
-                                goto out;
+                                goto out;   /* checked by read_mark(): cannot happen */
                         struct pci_addr a;
                         bool on_lost = false;
                         xmlNodePtr taken = NULL;
@@ -1021,7 +1409,7 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
                          * (an unaddressed one lands on an empty root port):
                          * let libvirt pick a free address instead. */
                         if (taken) {
-                                _cleanup_free_ char *who = xml_prop(dev_recs[i], "host");
+                                _cleanup_free_ char *who = xml_prop(m.dev_recs[i], "host");
                                 strbuf_printf(&warn, "%sdevice %s could not go back to its original address "
                                               "%04x:%02x:%02x.%x: <%s> now sits there; libvirt gives it a free address",
                                               warn.len ? "\n" : "", who ? who : "?", a.domain, a.bus, a.slot, a.func,
@@ -1042,7 +1430,8 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
                         revert_distances(d);
         }
         revert_pcihole64(d, mark);
-        revert_ovmf_mmio64(d, mark);
+        if (m.ovmf_mmio64)
+                revert_ovmf_mmio64(d, m.ovmf_mmio64, m.qemu_ns_added);
 
         created = xml_prop(mark, "metadata-created");
         xmlNodePtr md = mark->parent;
@@ -1059,7 +1448,6 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
         }
 out:
         strbuf_done(&warn);
-        for (size_t i = 0; i < n_removed; i++)
-                free(removed[i].xml);
+        mark_records_done(&m);
         return r;
 }

@@ -14,10 +14,16 @@
 int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error);
 
 /* Undo the mark in d: remove the controllers it added, restore the moved
- * devices' original addresses and the pruned controllers, and remove the
- * mark.  Returns 1 when d was reverted, 0 when it carried no mark, or a
- * negative errno with *ret_error (d is then in an unspecified state; the
- * caller discards it).  When something could not be restored exactly (a
- * pruned root port whose index libvirt has since refilled and used),
- * *ret_warning (if non-NULL) gets a malloc'ed message, one line each. */
+ * devices' original addresses and the pruned controllers, undo the feature
+ * switches, and remove the mark.  What the user added since stays: a
+ * controller pcinuma added that another device now sits on, the user's
+ * <qemu:*> elements and arguments.  The mark is read and checked whole
+ * first: a mark it refuses (a <pcinuma:removed> holding anything but one
+ * <controller type='pci'>, an element that is no part of a mark, a value
+ * the domain parser would refuse) gives -EINVAL with *ret_error naming it,
+ * and d is unchanged.  Returns 1 when d was reverted, 0 when it carried no
+ * mark.  When something could not be restored exactly (a pruned root port
+ * whose index libvirt has since refilled and used, a port kept for a
+ * device on it), *ret_warning (if non-NULL) gets a malloc'ed message, one
+ * line each. */
 int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error);

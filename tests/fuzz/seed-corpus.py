@@ -3,7 +3,7 @@
 
     seed-corpus.py OUTDIR [SYSFS_TREE...]
 
-OUTDIR gets domain/, policy/, protocol/ and sysfs/, one file per input,
+OUTDIR gets domain/, policy/, protocol/, revert/ and sysfs/, one file per input,
 named by the SHA-1 of its content as libFuzzer names them.  The seeds come
 from the golden cases, conf/policy.json and the policy unit tests, frames
 written here, and the fixture hosts (built with tests/fixtures/mkfakesysfs.py
@@ -229,6 +229,66 @@ def sysfs_seeds(outdir, trees):
         put(outdir, "sysfs", b"fdevices/system/node/node0/cpulist\n" + text.encode() + b"\0")
 
 
+# ---- revert -----------------------------------------------------------------
+
+QEMU_CAPS = ('  <qemu:capabilities>\n    <qemu:add capability="blockdev"/>\n    <qemu:del capability="usb-redir"/>\n'
+             '  </qemu:capabilities>\n')
+QEMU_OVERRIDE = ('  <qemu:override>\n    <qemu:device alias="ua-gpu">\n      <qemu:frontend>\n'
+                 '        <qemu:property name="x-pcie-lnksta-dllla" type="bool" value="false"/>\n'
+                 '      </qemu:frontend>\n    </qemu:device>\n  </qemu:override>\n')
+FORGED_REMOVED = [
+    '&lt;disk type="file" device="disk"&gt;&lt;source file="/etc/shadow"/&gt;&lt;target dev="vdz"/&gt;&lt;/disk&gt;',
+    '&lt;hostdev mode="subsystem" type="pci"&gt;&lt;source&gt;&lt;address bus="0x99"/&gt;&lt;/source&gt;&lt;/hostdev&gt;',
+    '&lt;controller type="usb" index="1"/&gt;',
+    '&lt;controller type="pci" index="1" model="pcie-root-port"/&gt;&lt;disk/&gt;',
+    '&lt;controller type="pci" index="9" model="pcie-root-port"/&gt;',
+    '&lt;controller type="pci" model="pcie-root-port"&gt;&lt;qemu:x xmlns:qemu="urn:x"/&gt;&lt;/controller&gt;',
+    'text', '', '&lt;controller',
+]
+
+
+def revert_seeds(outdir):
+    """Domains with real marks (the golden outputs), edited as a user would
+    edit them after planning, and forged marks."""
+    golden = os.path.join(TOP, "tests", "golden")
+    for case in sorted(os.listdir(golden)):
+        p = os.path.join(golden, case, "expected.xml")
+        if not os.path.isfile(p):
+            continue
+        with open(p, encoding="utf-8") as f:
+            x = f.read()
+        if "urn:pcinuma:topology:1" not in x:
+            continue
+        put(outdir, "revert", x)
+        # qemu elements of the user's, after the plan (the mmio64 cases
+        # carry pcinuma's own <qemu:commandline>)
+        if 'xmlns:qemu=' not in x:
+            xq = x.replace("<domain ", '<domain xmlns:qemu="http://libvirt.org/schemas/domain/qemu/1.0" ', 1)
+        else:
+            xq = x
+        put(outdir, "revert", xq.replace("</domain>", QEMU_CAPS + "</domain>"))
+        put(outdir, "revert", xq.replace("</domain>", QEMU_OVERRIDE + "</domain>"))
+        if "<qemu:commandline>" in x:
+            put(outdir, "revert", x.replace("<qemu:commandline>\n", '<qemu:commandline>\n    <qemu:arg value="-S"/>\n', 1))
+        # a NIC on the first root port pcinuma added
+        m = re.search(r'<pcinuma:device [^>]*controller="(\d+)"', x)
+        if m:
+            nic = ('    <interface type="network">\n      <mac address="52:54:00:12:34:56"/>\n'
+                   '      <source network="default"/>\n'
+                   f'      <address type="pci" domain="0x0000" bus="0x{int(m.group(1)):02x}" slot="0x00" function="0x0"/>\n'
+                   '    </interface>\n')
+            put(outdir, "revert", x.replace("  </devices>", nic + "  </devices>", 1))
+        # edited mark attributes, quotes and special characters
+        put(outdir, "revert", x.replace('policy="', 'policy="it\'s &amp; &lt;x&gt; ', 1))
+        put(outdir, "revert", re.sub(r'original-address="[^"]*"', 'original-address="type=pci bus=0x00 slot=0x1f x=%27&amp;"', x, count=1))
+        put(outdir, "revert", x.replace('</pcinuma:topology>', '<pcinuma:disk/></pcinuma:topology>', 1))
+        put(outdir, "revert", x.replace('  </metadata>', x[x.index('    <pcinuma:topology'):x.index('</pcinuma:topology>') + 19] + '\n  </metadata>', 1))
+        if "<pcinuma:removed " in x:
+            for body in FORGED_REMOVED:
+                put(outdir, "revert", re.sub(r'(<pcinuma:removed [^>]*>).*?(</pcinuma:removed>)',
+                                             lambda mm: mm.group(1) + body + mm.group(2), x, count=1, flags=re.S))
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -237,6 +297,7 @@ def main():
     policy_seeds(out)
     protocol_seeds(out)
     sysfs_seeds(out, sys.argv[2:])
+    revert_seeds(out)
 
 
 if __name__ == "__main__":

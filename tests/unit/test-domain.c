@@ -561,6 +561,33 @@ static void test_metadata(void **state) {
         assert_null(d2->mark);
         assert_string_equal(d2->requested_policy, "require");
         assert_null(d2->policy_tag);
+
+        /* two policy elements: the last counts (the first is not leaked:
+         * the sanitizer pass runs this test) */
+        static const char xml3[] =
+                "<domain type='kvm'><name>m</name>"
+                "<metadata>"
+                "<p:policy xmlns:p='urn:pcinuma:policy:1' name='require' tag='a'/>"
+                "<p:policy xmlns:p='urn:pcinuma:policy:1' name='legacy' tag='b'/>"
+                "</metadata><devices/></domain>";
+        _cleanup_domain_ struct domain *d3 = parse_ok(xml3);
+        assert_string_equal(d3->requested_policy, "legacy");
+        assert_string_equal(d3->policy_tag, "b");
+
+        /* two marks: which would a revert undo?  Refused (issue 13). */
+        parse_fails("<domain type='kvm'><name>m</name>\n<metadata>\n"
+                    "<pcinuma:topology xmlns:pcinuma='urn:pcinuma:topology:1' version='1' policy='require' migratable='no'/>\n"
+                    "<q:topology xmlns:q='urn:pcinuma:topology:1' version='1' policy='legacy' migratable='no'/>\n"
+                    "</metadata><devices/></domain>",
+                    -EINVAL, "line 4: a second pcinuma mark", "line 3");
+        /* ... or in a second <metadata> (fuzz-domain finding: the revert
+         * removed the first, and the second came to light) */
+        parse_fails("<domain type='kvm'><name>m</name>\n<metadata>\n"
+                    "<pcinuma:topology xmlns:pcinuma='urn:pcinuma:topology:1' version='1' policy='require' migratable='no'/>\n"
+                    "</metadata>\n<metadata>\n"
+                    "<pcinuma:topology xmlns:pcinuma='urn:pcinuma:topology:1' version='1' policy='require' migratable='no'/>\n"
+                    "</metadata><devices/></domain>",
+                    -EINVAL, "line 6: a pcinuma mark in a second <metadata> element", "line 2");
 }
 
 /* ---- errors ------------------------------------------------------------------ */
@@ -591,6 +618,9 @@ static void test_errors_document(void **state) {
         }
 
         parse_fails("<network><name>default</name></network>", -EINVAL, "domain", "network");
+        /* an undeclared prefix: libxml2 keeps a document, libvirt refuses it */
+        parse_fails("<domain type='kvm'><name>x</name><devices><q:x/></devices></domain>", -EINVAL, "namespace error");
+        parse_fails("<domain type='kvm'><name>x</name><devices><address functio:='0'/></devices></domain>", -EINVAL, "namespace error");
 
         /* over the size limit: refused before parsing */
         size_t len = DOMAIN_XML_MAX + 1;
