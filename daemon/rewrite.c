@@ -62,42 +62,6 @@ static xmlNodePtr last_element_child(xmlNodePtr parent) {
         return last;
 }
 
-/* Parse an XML fragment holding one element, in the context of 'ctx'. */
-static xmlNodePtr parse_fragment(xmlNodePtr ctx, const char *s, char **ret_error) {
-        xmlNodePtr list = NULL;
-        xmlParserErrors r = xmlParseInNodeContext(ctx, s, (int) strlen(s),
-                                                  XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING, &list);
-        if (r != XML_ERR_OK || !list) {
-                if (list)
-                        xmlFreeNodeList(list);
-                set_error(ret_error, -EINVAL, "cannot parse XML fragment '%.60s...' (error %d)", s, (int) r);
-                return NULL;
-        }
-        /* Keep the first element; drop anything else. */
-        xmlNodePtr elem = NULL;
-        for (xmlNodePtr c = list; c; c = c->next)
-                if (c->type == XML_ELEMENT_NODE) {
-                        elem = c;
-                        break;
-                }
-        if (!elem) {
-                xmlFreeNodeList(list);
-                set_error(ret_error, -EINVAL, "XML fragment holds no element");
-                return NULL;
-        }
-        /* Detach elem from the list and free the rest. */
-        xmlNodePtr rest = list == elem ? elem->next : list;
-        if (elem->prev)
-                elem->prev->next = elem->next;
-        if (elem->next)
-                elem->next->prev = elem->prev;
-        elem->next = elem->prev = NULL;
-        elem->parent = NULL;
-        if (rest)
-                xmlFreeNodeList(rest);
-        return elem;
-}
-
 static char *node_dump(xmlDocPtr doc, xmlNodePtr n) {
         xmlBufferPtr buf = xmlBufferCreate();
         if (!buf)

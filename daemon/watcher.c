@@ -385,7 +385,10 @@ static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
         if (stable)
                 w->restart_ms = RESTART_MIN_MS;
         free(w->last_exit);
-        w->last_exit = xstrdup(how);
+        /* Killed by us: keep the reason with the exit, where the next
+         * watcher's status messages cannot overwrite it. */
+        w->last_exit = w->kill_reason ? xasprintf("%s (killed by pcinumad: pcinuma-watcher %s)", how, w->kill_reason)
+                                      : xstrdup(how);
         struct log_fields f = {0};
         log_fields_add(&f, "PCINUMA_LIBVIRT_URI", "%s", w->uri);
         log_event(LOG_ERR, PCINUMA_MID_LIBVIRT_CONNECTION, &f,

@@ -590,7 +590,9 @@ def killed_and_restarted(d, line):
             break
         time.sleep(0.05)
     check((st.get("process") or {}).get("restarts", 0) >= 1, "status shows no restart: %s" % st)
-    contains(st.get("last_error") or "", line.split(" (")[0], "libvirt.last_error in status")
+    # last_error is the running watcher's to report (a new one clears it when
+    # it connects); why the previous one was killed stays in process.last_exit.
+    contains((st.get("process") or {}).get("last_exit") or "", line.split(" (")[0], "libvirt.process.last_exit in status")
     r = td.run_hook("gpu-vm-1", "prepare", "begin", td.XML["gpu-vm-1"], d.sock)
     check(r.rc == 1 and "refusing to start domain gpu-vm-1" in r.err, "a hook call meanwhile: %r" % (r,))
     rc = d.stop()
