@@ -56,13 +56,14 @@ ok() { n=$((n + 1)); pass=$((pass + 1)); echo "ok $n - $*"; }
 notok() { n=$((n + 1)); fail=$((fail + 1)); echo "not ok $n - $*"; }
 summary() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; }
 skip() { echo "# SKIP: $*"; echo "0 passed, 0 failed"; exit 77; }
-loud() {
-    {
-        echo "################################################################"
-        echo "# fresh-machine check NOT RUN: $*"
-        echo "# The README's commands were NOT tried on a fresh Debian 12."
-        echo "################################################################"
-    } | tee /dev/stderr
+loud() {   # on stdout and stderr (not 'tee /dev/stderr': reopening a
+           # redirected stderr truncates the caller's log file)
+    msg="################################################################
+# fresh-machine check NOT RUN: $*
+# The README's commands were NOT tried on a fresh Debian 12.
+################################################################"
+    echo "$msg"
+    echo "$msg" >&2
 }
 now() { date +%s; }
 
