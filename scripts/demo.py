@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(TOP, "tests", "libvirt"))
 sys.path.insert(0, os.path.join(TOP, "tests", "guest"))
 
 import test_guest as tg          # noqa: E402  (initramfs, stand-ins, guest report)
-from session import Session      # noqa: E402
+from session import HookDir, Session, reachable_copy   # noqa: E402
 
 T0 = time.monotonic()
 STEPS = 7
@@ -73,14 +73,16 @@ def main():
     build = os.path.abspath(a.build)
     ctl = os.path.join(build, "daemon", "pcinumactl")
     pcinumad = os.path.join(build, "daemon", "pcinumad")
-    hook = os.path.join(build, "hook", "pcinuma-hook")
+    hook_bin = os.path.join(build, "hook", "pcinuma-hook")
     vm_src = os.path.join(TOP, "conf", "examples", "gpu-vm-1.xml")
     if os.geteuid() != 0:
         sys.exit("demo: run as root (it installs a libvirt hook and starts libvirtd as an unprivileged user)")
 
     work = tempfile.mkdtemp(prefix="pcinuma-demo-")
     os.chmod(work, 0o755)
-    hook_wrapper = "/etc/libvirt/hooks/qemu.d/pcinuma-demo-%s" % uuid.uuid4().hex[:8]
+    # No Debian package creates libvirt's qemu.d: HookDir makes it, and
+    # removes at the end only what it made.
+    hook = HookDir("pcinuma-demo-%s" % uuid.uuid4().hex[:8])
     daemon = sess = guest = None
     try:
         step(1, "The sample host: tests/fixtures/hosts/sample-4n.json as a sysfs tree")
@@ -102,22 +104,19 @@ def main():
         sock = os.path.join(sockdir, "hook.sock")
         # libvirt runs hooks with a scrubbed environment and reads the hook
         # directory only when it starts: a wrapper with the socket baked in.
-        hook_copy = os.path.join(work, "pcinuma-hook")
-        shutil.copy(hook, hook_copy)
-        os.chmod(hook_copy, 0o755)
+        # (a copy in the work dir: the build tree may be under /root, 0700)
+        hook_copy = reachable_copy(hook_bin, work)
         # Only this demo's libvirtd (told apart by the HOME libvirt passes to
         # hooks) is forwarded: other libvirtds on the machine see exit 0.
         home_file = os.path.join(work, "libvirtd-home")
-        with open(hook_wrapper, "w") as f:
-            f.write("#!/bin/sh\n"
-                    "[ \"$HOME\" = \"$(cat %s 2>/dev/null)\" ] || { cat >/dev/null; exit 0; }\n"
-                    "PCINUMA_SOCKET=%s exec %s \"$@\"\n" % (home_file, sock, hook_copy))
-        os.chmod(hook_wrapper, 0o755)
+        hook.install("#!/bin/sh\n"
+                     "[ \"$HOME\" = \"$(cat %s 2>/dev/null)\" ] || { cat >/dev/null; exit 0; }\n"
+                     "PCINUMA_SOCKET=%s exec %s \"$@\"\n" % (home_file, sock, hook_copy))
         sess = Session()
         with open(home_file, "w") as f:
             f.write(sess.env["HOME"])
         os.chmod(home_file, 0o644)
-        say("libvirtd: qemu:///session as user %s (hook %s)" % (sess.user, hook_wrapper))
+        say("libvirtd: qemu:///session as user %s (hook %s)" % (sess.user, hook.path))
         policy = os.path.join(work, "policy.json")
         with open(policy, "w") as f:
             f.write('{"default": {"policy": "require"}}\n')
@@ -265,8 +264,7 @@ def main():
                 daemon.kill()
         if sess is not None:
             sess.stop()
-        if os.path.exists(hook_wrapper):
-            os.unlink(hook_wrapper)
+        hook.remove()
         shutil.rmtree(work, ignore_errors=True)
         print("[done in %.1f s]" % (time.monotonic() - T0), flush=True)
 

@@ -2,7 +2,16 @@
 # Install, with apt, every Debian 12 package that building, testing and the
 # demo need, and create the users and directories that libvirt's packages
 # expect when they are installed without their recommends.  Safe to re-run:
-# it installs only what is missing.
+# it installs only what is missing.  The list is what a minimal Debian 12
+# ('debootstrap --variant=minbase bookworm') lacks for ./scripts/demo.sh and
+# ./scripts/test.sh; the test command's fresh-machine check
+# (tests/fresh/test_fresh_demo.sh) proves it for the demo.
+#   git, ca-certificates   cloning the repository (https)
+#   debootstrap            the fresh-machine check itself
+#   groff-base, strace     the man page check (groff -ww); the system-call
+#                          count of the host-map benchmark
+# clang is not listed: the test command builds with the default cc, and
+# the libFuzzer targets are built only with CC=clang (docs/fuzzing.md).
 set -eu
 
 PKGS="gcc meson ninja-build pkg-config python3
@@ -10,7 +19,8 @@ PKGS="gcc meson ninja-build pkg-config python3
       libxml2-utils libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu
       qemu-system-x86 qemu-utils
       linux-image-amd64 busybox-static cpio
-      sudo procps systemd valgrind
+      sudo procps systemd valgrind groff-base strace
+      git ca-certificates debootstrap
       build-essential debhelper dpkg-dev"
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -16,7 +16,15 @@
 # The sanitizer pass runs by default when no arguments are given; with
 # arguments (a suite selection, say) only when PCINUMA_SANITIZE=1.
 # PCINUMA_SANITIZE=0 skips it always.
-#   3. In a full run (no arguments; PCINUMA_BENCH=0 skips it), last, after
+#   3. In a full run (no arguments), two checks outside meson: the Debian
+#      package (tests/debian/test_deb.sh; PCINUMA_DEB=0 skips it) and the
+#      README's first command on a fresh machine: ./scripts/demo.sh in a
+#      freshly debootstrapped minimal Debian 12 chroot, from a clone in
+#      /root (tests/fresh/test_fresh_demo.sh; PCINUMA_FRESH=0 skips it).
+#      They run after the suites, alone, because they need root, apt and
+#      the network, take minutes, and test the repository rather than the
+#      build directory.
+#   4. In a full run (no arguments; PCINUMA_BENCH=0 skips it), last, after
 #      waiting up to 90 s for the load average to fall under 1: the
 #      benchmarks, 'meson test --benchmark --suite bench' in build/, one
 #      after another.  They measure and print figures (the RESULT/FIGURE
@@ -100,6 +108,20 @@ if [ $# -eq 0 ] && [ "${PCINUMA_DEB:-1}" = 1 ]; then
     esac
 fi
 
+# The README's first command on a fresh Debian 12 (a debootstrapped
+# chroot; the committed HEAD cloned into its /root); only in a full run.
+fresh_result=none
+if [ $# -eq 0 ] && [ "${PCINUMA_FRESH:-1}" = 1 ]; then
+    echo "test: fresh machine: tests/fresh/test_fresh_demo.sh (log: $builddir/meson-logs/fresh-demo.log)"
+    fresh_rc=0
+    "$top/tests/fresh/test_fresh_demo.sh" --log "$builddir/meson-logs/fresh-demo.log" || fresh_rc=$?
+    case $fresh_rc in
+        0) fresh_result=pass ;;
+        77) fresh_result=skip ;;
+        *) fresh_result=fail; rc=1 ;;
+    esac
+fi
+
 # The benchmarks, last, on a machine as quiet as it gets: wait (at most
 # 90 s) for the load average the suites left behind to fall under 1.
 if [ $# -eq 0 ] && [ "${PCINUMA_BENCH:-1}" = 1 ]; then
@@ -117,9 +139,10 @@ if [ $# -eq 0 ] && [ "${PCINUMA_BENCH:-1}" = 1 ]; then
 fi
 
 # Summarise from meson's JSON logs so the last line says what ran.
-python3 - "$build_failed" "$deb_result" $logs <<'PY'
+python3 - "$build_failed" "$deb_result" "$fresh_result" $logs <<'PY'
 import json, sys
 deb = sys.argv.pop(2)
+fresh = sys.argv.pop(2)
 keys = ("OK", "FAIL", "SKIP", "EXPECTEDFAIL", "UNEXPECTEDPASS", "TIMEOUT", "ERROR")
 total = dict.fromkeys(keys, 0)
 for path in sys.argv[2:]:
@@ -147,9 +170,10 @@ for path in sys.argv[2:]:
 passed = total["OK"] + total["EXPECTEDFAIL"]
 failed = total["FAIL"] + total["TIMEOUT"] + total["ERROR"] + total["UNEXPECTEDPASS"]
 failed += int(sys.argv[1])      # a sanitizer build that did not build counts as one failure
-passed += deb == "pass"
-failed += deb == "fail"
-total["SKIP"] += deb == "skip"
+for one in (deb, fresh):        # the two checks outside meson count one each
+    passed += one == "pass"
+    failed += one == "fail"
+    total["SKIP"] += one == "skip"
 line = f"{passed} passed, {failed} failed"
 if total["SKIP"]:
     line += f", {total['SKIP']} skipped"

@@ -94,15 +94,21 @@ def run(a):
     for tool in ("libvirtd", "virsh", "qemu-system-x86_64"):
         if not (shutil.which(tool) or os.path.exists("/usr/sbin/" + tool)):
             B.skip("%s not found" % tool)
-    if not os.path.isdir(HOOK_DIR):
-        B.skip("%s does not exist" % HOOK_DIR)
     if os.path.exists(WRAPPER):
         raise RuntimeError("%s exists: another run of this benchmark?" % WRAPPER)
     session = load_session(a.session_py)
     uid = session.ensure_user()[0]
+    # creates qemu.d when missing (no Debian package does); at exit it
+    # removes the wrapper and only the directories it created
+    hookdir = session.HookDir(os.path.basename(WRAPPER), HOOK_DIR)
+    hookdir.makedirs()
+    B.at_exit(hookdir.remove)      # runs after remove_wrapper (LIFO)
 
     work = B.short_tmpdir("vm")
     os.chmod(work, 0o711)
+    # the hook runs as the session user: a copy it can reach (the build
+    # tree may be under /root, mode 0700)
+    hook = session.reachable_copy(a.hook, work)
     sysfs = B.mkfakesysfs(a.mkfakesysfs, os.path.join(a.hosts, "sample-4n.json"),
                           os.path.join(work, "host"))
     d = B.Daemon(a.pcinumad, sysfs, work, policy="legacy",
@@ -123,16 +129,12 @@ def run(a):
                     "%s*) PCINUMA_SOCKET=%s PCINUMA_HOOK_CONF=%s exec %s \"$@\";;\n"
                     "*) exec cat >/dev/null;;\n"
                     "esac\n"
-                    % (prefix, d.sock, conf, os.path.abspath(a.hook)))
+                    % (prefix, d.sock, conf, hook))
     parked = os.path.join(os.path.dirname(HOOK_DIR), ".pcinuma-bench-parked-%d" % os.getpid())
     B.at_exit(lambda: remove_wrapper(parked))
 
     def install():
-        tmp = WRAPPER + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(wrapper_text)
-        os.chmod(tmp, 0o755)
-        os.rename(tmp, WRAPPER)
+        hookdir.install(wrapper_text)
 
     plain_vm, mark_vm = prefix, prefix + "-mark"
     # A domain the wrapper does not hand to pcinuma-hook: for it, the hook

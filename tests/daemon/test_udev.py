@@ -97,6 +97,16 @@ def main():
     if os.geteuid() != 0:
         print("1..0 # SKIP sending udev's netlink multicast needs root")
         sys.exit(77)
+    # udev's multicast group is shared by every netlink socket of a network
+    # namespace: another run of this test on the machine (a parallel suite,
+    # a chroot's test command) would reach our pcinumad, and ours theirs.
+    # A private network namespace keeps the test's events to itself.
+    if not os.environ.get("PCINUMA_UDEV_NETNS"):
+        unshare = shutil.which("unshare")
+        if unshare and subprocess.run([unshare, "--net", "true"], capture_output=True).returncode == 0:
+            os.execve(unshare, [unshare, "--net", "--", sys.executable] + sys.argv,
+                      dict(os.environ, PCINUMA_UDEV_NETNS="1"))
+        print("# no private network namespace (unshare --net): other udev senders may interfere", flush=True)
 
     work = tempfile.mkdtemp(prefix="pcinuma-udev-")
     daemon = None

@@ -100,6 +100,79 @@ def ensure_user(name=DEFAULT_USER, home=DEFAULT_HOME):
     return pw.pw_uid, pw.pw_gid
 
 
+HOOK_DIR = "/etc/libvirt/hooks/qemu.d"
+
+
+def reachable_copy(path, dirpath, name=None):
+    """Copy the file at path into dirpath (which the caller made 0755 under
+    /tmp or /var/tmp), mode 0755, and return the copy's path.
+
+    What the unprivileged session libvirtd, its hooks or QEMU run or read
+    must not stay in the build or source tree: root may have cloned the
+    repository under /root (mode 0700), where that user cannot reach."""
+    dst = os.path.join(dirpath, name or os.path.basename(path))
+    shutil.copyfile(path, dst)
+    os.chmod(dst, 0o755)
+    return dst
+
+
+class HookDir:
+    """A hook in libvirt's qemu.d, which no Debian package creates.
+
+    install() creates /etc/libvirt/hooks/qemu.d (and /etc/libvirt/hooks)
+    when missing, remembering what it created; remove() deletes the hook
+    and then only those directories, and only while empty: another test
+    (or the administrator's own hooks) may be using them."""
+
+    def __init__(self, name, hook_dir=HOOK_DIR):
+        self.dir = hook_dir
+        self.path = os.path.join(hook_dir, name)
+        self.created = []
+
+    def makedirs(self):
+        missing = []
+        d = self.dir
+        while not os.path.isdir(d):
+            missing.append(d)
+            d = os.path.dirname(d)
+        for d in reversed(missing):
+            try:
+                os.mkdir(d, 0o755)
+                self.created.append(d)
+            except FileExistsError:     # a concurrent test made it
+                pass
+
+    def install(self, text):
+        # Written beside and renamed: libvirt never sees half a hook.  A
+        # concurrent test may remove a directory it created between our
+        # mkdir and our write; then make it again.
+        for _ in range(5):
+            self.makedirs()
+            tmp = self.path + ".tmp"
+            try:
+                with open(tmp, "w") as f:
+                    f.write(text)
+                os.chmod(tmp, 0o755)
+                os.rename(tmp, self.path)
+                return self.path
+            except FileNotFoundError:
+                continue
+        raise SessionError("cannot install the hook %s" % self.path)
+
+    def remove(self):
+        for p in (self.path, self.path + ".tmp"):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+        for d in reversed(self.created):
+            try:
+                os.rmdir(d)
+            except OSError:             # not empty: someone else's now
+                pass
+        self.created = []
+
+
 class Session:
     """A private session-mode libvirtd.  One per test run."""
 

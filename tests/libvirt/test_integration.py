@@ -67,7 +67,7 @@ import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from session import Session, SessionError, require_tools  # noqa: E402
+from session import HookDir, Session, SessionError, reachable_copy, require_tools  # noqa: E402
 from test_define import Tap, compare, diff  # noqa: E402  (device_order_free via compare)
 
 VIRSH_TIMEOUT = 60          # any virsh call slower than this is a hang
@@ -477,6 +477,7 @@ class Test:
         self.s2 = None
         self.d = None
         self.hook_wrapper = None
+        self.hook = None
         self.tmp = None
 
     # -- plumbing --------------------------------------------------------
@@ -558,22 +559,22 @@ class Test:
         a = self.a
         self.work = a.workdir
         os.makedirs(self.work, exist_ok=True)
-        self.sysfs = os.path.join(self.work, "sys-sample-4n")
-        shutil.rmtree(self.sysfs, ignore_errors=True)
+        # Short, world-traversable dir: socket path < 108 bytes, and the
+        # hook (run by libvirt as pcinuma-test) must reach the socket, its
+        # settings and its binary; case 7's pipe runs pcinumactl on the
+        # sample host as that user too.  Copies, not the build tree, which
+        # may be under /root (mode 0700).
+        self.tmp = tempfile.mkdtemp(prefix="pcinuma-it-", dir="/tmp")
+        os.chmod(self.tmp, 0o755)
+        self.hook_copy = reachable_copy(a.hook, self.tmp)
+        self.ctl_copy = reachable_copy(a.pcinumactl, self.tmp)
+        self.sysfs = os.path.join(self.tmp, "sys-sample-4n")
         r = subprocess.run([sys.executable, a.mkfakesysfs,
                             os.path.join(a.hosts, "sample-4n.json"), self.sysfs],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, timeout=60)
         if r.returncode != 0:
             raise RuntimeError("mkfakesysfs failed: %s" % r.stdout)
-        # Short, world-traversable dir: socket path < 108 bytes, and the
-        # hook (run by libvirt as pcinuma-test) must reach the socket, its
-        # settings and its binary.
-        self.tmp = tempfile.mkdtemp(prefix="pcinuma-it-", dir="/tmp")
-        os.chmod(self.tmp, 0o755)
-        self.hook_copy = os.path.join(self.tmp, "pcinuma-hook")
-        shutil.copy2(a.hook, self.hook_copy)
-        os.chmod(self.hook_copy, 0o755)
         self.hook_conf = os.path.join(self.tmp, "hook-test.conf")
         write(self.hook_conf, "socket = %s\ntimeout_ms = 10000\n"
               "on_unreachable = allow\n" % os.path.join(self.tmp, "hook.sock"))
@@ -583,9 +584,10 @@ class Test:
                       ("rev-*", "off")]
         self.set_policy()
         # the hook wrapper, before any libvirtd starts
-        hooks = "/etc/libvirt/hooks/qemu.d"
-        os.makedirs(hooks, exist_ok=True)
-        self.hook_wrapper = os.path.join(hooks, "pcinuma-test-" + secrets.token_hex(4))
+        # (HookDir creates qemu.d when missing and removes only what it made)
+        self.hook = HookDir("pcinuma-test-" + secrets.token_hex(4))
+        hooks = self.hook.dir
+        self.hook_wrapper = self.hook.path
         global OUR_HOOK
         OUR_HOOK = self.hook_wrapper
         atexit.register(self.remove_hook)
@@ -595,7 +597,7 @@ class Test:
         # lets every other one through untouched.
         self.homes = os.path.join(self.tmp, "homes")
         write(self.homes, "")
-        write(self.hook_wrapper,
+        self.hook.install(
               "#!/bin/sh\n"
               "# pcinuma integration test (%s); removed when the test ends\n"
               "# (stdin is the domain XML: read the list on fd 3)\n"
@@ -608,7 +610,7 @@ class Test:
               "done\n"
               "exit 0\n"
               % (self.tmp, self.homes, os.path.join(self.tmp, "hook.sock"),
-                 self.hook_conf, self.hook_copy), mode=0o755)
+                 self.hook_conf, self.hook_copy))
         self.s = self.new_session()
         others = sorted(set(os.listdir(hooks)) - {os.path.basename(self.hook_wrapper)})
         if others:
@@ -630,11 +632,8 @@ class Test:
         return sess
 
     def remove_hook(self):
-        if self.hook_wrapper and os.path.exists(self.hook_wrapper):
-            try:
-                os.unlink(self.hook_wrapper)
-            except OSError:
-                pass
+        if self.hook is not None:
+            self.hook.remove()
 
     def cleanup(self):
         for s in (self.s2, self.s):
@@ -966,7 +965,7 @@ class Test:
         try:
             r2 = self.s.run_as(["/bin/sh", "-c", "%s plan --sysfs-root %s --policy "
                                 "require %s | virsh -c qemu:///session create "
-                                "/dev/stdin" % (self.a.pcinumactl, self.sysfs, path)],
+                                "/dev/stdin" % (self.ctl_copy, self.sysfs, path)],
                                timeout=VIRSH_TIMEOUT)
             text = (r2.stdout + r2.stderr).strip()
             v = classify(r2.returncode, text)
