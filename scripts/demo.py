@@ -231,18 +231,23 @@ def main():
         import json
         pj = json.loads(run([ctl, "plan", "--sysfs-root", host, "--policy", "require", "--format", "json", cur]).stdout)
         for d in pj["devices"]:
-            plan_cell[d["host"]] = (d["host_node"], d["guest_cell"], d.get("class_name"))
+            plan_cell[d["host"]] = (d["host_node"], d["guest_cell"], d.get("class_name"), d.get("guest_bdf"))
         say("%-14s %-22s %-9s %-10s %-13s %-15s %s" % ("HOST DEVICE", "CLASS", "HOST NODE", "GUEST CELL",
                                                       "GUEST BDF", "GUEST numa_node", ""))
         ok_all = True
         for alias, bdf, _addr in standins:
             info = loc.get(alias, {})
             hb = info.get("hostbridge")
-            mine = [d for d in by_path.get(hb, []) if d["id"] == tg.STANDIN_ID and d["parent"] and
-                    d["parent"].endswith(info.get("rp_bdf", "?")[5:])] if hb else []
-            node, cell, cls = plan_cell.get(bdf, ("?", "?", "?"))
+            # The same slot and function at every level below the host
+            # bridge: the stand-in sits behind a root port and, where the
+            # host has a switch, behind the guest's switch ports too.
+            mine = [d for d in tg.find_guest_device(by_path.get(hb, []), info)
+                    if d["id"] == tg.STANDIN_ID] if hb else []
+            node, cell, cls, want_bdf = plan_cell.get(bdf, ("?", "?", "?", None))
             g = mine[0] if mine else None
-            good = g is not None and str(g["numa"]) == str(cell)
+            # The guest BDF the plan predicts must be the one the guest gave.
+            good = (g is not None and str(g["numa"]) == str(cell)
+                    and (want_bdf is None or g["bdf"] == want_bdf))
             ok_all = ok_all and good
             say("%-14s %-22s %-9s %-10s %-13s %-15s %s" % (bdf, cls, node, cell, g["bdf"] if g else "?",
                                                            g["numa"] if g else "?", "ok" if good else "MISMATCH"))
