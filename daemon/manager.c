@@ -497,6 +497,17 @@ static void log_fidelity(struct log_fields *f, struct plan *p) {
                                p->n_farther, p->n_unknown);
         else
                 log_fields_add(f, "PCINUMA_FIDELITY", "same=%u closer=%u farther=%u", p->n_same, p->n_closer, p->n_farther);
+        /* Each pair that does not keep its host path type, by name: that is
+         * what an admin looks for in the journal.  Every pair, kept or not,
+         * is in `pcinumactl plan --format explain|json`; logging all of them
+         * would put 120 fields on every decision of a 16-device domain. */
+        for (size_t i = 0; i < p->n_pairs; i++) {
+                const struct plan_pair *pp = &p->pairs[i];
+                if (pp->host == pp->guest)
+                        continue;
+                log_fields_add(f, "PCINUMA_PAIR_CHANGED", "%s %s host=%s guest=%s", p->devices[pp->a].name,
+                               p->devices[pp->b].name, plan_path_to_string(pp->host), plan_path_to_string(pp->guest));
+        }
 }
 
 static void log_decision(const struct decision *d) {

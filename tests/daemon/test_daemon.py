@@ -739,6 +739,14 @@ def assert_decision(dec, *, mid, verdict, phase, policy, domain, uuid=GPU_VM_UUI
             check(m is not None, "PCINUMA_FIDELITY %r" % dec.get("PCINUMA_FIDELITY"))
             n = len(devices)
             eq(sum(int(x) for x in m.groups()), n * (n - 1) // 2, "PCINUMA_FIDELITY pair count")
+            # one PCINUMA_PAIR_CHANGED per pair that does not keep its type
+            changed = dec.all("PCINUMA_PAIR_CHANGED")
+            eq(len(changed), int(m.group(2)) + int(m.group(3)), "PCINUMA_PAIR_CHANGED count vs closer+farther")
+            names = {d for d, _n, _c in devices}
+            for v in changed:
+                pm = re.fullmatch(r"(\S+) (\S+) host=(PIX|PXB|PHB|NODE|SYS) guest=(PIX|PXB|PHB|NODE|SYS)", v)
+                check(pm is not None and pm.group(1) in names and pm.group(2) in names
+                      and pm.group(3) != pm.group(4), "PCINUMA_PAIR_CHANGED %r" % v)
 
 
 def gpu_vm_devices(policy):
