@@ -116,13 +116,23 @@ static int attrs_from_string(xmlNodePtr e, const char *s, char **ret_error) {
                         return set_error(ret_error, -EINVAL, "pcinuma mark: bad attribute name in original-address '%s': the mark is refused and nothing was changed", s);
                 char *v = eq + 1, *w = v;
                 for (char *r = v; *r; r++) {
+                        unsigned char c = (unsigned char) *r;
                         if (*r == '%' && hexval(r[1]) >= 0 && hexval(r[2]) >= 0) {
-                                *w++ = (char) (hexval(r[1]) * 16 + hexval(r[2]));
+                                c = (unsigned char) (hexval(r[1]) * 16 + hexval(r[2]));
                                 r += 2;
-                        } else
-                                *w++ = *r;
+                        }
+                        /* The value must come back as text XML 1.0 allows:
+                         * a decoded control character (or NUL) would make
+                         * the reverted domain XML that does not parse. */
+                        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+                                return set_error(ret_error, -EINVAL,
+                                                 "pcinuma mark: a control character in original-address '%s': the mark is refused and nothing was changed", s);
+                        *w++ = (char) c;
                 }
                 *w = 0;
+                if (!xmlCheckUTF8((const xmlChar *) v))
+                        return set_error(ret_error, -EINVAL,
+                                         "pcinuma mark: original-address '%s' does not decode to UTF-8: the mark is refused and nothing was changed", s);
                 xmlSetProp(e, (const xmlChar *) tok, (const xmlChar *) v);
         }
         return 0;

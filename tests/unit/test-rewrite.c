@@ -1184,6 +1184,15 @@ static void test_revert_forged_removed(void **state) {
          * "functio:" came back as an undeclared prefix) */
         _cleanup_free_ char *x7 = replace1(out, "function=0x0\"", "functio:=0x0\"");
         expect_forged_refused(x7, "bad attribute name in original-address");
+        /* a %-escape that decodes to a control character, or to bytes that
+         * are not UTF-8, would write XML that does not parse (fuzz-revert
+         * finding on the merged tree: "x=%13") */
+        _cleanup_free_ char *x8 = replace1(out, "function=0x0\"", "function=0x0 x=%13&amp;\"");
+        expect_forged_refused(x8, "a control character in original-address");
+        _cleanup_free_ char *x9 = replace1(out, "function=0x0\"", "function=0x0 x=%00\"");
+        expect_forged_refused(x9, "a control character in original-address");
+        _cleanup_free_ char *x10 = replace1(out, "function=0x0\"", "function=0x0 x=%ff%fe\"");
+        expect_forged_refused(x10, "does not decode to UTF-8");
 
         /* the genuine mark still reverts */
         _cleanup_free_ char *back = revert_xml(out, 1);
