@@ -31,7 +31,7 @@ static void usage(FILE *f) {
                 "  --settle-ms N           redefine a domain once its libvirt events have been quiet\n"
                 "                          for N ms (default 250)\n"
                 "  --state-dir DIR         keep the definitions pcinuma replaces in DIR/preimages\n"
-                "                          (default /var/lib/pcinuma)\n"
+                "                          (default $PCINUMA_STATE_DIR, else /var/lib/pcinuma)\n"
                 "  --version               print the version\n");
 }
 
@@ -69,6 +69,9 @@ int main(int argc, char **argv) {
                 { NULL, 0, NULL, 0 },
         };
         const char *env_sock = getenv("PCINUMA_SOCKET"), *env_root = getenv("PCINUMA_SYSFS_ROOT");
+        /* Tests and the demo run pcinumad by hand: they keep its pre-images
+         * out of the host's /var/lib/pcinuma through this. */
+        const char *env_state = getenv("PCINUMA_STATE_DIR");
         struct manager_config cfg = {
                 .sysfs_root = env_root && *env_root ? env_root : "/sys",
                 .policy_file = "/etc/pcinuma/policy.json",
@@ -79,7 +82,7 @@ int main(int argc, char **argv) {
                 .watch_udev = -1,
                 .log_target = "auto",
                 .settle_ms = 250,
-                .state_dir = "/var/lib/pcinuma",
+                .state_dir = env_state && env_state[0] == '/' ? env_state : "/var/lib/pcinuma",
         };
         enum log_target target = LOG_TARGET_AUTO;
         uint64_t v;

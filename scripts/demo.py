@@ -123,7 +123,9 @@ def main():
         uri = "qemu+unix:///session?socket=%s/libvirt/libvirt-sock" % sess.env["XDG_RUNTIME_DIR"]
         dlog = open(os.path.join(work, "pcinumad.log"), "w")
         daemon = subprocess.Popen([pcinumad, "--sysfs-root", host, "--socket", sock, "--policy-file", policy,
-                                   "--libvirt-uri", uri, "--allow-uid", str(sess.uid), "--log-target", "stderr"],
+                                   "--libvirt-uri", uri, "--allow-uid", str(sess.uid), "--log-target", "stderr",
+                                   # its pre-images stay with the demo, not in /var/lib/pcinuma
+                                   "--state-dir", os.path.join(work, "state")],
                                   stderr=dlog)
         for _ in range(100):
             if os.path.exists(sock):
