@@ -406,6 +406,8 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
                         strbuf_printf(&b, "managed: %s is bound to the VFIO variant driver %s: managed='no', so libvirt does not rebind it\n",
                                       p->managed[i].name, p->managed[i].driver);
         }
+        if (p->fidelity_skipped)
+                strbuf_printf(&b, "\npath fidelity: not computed for more than %d devices\n", PLAN_FIDELITY_MAX_DEVICES);
         if (p->n_pairs) {
                 strbuf_printf(&b, "\npath fidelity: %u same, %u closer, %u farther", p->n_same, p->n_closer, p->n_farther);
                 if (p->n_unknown)
@@ -535,6 +537,8 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
         json_object_object_add(fid, "closer", json_object_new_int((int) p->n_closer));
         json_object_object_add(fid, "farther", json_object_new_int((int) p->n_farther));
         json_object_object_add(fid, "unknown", json_object_new_int((int) p->n_unknown));
+        if (p->fidelity_skipped)
+                json_object_object_add(fid, "skipped", json_object_new_string("more devices than the report covers"));
         json_object *pairs = json_object_new_array();
         for (size_t i = 0; i < p->n_pairs; i++) {
                 const struct plan_pair *q = &p->pairs[i];

@@ -499,15 +499,25 @@ static void log_fidelity(struct log_fields *f, struct plan *p) {
                 log_fields_add(f, "PCINUMA_FIDELITY", "same=%u closer=%u farther=%u", p->n_same, p->n_closer, p->n_farther);
         /* Each pair that does not keep its host path type, by name: that is
          * what an admin looks for in the journal.  Every pair, kept or not,
-         * is in `pcinumactl plan --format explain|json`; logging all of them
-         * would put 120 fields on every decision of a 16-device domain. */
+         * is in `pcinumactl plan --format explain|json`.  At most
+         * LOG_PAIRS_MAX of them, and how many more, so one decision stays
+         * one small journal entry whatever the domain holds. */
+        enum { LOG_PAIRS_MAX = 32 };
+        unsigned logged = 0, more = 0;
         for (size_t i = 0; i < p->n_pairs; i++) {
                 const struct plan_pair *pp = &p->pairs[i];
                 if (pp->host == pp->guest)
                         continue;
+                if (logged == LOG_PAIRS_MAX) {
+                        more++;
+                        continue;
+                }
+                logged++;
                 log_fields_add(f, "PCINUMA_PAIR_CHANGED", "%s %s host=%s guest=%s", p->devices[pp->a].name,
                                p->devices[pp->b].name, plan_path_to_string(pp->host), plan_path_to_string(pp->guest));
         }
+        if (more)
+                log_fields_add(f, "PCINUMA_PAIR_CHANGED_MORE", "%u", more);
 }
 
 static void log_decision(const struct decision *d) {
@@ -728,4 +738,9 @@ void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struc
         }
         remember(m, r, &p);
         *ret = p;
+}
+
+void manager_forget_domain(struct manager *m, const char *uuid) {
+        if (recheck_cache_forget(&m->cache, uuid))
+                log_msg(LOG_DEBUG, "Domain %s is no longer defined; forgotten", uuid);
 }

@@ -101,6 +101,9 @@ json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_
  * remember the domain in the cache.  A skip or refusal summary already
  * logged for this domain is lowered to LOG_DEBUG (logged once per change). */
 void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struct redefine_plan *ret);
+/* The watcher found domain uuid undefined: forget what the recheck cache
+ * knew of it, so undefined domains do not fill it. */
+void manager_forget_domain(struct manager *m, const char *uuid);
 
 /* The status object. */
 json_object *manager_status(struct manager *m);

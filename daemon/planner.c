@@ -1050,6 +1050,11 @@ static void plan_mmio64(const struct domain *d, struct plan *p) {
                         order[j] = order[j - 1];
                         order[j - 1] = t;
                 }
+        /* More than x86-64's 52-bit physical address space is a corrupt or
+         * crafted resource file, not a device: say so rather than size a
+         * window (each BAR is below 2^62, so the sums below cannot wrap
+         * before the check; a wrapped sum once made the loop below spin). */
+        const uint64_t mmio64_max = UINT64_C(1) << 52;
         uint64_t pos = 0;
         struct strbuf b = {0};
         for (size_t i = 0; i < k; i++) {
@@ -1058,6 +1063,14 @@ static void plan_mmio64(const struct domain *d, struct plan *p) {
                 pos = (pos + a - 1) / a * a + pd->mmio64_size;
                 _cleanup_free_ char *sz = fmt_size(pd->mmio64_size);
                 strbuf_printf(&b, "%s%s %s", i ? ", " : "", pd->name, sz);
+                if (pos > mmio64_max)
+                        break;
+        }
+        if (pos > mmio64_max) {
+                _cleanup_free_ char *list = strbuf_steal(&b);
+                p->mmio64_note = xasprintf("64-bit MMIO: not sized: the devices' 64-bit BARs (%s) add up to more than "
+                                           "a 52-bit address space; check their resource files", list);
+                return;
         }
         p->mmio64_need = pos;
         _cleanup_free_ char *need = fmt_size(pos);
@@ -1070,7 +1083,7 @@ static void plan_mmio64(const struct domain *d, struct plan *p) {
                 return;
         }
         uint64_t hole = 1;
-        while (hole < pos)
+        while (hole && hole < pos)
                 hole <<= 1;
         p->pcihole64_kib = hole / 1024;
         p->set_ovmf_mmio64 = d->ovmf;
@@ -1297,6 +1310,10 @@ void planner_fidelity(struct plan *p) {
         p->fidelity_done = true;
         if (n < 2)
                 return;
+        if (n > PLAN_FIDELITY_MAX_DEVICES) {
+                p->fidelity_skipped = true;
+                return;
+        }
         /* A guest chain is no deeper than the host's (a root port per
          * device where there is none). */
         size_t max_up = 1;

@@ -111,6 +111,9 @@ const char *plan_path_to_string(enum plan_path t);
  * planner_run(): it is quadratic in the devices, the plan is not.  Safe to
  * call again (it does nothing then). */
 struct plan;
+/* Above this many devices no pairs are computed (fidelity_skipped): the
+ * report is quadratic, and a domain XML may hold thousands of hostdevs. */
+#define PLAN_FIDELITY_MAX_DEVICES 128
 void planner_fidelity(struct plan *p);
 
 /* A device pair's path type on the host and in the planned guest. */
@@ -160,6 +163,7 @@ struct plan {
         struct plan_pair *pairs;        /* filled by planner_fidelity() */
         size_t n_pairs;
         bool fidelity_done;
+        bool fidelity_skipped;          /* more than PLAN_FIDELITY_MAX_DEVICES devices */
         unsigned n_same, n_closer, n_farther, n_unknown;
         char *degrade_note;             /* how the layout was cut down to fit, or NULL */
 

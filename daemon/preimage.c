@@ -178,9 +178,14 @@ void preimage_prune(struct preimage_store *s, const char *path, const char *uuid
         for (size_t i = 0; i < n; i++)
                 if (strncmp(v[i].uuid, uuid, UUID_LEN) == 0)
                         mine++;
-        /* Oldest first: drop while over either limit. */
+        /* Oldest first: drop while over either limit.  Never the file just
+         * saved, which the journal names: after the clock stepped back its
+         * stamp may sort first. */
+        const char *just_saved = slash ? slash + 1 : path;
         for (size_t i = 0; i < n; i++) {
                 bool is_mine = strncmp(v[i].uuid, uuid, UUID_LEN) == 0;
+                if (streq(v[i].file, just_saved))
+                        continue;
                 if ((is_mine && mine > PREIMAGE_PER_DOMAIN) || left > PREIMAGE_TOTAL) {
                         if (unlinkat(s->dirfd, v[i].file, 0) == 0 || errno == ENOENT) {
                                 left--;

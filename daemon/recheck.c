@@ -201,9 +201,9 @@ void recheck_diff_done(struct recheck_diff *d) {
 
 char *recheck_settings_key(const struct policy_settings *s, const struct policy *p) {
         struct strbuf b = {0};
-        strbuf_printf(&b, "%s mirror_switches=%d mirror_distances=%d mmio64=%d io_port_check=%d managed=%d",
-                      policy_mode_to_string(s->mode), s->mirror_switches, s->mirror_distances, s->mmio64_auto,
-                      s->io_port_check, s->managed_auto);
+        strbuf_printf(&b, "%s topology=%s mirror_switches=%d mirror_distances=%d mmio64=%d io_port_check=%d managed=%d",
+                      policy_mode_to_string(s->mode), policy_topology_to_string(s->topology), s->mirror_switches,
+                      s->mirror_distances, s->mmio64_auto, s->io_port_check, s->managed_auto);
         /* The variant driver names matter only to managed: auto. */
         if (s->managed_auto && p)
                 for (size_t i = 0; i < p->n_variant_drivers; i++)
@@ -315,6 +315,15 @@ struct recheck_entry *recheck_cache_find(struct recheck_cache *c, const char *uu
                 if (strcasecmp(c->v[i].uuid, uuid) == 0)
                         return &c->v[i];
         return NULL;
+}
+
+bool recheck_cache_forget(struct recheck_cache *c, const char *uuid) {
+        struct recheck_entry *e = recheck_cache_find(c, uuid);
+        if (!e)
+                return false;
+        entry_done(e);
+        *e = c->v[--c->n];
+        return true;
 }
 
 static char *dup_or_null(const char *s) {

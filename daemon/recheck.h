@@ -125,6 +125,8 @@ struct recheck_cache {
 void recheck_cache_init(struct recheck_cache *c, size_t max);
 void recheck_cache_done(struct recheck_cache *c);
 struct recheck_entry *recheck_cache_find(struct recheck_cache *c, const char *uuid);
+/* Drop uuid's entry (the domain was undefined); false if there was none. */
+bool recheck_cache_forget(struct recheck_cache *c, const char *uuid);
 
 /* Record a planned domain: its entry, created or refreshed (devices and
  * settings key replaced; the summary is left to the caller).  Drops the

@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <libxml/parser.h>
+#include <libxml/chvalid.h>
 #include <libxml/xmlsave.h>
 #include <strings.h>
 
@@ -101,6 +102,20 @@ static void remove_all_attrs(xmlNodePtr e) {
                 xmlRemoveProp(e->properties);
 }
 
+/* Is s UTF-8 made only of characters XML 1.0 allows (no U+FFFE, no
+ * surrogates...)?  A value written back otherwise would not parse. */
+static bool xml_text_allowed(const char *s) {
+        const xmlChar *p = (const xmlChar *) s;
+        while (*p) {
+                int len = 4;
+                int c = xmlGetUTF8Char(p, &len);
+                if (c < 0 || len <= 0 || !xmlIsCharQ(c))
+                        return false;
+                p += len;
+        }
+        return true;
+}
+
 static int attrs_from_string(xmlNodePtr e, const char *s, char **ret_error) {
         _cleanup_free_ char *copy = xstrdup(s);
         remove_all_attrs(e);
@@ -130,9 +145,9 @@ static int attrs_from_string(xmlNodePtr e, const char *s, char **ret_error) {
                         *w++ = (char) c;
                 }
                 *w = 0;
-                if (!xmlCheckUTF8((const xmlChar *) v))
+                if (!xml_text_allowed(v))
                         return set_error(ret_error, -EINVAL,
-                                         "pcinuma mark: original-address '%s' does not decode to UTF-8: the mark is refused and nothing was changed", s);
+                                         "pcinuma mark: original-address '%s' does not decode to characters XML allows: the mark is refused and nothing was changed", s);
                 xmlSetProp(e, (const xmlChar *) tok, (const xmlChar *) v);
         }
         return 0;

@@ -14,6 +14,7 @@
  * pcinumad starts it with one end of a socketpair on fd 3 and talks the
  * hook protocol's framing (4-byte length + JSON object) over it:
  *   to pcinumad:   {"type":"plan","id":N,"xml":"…"}
+ *                  {"type":"forget","uuid":"…"}   (the domain is undefined)
  *                  {"type":"status","connected":b,"redefinitions":n,"failures":n,"last_error":s,
  *                   "settle_ms":n,"pending":n,"events":n,"conflicts":n,"undone":n,
  *                   "windows":n,"window_us_sum":n,"window_us_max":n}
@@ -199,6 +200,14 @@ static bool send_msg(struct watcher *w, json_object *o) {
                 return false;
         }
         return true;
+}
+
+/* The domain is undefined: pcinumad drops it from its recheck cache. */
+static void send_forget(struct watcher *w, const char *uuid) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        json_object_object_add(o, "type", json_object_new_string("forget"));
+        json_object_object_add(o, "uuid", json_object_new_string(uuid));
+        (void) send_msg(w, o);
 }
 
 static void send_status(struct watcher *w) {
@@ -738,8 +747,16 @@ static void process_one(struct watcher *w, struct dom_state *s) {
                 }
         }
         virDomainPtr dom = virDomainLookupByUUIDString(w->conn, s->uuid);
+        /* Only a domain libvirt says is gone is forgotten: a passing error
+         * (a dropped connection) must not drop a pending check. */
+        if (!dom && virGetLastErrorCode() != VIR_ERR_NO_DOMAIN) {
+                log_msg(LOG_WARNING, "Cannot look up domain %s: %s; trying again in 1 s", s->uuid, lv_error());
+                s->due = now + USEC_PER_SEC;
+                return;
+        }
         bool done = s->verifying && verify(w, s, dom);
         if (!dom) {
+                send_forget(w, s->uuid);
                 state_forget(w, s);
                 return;
         }

@@ -313,6 +313,8 @@ static void handle_msg(json_object *o, void *userdata) {
                 on_plan(w, o);
         else if (type && streq(type, "status"))
                 on_status(w, o);
+        else if (type && streq(type, "forget") && get_str(o, "uuid"))
+                manager_forget_domain(w->m, get_str(o, "uuid"));
         else
                 log_msg(LOG_WARNING, "pcinuma-watcher sent a message of unknown type %s; ignoring it", type ? type : "(none)");
 }

@@ -740,8 +740,12 @@ def assert_decision(dec, *, mid, verdict, phase, policy, domain, uuid=GPU_VM_UUI
             n = len(devices)
             eq(sum(int(x) for x in m.groups()), n * (n - 1) // 2, "PCINUMA_FIDELITY pair count")
             # one PCINUMA_PAIR_CHANGED per pair that does not keep its type
+            # (at most 32 of them, then PCINUMA_PAIR_CHANGED_MORE says how many more)
             changed = dec.all("PCINUMA_PAIR_CHANGED")
-            eq(len(changed), int(m.group(2)) + int(m.group(3)), "PCINUMA_PAIR_CHANGED count vs closer+farther")
+            more = int(dec.get("PCINUMA_PAIR_CHANGED_MORE") or 0)
+            eq((len(changed), more), (min(int(m.group(2)) + int(m.group(3)), 32),
+                                      max(int(m.group(2)) + int(m.group(3)) - 32, 0)),
+               "PCINUMA_PAIR_CHANGED and _MORE vs closer+farther")
             names = {d for d, _n, _c in devices}
             for v in changed:
                 pm = re.fullmatch(r"(\S+) (\S+) host=(PIX|PXB|PHB|NODE|SYS) guest=(PIX|PXB|PHB|NODE|SYS)", v)

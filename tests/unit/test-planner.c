@@ -1341,6 +1341,56 @@ static void test_paths_functions(void **state) {
         assert_pair(pc, "0000:e2:00.0", "0000:e2:00.1", PLAN_PATH_PIX, PLAN_PATH_PHB);
 }
 
+/* 64-bit BARs that add up past the address space (a corrupt or crafted
+ * resource file) are reported, not sized: once the sum wrapped and the
+ * window loop never ended (review finding). */
+static void test_mmio64_overflow(void **state) {
+        (void) state;
+        struct hostmap *h = fake_host_4n(fake_host_slit, fake_host_sockets);
+        struct hostmap_device *g = fake_host_add_dev(h, "0000:10:00.0", 0, 0x030200);
+        for (unsigned b = 0; b < 3; b++)
+                g->bars[b] = (struct hostmap_bar) { .type = HOSTMAP_BAR_MEM64, .prefetchable = true, .size = UINT64_C(1) << 62 };
+        hostmap_finish(h);
+        _cleanup_free_ char *xml = make_domain("q35", true, 4, MEMNODES4, HOSTDEV("0x10"));
+        _cleanup_domain_ struct domain *d = parse_resolved(h, xml);
+        struct policy_settings s = { .mode = POLICY_PREFERRED, .mmio64_auto = true };
+        struct plan *p = NULL;
+        assert_int_equal(planner_run(d, h, &s, &p), 0);
+        assert_non_null(p->mmio64_note);
+        assert_non_null(strstr(p->mmio64_note, "not sized"));
+        assert_int_equal(p->pcihole64_kib, 0);
+        plan_free(p);
+        hostmap_free(h);
+}
+
+/* The pair report is quadratic: above PLAN_FIDELITY_MAX_DEVICES it is not
+ * made, and says so (review finding: 8000 hostdevs took 4 GB). */
+static void test_fidelity_cap(void **state) {
+        (void) state;
+        struct hostmap *h = fake_host_4n(fake_host_slit, fake_host_sockets);
+        struct strbuf b = {0};
+        for (unsigned i = 0; i < PLAN_FIDELITY_MAX_DEVICES + 1; i++) {
+                char bdf[PCI_ADDR_STRLEN];
+                snprintf(bdf, sizeof bdf, "0000:%02x:%02x.0", 1 + i / 32, i % 32);
+                fake_host_add_dev(h, bdf, (int) (i % 4), 0x030200);
+                strbuf_printf(&b, "<hostdev mode='subsystem' type='pci' managed='yes'><source><address domain='0x0000' "
+                                  "bus='0x%02x' slot='0x%02x' function='0x0'/></source></hostdev>\n", 1 + i / 32, i % 32);
+        }
+        hostmap_finish(h);
+        _cleanup_free_ char *devs = strbuf_steal(&b);
+        _cleanup_free_ char *xml = make_domain("q35", true, 4, MEMNODES4, devs);
+        _cleanup_domain_ struct domain *d = parse_resolved(h, xml);
+        struct policy_settings s = { .mode = POLICY_PREFERRED };
+        struct plan *p = NULL;
+        assert_int_equal(planner_run(d, h, &s, &p), 0);
+        assert_int_equal(p->n_devices, PLAN_FIDELITY_MAX_DEVICES + 1);
+        planner_fidelity(p);
+        assert_true(p->fidelity_skipped);
+        assert_int_equal(p->n_pairs, 0);
+        plan_free(p);
+        hostmap_free(h);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_require_all_local),
@@ -1370,6 +1420,8 @@ int main(void) {
                 cmocka_unit_test(test_paths_degrade_merge),
                 cmocka_unit_test(test_paths_degrade_flat),
                 cmocka_unit_test(test_paths_functions),
+                cmocka_unit_test(test_mmio64_overflow),
+                cmocka_unit_test(test_fidelity_cap),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

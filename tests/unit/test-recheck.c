@@ -168,6 +168,14 @@ static void test_settings_key(void **state) {
         req.mirror_switches = !req.mirror_switches;
         _cleanup_free_ char *k3 = recheck_settings_key(&req, NULL);
         assert_string_not_equal(k1, k3);
+        /* the shape alone, with the switches set either way (review finding:
+         * a reload from paths to cells rechecked nothing) */
+        struct policy_settings paths = policy_settings_default(POLICY_REQUIRE), cells = paths;
+        paths.topology = POLICY_TOPOLOGY_PATHS;
+        cells.topology = POLICY_TOPOLOGY_CELLS;
+        paths.mirror_switches = cells.mirror_switches = true;
+        _cleanup_free_ char *kp = recheck_settings_key(&paths, NULL), *kc = recheck_settings_key(&cells, NULL);
+        assert_string_not_equal(kp, kc);
 
         /* the same decisions from two files: a renamed alias, another rule */
         const char *j1 = "{\"default\": {\"policy\": \"required\"}, \"rules\": [{\"match\": {\"name\": \"gpu-*\"}, \"policy\": \"off\"}]}";
@@ -282,6 +290,17 @@ static void test_cache(void **state) {
         assert_ids(&uuids, "aaaaaaaa-0000-0000-0000-000000000002");
         recheck_ids_done(&uuids);
         recheck_ids_done(&ids);
+
+        /* an undefined domain is forgotten, which makes room without
+         * overflowing; then it comes back (defined again) */
+        assert_true(recheck_cache_forget(&c, "aaaaaaaa-0000-0000-0000-000000000002"));
+        assert_false(recheck_cache_forget(&c, "aaaaaaaa-0000-0000-0000-000000000002"));
+        assert_null(recheck_cache_find(&c, "aaaaaaaa-0000-0000-0000-000000000002"));
+        assert_int_equal(c.n, 1);
+        assert_false(c.overflowed);
+        recheck_cache_update(&c, "aaaaaaaa-0000-0000-0000-000000000002", vf, h, "k1", &created);
+        assert_true(created);
+        recheck_cache_update(&c, "aaaaaaaa-0000-0000-0000-000000000001", gpu, h, "k2", &created);
 
         /* full: the least recently planned (…02) goes */
         assert_false(c.overflowed);

@@ -1192,7 +1192,17 @@ static void test_revert_forged_removed(void **state) {
         _cleanup_free_ char *x9 = replace1(out, "function=0x0\"", "function=0x0 x=%00\"");
         expect_forged_refused(x9, "a control character in original-address");
         _cleanup_free_ char *x10 = replace1(out, "function=0x0\"", "function=0x0 x=%ff%fe\"");
-        expect_forged_refused(x10, "does not decode to UTF-8");
+        expect_forged_refused(x10, "does not decode to characters XML allows");
+        /* well-formed UTF-8 of characters XML does not allow (review finding) */
+        _cleanup_free_ char *x11 = replace1(out, "function=0x0\"", "function=0x0 x=%EF%BF%BE\"");
+        expect_forged_refused(x11, "does not decode to characters XML allows");
+        _cleanup_free_ char *x12 = replace1(out, "function=0x0\"", "function=0x0 x=%ED%A0%80\"");
+        expect_forged_refused(x12, "does not decode to characters XML allows");
+        /* and one that is fine stays fine: the genuine revert below, and a
+         * non-ASCII value */
+        _cleanup_free_ char *x13 = replace1(out, "function=0x0\"", "function=0x0 x=%C3%A9\"");
+        _cleanup_free_ char *ok13 = revert_xml(x13, 1);
+        assert_non_null(strstr(ok13, "x=\"\xc3\xa9\""));
 
         /* the genuine mark still reverts */
         _cleanup_free_ char *back = revert_xml(out, 1);
