@@ -1,7 +1,7 @@
 /* Tests for the host map: the in-memory build helpers and lookups, the
  * sysfs reader against the fixture hosts built by mkfakesysfs.py, against
- * hand-written broken trees, against the real snapshots in ../shared (when
- * present), and a round trip through scripts/pcinuma-capture-host. */
+ * hand-written broken trees, against the real snapshots in
+ * tests/fixtures/real-sysfs, and a round trip through scripts/pcinuma-capture-host. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,8 +23,8 @@
 #ifndef MKFAKESYSFS
 #error "MKFAKESYSFS must be defined"
 #endif
-#ifndef SHARED_DIR
-#define SHARED_DIR "/nonexistent"
+#ifndef REAL_SYSFS_DIR
+#define REAL_SYSFS_DIR "/nonexistent"
 #endif
 
 /* One scratch directory for the whole run; fixture hosts are built into
@@ -1228,12 +1228,13 @@ static void test_node_ids_bounded_in_memory(void **state) {
         assert_int_equal(hostmap_distance(h, 0, 0), 10);
 }
 
-/* ---- real snapshots (../shared, optional) -------------------------------- */
+/* ---- real snapshots (tests/fixtures/real-sysfs, from hwloc) --------------- */
 
 static char *real_root(const char *name) {
-        _cleanup_free_ char *tarball = xasprintf("%s/fixtures/real-sysfs/%s.tar.bz2", SHARED_DIR, name);
+        _cleanup_free_ char *tarball = xasprintf("%s/%s.tar.bz2", REAL_SYSFS_DIR, name);
+        /* They ship with the project: a missing one is a failure, not a skip. */
         if (!exists(tarball))
-                return NULL;
+                fail_msg("the real snapshot %s is missing", tarball);
         _cleanup_free_ char *dir = xasprintf("%s/real", scratch);
         char *root = xasprintf("%s/%s/sys", dir, name);
         if (!exists(root)) {
@@ -1250,8 +1251,6 @@ static char *real_root(const char *name) {
 static void test_real_pcidomain32bits(void **state) {
         (void) state;
         _cleanup_free_ char *root = real_root("2pa-pcidomain32bits");
-        if (!root)
-                skip();
         _cleanup_hostmap_ struct hostmap *h = load_or_fail(root);
         /* A real kernel's files all parse: no warnings. */
         assert_int_equal(h->n_warnings, 0);
@@ -1281,8 +1280,6 @@ static void test_real_pcidomain32bits(void **state) {
 static void test_real_nvidiagpunumanodes(void **state) {
         (void) state;
         _cleanup_free_ char *root = real_root("nvidiagpunumanodes");
-        if (!root)
-                skip();
         _cleanup_hostmap_ struct hostmap *h = load_or_fail(root);
         /* A real kernel's files all parse: no warnings. */
         assert_int_equal(h->n_warnings, 0);
@@ -1317,8 +1314,6 @@ static void test_real_nvidiagpunumanodes(void **state) {
 static void test_real_40intel64(void **state) {
         (void) state;
         _cleanup_free_ char *root = real_root("40intel64-4n10c+pci-conflicts");
-        if (!root)
-                skip();
         _cleanup_hostmap_ struct hostmap *h = load_or_fail(root);
         /* A real kernel's files all parse: no warnings. */
         assert_int_equal(h->n_warnings, 0);
@@ -1350,8 +1345,6 @@ static void test_real_40intel64(void **state) {
 static void test_real_fakepcilocalities(void **state) {
         (void) state;
         _cleanup_free_ char *root = real_root("fakepcilocalities");
-        if (!root)
-                skip();
         _cleanup_hostmap_ struct hostmap *h = load_or_fail(root);
         /* A real kernel's files all parse: no warnings. */
         assert_int_equal(h->n_warnings, 0);
@@ -1493,8 +1486,6 @@ static void test_capture_fixture(void **state) {
 static void test_capture_real(void **state) {
         (void) state;
         _cleanup_free_ char *root = real_root("40intel64-4n10c+pci-conflicts");
-        if (!root)
-                skip();
         capture_and_compare(root, "capture-real");
 }
 
