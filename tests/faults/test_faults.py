@@ -599,35 +599,34 @@ def killed_and_restarted(d, line):
     td.check_clean_exit(d, rc)
 
 
-def t_watcher_stalled():
+def with_fake_watcher(name, mode, env, body):
+    """Run body(d) on a pcinumad whose watcher is the fake one in `mode`;
+    stop it and remove the fake's files whatever happens."""
     d = None
     try:
-        d = fake_watcher_daemon("watcher-stalled", "stall", {"PCINUMA_WATCHER_TIMEOUT_MS": "1000"})
-        killed_and_restarted(d, "did not read pcinumad's answer to its plan request within 1000 ms")
+        d = fake_watcher_daemon(name, mode, env)
+        body(d)
     finally:
         if d is not None and d.poll() is None:
             d.stop()
         if d is not None:
             shutil.rmtree(d.fw, ignore_errors=True)
+
+
+def t_watcher_stalled():
+    with_fake_watcher("watcher-stalled", "stall", {"PCINUMA_WATCHER_TIMEOUT_MS": "1000"},
+                      lambda d: killed_and_restarted(
+                          d, "did not read pcinumad's answer to its plan request within 1000 ms"))
 
 
 def t_watcher_flood():
-    d = None
-    try:
-        # frames of at most 64 KiB: the link holds 2 x 64 KiB + 1 MiB
-        d = fake_watcher_daemon("watcher-flood", "flood", {"PCINUMA_WATCHER_FRAME_MAX": "65536"})
-        killed_and_restarted(d, "is not reading its link")
-    finally:
-        if d is not None and d.poll() is None:
-            d.stop()
-        if d is not None:
-            shutil.rmtree(d.fw, ignore_errors=True)
+    # frames of at most 64 KiB: the link holds 2 x 64 KiB + 1 MiB
+    with_fake_watcher("watcher-flood", "flood", {"PCINUMA_WATCHER_FRAME_MAX": "65536"},
+                      lambda d: killed_and_restarted(d, "is not reading its link"))
 
 
 def t_oversized_answer():
-    d = None
-    try:
-        d = fake_watcher_daemon("watcher-oversized", "once", {"PCINUMA_WATCHER_FRAME_MAX": "2048"})
+    def body(d):
         t0 = time.monotonic()
         plans = []
         while time.monotonic() - t0 < td.T(10) and not plans:
@@ -645,11 +644,7 @@ def t_oversized_answer():
         check(r.rc == 1 and "refusing to start domain gpu-vm-1" in r.err, "a hook call afterwards: %r" % (r,))
         rc = d.stop()
         td.check_clean_exit(d, rc)
-    finally:
-        if d is not None and d.poll() is None:
-            d.stop()
-        if d is not None:
-            shutil.rmtree(d.fw, ignore_errors=True)
+    with_fake_watcher("watcher-oversized", "once", {"PCINUMA_WATCHER_FRAME_MAX": "2048"}, body)
 
 
 # ---- main ----------------------------------------------------------------------------------
