@@ -19,7 +19,7 @@ PKGS="gcc meson ninja-build pkg-config python3
       libxml2-utils libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu
       qemu-system-x86 qemu-utils
       linux-image-amd64 busybox-static cpio
-      sudo procps systemd valgrind groff-base strace
+      sudo procps systemd valgrind bzip2 groff-base strace
       git ca-certificates debootstrap
       build-essential debhelper dpkg-dev"
 
