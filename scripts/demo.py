@@ -71,7 +71,7 @@ def main():
     ap.add_argument("--build", required=True)
     a = ap.parse_args()
     build = os.path.abspath(a.build)
-    ctl = os.path.join(build, "daemon", "pcinumactl")
+    ctl = os.path.join(build, "pcinumactl", "pcinumactl")
     pcinumad = os.path.join(build, "daemon", "pcinumad")
     hook_bin = os.path.join(build, "hook", "pcinuma-hook")
     vm_src = os.path.join(TOP, "conf", "examples", "gpu-vm-1.xml")

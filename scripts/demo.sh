@@ -24,6 +24,6 @@ else
     meson setup "$builddir" >/dev/null
 fi
 ninja -C "$builddir" >/dev/null
-ctl="$builddir/daemon/pcinumactl"
+ctl="$builddir/pcinumactl/pcinumactl"
 
 exec python3 "$top/scripts/demo.py" --build "$builddir"

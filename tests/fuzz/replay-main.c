@@ -1,4 +1,4 @@
-/* Runs a fuzz target (daemon/fuzz-*.c) over files, without libFuzzer, as
+/* Runs a fuzz target (tests/fuzz/fuzz-*.c) over files, without libFuzzer, as
  * systemd's fuzz-main.c does: each argument is a file, or a directory
  * whose regular files are each one input.  Built with the ordinary
  * compiler, it lets 'meson test --suite fuzz-replay' replay the committed

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write seed inputs for the fuzz targets (daemon/fuzz-*.c).
+"""Write seed inputs for the fuzz targets (tests/fuzz/fuzz-*.c).
 
     seed-corpus.py OUTDIR [SYSFS_TREE...]
 

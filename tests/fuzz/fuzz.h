@@ -1,4 +1,4 @@
-/* Shared by the fuzz targets (daemon/fuzz-*.c): the libFuzzer entry point,
+/* Shared by the fuzz targets (tests/fuzz/fuzz-*.c): the libFuzzer entry point,
  * which tests/fuzz/replay-main.c also calls when the targets are built
  * without libFuzzer (to replay the committed corpora as ordinary tests),
  * and a small in-memory host map for the targets that need one. */
