@@ -3,6 +3,7 @@
  * node), as a readable tree or as JSON.  It is the first thing to run when
  * a placement looks wrong, and it reads a captured snapshot as easily as
  * the live /sys (--sysfs-root). */
+#include "ctl-cpu.h"
 #include "ctl.h"
 #include "hostmap.h"
 
@@ -20,13 +21,16 @@ static inline void json_object_putp(struct json_object **o) {
 
 static void host_usage(FILE *f) {
         fprintf(f,
-                "Usage: pcinumactl host [--sysfs-root DIR] [--json]\n"
+                "Usage: pcinumactl host [--sysfs-root DIR] [--json | --nccl-topo [--cpu SPEC]]\n"
                 "\n"
                 "Show the host's NUMA nodes, sockets and distances, and the PCI devices\n"
                 "and mdevs that can be passed through, grouped by NUMA node.\n"
                 "\n"
                 "  --sysfs-root DIR  read sysfs from DIR (default $PCINUMA_SYSFS_ROOT or /sys)\n"
                 "  --json            print JSON instead of text\n"
+                "  --nccl-topo       print the host's NCCL topology file (as NCCL_TOPO_DUMP_FILE\n"
+                "                    would), to compare with a guest's (pcinumactl nccl-topo)\n"
+                "  --cpu SPEC        with --nccl-topo: VENDOR,FAMILY,MODEL or none (default: this machine's)\n"
                 "  -h, --help        show this help\n");
 }
 
@@ -277,13 +281,16 @@ int ctl_host(int argc, char **argv) {
         static const struct option options[] = {
                 { "sysfs-root", required_argument, NULL, 'r' },
                 { "json",       no_argument,       NULL, 'j' },
+                { "nccl-topo",  no_argument,       NULL, 'n' },
+                { "cpu",        required_argument, NULL, 'c' },
                 { "help",       no_argument,       NULL, 'h' },
                 { NULL,         0,                 NULL, 0 }
         };
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_free_ char *error = NULL;
         const char *root = getenv("PCINUMA_SYSFS_ROOT");
-        bool json = false;
+        bool json = false, nccl = false;
+        const char *cpu_spec = NULL;
         int c, r;
 
         if (!root || !*root)
@@ -300,6 +307,12 @@ int ctl_host(int argc, char **argv) {
                         break;
                 case 'j':
                         json = true;
+                        break;
+                case 'n':
+                        nccl = true;
+                        break;
+                case 'c':
+                        cpu_spec = optarg;
                         break;
                 case 'h':
                         host_usage(stdout);
@@ -320,6 +333,20 @@ int ctl_host(int argc, char **argv) {
                 return 2;
         }
 
+        if (json && nccl) {
+                fprintf(stderr, "pcinumactl host: --json and --nccl-topo exclude each other\n");
+                host_usage(stderr);
+                return 2;
+        }
+        if (cpu_spec && !nccl) {
+                fprintf(stderr, "pcinumactl host: --cpu goes with --nccl-topo\n");
+                host_usage(stderr);
+                return 2;
+        }
+        struct ctl_cpu cpu;
+        if (nccl && ctl_cpu_get("pcinumactl host", cpu_spec, &cpu) < 0)
+                return 2;
+
         r = hostmap_load_path(root, &h, &error);
         if (r < 0) {
                 /* The loader's message names the root too; say it once. */
@@ -329,6 +356,21 @@ int ctl_host(int argc, char **argv) {
                         reason += strlen(prefix);
                 fprintf(stderr, "pcinumactl: cannot read host map from '%s': %s\n", root, reason);
                 return 2;
+        }
+
+        if (nccl) {
+                _cleanup_free_ char *xml = NULL, *reason = NULL;
+                if (hostmap_load_links_path(root, h, &error) < 0) {
+                        fprintf(stderr, "pcinumactl host: cannot read link speeds: %s\n", error);
+                        return 2;
+                }
+                ctl_print_hostmap_warnings("pcinumactl host", h);
+                if (nccltopo_host(h, &cpu.id, &xml, &reason) != 0) {
+                        fprintf(stderr, "pcinumactl host: no NCCL topology file: %s\n", reason);
+                        return 1;
+                }
+                fputs(xml, stdout);
+                return fflush(stdout) == 0 ? 0 : 2;
         }
 
         ctl_print_hostmap_warnings("pcinumactl host", h);

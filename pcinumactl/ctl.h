@@ -4,6 +4,7 @@
 #pragma once
 
 int ctl_host(int argc, char **argv);
+int ctl_nccl_topo(int argc, char **argv);
 
 struct hostmap;
 /* "<who>: warning: <file>: <what>" on stderr for each sysfs file the host

@@ -417,6 +417,7 @@ int main(int argc, char **argv) {
                 { "check-policy", ctl_check_policy },
                 { "status", ctl_status },
                 { "topo", ctl_topo },
+                { "nccl-topo", ctl_nccl_topo },
         };
         if (argc < 2) {
                 usage(stderr);

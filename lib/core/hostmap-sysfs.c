@@ -1251,3 +1251,53 @@ int hostmap_load_path(const char *root, struct hostmap **ret, char **ret_error) 
         }
         return load(fd, root, ret, ret_error);
 }
+
+/* "2.5 GT/s", "16.0 GT/s PCIe": the forms the kernel writes (the suffix
+ * since 5.7); NCCL reads both. */
+static bool link_speed_ok(const char *s) {
+        size_t i = 0, digits = 0;
+        while (s[i] && (isdigit((unsigned char) s[i]) || s[i] == '.')) {
+                digits += isdigit((unsigned char) s[i]) != 0;
+                i++;
+        }
+        if (digits == 0 || i > 6)
+                return false;
+        return streq(s + i, " GT/s") || streq(s + i, " GT/s PCIe");
+}
+
+int hostmap_load_links_path(const char *root, struct hostmap *h, char **ret_error) {
+        _cleanup_close_ int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (rootfd < 0) {
+                int r = -errno;
+                return set_error(ret_error, r, "sysfs root '%s': %s", root, strerror(-r));
+        }
+        const struct reader rd = { .rootfd = rootfd, .openat2 = probe_openat2(rootfd) };
+
+        for (size_t i = 0; i < h->n_devices; i++) {
+                struct hostmap_device *d = &h->devices[i];
+                char path[128], buf[64];
+                ssize_t n;
+
+                snprintf(path, sizeof(path), "bus/pci/devices/%s/current_link_speed", d->name);
+                n = read_attr_at(&rd, rootfd, path, buf, sizeof(buf));
+                if (n >= 0) {
+                        if (link_speed_ok(buf) && (size_t) n < sizeof(d->link_speed))
+                                memcpy(d->link_speed, buf, (size_t) n + 1);
+                        else if (!streq(buf, "Unknown"))
+                                warn_garbage(h, d->name, "current_link_speed", buf, "is not a link speed ('N GT/s')");
+                } else if (n != -ENOENT)
+                        warn_unreadable(h, d->name, "current_link_speed", (int) n);
+
+                uint64_t w;
+                snprintf(path, sizeof(path), "bus/pci/devices/%s/current_link_width", d->name);
+                n = read_attr_at(&rd, rootfd, path, buf, sizeof(buf));
+                if (n >= 0) {
+                        if (parse_uint(buf, 10, 32, &w) >= 0 && w > 0)
+                                d->link_width = (unsigned) w;
+                        else if (!streq(buf, "Unknown"))
+                                warn_garbage(h, d->name, "current_link_width", buf, "is not a link width (1 to 32)");
+                } else if (n != -ENOENT)
+                        warn_unreadable(h, d->name, "current_link_width", (int) n);
+        }
+        return 0;
+}

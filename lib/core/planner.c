@@ -781,6 +781,8 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                         if (p->ports[k].pxb_index == p->pxbs[i].index)
                                 bus_of[k] = ++bus;
         }
+        for (size_t k = 0; k < p->n_ports; k++)
+                p->ports[k].sec_bus = bus_of[k] <= 255 ? bus_of[k] : 0;
         for (size_t i = 0; i < p->n_devices; i++) {
                 struct plan_device *pd = &p->devices[i];
                 if (pd->action != PLAN_MOVE)

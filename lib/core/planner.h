@@ -75,6 +75,7 @@ struct plan_port {
         uint8_t slot, func;
         bool multifunction;             /* set on function 0 of a shared slot */
         long device;                    /* index into plan->devices, or -1 (a switch's own ports) */
+        int sec_bus;                    /* the bus number the guest firmware gives the bus below it (predicted), 0 unknown */
 };
 
 /* nvidia-smi topo -m's path types, nearest first. */

@@ -1,0 +1,417 @@
+/* The NCCL topology file of a planned guest or of the host (nccltopo.h
+ * says what NCCL reads and why each part is there).  Built in two steps:
+ * every wanted device's path becomes a chain of <pci> nodes merged by
+ * busid (NCCL's two-levels-up rule applied to the path), then the tree is
+ * written cell by cell, siblings ordered by busid. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccltopo.h"
+#include "util.h"
+
+bool nccltopo_wanted(uint32_t class, uint16_t vendor) {
+        switch (class >> 8) {
+        case 0x0300:
+        case 0x0302:
+        case 0x0207:
+                return true;
+        case 0x0200:
+                return vendor == 0x15b3 || vendor == 0x1d0f;
+        default:
+                return false;
+        }
+}
+
+/* One <pci> element. */
+struct tnode {
+        char busid[PCI_ADDR_STRLEN];
+        uint32_t class;                 /* 0: not written */
+        uint16_t vendor, device;        /* vendor 0: vendor and device not written */
+        const char *link_speed;         /* "" or NULL: not written */
+        unsigned link_width;            /* 0: not written */
+        long parent;                    /* index into the tree, or -1: below the <cpu> */
+        int cpu;                        /* the <cpu>'s numaid, for parent == -1 */
+};
+
+struct tree {
+        struct tnode *v;
+        size_t n;
+};
+
+/* A path element, top first: its busid and the host device whose identity
+ * and link it carries (NULL: a bridge of the guest's own, written with its
+ * class only). */
+struct hop {
+        char busid[PCI_ADDR_STRLEN];
+        const struct hostmap_device *host;
+        uint32_t class;
+};
+
+static long tree_find(const struct tree *t, const char *busid) {
+        for (size_t i = 0; i < t->n; i++)
+                if (streq(t->v[i].busid, busid))
+                        return (long) i;
+        return -1;
+}
+
+static long tree_add(struct tree *t, const struct hop *h) {
+        long i = tree_find(t, h->busid);
+        if (i >= 0)
+                return i;
+        struct tnode *n = GROW(t->v, t->n);
+        snprintf(n->busid, sizeof n->busid, "%s", h->busid);
+        n->class = h->class;
+        if (h->host) {
+                if (!n->class)
+                        n->class = h->host->class;
+                n->vendor = h->host->vendor;
+                n->device = h->host->device;
+                n->link_speed = h->host->link_speed;
+                n->link_width = h->host->link_width;
+        }
+        n->parent = -1;
+        return (long) (t->n - 1);
+}
+
+/* Place a device (hops[n]) below the bridges hops[0..n) (the root port
+ * first), as NCCL does from the sysfs path: a node's parent is the bridge
+ * two levels above it, and a node less than two levels below the host
+ * bridge sits under the <cpu>. */
+static void tree_place(struct tree *t, const struct hop *hops, size_t n, int cpu) {
+        long cur = tree_add(t, &hops[n]);
+        size_t k = n;
+        while (k >= 2) {
+                long up = tree_add(t, &hops[k - 2]);
+                t->v[cur].parent = up;
+                cur = up;
+                k -= 2;
+        }
+        t->v[cur].parent = -1;
+        t->v[cur].cpu = cpu;
+}
+
+static void xml_attr(struct strbuf *b, const char *name, const char *value) {
+        strbuf_printf(b, " %s=\"", name);
+        for (const char *c = value; *c; c++)
+                switch (*c) {
+                case '&':
+                        strbuf_append(b, "&amp;");
+                        break;
+                case '<':
+                        strbuf_append(b, "&lt;");
+                        break;
+                case '>':
+                        strbuf_append(b, "&gt;");
+                        break;
+                case '"':
+                        strbuf_append(b, "&quot;");
+                        break;
+                default:
+                        strbuf_appendn(b, c, 1);
+                }
+        strbuf_append(b, "\"");
+}
+
+/* The kernel's cpumap form: 32-bit hex words, most significant first. */
+static void cpumask(struct strbuf *b, const struct bitmap *cpus) {
+        int hi = -1;
+        for (int c = bitmap_next(cpus, 0); c >= 0; c = bitmap_next(cpus, (unsigned) c + 1))
+                hi = c;
+        unsigned words = hi < 0 ? 1 : (unsigned) hi / 32 + 1;
+        for (unsigned w = words; w-- > 0;) {
+                uint32_t v = 0;
+                for (unsigned bit = 0; bit < 32; bit++)
+                        if (bitmap_test(cpus, w * 32 + bit))
+                                v |= UINT32_C(1) << bit;
+                strbuf_printf(b, "%08x%s", v, w ? "," : "");
+        }
+}
+
+static int cmp_busid(const void *a, const void *b) {
+        const struct tnode *const *x = a, *const *y = b;
+        return strcmp((*x)->busid, (*y)->busid);
+}
+
+static void write_children(struct strbuf *b, const struct tree *t, long parent, int cpu, unsigned depth) {
+        _cleanup_free_ const struct tnode **kids = xcalloc(t->n ? t->n : 1, sizeof(*kids));
+        size_t nk = 0;
+        for (size_t i = 0; i < t->n; i++)
+                if (t->v[i].parent == parent && (parent >= 0 || t->v[i].cpu == cpu))
+                        kids[nk++] = &t->v[i];
+        qsort(kids, nk, sizeof(*kids), cmp_busid);
+        for (size_t i = 0; i < nk; i++) {
+                const struct tnode *n = kids[i];
+                char num[16];
+                strbuf_printf(b, "%*s<pci", (int) depth * 2, "");
+                xml_attr(b, "busid", n->busid);
+                if (n->class) {
+                        snprintf(num, sizeof num, "0x%06x", (unsigned) n->class);
+                        xml_attr(b, "class", num);
+                }
+                if (n->vendor) {
+                        snprintf(num, sizeof num, "0x%04x", (unsigned) n->vendor);
+                        xml_attr(b, "vendor", num);
+                        snprintf(num, sizeof num, "0x%04x", (unsigned) n->device);
+                        xml_attr(b, "device", num);
+                }
+                if (n->link_speed && n->link_speed[0])
+                        xml_attr(b, "link_speed", n->link_speed);
+                if (n->link_width) {
+                        snprintf(num, sizeof num, "%u", n->link_width);
+                        xml_attr(b, "link_width", num);
+                }
+                bool leaf = true;
+                for (size_t j = 0; j < t->n && leaf; j++)
+                        leaf = t->v[j].parent != n - t->v;
+                if (leaf) {
+                        strbuf_append(b, "/>\n");
+                        continue;
+                }
+                strbuf_append(b, ">\n");
+                write_children(b, t, n - t->v, cpu, depth + 1);
+                strbuf_printf(b, "%*s</pci>\n", (int) depth * 2, "");
+        }
+}
+
+static void write_cpu(struct strbuf *b, const struct tree *t, int numaid, const struct bitmap *cpus,
+                      const struct nccltopo_cpu *cpu) {
+        char num[16];
+        strbuf_append(b, "  <cpu");
+        snprintf(num, sizeof num, "%d", numaid);
+        xml_attr(b, "numaid", num);
+        if (cpus) {
+                struct strbuf m = {0};
+                cpumask(&m, cpus);
+                xml_attr(b, "affinity", m.buf);
+                strbuf_done(&m);
+        }
+        if (cpu && cpu->arch)
+                xml_attr(b, "arch", cpu->arch);
+        if (cpu && cpu->vendor)
+                xml_attr(b, "vendor", cpu->vendor);
+        if (cpu && cpu->family >= 0) {
+                snprintf(num, sizeof num, "%d", cpu->family);
+                xml_attr(b, "familyid", num);
+        }
+        if (cpu && cpu->model >= 0) {
+                snprintf(num, sizeof num, "%d", cpu->model);
+                xml_attr(b, "modelid", num);
+        }
+        bool empty = true;
+        for (size_t i = 0; i < t->n && empty; i++)
+                empty = !(t->v[i].parent < 0 && t->v[i].cpu == numaid);
+        if (empty) {
+                strbuf_append(b, "/>\n");
+                return;
+        }
+        strbuf_append(b, ">\n");
+        write_children(b, t, -1, numaid, 2);
+        strbuf_append(b, "  </cpu>\n");
+}
+
+static const struct plan_port *find_port(const struct plan *p, int index) {
+        for (size_t i = 0; i < p->n_ports; i++)
+                if (p->ports[i].index == index)
+                        return &p->ports[i];
+        return NULL;
+}
+
+static const struct plan_pxb *find_pxb(const struct plan *p, int index) {
+        for (size_t i = 0; i < p->n_pxbs; i++)
+                if (p->pxbs[i].index == index)
+                        return &p->pxbs[i];
+        return NULL;
+}
+
+/* The host device a planned device is (an mdev: its parent), or NULL. */
+static const struct hostmap_device *host_device(const struct plan_device *pd, const struct domain *d,
+                                                const struct hostmap *h, bool *is_mdev) {
+        const struct domain_hostdev *hd = &d->hostdevs[pd->hostdev];
+        *is_mdev = hd->mdev_uuid[0] != 0;
+        if (*is_mdev) {
+                const struct hostmap_mdev *m = hostmap_find_mdev(h, hd->mdev_uuid);
+                return m ? hostmap_find_device(h, &m->parent) : NULL;
+        }
+        return hostmap_find_device(h, &hd->host);
+}
+
+/* The guest path of a moved device, top first, ending with the device:
+ * hops[0..n]; n = the bridges above it.  false when a bus number is not
+ * predicted. */
+static bool guest_path(const struct plan *p, const struct plan_device *pd, const struct hostmap_device *hdev,
+                       const struct hostmap *h, struct hop *hops, size_t max, size_t *ret_n) {
+        struct hop up[8];
+        size_t n = 0;
+        for (const struct plan_port *port = find_port(p, pd->port_index); port;
+             port = find_port(p, port->parent_index)) {
+                if (n == ELEMENTSOF(up) || n + 1 >= max)
+                        return false;
+                int bus;
+                const struct plan_port *parent = find_port(p, port->parent_index);
+                if (parent)
+                        bus = parent->sec_bus;
+                else {
+                        const struct plan_pxb *x = find_pxb(p, port->parent_index);
+                        bus = x ? x->bus_nr : 0;
+                }
+                if (bus <= 0 || bus > 255)
+                        return false;
+                struct hop *o = &up[n++];
+                snprintf(o->busid, sizeof o->busid, "0000:%02x:%02x.%u", (unsigned) bus, port->slot, port->func);
+                o->class = 0x060400;
+                o->host = streq(port->model, PLAN_SWITCH_UP) && pd->has_host_switch
+                                  ? hostmap_find_device(h, &pd->host_switch)
+                                  : NULL;
+        }
+        for (size_t i = 0; i < n; i++)
+                hops[i] = up[n - 1 - i];
+        /* A guest path as deep as the host's mirrors it bridge for bridge
+         * (mirror_switches): each port carries its host bridge's identity
+         * and link. */
+        if (hdev && hdev->n_upstream == n)
+                for (size_t i = 0; i < n; i++) {
+                        hops[i].host = hostmap_find_device(h, &hdev->upstream[i]);
+                        hops[i].class = hops[i].host ? 0 : 0x060400;
+                }
+        struct hop *dev = &hops[n];
+        snprintf(dev->busid, sizeof dev->busid, "%s", pd->guest_bdf);
+        dev->host = hdev;
+        dev->class = 0;
+        *ret_n = n;
+        return true;
+}
+
+/* NCCL's XML reader holds at most MAX_SUBS (128) children per element
+ * and fails to load the file otherwise. */
+#define NCCL_MAX_SUBS 128
+
+static bool too_wide(const struct tree *t, char **ret_reason) {
+        _cleanup_free_ size_t *kids = xcalloc(t->n + 1, sizeof(*kids));
+        for (size_t i = 0; i < t->n; i++) {
+                long up = t->v[i].parent;
+                if (up >= 0 && ++kids[up] > NCCL_MAX_SUBS) {
+                        *ret_reason = xasprintf("more than %d devices below bridge %s, and NCCL reads at most %d "
+                                                "below one element (its MAX_SUBS)",
+                                                NCCL_MAX_SUBS, t->v[up].busid, NCCL_MAX_SUBS);
+                        return true;
+                }
+        }
+        for (size_t i = 0; i < t->n; i++) {
+                if (t->v[i].parent >= 0)
+                        continue;
+                size_t m = 0;
+                for (size_t j = 0; j < t->n; j++)
+                        m += t->v[j].parent < 0 && t->v[j].cpu == t->v[i].cpu;
+                if (m > NCCL_MAX_SUBS) {
+                        *ret_reason = xasprintf("%zu devices below NUMA node %d, and NCCL reads at most %d below "
+                                                "one element (its MAX_SUBS)", m, t->v[i].cpu, NCCL_MAX_SUBS);
+                        return true;
+                }
+        }
+        return false;
+}
+
+static char *finish(struct strbuf *b) {
+        strbuf_append(b, "</system>\n");
+        return strbuf_steal(b);
+}
+
+int nccltopo_guest(const struct plan *p, const struct domain *d, const struct hostmap *h,
+                   const struct nccltopo_cpu *cpu, char **ret_xml, char **ret_reason) {
+        struct tree t = {0};
+        size_t wanted = 0, placed = 0;
+
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                bool is_mdev;
+                const struct hostmap_device *hdev = host_device(pd, d, h, &is_mdev);
+                if (!hdev || !nccltopo_wanted(hdev->class, hdev->vendor))
+                        continue;
+                wanted++;
+                struct hop hops[10];
+                size_t n;
+                if (pd->action != PLAN_MOVE || pd->cell < 0 || !pd->guest_bdf[0] ||
+                    !guest_path(p, pd, hdev, h, hops, ELEMENTSOF(hops), &n))
+                        continue;
+                if (is_mdev) {
+                        /* The guest sees the mdev's own IDs, not its parent's. */
+                        hops[n].class = hdev->class;
+                        hops[n].host = NULL;
+                }
+                tree_place(&t, hops, n, pd->cell);
+                if (is_mdev) {
+                        long k = tree_find(&t, hops[n].busid);
+                        t.v[k].link_speed = hdev->link_speed;
+                        t.v[k].link_width = hdev->link_width;
+                }
+                placed++;
+        }
+
+        if (placed == 0) {
+                free(t.v);
+                if (wanted == 0)
+                        *ret_reason = xstrdup("the domain has no GPU or RDMA NIC among its passthrough devices "
+                                              "(NCCL's topology file describes only those)");
+                else
+                        *ret_reason = xasprintf("the plan places none of the domain's %zu GPU%s and RDMA NICs on the "
+                                                "guest's expander buses (%s)",
+                                                wanted, wanted > 1 ? "s" : "",
+                                                p->reason ? p->reason
+                                                          : p->verdict == PLAN_APPLY ? "they stay on pcie.0"
+                                                                                     : "the plan changes nothing");
+                return 1;
+        }
+
+        if (too_wide(&t, ret_reason)) {
+                free(t.v);
+                return 1;
+        }
+        struct strbuf b = {0};
+        strbuf_append(&b, "<system version=\"1\">\n");
+        for (size_t c = 0; c < d->n_cells; c++)
+                write_cpu(&b, &t, (int) d->cells[c].id, &d->cells[c].cpus, cpu);
+        free(t.v);
+        *ret_xml = finish(&b);
+        return 0;
+}
+
+int nccltopo_host(const struct hostmap *h, const struct nccltopo_cpu *cpu, char **ret_xml, char **ret_reason) {
+        struct tree t = {0};
+        bool orphan = false;
+
+        for (size_t i = 0; i < h->n_devices; i++) {
+                const struct hostmap_device *dev = &h->devices[i];
+                if (!nccltopo_wanted(dev->class, dev->vendor))
+                        continue;
+                size_t n = dev->n_upstream;
+                _cleanup_free_ struct hop *hops = xcalloc(n + 1, sizeof(*hops));
+                for (size_t k = 0; k < n; k++) {
+                        pci_addr_format(&dev->upstream[k], hops[k].busid);
+                        hops[k].host = hostmap_find_device(h, &dev->upstream[k]);
+                        hops[k].class = hops[k].host ? 0 : 0x060400;
+                }
+                snprintf(hops[n].busid, sizeof hops[n].busid, "%s", dev->name);
+                hops[n].host = dev;
+                tree_place(&t, hops, n, dev->node);
+                orphan |= dev->node < 0;
+        }
+        if (t.n == 0) {
+                *ret_reason = xstrdup("the host has no GPU or RDMA NIC (NCCL's topology file describes only those)");
+                return 1;
+        }
+
+        if (too_wide(&t, ret_reason)) {
+                free(t.v);
+                return 1;
+        }
+        struct strbuf b = {0};
+        strbuf_append(&b, "<system version=\"1\">\n");
+        for (size_t k = 0; k < h->n_nodes; k++)
+                write_cpu(&b, &t, h->nodes[k].id, &h->nodes[k].cpus, cpu);
+        if (orphan)
+                write_cpu(&b, &t, -1, NULL, cpu);
+        free(t.v);
+        *ret_xml = finish(&b);
+        return 0;
+}

@@ -1,0 +1,90 @@
+/* pcinumactl nccl-topo: the NCCL topology file (NCCL_TOPO_FILE) of a
+ * domain's guest as planned, so that NCCL in the guest sees the host's
+ * link speeds and switches (lib/core/nccltopo.h). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ctl-cpu.h"
+#include "ctl.h"
+#include "engine.h"
+#include "hostmap.h"
+#include "nccltopo.h"
+
+static void usage(FILE *f) {
+        fprintf(f, "Usage: pcinumactl nccl-topo [--sysfs-root DIR] [--policy NAME | --policy-file FILE]\n"
+                   "                            [--cpu VENDOR,FAMILY,MODEL|none] FILE|-\n\n"
+                   "Print the NCCL topology file (what NCCL_TOPO_FILE reads) of the domain's guest as planned:\n"
+                   "one <cpu> per guest cell, the GPUs and RDMA NICs at their predicted guest bus ids,\n"
+                   "below the switches the plan mirrors, with the host devices' link speed and width.\n"
+                   "A domain that is already planned gives the same file.\n\n"
+                   "  --cpu SPEC   the CPU identity to write (default: this machine's; 'none' leaves it\n"
+                   "               to NCCL in the guest)\n\n"
+                   "Exit status: 0 printed, 1 no GPU or RDMA NIC placed (the reason on stderr), 2 bad input.\n");
+}
+
+int ctl_nccl_topo(int argc, char **argv) {
+        static const struct option opts[] = {
+                { "sysfs-root", required_argument, NULL, 'r' },
+                { "policy", required_argument, NULL, 'p' },
+                { "policy-file", required_argument, NULL, 'f' },
+                { "cpu", required_argument, NULL, 'c' },
+                { "help", no_argument, NULL, 'h' },
+                { NULL, 0, NULL, 0 },
+        };
+        const char *root = default_sysfs_root(), *policy_name = NULL, *policy_file = NULL, *cpu_spec = NULL;
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'r':
+                        root = optarg;
+                        break;
+                case 'p':
+                        policy_name = optarg;
+                        break;
+                case 'f':
+                        policy_file = optarg;
+                        break;
+                case 'c':
+                        cpu_spec = optarg;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                default:
+                        usage(stderr);
+                        return 2;
+                }
+        }
+        if (optind != argc - 1) {
+                usage(stderr);
+                return 2;
+        }
+        struct ctl_cpu cpu;
+        if (ctl_cpu_get("pcinumactl nccl-topo", cpu_spec, &cpu) < 0)
+                return 2;
+
+        _cleanup_hostmap_ struct hostmap *h = NULL;
+        _cleanup_engine_result_ struct engine_result *res = NULL;
+        const struct ctl_plan_args a = {
+                .who = "pcinumactl nccl-topo", .root = root, .policy_name = policy_name,
+                .policy_file = policy_file, .input = argv[optind],
+        };
+        int r = ctl_plan_input(&a, &h, &res);
+        if (r != 0)
+                return r;
+        _cleanup_free_ char *err = NULL;
+        if (hostmap_load_links_path(root, h, &err) < 0) {
+                fprintf(stderr, "pcinumactl nccl-topo: cannot read link speeds: %s\n", err);
+                return 2;
+        }
+        _cleanup_free_ char *xml = NULL, *reason = NULL;
+        if (nccltopo_guest(res->plan, res->base, h, &cpu.id, &xml, &reason) != 0) {
+                fprintf(stderr, "pcinumactl nccl-topo: %s: no NCCL topology file: %s\n",
+                        streq(argv[optind], "-") ? "standard input" : argv[optind], reason);
+                return 1;
+        }
+        fputs(xml, stdout);
+        return fflush(stdout) == 0 ? 0 : 2;
+}
