@@ -370,7 +370,7 @@ int ctl_host(int argc, char **argv) {
                         return 1;
                 }
                 fputs(xml, stdout);
-                return fflush(stdout) == 0 ? 0 : 2;
+                return fflush(stdout) == 0 ? 0 : 1;
         }
 
         ctl_print_hostmap_warnings("pcinumactl host", h);

@@ -20,7 +20,8 @@ static void usage(FILE *f) {
                    "A domain that is already planned gives the same file.\n\n"
                    "  --cpu SPEC   the CPU identity to write (default: this machine's; 'none' leaves it\n"
                    "               to NCCL in the guest)\n\n"
-                   "Exit status: 0 printed, 1 no GPU or RDMA NIC placed (the reason on stderr), 2 bad input.\n");
+                   "Exit status: 0 printed, 1 no GPU or RDMA NIC placed (the reason on stderr) or the output\n"
+                   "could not be written, 2 bad input.\n");
 }
 
 int ctl_nccl_topo(int argc, char **argv) {
@@ -86,5 +87,5 @@ int ctl_nccl_topo(int argc, char **argv) {
                 return 1;
         }
         fputs(xml, stdout);
-        return fflush(stdout) == 0 ? 0 : 2;
+        return fflush(stdout) == 0 ? 0 : 1;
 }
