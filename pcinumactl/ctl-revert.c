@@ -61,7 +61,12 @@ static int revert_domain(const char *name, const char *uri, const char *policy_f
         char *xml = NULL, *out = NULL, *warning = NULL, *err = NULL;
         virDomainPtr dom = virDomainLookupByName(c, name);
         if (!dom) {
-                ctl_error(0, who, "no domain '%s' at %s: %s", name, virConnectGetURI(c), lv_error());
+                /* Copy libvirt's message first: virConnectGetURI() resets
+                 * the last error, which frees the message lv_error() points
+                 * to.  (Passing both as arguments printed freed memory.) */
+                _cleanup_free_ char *why = xstrdup(lv_error());
+                _cleanup_free_ char *at = virConnectGetURI(c);
+                ctl_error(0, who, "no domain '%s' at %s: %s", name, at ? at : uri ? uri : "(default)", why);
                 goto out;
         }
         /* A transient domain (virsh create) has no persistent definition,
