@@ -1,4 +1,5 @@
-/* The CPU identity that pcinumactl's NCCL topology files carry
+/* A helper module of pcinumactl (beside ctl-util): the CPU identity that
+ * pcinumactl's NCCL topology files carry
  * (nccltopo.h): given with --cpu, or read from this machine. */
 #pragma once
 

@@ -3,15 +3,17 @@
  * node), as a readable tree or as JSON.  It is the first thing to run when
  * a placement looks wrong, and it reads a captured snapshot as easily as
  * the live /sys (--sysfs-root). */
-#include "ctl-cpu.h"
-#include "ctl.h"
-#include "hostmap.h"
-
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <json.h>
+#include <stdio.h>
+#include <string.h>
 
-#define DEFAULT_SYSFS_ROOT "/sys"
+#include "ctl-cpu.h"
+#include "ctl-util.h"
+#include "ctl.h"
+#include "hostmap.h"
 
 static inline void json_object_putp(struct json_object **o) {
         if (*o)
@@ -270,16 +272,9 @@ static struct json_object *host_json(const struct hostmap *h, const char *root) 
         return o;
 }
 
-void ctl_print_hostmap_warnings(const char *who, const struct hostmap *h) {
-        for (size_t i = 0; i < h->n_warnings; i++)
-                fprintf(stderr, "%s: warning: sysfs %s\n", who, h->warnings[i]);
-        if (h->n_warnings_dropped > 0)
-                fprintf(stderr, "%s: warning: %zu more sysfs files could not be read or parsed\n", who, h->n_warnings_dropped);
-}
-
 int ctl_host(int argc, char **argv) {
         static const struct option options[] = {
-                { "sysfs-root", required_argument, NULL, 'r' },
+                CTL_OPTION_SYSFS_ROOT,
                 { "json",       no_argument,       NULL, 'j' },
                 { "nccl-topo",  no_argument,       NULL, 'n' },
                 { "cpu",        required_argument, NULL, 'c' },
@@ -288,13 +283,10 @@ int ctl_host(int argc, char **argv) {
         };
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_free_ char *error = NULL;
-        const char *root = getenv("PCINUMA_SYSFS_ROOT");
+const char *root = ctl_default_sysfs_root();
         bool json = false, nccl = false;
         const char *cpu_spec = NULL;
         int c, r;
-
-        if (!root || !*root)
-                root = DEFAULT_SYSFS_ROOT;
 
         /* The dispatcher may have run getopt on the global options already;
          * 0 makes glibc start over. */
@@ -302,7 +294,7 @@ int ctl_host(int argc, char **argv) {
         opterr = 0;
         while ((c = getopt_long(argc, argv, "+h", options, NULL)) >= 0) {
                 switch (c) {
-                case 'r':
+                case CTL_OPT_SYSFS_ROOT:
                         root = optarg;
                         break;
                 case 'j':
@@ -324,13 +316,13 @@ int ctl_host(int argc, char **argv) {
                         else
                                 fprintf(stderr, "pcinumactl host: unknown option '%s'\n", argv[optind - 1]);
                         host_usage(stderr);
-                        return 2;
+                        return CTL_EXIT_BAD_INPUT;
                 }
         }
         if (optind < argc) {
-                fprintf(stderr, "pcinumactl host: unexpected argument '%s'\n", argv[optind]);
+                ctl_error(0, "pcinumactl host", "unexpected argument '%s'", argv[optind]);
                 host_usage(stderr);
-                return 2;
+                return CTL_EXIT_BAD_INPUT;
         }
 
         if (json && nccl) {
@@ -355,7 +347,7 @@ int ctl_host(int argc, char **argv) {
                 if (strncmp(reason, prefix, strlen(prefix)) == 0)
                         reason += strlen(prefix);
                 fprintf(stderr, "pcinumactl: cannot read host map from '%s': %s\n", root, reason);
-                return 2;
+                return CTL_EXIT_BAD_INPUT;
         }
 
         if (nccl) {
@@ -382,9 +374,7 @@ int ctl_host(int argc, char **argv) {
         } else
                 print_text(h);
 
-        if (fflush(stdout) != 0) {
-                fprintf(stderr, "pcinumactl: cannot write output: %s\n", strerror(errno));
-                return 1;
-        }
+        if (fflush(stdout) != 0)
+                return ctl_error(CTL_EXIT_FAILED, "pcinumactl", "cannot write output: %s", strerror(errno));
         return 0;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "ctl-cpu.h"
+#include "ctl-util.h"
 #include "ctl.h"
 #include "engine.h"
 #include "hostmap.h"
@@ -26,27 +27,21 @@ static void usage(FILE *f) {
 
 int ctl_nccl_topo(int argc, char **argv) {
         static const struct option opts[] = {
-                { "sysfs-root", required_argument, NULL, 'r' },
-                { "policy", required_argument, NULL, 'p' },
-                { "policy-file", required_argument, NULL, 'f' },
+                CTL_OPTION_SYSFS_ROOT,
+                CTL_OPTION_POLICY,
+                CTL_OPTION_POLICY_FILE,
                 { "cpu", required_argument, NULL, 'c' },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
-        const char *root = default_sysfs_root(), *policy_name = NULL, *policy_file = NULL, *cpu_spec = NULL;
+        struct ctl_plan_args a = { .who = "pcinumactl nccl-topo", .root = ctl_default_sysfs_root() };
+        const char *cpu_spec = NULL;
         int c;
         optind = 1;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+                if (ctl_plan_args_option(&a, c, optarg))
+                        continue;
                 switch (c) {
-                case 'r':
-                        root = optarg;
-                        break;
-                case 'p':
-                        policy_name = optarg;
-                        break;
-                case 'f':
-                        policy_file = optarg;
-                        break;
                 case 'c':
                         cpu_spec = optarg;
                         break;
@@ -55,37 +50,30 @@ int ctl_nccl_topo(int argc, char **argv) {
                         return 0;
                 default:
                         usage(stderr);
-                        return 2;
+                        return CTL_EXIT_BAD_INPUT;
                 }
         }
         if (optind != argc - 1) {
                 usage(stderr);
-                return 2;
+                return CTL_EXIT_BAD_INPUT;
         }
         struct ctl_cpu cpu;
-        if (ctl_cpu_get("pcinumactl nccl-topo", cpu_spec, &cpu) < 0)
-                return 2;
+        if (ctl_cpu_get(a.who, cpu_spec, &cpu) < 0)
+                return CTL_EXIT_BAD_INPUT;
 
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_engine_result_ struct engine_result *res = NULL;
-        const struct ctl_plan_args a = {
-                .who = "pcinumactl nccl-topo", .root = root, .policy_name = policy_name,
-                .policy_file = policy_file, .input = argv[optind],
-        };
+        a.input = argv[optind];
         int r = ctl_plan_input(&a, &h, &res);
         if (r != 0)
                 return r;
         _cleanup_free_ char *err = NULL;
-        if (hostmap_load_links_path(root, h, &err) < 0) {
-                fprintf(stderr, "pcinumactl nccl-topo: cannot read link speeds: %s\n", err);
-                return 2;
-        }
+        if (hostmap_load_links_path(a.root, h, &err) < 0)
+                return ctl_error(CTL_EXIT_BAD_INPUT, a.who, "cannot read link speeds: %s", err);
         _cleanup_free_ char *xml = NULL, *reason = NULL;
-        if (nccltopo_guest(res->plan, res->base, h, &cpu.id, &xml, &reason) != 0) {
-                fprintf(stderr, "pcinumactl nccl-topo: %s: no NCCL topology file: %s\n",
-                        streq(argv[optind], "-") ? "standard input" : argv[optind], reason);
-                return 1;
-        }
+        if (nccltopo_guest(res->plan, res->base, h, &cpu.id, &xml, &reason) != 0)
+                return ctl_error(CTL_EXIT_FAILED, a.who, "%s: no NCCL topology file: %s", ctl_input_name(a.input),
+                                 reason);
         fputs(xml, stdout);
-        return fflush(stdout) == 0 ? 0 : 1;
+        return fflush(stdout) == 0 ? 0 : CTL_EXIT_FAILED;
 }

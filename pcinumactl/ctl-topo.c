@@ -4,7 +4,7 @@
 #include <getopt.h>
 #include <stdio.h>
 
-#include "ctl-topo.h"
+#include "ctl-util.h"
 #include "ctl.h"
 #include "engine.h"
 #include "hostmap.h"
@@ -51,45 +51,35 @@ static void usage(FILE *f) {
 
 int ctl_topo(int argc, char **argv) {
         static const struct option opts[] = {
-                { "sysfs-root", required_argument, NULL, 'r' },
-                { "policy", required_argument, NULL, 'p' },
-                { "policy-file", required_argument, NULL, 'f' },
+                CTL_OPTION_SYSFS_ROOT,
+                CTL_OPTION_POLICY,
+                CTL_OPTION_POLICY_FILE,
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
-        const char *root = default_sysfs_root(), *policy_name = NULL, *policy_file = NULL;
+        struct ctl_plan_args a = { .who = "pcinumactl topo", .root = ctl_default_sysfs_root() };
         int c;
         optind = 1;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+                if (ctl_plan_args_option(&a, c, optarg))
+                        continue;
                 switch (c) {
-                case 'r':
-                        root = optarg;
-                        break;
-                case 'p':
-                        policy_name = optarg;
-                        break;
-                case 'f':
-                        policy_file = optarg;
-                        break;
                 case 'h':
                         usage(stdout);
                         return 0;
                 default:
                         usage(stderr);
-                        return 2;
+                        return CTL_EXIT_BAD_INPUT;
                 }
         }
         if (optind != argc - 1) {
                 usage(stderr);
-                return 2;
+                return CTL_EXIT_BAD_INPUT;
         }
 
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_engine_result_ struct engine_result *res = NULL;
-        const struct ctl_plan_args a = {
-                .who = "pcinumactl topo", .root = root, .policy_name = policy_name,
-                .policy_file = policy_file, .input = argv[optind],
-        };
+        a.input = argv[optind];
         int r = ctl_plan_input(&a, &h, &res);
         if (r != 0)
                 return r;

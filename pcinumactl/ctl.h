@@ -1,30 +1,26 @@
-/* pcinumactl's subcommands, one function each, called by pcinumactl.c's
- * dispatcher with argv[0] set to the subcommand's name.  Each returns the
- * process exit code. */
+/* pcinumactl's verbs, one file each (ctl-<verb>.c), called by the
+ * dispatcher in pcinumactl.c with argv[0] set to the verb's name.  Each
+ * returns the process exit code (ctl-util.h names them).  A verb file calls
+ * no other verb file: what verbs share is in ctl-util.[ch]. */
 #pragma once
 
+/* ctl-plan.c: plan a domain XML and print it (xml, explain or json). */
+int ctl_plan(int argc, char **argv);
+
+/* ctl-revert.c: undo pcinuma's rewrite of a domain XML file, or of a
+ * defined domain's persistent definition through libvirt (--domain). */
+int ctl_revert(int argc, char **argv);
+
+/* ctl-host.c: show the host map (nodes, distances, passthrough devices). */
 int ctl_host(int argc, char **argv);
 int ctl_nccl_topo(int argc, char **argv);
 
-struct hostmap;
-/* "<who>: warning: <file>: <what>" on stderr for each sysfs file the host
- * map reader could not make sense of. */
-void ctl_print_hostmap_warnings(const char *who, const struct hostmap *h);
+/* ctl-topo.c: the host vs planned guest device path matrix. */
+int ctl_topo(int argc, char **argv);
 
-struct engine_result;
-/* What plan and topo share: --sysfs-root, --policy NAME or --policy-file
- * FILE (default /etc/pcinuma/policy.json if it exists, else the built-in
- * default), and the input FILE or "-". */
-struct ctl_plan_args {
-        const char *who;        /* "pcinumactl plan": prefixes every message */
-        const char *root;
-        const char *policy_name;
-        const char *policy_file;
-        const char *input;
-};
-/* Load the policy, the domain XML and the host map, and plan.  On error,
- * prints it on stderr (naming the file at fault) and returns the exit
- * status 2; on success returns 0 with the caller owning both results. */
-int ctl_plan_input(const struct ctl_plan_args *a, struct hostmap **ret_h, struct engine_result **ret_res);
-/* $PCINUMA_SYSFS_ROOT if set and not empty, else /sys. */
-const char *default_sysfs_root(void);
+/* ctl-check-policy.c: validate a policy file and summarise it; exit 0
+ * valid, 1 invalid policy, 2 usage error or unreadable file. */
+int ctl_check_policy(int argc, char **argv);
+
+/* ctl-status.c: ask pcinumad for its state and counters. */
+int ctl_status(int argc, char **argv);

@@ -1,10 +1,15 @@
 /* pcinumactl check-policy FILE: load a policy file exactly as the daemon
  * would, and print what it means, so an admin can check an edit before
  * reloading pcinumad. */
-#include "ctl-policy.h"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
 
+#include "ctl-util.h"
+#include "ctl.h"
 #include "policy.h"
-#include "util.h"
+
+static const char *const who = "pcinumactl check-policy";
 
 static void usage(FILE *f) {
         fprintf(f,
@@ -71,22 +76,22 @@ int ctl_check_policy(int argc, char **argv) {
                         continue;
                 }
                 if (!dashdash && a[0] == '-' && a[1] != 0) {
-                        fprintf(stderr, "pcinumactl check-policy: unknown option '%s'\n", a);
+                        ctl_error(0, who, "unknown option '%s'", a);
                         usage(stderr);
-                        return 2;
+                        return CTL_EXIT_BAD_INPUT;
                 }
                 if (path) {
-                        fprintf(stderr, "pcinumactl check-policy: too many arguments\n");
+                        ctl_error(0, who, "too many arguments");
                         usage(stderr);
-                        return 2;
+                        return CTL_EXIT_BAD_INPUT;
                 }
                 path = a;
         }
 
         if (!path) {
-                fprintf(stderr, "pcinumactl check-policy: missing FILE\n");
+                ctl_error(0, who, "missing FILE");
                 usage(stderr);
-                return 2;
+                return CTL_EXIT_BAD_INPUT;
         }
 
         /* "-" is the usual spelling of standard input, which lets an admin
@@ -97,7 +102,7 @@ int ctl_check_policy(int argc, char **argv) {
                 /* A file that is there but is not a valid policy (including
                  * one over the size limit) is "invalid"; a file we cannot
                  * read at all is an operator error, like a bad argument. */
-                return r == -EINVAL || r == -EFBIG ? 1 : 2;
+                return r == -EINVAL || r == -EFBIG ? CTL_EXIT_INVALID : CTL_EXIT_BAD_INPUT;
         }
 
         printf("%s: OK\n", path);
@@ -114,9 +119,7 @@ int ctl_check_policy(int argc, char **argv) {
         printf("hook: timeout %u ms, on unreachable: %s\n", p->hook_timeout_ms,
                p->hook_on_unreachable == POLICY_UNREACHABLE_REFUSE ? "refuse" : "allow");
 
-        if (fflush(stdout) != 0) {
-                fprintf(stderr, "pcinumactl check-policy: cannot write output: %s\n", strerror(errno));
-                return 2;
-        }
+        if (fflush(stdout) != 0)
+                return ctl_error(CTL_EXIT_BAD_INPUT, who, "cannot write output: %s", strerror(errno));
         return 0;
 }

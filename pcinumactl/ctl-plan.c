@@ -1,0 +1,102 @@
+/* pcinumactl plan: plan the NUMA-aware PCIe topology of a domain XML and
+ * print it, as the rewritten XML, an explanation or JSON.  It runs the
+ * same core as pcinumad, so it shows exactly what the daemon would do. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl-util.h"
+#include "ctl.h"
+#include "engine.h"
+#include "hostmap.h"
+
+static const char *const who = "pcinumactl plan";
+
+static void usage(FILE *f) {
+        fprintf(f,
+                "Usage: pcinumactl plan [--sysfs-root DIR] [--policy NAME | --policy-file FILE]\n"
+                "                       [--format xml|explain|json] FILE|-\n"
+                "\n"
+                "Plan the NUMA-aware PCIe topology of a libvirt domain XML and print it.\n"
+                "\n"
+                "  --sysfs-root DIR   read the host map from DIR instead of /sys\n"
+                "                     (default: $PCINUMA_SYSFS_ROOT, else /sys)\n"
+                "  --policy NAME      off, legacy, preferred, socket, require (alias required)\n"
+                "  --policy-file FILE the policy file (default " CTL_DEFAULT_POLICY_FILE " if it exists,\n"
+                "                     else the built-in default: legacy)\n"
+                "  --format FORMAT    xml (default), explain or json\n"
+                "\n"
+                "Exit status: 0 planned or unchanged, 1 refused by the policy, 2 bad input.\n");
+}
+
+int ctl_plan(int argc, char **argv) {
+        static const struct option opts[] = {
+                CTL_OPTION_SYSFS_ROOT,
+                CTL_OPTION_POLICY,
+                CTL_OPTION_POLICY_FILE,
+                { "format", required_argument, NULL, 'F' },
+                { "help", no_argument, NULL, 'h' },
+                { NULL, 0, NULL, 0 },
+        };
+        struct ctl_plan_args a = { .who = who, .root = ctl_default_sysfs_root() };
+        const char *format = "xml";
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+                if (ctl_plan_args_option(&a, c, optarg))
+                        continue;
+                switch (c) {
+                case 'F':
+                        format = optarg;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                default:
+                        usage(stderr);
+                        return CTL_EXIT_BAD_INPUT;
+                }
+        }
+        if (optind != argc - 1) {
+                ctl_error(CTL_EXIT_BAD_INPUT, who, "expected one FILE (or - for standard input)");
+                usage(stderr);
+                return CTL_EXIT_BAD_INPUT;
+        }
+        if (!streq(format, "xml") && !streq(format, "explain") && !streq(format, "json"))
+                return ctl_error(CTL_EXIT_BAD_INPUT, who, "unknown format '%s' (expected xml, explain or json)", format);
+
+        _cleanup_hostmap_ struct hostmap *h = NULL;
+        _cleanup_engine_result_ struct engine_result *res = NULL;
+        a.input = argv[optind];
+        int r = ctl_plan_input(&a, &h, &res);
+        if (r != 0)
+                return r;
+
+        if (streq(format, "explain")) {
+                _cleanup_free_ char *s = engine_explain(res, h);
+                fputs(s, stdout);
+        } else if (streq(format, "json")) {
+                _cleanup_free_ char *s = engine_json(res, h);
+                fputs(s, stdout);
+        } else if (res->xml)
+                fputs(res->xml, stdout);
+
+        if (res->revert_warning)
+                ctl_error(0, who, "warning: undoing the earlier plan: %s", res->revert_warning);
+        /* explain lists the warnings in its own text already. */
+        for (size_t i = 0; i < res->plan->n_warnings && !streq(format, "explain"); i++)
+                ctl_error(0, who, "warning: %s", res->plan->warnings[i]);
+
+        if (res->verdict == PLAN_REFUSED) {
+                /* One line per offending device, each with the prefix. */
+                _cleanup_free_ char *s = engine_refusal(res);
+                for (char *line = s, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+                        nl = strchr(line, '\n');
+                        ctl_error(0, who, "%.*s", nl ? (int) (nl - line) : (int) strlen(line), line);
+                }
+                return CTL_EXIT_REFUSED;
+        }
+        if (fflush(stdout) != 0 || ferror(stdout))
+                return ctl_error(CTL_EXIT_BAD_INPUT, who, "cannot write the output: %s", strerror(errno));
+        return 0;
+}

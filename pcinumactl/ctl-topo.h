@@ -1,4 +1,0 @@
-/* pcinumactl topo. */
-#pragma once
-
-int ctl_topo(int argc, char **argv);

@@ -1,0 +1,132 @@
+/* pcinumactl's shared helpers (ctl-util.h): exit codes and messages,
+ * reading FILE|-, the plan options, and the policy + domain + host map
+ * loading that plan and topo both start with. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ctl-util.h"
+#include "domain.h"
+#include "engine.h"
+#include "hostmap.h"
+#include "policy.h"
+
+int ctl_error(int status, const char *who, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *m = xvasprintf(fmt, ap);
+        va_end(ap);
+        /* One fprintf, so the line reaches stderr in one write. */
+        fprintf(stderr, "%s: %s\n", who, m);
+        return status;
+}
+
+const char *ctl_default_sysfs_root(void) {
+        const char *e = getenv("PCINUMA_SYSFS_ROOT");
+        return e && *e ? e : "/sys";
+}
+
+const char *ctl_input_name(const char *path) {
+        return streq(path, "-") ? "standard input" : path;
+}
+
+int ctl_read_input(const char *path, size_t max, char **ret, size_t *ret_len, char **ret_error) {
+        _cleanup_close_ int fd = -1;
+        bool is_stdin = streq(path, "-");
+        const char *what = ctl_input_name(path);
+        if (!is_stdin) {
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        return set_error(ret_error, -errno, "cannot open '%s': %s", path, strerror(errno));
+        }
+        int in = is_stdin ? STDIN_FILENO : fd;
+        struct strbuf b = {0};
+        char chunk[65536];
+        for (;;) {
+                ssize_t n = read(in, chunk, sizeof chunk);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        int e = errno;
+                        strbuf_done(&b);
+                        return set_error(ret_error, -e, "cannot read '%s': %s", what, strerror(e));
+                }
+                if (n == 0)
+                        break;
+                if (b.len + (size_t) n > max) {
+                        strbuf_done(&b);
+                        return set_error(ret_error, -EFBIG, "'%s' is larger than the %zu byte limit for a domain XML", what, max);
+                }
+                strbuf_appendn(&b, chunk, (size_t) n);
+        }
+        *ret_len = b.len;
+        *ret = strbuf_steal(&b);
+        return 0;
+}
+
+void ctl_print_hostmap_warnings(const char *who, const struct hostmap *h) {
+        for (size_t i = 0; i < h->n_warnings; i++)
+                fprintf(stderr, "%s: warning: sysfs %s\n", who, h->warnings[i]);
+        if (h->n_warnings_dropped > 0)
+                fprintf(stderr, "%s: warning: %zu more sysfs files could not be read or parsed\n", who, h->n_warnings_dropped);
+}
+
+bool ctl_plan_args_option(struct ctl_plan_args *a, int c, const char *arg) {
+        switch (c) {
+        case CTL_OPT_SYSFS_ROOT:
+                a->root = arg;
+                return true;
+        case CTL_OPT_POLICY:
+                a->policy_name = arg;
+                return true;
+        case CTL_OPT_POLICY_FILE:
+                a->policy_file = arg;
+                return true;
+        default:
+                return false;
+        }
+}
+
+int ctl_plan_input(const struct ctl_plan_args *a, struct hostmap **ret_h, struct engine_result **ret_res) {
+        const char *policy_file = a->policy_file;
+        if (a->policy_name && policy_file)
+                return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "--policy and --policy-file exclude each other");
+
+        _cleanup_free_ char *err = NULL;
+        enum policy_mode forced;
+        _cleanup_policy_ struct policy *pol = NULL;
+        if (a->policy_name) {
+                if (policy_mode_from_string(a->policy_name, &forced) < 0)
+                        return ctl_error(CTL_EXIT_BAD_INPUT, a->who,
+                                         "unknown policy '%s' (expected off, legacy, preferred, socket, require)", a->policy_name);
+        } else {
+                struct stat st;
+                if (!policy_file && stat(CTL_DEFAULT_POLICY_FILE, &st) == 0)
+                        policy_file = CTL_DEFAULT_POLICY_FILE;
+                if (policy_file) {
+                        if (policy_load_file(policy_file, &pol, &err) < 0)
+                                return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "%s", err);
+                } else
+                        pol = policy_new_default();
+        }
+
+        _cleanup_free_ char *xml = NULL;
+        size_t len = 0;
+        if (ctl_read_input(a->input, DOMAIN_XML_MAX, &xml, &len, &err) < 0)
+                return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "%s", err);
+
+        _cleanup_hostmap_ struct hostmap *h = NULL;
+        if (hostmap_load_path(a->root, &h, &err) < 0)
+                return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "cannot read the host map: %s", err);
+        ctl_print_hostmap_warnings(a->who, h);
+
+        if (engine_plan(xml, len, h, pol, a->policy_name ? &forced : NULL, ret_res, &err) < 0)
+                return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "%s: %s", ctl_input_name(a->input), err);
+        *ret_h = TAKE_PTR(h);
+        return 0;
+}
