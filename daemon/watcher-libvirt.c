@@ -51,6 +51,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "paths.h"
 #include "preimage.h"
 #include "protocol.h"
 #include "wproto.h"
@@ -72,7 +73,6 @@
 #define USEC_PER_SEC UINT64_C(1000000)
 #define SETTLE_MS_DEFAULT 250
 #define SETTLE_MS_MAX 60000
-#define STATE_DIR_DEFAULT "/var/lib/pcinuma"
 #define MARK_NS "urn:pcinuma:topology:1"
 /* libvirt's domain schema, shipped with the client library (libvirt0). */
 #define LIBVIRT_DOMAIN_SCHEMA "/usr/share/libvirt/schemas/domain.rng"
@@ -956,7 +956,7 @@ static void usage(FILE *f) {
                 "It talks to pcinumad over the socket on fd N (default 3) and to libvirt at URI, and\n"
                 "redefines persistent domains with the topology pcinumad plans for them, once their\n"
                 "events have been quiet for N ms (default %d), keeping what it replaces in\n"
-                "DIR/preimages (default " STATE_DIR_DEFAULT ").\n", SETTLE_MS_DEFAULT);
+                "DIR/preimages (default " PCINUMA_DEFAULT_STATE_DIR ").\n", SETTLE_MS_DEFAULT);
 }
 
 int main(int argc, char **argv) {
@@ -972,7 +972,7 @@ int main(int argc, char **argv) {
                 { NULL, 0, NULL, 0 },
         };
         struct watcher w = { .fd = 3, .lifecycle_cb = -1, .backoff_ms = BACKOFF_MIN_MS, .settle_ms = SETTLE_MS_DEFAULT };
-        const char *state_dir = STATE_DIR_DEFAULT;
+        const char *state_dir = PCINUMA_DEFAULT_STATE_DIR;
         enum log_target target = LOG_TARGET_AUTO;
         uint64_t v;
         int c;

@@ -14,12 +14,9 @@
 
 #include "log.h"
 #include "manager.h"
+#include "paths.h"
 #include "protocol.h"
 #include "wproto.h"
-
-#ifndef PCINUMA_WATCHER_PATH
-#define PCINUMA_WATCHER_PATH "/usr/libexec/pcinuma/pcinuma-watcher"
-#endif
 
 /* Restart a child that died after RESTART_MIN_MS, doubling up to
  * RESTART_MAX_MS; one that ran for RESTART_STABLE_USEC starts the count

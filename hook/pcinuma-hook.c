@@ -19,17 +19,13 @@
 #include <time.h>
 
 #include "client.h"
+#include "paths.h"
 #include "protocol.h"
 
 #ifndef PCINUMA_VERSION
 #define PCINUMA_VERSION "unknown"
 #endif
 
-#define DEFAULT_SOCKET "/run/pcinuma/hook.sock"
-/* Published by pcinumad from the policy file's "hook" section. */
-#define RUN_CONF "/run/pcinuma/hook.conf"
-/* The administrator's overrides; read last, so they win. */
-#define ETC_CONF "/etc/pcinuma/hook.conf"
 #define DEFAULT_TIMEOUT_MS 10000u
 #define MAX_TIMEOUT_MS 600000u
 /* The same limit as DOMAIN_XML_MAX in domain.h, which pulls in libxml2
@@ -445,14 +441,14 @@ static void conf_load(struct hook_conf *c) {
         const char *e;
 
         *c = (struct hook_conf) {.timeout_ms = DEFAULT_TIMEOUT_MS};
-        strcpy(c->socket, DEFAULT_SOCKET);
+        strcpy(c->socket, PCINUMA_DEFAULT_SOCKET);
 
         e = getenv("PCINUMA_HOOK_CONF");
         if (e && *e)
                 conf_load_file(c, e, true);
         else {
-                conf_load_file(c, RUN_CONF, false);
-                conf_load_file(c, ETC_CONF, false);
+                conf_load_file(c, PCINUMA_DEFAULT_RUN_HOOK_CONF, false);
+                conf_load_file(c, PCINUMA_DEFAULT_ETC_HOOK_CONF, false);
         }
 
         e = getenv("PCINUMA_SOCKET");
@@ -534,7 +530,7 @@ int main(int argc, char *argv[]) {
                 puts("Usage: pcinuma-hook NAME PHASE SUBPHASE EXTRA < domain.xml\n"
                      "       pcinuma-hook --help | --version\n"
                      "The libvirt qemu hook of pcinuma; see pcinumad(8).\n"
-                     "Settings: " RUN_CONF ", then " ETC_CONF " (or $PCINUMA_HOOK_CONF);\n"
+                     "Settings: " PCINUMA_DEFAULT_RUN_HOOK_CONF ", then " PCINUMA_DEFAULT_ETC_HOOK_CONF " (or $PCINUMA_HOOK_CONF);\n"
                      "$PCINUMA_SOCKET overrides the socket path.");
                 return EXIT_SUCCESS;
         }

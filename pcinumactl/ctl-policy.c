@@ -3,6 +3,7 @@
  * reloading pcinumad. */
 #include "ctl-policy.h"
 
+#include "paths.h"
 #include "policy.h"
 #include "util.h"
 
@@ -10,7 +11,7 @@ static void usage(FILE *f) {
         fprintf(f,
                 "Usage: pcinumactl check-policy FILE\n"
                 "\n"
-                "Check a pcinuma policy file (usually /etc/pcinuma/policy.json) and\n"
+                "Check a pcinuma policy file (usually " PCINUMA_DEFAULT_POLICY_FILE ") and\n"
                 "print a summary of it.  Exit status: 0 valid, 1 invalid,\n"
                 "2 usage error or unreadable file.\n");
 }

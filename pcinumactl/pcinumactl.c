@@ -15,10 +15,10 @@
 #include "domain.h"
 #include "engine.h"
 #include "hostmap.h"
+#include "paths.h"
 #include "policy.h"
 #include "util.h"
 
-#define DEFAULT_POLICY_FILE "/etc/pcinuma/policy.json"
 
 enum {
         EXIT_REFUSED = 1,
@@ -83,8 +83,8 @@ int ctl_plan_input(const struct ctl_plan_args *a, struct hostmap **ret_h, struct
                 }
         } else {
                 struct stat st;
-                if (!policy_file && stat(DEFAULT_POLICY_FILE, &st) == 0)
-                        policy_file = DEFAULT_POLICY_FILE;
+                if (!policy_file && stat(PCINUMA_DEFAULT_POLICY_FILE, &st) == 0)
+                        policy_file = PCINUMA_DEFAULT_POLICY_FILE;
                 if (policy_file) {
                         if (policy_load_file(policy_file, &pol, &err) < 0) {
                                 fprintf(stderr, "%s: %s\n", a->who, err);
@@ -126,7 +126,7 @@ static void plan_usage(FILE *f) {
                 "  --sysfs-root DIR   read the host map from DIR instead of /sys\n"
                 "                     (default: $PCINUMA_SYSFS_ROOT, else /sys)\n"
                 "  --policy NAME      off, legacy, preferred, socket, require (alias required)\n"
-                "  --policy-file FILE the policy file (default " DEFAULT_POLICY_FILE " if it exists,\n"
+                "  --policy-file FILE the policy file (default " PCINUMA_DEFAULT_POLICY_FILE " if it exists,\n"
                 "                     else the built-in default: legacy)\n"
                 "  --format FORMAT    xml (default), explain or json\n"
                 "\n"
@@ -223,7 +223,7 @@ static int ctl_revert(int argc, char **argv) {
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
-        const char *domain = NULL, *uri = NULL, *policy_file = DEFAULT_POLICY_FILE;
+        const char *domain = NULL, *uri = NULL, *policy_file = PCINUMA_DEFAULT_POLICY_FILE;
         int c;
         optind = 1;
         while ((c = getopt_long(argc, argv, "hc:", opts, NULL)) >= 0) {
@@ -340,7 +340,7 @@ static int ctl_status(int argc, char **argv) {
                 { NULL, 0, NULL, 0 },
         };
         const char *env = getenv("PCINUMA_SOCKET");
-        const char *path = env && *env ? env : "/run/pcinuma/hook.sock";
+        const char *path = env && *env ? env : PCINUMA_DEFAULT_SOCKET;
         bool json = false;
         int c;
         optind = 1;
