@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "client.h"
+#include "fileio.h"
 #include "paths.h"
 #include "protocol.h"
 
@@ -347,28 +348,16 @@ static void conf_warn(const char *path, unsigned line, const char *fmt, ...) {
  * Returns the buffer (free() it) and its length, or NULL with errno set. */
 static char *read_small_file(const char *path, size_t *ret_len) {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0, cap = 0;
+        char *buf = NULL;
 
         if (fd < 0)
                 return NULL;
-        for (;;) {
-                ssize_t k;
-
-                if (cap - len < 1024) {
-                        cap = cap ? cap * 2 : 4096;
-                        buf = xrealloc(buf, cap + 1);
-                }
-                k = read(fd, buf + len, cap - len);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        break;          /* a read error ends the file, as it ended getline() */
-                len += (size_t) k;
+        int r = read_full_fd(fd, SIZE_MAX, &buf, ret_len);
+        if (r < 0) {
+                errno = -r;
+                return NULL;
         }
-        buf[len] = '\0';
-        *ret_len = len;
-        return TAKE_PTR(buf);
+        return buf;
 }
 
 /* Apply one 'key = value' file.  A bad line is reported and skipped: a
