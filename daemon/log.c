@@ -7,7 +7,6 @@
 
 static enum log_target target = LOG_TARGET_STDERR;
 static const char *ident = "pcinumad";
-static int max_level = LOG_DEBUG;
 
 int log_target_from_string(const char *s, enum log_target *ret) {
         if (streq(s, "auto"))
@@ -30,10 +29,6 @@ void log_setup(enum log_target t, const char *identifier) {
                 ident = identifier;
 }
 
-void log_set_max_level(int prio) {
-        max_level = prio;
-}
-
 static const char *prio_prefix(int prio) {
         switch (prio) {
         case LOG_EMERG:
@@ -49,8 +44,8 @@ static const char *prio_prefix(int prio) {
 }
 
 static void emit(int prio, const char *message_id, const struct log_fields *f, const char *msg) {
-        if (prio > max_level)
-                return;
+        if (prio > LOG_DEBUG)
+                return;         /* not a syslog priority */
         if (target == LOG_TARGET_JOURNAL) {
                 /* Every "KEY=value" in one buffer, the iovecs pointing
                  * into it: one allocation instead of one per field. */

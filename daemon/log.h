@@ -38,8 +38,6 @@ enum log_target {
 
 int log_target_from_string(const char *s, enum log_target *ret);
 void log_setup(enum log_target t, const char *identifier);
-/* Messages at a priority above this (LOG_DEBUG by default: all) are dropped. */
-void log_set_max_level(int prio);
 
 void log_msg(int prio, const char *fmt, ...) _printf_(2, 3);
 /* Log and return err (a negative errno), so callers can

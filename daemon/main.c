@@ -6,6 +6,7 @@
 
 #include "log.h"
 #include "manager.h"
+#include "paths.h"
 #include "util.h"
 
 static void usage(FILE *f) {
@@ -16,10 +17,10 @@ static void usage(FILE *f) {
                 "PCI placement decisions.\n"
                 "\n"
                 "  --sysfs-root DIR        read the host from DIR instead of /sys ($PCINUMA_SYSFS_ROOT)\n"
-                "  --policy-file FILE      the policy file (default /etc/pcinuma/policy.json; a missing\n"
+                "  --policy-file FILE      the policy file (default " PCINUMA_DEFAULT_POLICY_FILE "; a missing\n"
                 "                          default file means the built-in policy: legacy, no rules)\n"
                 "  --socket PATH           the hook socket when not socket-activated\n"
-                "                          (default $PCINUMA_SOCKET, else /run/pcinuma/hook.sock)\n"
+                "                          (default $PCINUMA_SOCKET, else " PCINUMA_DEFAULT_SOCKET ")\n"
                 "  --libvirt-uri URI|none  the libvirt connection (default qemu:///system)\n"
                 "  --watcher-program PATH  the libvirt watcher program pcinumad starts (default: beside\n"
                 "                          pcinumad if there, else " PCINUMA_WATCHER_PATH ")\n"
@@ -31,7 +32,7 @@ static void usage(FILE *f) {
                 "  --settle-ms N           redefine a domain once its libvirt events have been quiet\n"
                 "                          for N ms (default 250)\n"
                 "  --state-dir DIR         keep the definitions pcinuma replaces in DIR/preimages\n"
-                "                          (default $PCINUMA_STATE_DIR, else /var/lib/pcinuma)\n"
+                "                          (default $PCINUMA_STATE_DIR, else " PCINUMA_DEFAULT_STATE_DIR ")\n"
                 "  --version               print the version\n");
 }
 
@@ -74,15 +75,15 @@ int main(int argc, char **argv) {
         const char *env_state = getenv("PCINUMA_STATE_DIR");
         struct manager_config cfg = {
                 .sysfs_root = env_root && *env_root ? env_root : "/sys",
-                .policy_file = "/etc/pcinuma/policy.json",
-                .socket_path = env_sock && *env_sock ? env_sock : "/run/pcinuma/hook.sock",
+                .policy_file = PCINUMA_DEFAULT_POLICY_FILE,
+                .socket_path = env_sock && *env_sock ? env_sock : PCINUMA_DEFAULT_SOCKET,
                 .libvirt_uri = "qemu:///system",
                 .request_timeout_ms = 5000,
                 .max_connections = 256,
                 .watch_udev = -1,
                 .log_target = "auto",
                 .settle_ms = 250,
-                .state_dir = env_state && env_state[0] == '/' ? env_state : "/var/lib/pcinuma",
+                .state_dir = env_state && env_state[0] == '/' ? env_state : PCINUMA_DEFAULT_STATE_DIR,
         };
         enum log_target target = LOG_TARGET_AUTO;
         uint64_t v;

@@ -37,10 +37,6 @@ struct preimage_store *preimage_store_free(struct preimage_store *s) {
         return NULL;
 }
 
-const char *preimage_store_dir(const struct preimage_store *s) {
-        return s->dir;
-}
-
 /* mkdir that accepts an existing directory. */
 static int mkdir_one(const char *path) {
         if (mkdir(path, 0700) < 0 && errno != EEXIST)

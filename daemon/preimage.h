@@ -24,9 +24,6 @@ struct preimage_store;
 struct preimage_store *preimage_store_new(const char *dir);
 struct preimage_store *preimage_store_free(struct preimage_store *s);
 
-/* The directory (for messages). */
-const char *preimage_store_dir(const struct preimage_store *s);
-
 /* Write xml as the newest pre-image of domain name/uuid (written, not yet
  * fsync'ed: preimage_prune does that after the redefinition).  *ret_path (the file's full
  * path) is the caller's.  Negative errno on failure, with a message in

@@ -12,16 +12,9 @@
  * stops this process only, and pcinumad restarts it.
  *
  * pcinumad starts it with one end of a socketpair on fd 3 and talks the
- * hook protocol's framing (4-byte length + JSON object) over it:
- *   to pcinumad:   {"type":"plan","id":N,"xml":"…"}
- *                  {"type":"forget","uuid":"…"}   (the domain is undefined)
- *                  {"type":"status","connected":b,"redefinitions":n,"failures":n,"last_error":s,
- *                   "settle_ms":n,"pending":n,"events":n,"conflicts":n,"undone":n,
- *                   "windows":n,"window_us_sum":n,"window_us_max":n}
- *   from pcinumad: {"type":"planned","id":N,"redefine":b,"xml":s,"summary":s,"prio":n,
- *                   "fields":[["PCINUMA_…","value"],…]}
- *                  {"type":"recheck"}   (every domain)   {"type":"recheck","uuid":"…"}
- * All planning happens in pcinumad, which owns the host map and the
+ * watcher protocol over it (lib/base/wproto.h: plan requests, forget and
+ * status messages to pcinumad; planned answers and recheck requests from
+ * it).  All planning happens in pcinumad, which owns the host map and the
  * policy; this process only talks to libvirt, and logs what it did with
  * the same fields and MESSAGE_IDs as before.  It exits when pcinumad
  * closes its end (or dies: PR_SET_PDEATHSIG).
@@ -58,8 +51,10 @@
 #include <time.h>
 
 #include "log.h"
+#include "paths.h"
 #include "preimage.h"
 #include "protocol.h"
+#include "wproto.h"
 #include <limits.h>
 
 #define BACKOFF_MIN_MS 500
@@ -78,7 +73,6 @@
 #define USEC_PER_SEC UINT64_C(1000000)
 #define SETTLE_MS_DEFAULT 250
 #define SETTLE_MS_MAX 60000
-#define STATE_DIR_DEFAULT "/var/lib/pcinuma"
 #define MARK_NS "urn:pcinuma:topology:1"
 /* libvirt's domain schema, shipped with the client library (libvirt0). */
 #define LIBVIRT_DOMAIN_SCHEMA "/usr/share/libvirt/schemas/domain.rng"
@@ -90,7 +84,7 @@ struct redefine_plan {
         int prio;
         struct log_fields fields;
         size_t n_borrowed;              /* fields[0..n_borrowed) point into msg */
-        json_object *msg;               /* owns the strings above */
+        struct wproto_msg msg;          /* pcinumad's answer: owns the strings above */
 };
 
 static void redefine_plan_done(struct redefine_plan *p) {
@@ -99,9 +93,7 @@ static void redefine_plan_done(struct redefine_plan *p) {
                 free(p->fields.v[i].value);
         free(p->fields.v);
         p->fields = (struct log_fields) {0};
-        if (p->msg)
-                json_object_put(p->msg);
-        p->msg = NULL;
+        wproto_msg_done(&p->msg);
 }
 
 /* What the watcher knows of one domain, by UUID. */
@@ -178,10 +170,9 @@ static const char *lv_error(void) {
 static void recheck(struct watcher *w, const char *uuid);
 
 /* Write a whole frame; the fd is non-blocking, so wait for room. */
-static bool send_msg(struct watcher *w, json_object *o) {
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0, off = 0;
-        if (w->parent_gone || proto_frame_encode(o, &buf, &len) < 0)
+static bool send_frame(struct watcher *w, const char *buf, size_t len) {
+        size_t off = 0;
+        if (w->parent_gone)
                 return false;
         while (off < len) {
                 ssize_t n = write(w->fd, buf + off, len - off);
@@ -204,30 +195,34 @@ static bool send_msg(struct watcher *w, json_object *o) {
 
 /* The domain is undefined: pcinumad drops it from its recheck cache. */
 static void send_forget(struct watcher *w, const char *uuid) {
-        _cleanup_json_ json_object *o = json_object_new_object();
-        json_object_object_add(o, "type", json_object_new_string("forget"));
-        json_object_object_add(o, "uuid", json_object_new_string(uuid));
-        (void) send_msg(w, o);
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        if (!w->parent_gone && wproto_encode_forget(&(struct wproto_forget) { .uuid = uuid }, &buf, &len) >= 0)
+                (void) send_frame(w, buf, len);
 }
 
 static void send_status(struct watcher *w) {
-        _cleanup_json_ json_object *o = json_object_new_object();
-        json_object_object_add(o, "type", json_object_new_string("status"));
-        json_object_object_add(o, "connected", json_object_new_boolean(w->connected));
-        json_object_object_add(o, "redefinitions", json_object_new_int64((int64_t) w->n_redefined));
-        json_object_object_add(o, "failures", json_object_new_int64((int64_t) w->n_failed));
-        json_object_object_add(o, "last_error", w->last_error ? json_object_new_string(w->last_error) : NULL);
-        /* For pcinumactl status and the race suite, which waits for
-         * "pending": 0 before it judges a domain. */
-        json_object_object_add(o, "settle_ms", json_object_new_int64(w->settle_ms));
-        json_object_object_add(o, "pending", json_object_new_int64((int64_t) w->last_pending));
-        json_object_object_add(o, "events", json_object_new_int64((int64_t) w->n_events));
-        json_object_object_add(o, "conflicts", json_object_new_int64((int64_t) w->n_conflicts));
-        json_object_object_add(o, "undone", json_object_new_int64((int64_t) w->n_undone));
-        json_object_object_add(o, "windows", json_object_new_int64((int64_t) w->n_windows));
-        json_object_object_add(o, "window_us_sum", json_object_new_int64((int64_t) w->window_us_sum));
-        json_object_object_add(o, "window_us_max", json_object_new_int64((int64_t) w->window_us_max));
-        (void) send_msg(w, o);
+        /* The counters are for pcinumactl status and the race suite, which
+         * waits for "pending": 0 before it judges a domain. */
+        const struct wproto_status st = {
+                .connected = w->connected,
+                .redefinitions = w->n_redefined,
+                .failures = w->n_failed,
+                .last_error = w->last_error,
+                .has_counters = true,
+                .settle_ms = w->settle_ms,
+                .pending = w->last_pending,
+                .events = w->n_events,
+                .conflicts = w->n_conflicts,
+                .undone = w->n_undone,
+                .windows = w->n_windows,
+                .window_us_sum = w->window_us_sum,
+                .window_us_max = w->window_us_max,
+        };
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        if (!w->parent_gone && wproto_encode_status(&st, &buf, &len) >= 0)
+                (void) send_frame(w, buf, len);
 }
 
 static void set_connected(struct watcher *w, bool connected) {
@@ -251,30 +246,37 @@ static void count_result(struct watcher *w, bool redefined) {
 
 struct msg_ctx {
         struct watcher *w;
-        json_object **ret_planned;
+        struct wproto_msg *ret_planned;
 };
 
 /* Handle one message from pcinumad.  A "planned" answer is returned in
- * *ret_planned (when asked for); recheck requests are queued. */
+ * *ret_planned (when asked for); recheck requests are queued.  A message
+ * pcinumad should never send means it is not the pcinumad we know: go. */
 static void handle_msg(json_object *o, void *userdata) {
         struct watcher *w = ((struct msg_ctx *) userdata)->w;
-        json_object **ret_planned = ((struct msg_ctx *) userdata)->ret_planned;
-        json_object *t = NULL, *u = NULL;
-        const char *type = json_object_object_get_ex(o, "type", &t) ? json_object_get_string(t) : NULL;
-        if (type && streq(type, "recheck")) {
-                if (json_object_object_get_ex(o, "uuid", &u) && json_object_is_type(u, json_type_string))
-                        recheck(w, json_object_get_string(u));
-                else
-                        recheck(w, NULL);
-        } else if (type && streq(type, "planned") && ret_planned && !*ret_planned)
-                *ret_planned = json_object_get(o);
-        else
-                log_msg(LOG_WARNING, "Ignoring an unexpected message from pcinumad (type %s)", type ? type : "missing");
+        struct wproto_msg *ret_planned = ((struct msg_ctx *) userdata)->ret_planned;
+        struct wproto_msg msg;
+        _cleanup_free_ char *err = NULL;
+        if (w->parent_gone)
+                return;
+        if (wproto_decode(o, &msg, &err) < 0) {
+                log_msg(LOG_ERR, "Bad message from pcinumad: %s; exiting", err);
+                w->parent_gone = true;
+                return;
+        }
+        if (msg.type == WPROTO_RECHECK)
+                recheck(w, msg.recheck.uuid);
+        else if (msg.type == WPROTO_PLANNED && ret_planned && !ret_planned->obj) {
+                *ret_planned = msg;
+                return;
+        } else
+                log_msg(LOG_WARNING, "Ignoring an unexpected message from pcinumad (type %s)", wproto_type_to_string(msg.type));
+        wproto_msg_done(&msg);
 }
 
 /* Read what is there (wait: block until something is) and handle every
  * complete message.  False when pcinumad has gone. */
-static bool read_msgs(struct watcher *w, bool wait, json_object **ret_planned) {
+static bool read_msgs(struct watcher *w, bool wait, struct wproto_msg *ret_planned) {
         char buf[65536];
         for (;;) {
                 ssize_t n = read(w->fd, buf, sizeof buf);
@@ -298,7 +300,9 @@ static bool read_msgs(struct watcher *w, bool wait, json_object **ret_planned) {
                         w->parent_gone = true;
                         return false;
                 }
-                if (!wait || (ret_planned && *ret_planned))
+                if (w->parent_gone)
+                        return false;
+                if (!wait || (ret_planned && ret_planned->obj))
                         return true;
         }
 }
@@ -311,51 +315,37 @@ static void on_parent(int watch, int fd, int events, void *opaque) {
         (void) read_msgs(w, false, NULL);
 }
 
-static const char *get_str(json_object *o, const char *key) {
-        json_object *v = NULL;
-        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
-
 /* Have pcinumad plan xml (it owns the host map and the policy); false when
  * it has gone. */
 static bool plan_on_main(struct watcher *w, const char *xml, struct redefine_plan *ret) {
-        uint64_t id = ++w->next_id;
-        _cleanup_json_ json_object *req = json_object_new_object();
-        json_object_object_add(req, "type", json_object_new_string("plan"));
-        json_object_object_add(req, "id", json_object_new_int64((int64_t) id));
-        json_object_object_add(req, "xml", json_object_new_string(xml));
-        if (!send_msg(w, req))
+        const struct wproto_plan req = { .id = ++w->next_id, .xml = xml, .xml_len = strlen(xml) };
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        if (w->parent_gone || wproto_encode_plan(&req, &buf, &len) < 0 || !send_frame(w, buf, len))
                 return false;
 
-        json_object *ans = NULL;
-        while (!ans)
-                if (!read_msgs(w, true, &ans))
+        struct redefine_plan p = { .prio = LOG_DEBUG };
+        while (!p.msg.obj)
+                if (!read_msgs(w, true, &p.msg)) {
+                        redefine_plan_done(&p);
                         return false;
-
-        json_object *v = NULL;
-        struct redefine_plan p = { .msg = ans, .prio = LOG_DEBUG };
-        if (!json_object_object_get_ex(ans, "id", &v) || (uint64_t) json_object_get_int64(v) != id) {
+                }
+        const struct wproto_planned *a = &p.msg.planned;
+        if (a->id != req.id) {
                 log_msg(LOG_ERR, "pcinumad answered another request than the one asked; exiting");
-                json_object_put(ans);
+                redefine_plan_done(&p);
                 w->parent_gone = true;
                 return false;
         }
-        p.redefine = json_object_object_get_ex(ans, "redefine", &v) && json_object_get_boolean(v);
-        p.out_xml = get_str(ans, "xml");
-        p.summary = get_str(ans, "summary");
-        if (json_object_object_get_ex(ans, "prio", &v))
-                p.prio = json_object_get_int(v);
-        if (p.redefine && !p.out_xml)
-                p.redefine = false;
-        if (json_object_object_get_ex(ans, "fields", &v) && json_object_is_type(v, json_type_array))
-                for (size_t i = 0; i < json_object_array_length(v); i++) {
-                        json_object *kv = json_object_array_get_idx(v, i);
-                        if (!json_object_is_type(kv, json_type_array) || json_object_array_length(kv) != 2)
-                                continue;
-                        struct log_field *f = GROW(p.fields.v, p.fields.n);
-                        f->key = json_object_get_string(json_object_array_get_idx(kv, 0));
-                        f->value = (char *) json_object_get_string(json_object_array_get_idx(kv, 1));
-                }
+        p.redefine = a->redefine && a->xml;
+        p.out_xml = a->xml;
+        p.summary = a->summary;
+        p.prio = a->prio;
+        for (size_t i = 0; i < a->n_fields; i++) {
+                struct log_field *f = GROW(p.fields.v, p.fields.n);
+                f->key = a->fields[i].key;
+                f->value = (char *) a->fields[i].value;
+        }
         p.n_borrowed = p.fields.n;
         *ret = p;
         return true;
@@ -966,7 +956,7 @@ static void usage(FILE *f) {
                 "It talks to pcinumad over the socket on fd N (default 3) and to libvirt at URI, and\n"
                 "redefines persistent domains with the topology pcinumad plans for them, once their\n"
                 "events have been quiet for N ms (default %d), keeping what it replaces in\n"
-                "DIR/preimages (default " STATE_DIR_DEFAULT ").\n", SETTLE_MS_DEFAULT);
+                "DIR/preimages (default " PCINUMA_DEFAULT_STATE_DIR ").\n", SETTLE_MS_DEFAULT);
 }
 
 int main(int argc, char **argv) {
@@ -982,7 +972,7 @@ int main(int argc, char **argv) {
                 { NULL, 0, NULL, 0 },
         };
         struct watcher w = { .fd = 3, .lifecycle_cb = -1, .backoff_ms = BACKOFF_MIN_MS, .settle_ms = SETTLE_MS_DEFAULT };
-        const char *state_dir = STATE_DIR_DEFAULT;
+        const char *state_dir = PCINUMA_DEFAULT_STATE_DIR;
         enum log_target target = LOG_TARGET_AUTO;
         uint64_t v;
         int c;

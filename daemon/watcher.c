@@ -14,11 +14,9 @@
 
 #include "log.h"
 #include "manager.h"
+#include "paths.h"
 #include "protocol.h"
-
-#ifndef PCINUMA_WATCHER_PATH
-#define PCINUMA_WATCHER_PATH "/usr/libexec/pcinuma/pcinuma-watcher"
-#endif
+#include "wproto.h"
 
 /* Restart a child that died after RESTART_MIN_MS, doubling up to
  * RESTART_MAX_MS; one that ran for RESTART_STABLE_USEC starts the count
@@ -74,7 +72,7 @@ struct watcher {
         bool connected;
         uint64_t n_redefined, n_failed, base_redefined, base_failed;
         char *last_error;
-        json_object *child_status;      /* its last status message: more counters, passed on as they are */
+        struct wproto_status child_status;  /* its last status message's counters (last_error: above) */
 };
 
 static uint64_t now_usec(clockid_t clock) {
@@ -208,115 +206,92 @@ static void send_frame(struct watcher *w, const char *buf, size_t len, bool answ
         }
 }
 
-static void send_msg(struct watcher *w, json_object *o) {
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0;
-        if (w->fd < 0 || proto_frame_encode(o, &buf, &len) < 0)
-                return;
-        send_frame(w, buf, len, false);
-}
-
 /* --- reading ---------------------------------------------------------- */
 
-static const char *get_str(json_object *o, const char *key) {
-        json_object *v = NULL;
-        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+/* The fields of an answer: all of them, or (for an error answer) only
+ * those that name the domain.  The caller frees the array, not the strings. */
+static struct wproto_field *answer_fields(const struct redefine_plan *p, bool names_only, size_t *ret_n) {
+        struct wproto_field *v = xcalloc(p->fields.n ? p->fields.n : 1, sizeof(*v));
+        size_t n = 0;
+        for (size_t i = 0; i < p->fields.n; i++) {
+                const char *k = p->fields.v[i].key;
+                if (names_only && strcmp(k, "PCINUMA_DOMAIN") != 0 && strcmp(k, "PCINUMA_UUID") != 0)
+                        continue;
+                v[n++] = (struct wproto_field) { k, p->fields.v[i].value };
+        }
+        *ret_n = n;
+        return v;
 }
 
-static void on_plan(struct watcher *w, json_object *o) {
-        json_object *id = NULL;
-        const char *xml = get_str(o, "xml");
-        if (!xml || !json_object_object_get_ex(o, "id", &id)) {
-                log_msg(LOG_WARNING, "pcinuma-watcher sent a plan request without id or xml; ignoring it");
-                return;
-        }
+/* The answer to plan request id, as a frame.  Never one over the link's
+ * limit (the watcher would drop the link): an error answer says why
+ * instead, and the watcher logs it. */
+static int encode_answer(struct watcher *w, uint64_t id, const struct redefine_plan *p, char **ret, size_t *ret_len) {
+        _cleanup_free_ struct wproto_field *fields = NULL, *names = NULL;
+        struct wproto_planned a = { .id = id, .redefine = p->redefine, .xml = p->out_xml, .summary = p->summary,
+                                    .prio = p->prio };
+        a.fields = fields = answer_fields(p, false, &a.n_fields);
+        int r = wproto_encode_planned(&a, ret, ret_len);
+        if (r >= 0 && *ret_len - PROTO_HEADER_SIZE <= w->frame_max)
+                return 0;
+        if (r < 0 && r != -EMSGSIZE)
+                return r;
+
+        _cleanup_free_ char *why = r < 0 ? xasprintf("the answer is over the link's limit of %zu bytes", w->frame_max)
+                                         : xasprintf("the answer would be %zu bytes, over the link's limit of %zu bytes",
+                                                     *ret_len - PROTO_HEADER_SIZE, w->frame_max);
+        _cleanup_free_ char *summary = xasprintf("cannot be redefined: %s; definition left as it is", why);
+        struct wproto_planned e = { .id = id, .redefine = false, .error = why, .summary = summary, .prio = LOG_ERR };
+        e.fields = names = answer_fields(p, true, &e.n_fields);
+        if (r >= 0)
+                free(TAKE_PTR(*ret));
+        return wproto_encode_planned(&e, ret, ret_len);
+}
+
+static void on_plan(struct watcher *w, const struct wproto_plan *req) {
         struct redefine_plan p = {0};
-        manager_plan_redefine(w->m, xml, (size_t) json_object_get_string_len(json_object_object_get(o, "xml")), &p);
-
-        _cleanup_json_ json_object *a = json_object_new_object();
-        json_object_object_add(a, "type", json_object_new_string("planned"));
-        json_object_object_add(a, "id", json_object_get(id));
-        json_object_object_add(a, "redefine", json_object_new_boolean(p.redefine));
-        json_object_object_add(a, "xml", p.out_xml ? json_object_new_string(p.out_xml) : NULL);
-        json_object_object_add(a, "summary", p.summary ? json_object_new_string(p.summary) : NULL);
-        json_object_object_add(a, "prio", json_object_new_int(p.prio));
-        json_object *fields = json_object_new_array();
-        for (size_t i = 0; i < p.fields.n; i++) {
-                json_object *kv = json_object_new_array();
-                json_object_array_add(kv, json_object_new_string(p.fields.v[i].key));
-                json_object_array_add(kv, json_object_new_string(p.fields.v[i].value));
-                json_object_array_add(fields, kv);
-        }
-        json_object_object_add(a, "fields", fields);
-
-        /* Never a frame over the link's limit (the watcher would drop the
-         * link): say why instead, in an answer it logs. */
+        manager_plan_redefine(w->m, req->xml, req->xml_len, &p);
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
-        int r = proto_frame_encode(a, &buf, &len);
-        if (r < 0 || len - PROTO_HEADER_SIZE > w->frame_max) {
-                _cleanup_free_ char *why = r < 0 ? xasprintf("the answer is over the link's limit of %zu bytes", w->frame_max)
-                                                 : xasprintf("the answer would be %zu bytes, over the link's limit of %zu bytes",
-                                                             len - PROTO_HEADER_SIZE, w->frame_max);
-                _cleanup_json_ json_object *e = json_object_new_object();
-                json_object_object_add(e, "type", json_object_new_string("planned"));
-                json_object_object_add(e, "id", json_object_get(id));
-                json_object_object_add(e, "redefine", json_object_new_boolean(false));
-                json_object_object_add(e, "error", json_object_new_string(why));
-                _cleanup_free_ char *summary = xasprintf("cannot be redefined: %s; definition left as it is", why);
-                json_object_object_add(e, "summary", json_object_new_string(summary));
-                json_object_object_add(e, "prio", json_object_new_int(LOG_ERR));
-                json_object *ef = json_object_new_array();
-                for (size_t i = 0; i < p.fields.n; i++) {
-                        if (strcmp(p.fields.v[i].key, "PCINUMA_DOMAIN") != 0 && strcmp(p.fields.v[i].key, "PCINUMA_UUID") != 0)
-                                continue;
-                        json_object *kv = json_object_new_array();
-                        json_object_array_add(kv, json_object_new_string(p.fields.v[i].key));
-                        json_object_array_add(kv, json_object_new_string(p.fields.v[i].value));
-                        json_object_array_add(ef, kv);
-                }
-                json_object_object_add(e, "fields", ef);
-                free(buf);
-                buf = NULL;
-                if (proto_frame_encode(e, &buf, &len) < 0) {
-                        redefine_plan_done(&p);
-                        return;
-                }
-        }
+        int r = encode_answer(w, req->id, &p, &buf, &len);
         redefine_plan_done(&p);
-        send_frame(w, buf, len, true);
+        if (r >= 0)
+                send_frame(w, buf, len, true);
 }
 
-static void on_status(struct watcher *w, json_object *o) {
-        json_object *v = NULL;
+static void on_status(struct watcher *w, const struct wproto_status *st) {
         bool was = w->connected;
-        w->connected = json_object_object_get_ex(o, "connected", &v) && json_object_get_boolean(v);
-        if (json_object_object_get_ex(o, "redefinitions", &v))
-                w->n_redefined = (uint64_t) json_object_get_int64(v);
-        if (json_object_object_get_ex(o, "failures", &v))
-                w->n_failed = (uint64_t) json_object_get_int64(v);
-        const char *e = get_str(o, "last_error");
+        w->connected = st->connected;
+        w->n_redefined = st->redefinitions;
+        w->n_failed = st->failures;
         free(w->last_error);
-        w->last_error = e ? xstrdup(e) : NULL;
+        w->last_error = st->last_error ? xstrdup(st->last_error) : NULL;
         if (w->connected && !was)
                 w->restart_ms = RESTART_MIN_MS;
-        json_object_put(w->child_status);
-        w->child_status = json_object_get(o);
+        w->child_status = *st;
+        w->child_status.last_error = NULL;      /* it points into the message */
 }
 
 static void handle_msg(json_object *o, void *userdata) {
         struct watcher *w = userdata;
-        const char *type = get_str(o, "type");
         if (w->fd < 0)
                 return;   /* killed while this read was being handled */
-        if (type && streq(type, "plan"))
-                on_plan(w, o);
-        else if (type && streq(type, "status"))
-                on_status(w, o);
-        else if (type && streq(type, "forget") && get_str(o, "uuid"))
-                manager_forget_domain(w->m, get_str(o, "uuid"));
+        struct wproto_msg msg;
+        _cleanup_free_ char *err = NULL;
+        if (wproto_decode(o, &msg, &err) < 0) {
+                log_msg(LOG_WARNING, "pcinuma-watcher sent %s; ignoring it", err);
+                return;
+        }
+        if (msg.type == WPROTO_PLAN)
+                on_plan(w, &msg.plan);
+        else if (msg.type == WPROTO_STATUS)
+                on_status(w, &msg.status);
+        else if (msg.type == WPROTO_FORGET)
+                manager_forget_domain(w->m, msg.forget.uuid);
         else
-                log_msg(LOG_WARNING, "pcinuma-watcher sent a message of unknown type %s; ignoring it", type ? type : "(none)");
+                log_msg(LOG_WARNING, "pcinuma-watcher sent a message of unknown type %s; ignoring it",
+                        wproto_type_to_string(msg.type));
+        wproto_msg_done(&msg);
 }
 
 static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -411,8 +386,7 @@ static void child_gone(struct watcher *w) {
         w->base_redefined += w->n_redefined;
         w->base_failed += w->n_failed;
         w->n_redefined = w->n_failed = 0;
-        json_object_put(w->child_status);
-        w->child_status = NULL;
+        w->child_status = (struct wproto_status) {0};
         w->child_src = sd_event_source_disable_unref(w->child_src);
         close_link(w);
         w->pid = 0;
@@ -483,11 +457,10 @@ static int spawn(struct watcher *w) {
 static void send_recheck(struct watcher *w, const char *uuid) {
         if (!w || w->fd < 0)
                 return;   /* a (re)started watcher checks every domain anyway */
-        _cleanup_json_ json_object *o = json_object_new_object();
-        json_object_object_add(o, "type", json_object_new_string("recheck"));
-        if (uuid)
-                json_object_object_add(o, "uuid", json_object_new_string(uuid));
-        send_msg(w, o);
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        if (wproto_encode_recheck(&(struct wproto_recheck) { .uuid = uuid }, &buf, &len) >= 0)
+                send_frame(w, buf, len, false);
 }
 
 void watcher_recheck_all(struct watcher *w) {
@@ -585,7 +558,6 @@ struct watcher *watcher_stop(struct watcher *w) {
         free(w->last_exit);
         free(w->last_error);
         free(w->kill_reason);
-        json_object_put(w->child_status);
         free(w);
         return NULL;
 }
@@ -603,12 +575,16 @@ json_object *watcher_status(struct watcher *w) {
         json_object_object_add(p, "restarts", json_object_new_int((int) w->restarts));
         json_object_object_add(p, "last_exit", w->last_exit ? json_object_new_string(w->last_exit) : NULL);
         json_object_object_add(o, "process", p);
-        /* The watcher's other counters (settle_ms, pending, conflicts...),
-         * as it last reported them. */
-        if (w->child_status) {
-                json_object_object_foreach(w->child_status, key, val)
-                        if (!streq(key, "type") && !json_object_object_get_ex(o, key, NULL))
-                                json_object_object_add(o, key, json_object_get(val));
+        /* The watcher's other counters, as it last reported them. */
+        const struct wproto_status *c = &w->child_status;
+        if (c->has_counters) {
+                const struct { const char *key; uint64_t v; } counters[] = {
+                        { "settle_ms", c->settle_ms }, { "pending", c->pending }, { "events", c->events },
+                        { "conflicts", c->conflicts }, { "undone", c->undone }, { "windows", c->windows },
+                        { "window_us_sum", c->window_us_sum }, { "window_us_max", c->window_us_max },
+                };
+                for (size_t i = 0; i < ELEMENTSOF(counters); i++)
+                        json_object_object_add(o, counters[i].key, json_object_new_int64((int64_t) counters[i].v));
         }
         return o;
 }

@@ -19,17 +19,14 @@
 #include <time.h>
 
 #include "client.h"
+#include "fileio.h"
+#include "paths.h"
 #include "protocol.h"
 
 #ifndef PCINUMA_VERSION
 #define PCINUMA_VERSION "unknown"
 #endif
 
-#define DEFAULT_SOCKET "/run/pcinuma/hook.sock"
-/* Published by pcinumad from the policy file's "hook" section. */
-#define RUN_CONF "/run/pcinuma/hook.conf"
-/* The administrator's overrides; read last, so they win. */
-#define ETC_CONF "/etc/pcinuma/hook.conf"
 #define DEFAULT_TIMEOUT_MS 10000u
 #define MAX_TIMEOUT_MS 600000u
 /* The same limit as DOMAIN_XML_MAX in domain.h, which pulls in libxml2
@@ -351,28 +348,16 @@ static void conf_warn(const char *path, unsigned line, const char *fmt, ...) {
  * Returns the buffer (free() it) and its length, or NULL with errno set. */
 static char *read_small_file(const char *path, size_t *ret_len) {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0, cap = 0;
+        char *buf = NULL;
 
         if (fd < 0)
                 return NULL;
-        for (;;) {
-                ssize_t k;
-
-                if (cap - len < 1024) {
-                        cap = cap ? cap * 2 : 4096;
-                        buf = xrealloc(buf, cap + 1);
-                }
-                k = read(fd, buf + len, cap - len);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        break;          /* a read error ends the file, as it ended getline() */
-                len += (size_t) k;
+        int r = read_full_fd(fd, SIZE_MAX, &buf, ret_len);
+        if (r < 0) {
+                errno = -r;
+                return NULL;
         }
-        buf[len] = '\0';
-        *ret_len = len;
-        return TAKE_PTR(buf);
+        return buf;
 }
 
 /* Apply one 'key = value' file.  A bad line is reported and skipped: a
@@ -445,14 +430,14 @@ static void conf_load(struct hook_conf *c) {
         const char *e;
 
         *c = (struct hook_conf) {.timeout_ms = DEFAULT_TIMEOUT_MS};
-        strcpy(c->socket, DEFAULT_SOCKET);
+        strcpy(c->socket, PCINUMA_DEFAULT_SOCKET);
 
         e = getenv("PCINUMA_HOOK_CONF");
         if (e && *e)
                 conf_load_file(c, e, true);
         else {
-                conf_load_file(c, RUN_CONF, false);
-                conf_load_file(c, ETC_CONF, false);
+                conf_load_file(c, PCINUMA_DEFAULT_RUN_HOOK_CONF, false);
+                conf_load_file(c, PCINUMA_DEFAULT_ETC_HOOK_CONF, false);
         }
 
         e = getenv("PCINUMA_SOCKET");
@@ -534,7 +519,7 @@ int main(int argc, char *argv[]) {
                 puts("Usage: pcinuma-hook NAME PHASE SUBPHASE EXTRA < domain.xml\n"
                      "       pcinuma-hook --help | --version\n"
                      "The libvirt qemu hook of pcinuma; see pcinumad(8).\n"
-                     "Settings: " RUN_CONF ", then " ETC_CONF " (or $PCINUMA_HOOK_CONF);\n"
+                     "Settings: " PCINUMA_DEFAULT_RUN_HOOK_CONF ", then " PCINUMA_DEFAULT_ETC_HOOK_CONF " (or $PCINUMA_HOOK_CONF);\n"
                      "$PCINUMA_SOCKET overrides the socket path.");
                 return EXIT_SUCCESS;
         }

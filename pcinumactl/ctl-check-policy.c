@@ -7,6 +7,7 @@
 
 #include "ctl-util.h"
 #include "ctl.h"
+#include "paths.h"
 #include "policy.h"
 
 static const char *const who = "pcinumactl check-policy";
@@ -15,7 +16,7 @@ static void usage(FILE *f) {
         fprintf(f,
                 "Usage: pcinumactl check-policy FILE\n"
                 "\n"
-                "Check a pcinuma policy file (usually /etc/pcinuma/policy.json) and\n"
+                "Check a pcinuma policy file (usually " PCINUMA_DEFAULT_POLICY_FILE ") and\n"
                 "print a summary of it.  Exit status: 0 valid, 1 invalid,\n"
                 "2 usage error or unreadable file.\n");
 }

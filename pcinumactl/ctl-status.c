@@ -8,6 +8,7 @@
 #include "client.h"
 #include "ctl-util.h"
 #include "ctl.h"
+#include "paths.h"
 #include "protocol.h"
 
 static const char *const who = "pcinumactl status";
@@ -74,7 +75,7 @@ int ctl_status(int argc, char **argv) {
                 { NULL, 0, NULL, 0 },
         };
         const char *env = getenv("PCINUMA_SOCKET");
-        const char *path = env && *env ? env : "/run/pcinuma/hook.sock";
+        const char *path = env && *env ? env : PCINUMA_DEFAULT_SOCKET;
         bool json = false;
         int c;
         optind = 1;

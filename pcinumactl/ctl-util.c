@@ -13,6 +13,7 @@
 #include "ctl-util.h"
 #include "domain.h"
 #include "engine.h"
+#include "fileio.h"
 #include "hostmap.h"
 #include "policy.h"
 
@@ -44,28 +45,11 @@ int ctl_read_input(const char *path, size_t max, char **ret, size_t *ret_len, ch
                 if (fd < 0)
                         return set_error(ret_error, -errno, "cannot open '%s': %s", path, strerror(errno));
         }
-        int in = is_stdin ? STDIN_FILENO : fd;
-        struct strbuf b = {0};
-        char chunk[65536];
-        for (;;) {
-                ssize_t n = read(in, chunk, sizeof chunk);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        int e = errno;
-                        strbuf_done(&b);
-                        return set_error(ret_error, -e, "cannot read '%s': %s", what, strerror(e));
-                }
-                if (n == 0)
-                        break;
-                if (b.len + (size_t) n > max) {
-                        strbuf_done(&b);
-                        return set_error(ret_error, -EFBIG, "'%s' is larger than the %zu byte limit for a domain XML", what, max);
-                }
-                strbuf_appendn(&b, chunk, (size_t) n);
-        }
-        *ret_len = b.len;
-        *ret = strbuf_steal(&b);
+        int r = read_full_fd(is_stdin ? STDIN_FILENO : fd, max, ret, ret_len);
+        if (r == -EFBIG)
+                return set_error(ret_error, r, "'%s' is larger than the %zu byte limit for a domain XML", what, max);
+        if (r < 0)
+                return set_error(ret_error, r, "cannot read '%s': %s", what, strerror(-r));
         return 0;
 }
 

@@ -8,9 +8,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "paths.h"
 #include "util.h"
 
-#define CTL_DEFAULT_POLICY_FILE "/etc/pcinuma/policy.json"
+#define CTL_DEFAULT_POLICY_FILE PCINUMA_DEFAULT_POLICY_FILE
 
 /* The exit codes every verb uses: 0 done; 1 refused by the policy (plan),
  * invalid (check-policy) or failed (status, a failed write in host); 2 bad
@@ -57,7 +58,7 @@ struct hostmap;
 void ctl_print_hostmap_warnings(const char *who, const struct hostmap *h);
 
 /* What plan and topo share: --sysfs-root, --policy NAME or --policy-file
- * FILE (default /etc/pcinuma/policy.json if it exists, else the built-in
+ * FILE (default PCINUMA_DEFAULT_POLICY_FILE if it exists, else the built-in
  * default), and the input FILE or "-". */
 struct ctl_plan_args {
         const char *who;        /* "pcinumactl plan": prefixes every message */

@@ -9,7 +9,8 @@
 
 #define CHUNK 65536
 
-int64_t client_now_ms(void) {
+/* The clock of the deadlines: CLOCK_MONOTONIC in ms. */
+static int64_t client_now_ms(void) {
         struct timespec ts;
 
         (void) clock_gettime(CLOCK_MONOTONIC, &ts);

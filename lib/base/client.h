@@ -11,8 +11,7 @@
  * negative errno with *ret_error naming what failed ("cannot connect to
  * /run/pcinuma/hook.sock: No such file or directory", "no answer from
  * ... within 5000 ms", "malformed answer: ..."). */
-int64_t client_now_ms(void);
-/* Wait for 'events' on fd until the deadline (client_now_ms() scale; -1:
+/* Wait for 'events' on fd until the deadline (CLOCK_MONOTONIC in ms; -1:
  * none).  1 when ready, 0 on timeout, or a negative errno. */
 int client_wait_fd(int fd, short events, int64_t deadline);
 

@@ -660,7 +660,7 @@ static const uint8_t json_esc_len[256] = {
  * Bytes that need no escaping, most of a domain XML, are copied eight at
  * a time.  With check_utf8 they must also be UTF-8 (RFC 3629): if they
  * are not, NULL is returned and *ret_bad is the offset of the first byte
- * that breaks it, as proto_invalid_utf8_at() gives. */
+ * that breaks it. */
 static char *json_escape_to(char *out, const char *s, size_t n, bool check_utf8, long *ret_bad) {
         static const char hex[] = "0123456789abcdef";
         const unsigned char *u = (const unsigned char *) s;
@@ -725,24 +725,9 @@ static char *json_escape_to(char *out, const char *s, size_t n, bool check_utf8,
         return out;
 }
 
-long proto_invalid_utf8_at(const char *s, size_t n) {
-        const unsigned char *u = (const unsigned char *) s;
-        for (size_t i = 0; i < n;) {
-                /* ASCII eight bytes at a time */
-                uint64_t w;
-                if (n - i >= 8 && (memcpy(&w, u + i, 8), (w & BYTES_80) == 0)) {
-                        i += 8;
-                        continue;
-                }
-                size_t l = utf8_seq(u, i, n);
-                if (!l)
-                        return (long) i;
-                i += l;
-        }
-        return -1;
-}
-
-char *proto_utf8_sanitize(const char *s, size_t n, size_t *ret_len) {
+/* A copy of s[0..n) with every byte that breaks UTF-8 replaced by U+FFFD,
+ * so it can travel in JSON; *ret_len gets its length. */
+static char *proto_utf8_sanitize(const char *s, size_t n, size_t *ret_len) {
         struct strbuf b = {0};
         for (size_t i = 0; i < n;) {
                 size_t l = utf8_seq((const unsigned char *) s, i, n);

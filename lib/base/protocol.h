@@ -97,12 +97,6 @@ json_object *proto_request_new_hook(const char *const argv[4], const char *xml, 
  * accepts.  The caller owns *ret. */
 int proto_frame_encode_hook(const char *const argv[4], const char *xml, size_t xml_len, char **ret, size_t *ret_len);
 
-/* Offset of the first byte of s[0..n) that is not UTF-8 (RFC 3629), or -1. */
-long proto_invalid_utf8_at(const char *s, size_t n);
-
-/* A copy of s[0..n) with every byte that breaks UTF-8 replaced by U+FFFD,
- * so it can travel in JSON; *ret_len gets its length. */
-char *proto_utf8_sanitize(const char *s, size_t n, size_t *ret_len);
 json_object *proto_request_new_status(void);
 
 struct proto_response {

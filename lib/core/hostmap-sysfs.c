@@ -24,6 +24,8 @@
 #include <sys/syscall.h>
 #include <pthread.h>
 
+#include "fileio.h"
+
 #define IORESOURCE_IO     UINT64_C(0x00000100)
 #define IORESOURCE_MEM    UINT64_C(0x00000200)
 #define IORESOURCE_PREFETCH UINT64_C(0x00002000)
@@ -271,35 +273,20 @@ static const char *open_error_text(int r) {
 
 /* Read a whole file below dir_fd into a new string, with trailing white
  * space removed; for the node files, whose size grows with the host (a
- * distance row of 1,024 nodes).  A read that leaves room in the buffer
- * has seen everything, as with read_attr_at(). */
+ * distance row of 1,024 nodes).  Up to READ_MAX - 2 bytes, as when this
+ * filled a READ_MAX buffer itself (with its NUL, and a byte to see the
+ * end by). */
 static int read_text_at(const struct reader *rd, int dir_fd, const char *path, char **ret) {
         _cleanup_close_ int fd = -1;
         _cleanup_free_ char *buf = NULL;
-        size_t len = 0, cap = 0;
+        size_t len = 0;
 
         fd = open_file(rd, dir_fd, path);
         if (fd < 0)
                 return fd;
-
-        for (;;) {
-                if (len + 1 >= cap) {
-                        if (cap >= READ_MAX)
-                                return -EFBIG;
-                        cap = cap ? cap * 2 : 4096;
-                        buf = xrealloc(buf, cap);
-                }
-                ssize_t n = read(fd, buf + len, cap - len - 1);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                len += (size_t) n;
-                if (n == 0 || len + 1 < cap)
-                        break;
-        }
-        buf[len] = 0;
+        int r = read_full_fd(fd, READ_MAX - 2, &buf, &len);
+        if (r < 0)
+                return r;
         while (len > 0 && isspace((unsigned char) buf[len - 1]))
                 buf[--len] = 0;
         *ret = TAKE_PTR(buf);

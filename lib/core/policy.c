@@ -14,6 +14,8 @@
 
 #include <json.h>
 
+#include "fileio.h"
+
 /* A policy file is a few KiB; anything this big is a mistake, and we would
  * rather say so than parse it. */
 #define POLICY_FILE_MAX (1024u * 1024u)
@@ -739,26 +741,13 @@ int policy_load_file(const char *path, struct policy **ret, char **ret_error) {
                 return set_error(ret_error, r, "%s: cannot read: %s", path, strerror(-r));
         }
 
-        /* Read one byte past the limit, so that a file of exactly the limit
-         * is accepted and anything longer is not.  Reading until EOF rather
-         * than trusting st_size also works for pipes and /dev/stdin. */
-        buf = xmalloc(POLICY_FILE_MAX + 2);
-        for (;;) {
-                ssize_t n = read(fd, buf + len, POLICY_FILE_MAX + 1 - len);
-                if (n < 0) {
-                        int r = -errno;
-                        if (r == -EINTR)
-                                continue;
-                        return set_error(ret_error, r, "%s: cannot read: %s", path, strerror(-r));
-                }
-                if (n == 0)
-                        break;
-                len += (size_t) n;
-                if (len > POLICY_FILE_MAX)
-                        return set_error(ret_error, -EFBIG, "%s: file too large (over %u bytes)",
-                                         path, POLICY_FILE_MAX);
-        }
-        buf[len] = 0;
+        /* Reading until EOF rather than trusting st_size also works for
+         * pipes and /dev/stdin. */
+        int r = read_full_fd(fd, POLICY_FILE_MAX, &buf, &len);
+        if (r == -EFBIG)
+                return set_error(ret_error, r, "%s: file too large (over %u bytes)", path, POLICY_FILE_MAX);
+        if (r < 0)
+                return set_error(ret_error, r, "%s: cannot read: %s", path, strerror(-r));
 
         return policy_parse(buf, len, path, ret, ret_error);
 }

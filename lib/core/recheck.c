@@ -93,7 +93,8 @@ void recheck_domain_devices(const struct domain *d, const struct hostmap *h, str
 
 /* --- host map differences ------------------------------------------------- */
 
-char *recheck_device_fingerprint(const struct hostmap_device *d) {
+/* The fingerprints recheck_diff_hosts() compares (caller frees). */
+static char *recheck_device_fingerprint(const struct hostmap_device *d) {
         struct strbuf b = {0};
         char pf[PCI_ADDR_STRLEN], up[PCI_ADDR_STRLEN];
         strbuf_printf(&b, "class=%06x id=%04x:%04x numa_node=%d node=%d driver=%s iommu=%d physfn=%s vfs=%u bars=",
@@ -108,7 +109,7 @@ char *recheck_device_fingerprint(const struct hostmap_device *d) {
         return strbuf_steal(&b);
 }
 
-char *recheck_mdev_fingerprint(const struct hostmap_mdev *m) {
+static char *recheck_mdev_fingerprint(const struct hostmap_mdev *m) {
         char p[PCI_ADDR_STRLEN];
         return xasprintf("parent=%s type=%s node=%d", pci_addr_format(&m->parent, p), strempty(m->type), m->node);
 }

@@ -62,10 +62,6 @@ void recheck_diff_done(struct recheck_diff *d);
 /* The ids of d, as a set. */
 void recheck_diff_ids(const struct recheck_diff *d, struct recheck_ids *ret);
 
-/* The fingerprints recheck_diff_hosts() compares (caller frees). */
-char *recheck_device_fingerprint(const struct hostmap_device *d);
-char *recheck_mdev_fingerprint(const struct hostmap_mdev *m);
-
 /* A key of what the planner gets from the policy for one domain: the mode
  * and the feature switches, and the VFIO variant driver names when
  * managed is on.  Not the rule or file it came from, nor the alias used

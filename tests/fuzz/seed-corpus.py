@@ -3,7 +3,7 @@
 
     seed-corpus.py OUTDIR [SYSFS_TREE...]
 
-OUTDIR gets domain/, policy/, protocol/, revert/ and sysfs/, one file per input,
+OUTDIR gets domain/, policy/, protocol/, revert/, sysfs/ and wproto/, one file per input,
 named by the SHA-1 of its content as libFuzzer names them.  The seeds come
 from the golden cases, conf/policy.json and the policy unit tests, frames
 written here, and the fixture hosts (built with tests/fixtures/mkfakesysfs.py
@@ -143,6 +143,48 @@ def protocol_seeds(outdir):
     put(outdir, "protocol", frame(b'{"a": "\xc3\x28"}'))
     put(outdir, "protocol", frame(b'{"a": "b\x00"}'))
     put(outdir, "protocol", frame(b"12"))
+
+
+# ---- wproto -----------------------------------------------------------------
+
+def wproto_seeds(outdir):
+    """The watcher link's messages (lib/base/wproto.h), valid and broken."""
+    small = ("<domain type='kvm'><name>vm</name><uuid>0b8f6f43-1111-2222-3333-444455556666</uuid></domain>")
+    fields = [["PCINUMA_DOMAIN", "vm"], ["PCINUMA_UUID", "0b8f6f43-1111-2222-3333-444455556666"]]
+    counters = {"settle_ms": 250, "pending": 0, "events": 3, "conflicts": 0, "undone": 0,
+                "windows": 1, "window_us_sum": 812, "window_us_max": 812}
+    valid = [
+        {"type": "plan", "id": 1, "xml": small},
+        {"type": "forget", "uuid": "0b8f6f43-1111-2222-3333-444455556666"},
+        {"type": "status", "connected": True, "redefinitions": 0, "failures": 0, "last_error": None},
+        dict({"type": "status", "connected": False, "redefinitions": 2, "failures": 1,
+              "last_error": "libvirtd closed the connection"}, **counters),
+        {"type": "planned", "id": 1, "redefine": True, "xml": small, "summary": "1 device moved", "prio": 6,
+         "fields": fields},
+        {"type": "planned", "id": 2, "redefine": False, "xml": None, "summary": None, "prio": 7, "fields": []},
+        {"type": "planned", "id": 3, "redefine": False, "error": "the answer would be 9000 bytes, over the link's "
+         "limit of 2048 bytes", "summary": "cannot be redefined", "prio": 3, "fields": fields},
+        {"type": "recheck"},
+        {"type": "recheck", "uuid": "0b8f6f43-1111-2222-3333-444455556666"},
+    ]
+    malformed = [
+        {}, {"type": 5}, {"type": "reboot"},
+        {"type": "plan", "id": 1}, {"type": "plan", "id": "1", "xml": small}, {"type": "plan", "id": -1, "xml": ""},
+        {"type": "forget", "uuid": 7},
+        {"type": "status", "connected": 1, "redefinitions": 0, "failures": 0},
+        dict({"type": "status", "connected": True, "redefinitions": 0, "failures": 0}, settle_ms=250),
+        {"type": "planned", "id": 1, "redefine": True, "xml": "x", "error": "e", "prio": 6, "fields": []},
+        {"type": "planned", "id": 1, "redefine": False, "prio": 8, "fields": []},
+        {"type": "planned", "id": 1, "redefine": False, "prio": 6, "fields": [["K"]]},
+        {"type": "recheck", "uuid": None}, {"type": "recheck", "uuid": []},
+    ]
+    for o in valid + malformed:
+        put(outdir, "wproto", frame(o))            # a raw stream of one frame
+        put(outdir, "wproto", json.dumps(o))       # the JSON alone (framed by the target)
+    put(outdir, "wproto", b"".join(frame(o) for o in valid))
+    put(outdir, "wproto", frame(valid[0]) + frame(valid[4])[:9])
+    put(outdir, "wproto", frame(b'{"type": "forget", "uuid": "a\\u0000b"}'))
+    put(outdir, "wproto", frame(b"[1]"))
 
 
 # ---- sysfs ------------------------------------------------------------------
@@ -296,6 +338,7 @@ def main():
     domain_seeds(out)
     policy_seeds(out)
     protocol_seeds(out)
+    wproto_seeds(out)
     sysfs_seeds(out, sys.argv[2:])
     revert_seeds(out)
 

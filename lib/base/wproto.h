@@ -1,0 +1,118 @@
+/* The watcher protocol: every message on the link between pcinumad
+ * (daemon/watcher.c) and its libvirt watcher, pcinuma-watcher
+ * (daemon/watcher-libvirt.c).  Each message is one frame of the hook
+ * protocol's framing (protocol.h: a 4-byte length + one JSON object).
+ * This module is the one writer and the one reader of those objects; both
+ * sides use it.  Pure: typed structs in, frames out, and back.
+ *
+ *   watcher to pcinumad:
+ *     {"type":"plan","id":N,"xml":"…"}               plan this definition
+ *     {"type":"forget","uuid":"…"}                   the domain is undefined
+ *     {"type":"status","connected":b,"redefinitions":n,"failures":n,"last_error":s|null,
+ *      "settle_ms":n,"pending":n,"events":n,"conflicts":n,"undone":n,
+ *      "windows":n,"window_us_sum":n,"window_us_max":n}
+ *                                                    (the counters after last_error: all or none)
+ *   pcinumad to watcher:
+ *     {"type":"planned","id":N,"redefine":b,"xml":s|null,"summary":s|null,"prio":n,
+ *      "fields":[["PCINUMA_…","value"],…]}            the answer to plan N, or
+ *     {"type":"planned","id":N,"redefine":false,"error":s,"summary":s,"prio":n,"fields":[…]}
+ *                                                    an answer that could not be sent
+ *     {"type":"recheck"}  {"type":"recheck","uuid":"…"}   look at every domain, or one
+ *
+ * Keys are written in the order shown.  The reader ignores keys it does not
+ * know; a message of an unknown type, or with a key missing or of the
+ * wrong type, is refused with an error that names it. */
+#pragma once
+
+#include <json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum wproto_type {
+        WPROTO_PLAN,
+        WPROTO_FORGET,
+        WPROTO_STATUS,
+        WPROTO_PLANNED,
+        WPROTO_RECHECK,
+};
+
+/* "plan", "forget", …; NULL for a value out of range. */
+const char *wproto_type_to_string(enum wproto_type t);
+
+struct wproto_plan {
+        uint64_t id;
+        const char *xml;
+        size_t xml_len;                 /* may hold NUL bytes (a JSON "\u0000") */
+};
+
+struct wproto_forget {
+        const char *uuid;
+};
+
+struct wproto_status {
+        bool connected;
+        uint64_t redefinitions, failures;
+        const char *last_error;         /* NULL: none */
+        bool has_counters;              /* the counters below were sent */
+        uint64_t settle_ms, pending, events, conflicts, undone;
+        uint64_t windows, window_us_sum, window_us_max;
+};
+
+/* A journal field pcinumad asks the watcher to log with its entry. */
+struct wproto_field {
+        const char *key;
+        const char *value;
+};
+
+struct wproto_planned {
+        uint64_t id;
+        bool redefine;
+        const char *xml;                /* NULL: none (written as null); not written with error */
+        const char *error;              /* non-NULL: the error form (see above) */
+        const char *summary;            /* NULL: none */
+        int prio;                       /* a syslog priority, 0..7 */
+        const struct wproto_field *fields;
+        size_t n_fields;
+};
+
+struct wproto_recheck {
+        const char *uuid;               /* NULL: every domain */
+};
+
+/* A decoded message.  Its strings point into obj (and fields into an
+ * array the message owns): they live until wproto_msg_done(). */
+struct wproto_msg {
+        enum wproto_type type;
+        union {
+                struct wproto_plan plan;
+                struct wproto_forget forget;
+                struct wproto_status status;
+                struct wproto_planned planned;
+                struct wproto_recheck recheck;
+        };
+        json_object *obj;               /* a reference, put by wproto_msg_done() */
+        struct wproto_field *field_array;
+};
+
+/* Each writes one frame (header + payload) to *ret, which the caller
+ * owns.  0, or -EMSGSIZE when the payload would exceed PROTO_MAX_PAYLOAD,
+ * -EINVAL for a message that the reader would refuse (a NULL string where
+ * one is needed, a priority out of range). */
+int wproto_encode_plan(const struct wproto_plan *m, char **ret, size_t *ret_len);
+int wproto_encode_forget(const struct wproto_forget *m, char **ret, size_t *ret_len);
+int wproto_encode_status(const struct wproto_status *m, char **ret, size_t *ret_len);
+int wproto_encode_planned(const struct wproto_planned *m, char **ret, size_t *ret_len);
+int wproto_encode_recheck(const struct wproto_recheck *m, char **ret, size_t *ret_len);
+/* Whichever kind m is. */
+int wproto_encode(const struct wproto_msg *m, char **ret, size_t *ret_len);
+
+/* Read one object (as proto_decoder_feed() returns it) into *ret, which
+ * then takes a reference to o.  0, or -EPROTO with *ret_error, a phrase
+ * naming the fault that reads after "sent" or "refused": "a message of
+ * unknown type reboot", "a plan request without id or xml", "a status
+ * message whose 'failures' is not a count"…  *ret is untouched on error. */
+int wproto_decode(json_object *o, struct wproto_msg *ret, char **ret_error);
+
+/* Release what wproto_decode() filled in; accepts a zeroed message. */
+void wproto_msg_done(struct wproto_msg *m);
