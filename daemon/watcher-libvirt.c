@@ -58,6 +58,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "mark-urn.h"
 #include "preimage.h"
 #include "protocol.h"
 #include <limits.h>
@@ -79,7 +80,6 @@
 #define SETTLE_MS_DEFAULT 250
 #define SETTLE_MS_MAX 60000
 #define STATE_DIR_DEFAULT "/var/lib/pcinuma"
-#define MARK_NS "urn:pcinuma:topology:1"
 /* libvirt's domain schema, shipped with the client library (libvirt0). */
 #define LIBVIRT_DOMAIN_SCHEMA "/usr/share/libvirt/schemas/domain.rng"
 
@@ -607,7 +607,7 @@ static bool should_define(struct dom_state *s, const char *name, const char *xml
         }
         /* A definition without our mark is new input from the user: it
          * starts a fresh count. */
-        bool ours = strstr(xml, MARK_NS) != NULL;
+        bool ours = strstr(xml, PCINUMA_TOPOLOGY_NS) != NULL;
         if (!ours) {
                 s->loop_count = 0;
                 s->loop_stopped = false;

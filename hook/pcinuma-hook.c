@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "client.h"
+#include "mark-urn.h"
 #include "protocol.h"
 
 #ifndef PCINUMA_VERSION
@@ -130,7 +131,7 @@ static bool serves_this_libvirtd(void) {
  * device unchecked.  So whatever cannot be read for certain counts as a
  * match: a value with a character reference (type='&#112;ci'), a start
  * tag that is not well formed, a tag too long to carry between reads. */
-#define MARK_NS "urn:pcinuma:"
+#define MARK_NS PCINUMA_URN_PREFIX
 /* A marker or element name cut by the end of a read is carried over:
  * strlen(MARK_NS) - 1, the longest of the three. */
 #define SPLIT_KEEP (sizeof(MARK_NS) - 2)

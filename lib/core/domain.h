@@ -9,14 +9,13 @@
 #include <stddef.h>
 
 #include "hostmap.h"
+#include "mark-urn.h"
 #include "pciaddr.h"
 #include "util.h"
 
 /* Domain XML larger than this is refused (design §9: "a few MiB"). */
 #define DOMAIN_XML_MAX (4u * 1024u * 1024u)
 
-#define PCINUMA_TOPOLOGY_NS "urn:pcinuma:topology:1"
-#define PCINUMA_POLICY_NS "urn:pcinuma:policy:1"
 
 enum domain_hostdev_kind {
         DOMAIN_HOSTDEV_PCI,
