@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "hostmap.h"
-#include "mark-urn.h"
+#include "mark.h"
 #include "pciaddr.h"
 #include "util.h"
 
@@ -192,6 +192,7 @@ char *xml_prop(xmlNodePtr n, const char *name);   /* malloc'ed (free()), or NULL
  * *buf for the caller to free().  NULL when absent. */
 const char *xml_prop_ref(xmlNodePtr n, const char *name, char **buf);
 bool xml_is(xmlNodePtr n, const char *name);       /* element named 'name' in no namespace */
+bool xml_is_ws_text(xmlNodePtr n);                 /* a text node of white space only */
 int xml_parse_pci_address(xmlNodePtr addr, struct pci_addr *ret);
 static inline void xml_doc_freep(xmlDocPtr *d) { if (*d) xmlFreeDoc(*d); }
 #define _cleanup_xmldoc_ _cleanup_(xml_doc_freep)
