@@ -108,7 +108,7 @@ struct domain {
         struct domain_memnode *memnodes;
         size_t n_memnodes;
 
-        xmlNodePtr mark;                /* <pcinuma:topology>, or NULL */
+        xmlNodePtr mark;                /* <pcinuma:topology> (mark_locate()), or NULL */
         char *requested_policy;         /* <pcinuma:policy name=...> */
         char *policy_tag;               /* <pcinuma:policy tag=...> */
 

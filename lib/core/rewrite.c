@@ -1,4 +1,7 @@
-/* Editing the domain document: applying a plan and reverting it.
+/* Editing the domain document: applying a plan and reverting it.  The
+ * mark that records the edits is mark.c's format: the rewrite builds it as
+ * it edits and places it in <metadata>; the revert reads it with
+ * mark_parse() and undoes what it records, phase by phase.
  *
  * Every element we add or remove is handled as a "unit": the element plus
  * the white-space text node in front of it.  Adding a unit copies the
