@@ -1,5 +1,6 @@
 /* pcinumad's manager: state, reloads and event sources. */
 #include "manager.h"
+#include "paths.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -9,6 +10,7 @@
 
 #include "log.h"
 #include "protocol.h"
+#include "redefine.h"
 #include "server.h"
 #include "watcher.h"
 
@@ -69,7 +71,7 @@ static void publish_hook_conf(struct manager *m) {
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
         _cleanup_free_ char *text = xasprintf(
                 "# Written by pcinumad from %s; edit that file, not this one.\n"
-                "# /etc/pcinuma/hook.conf, if present, overrides these settings.\n"
+                "# " PCINUMA_DEFAULT_ETC_HOOK_CONF ", if present, overrides these settings.\n"
                 "socket = %s\n"
                 "timeout_ms = %u\n"
                 "on_unreachable = %s\n",
@@ -669,31 +671,35 @@ void redefine_plan_done(struct redefine_plan *p) {
  * or a refusal once per change: the watcher asks again after every change
  * that touches the domain, and the same "not planned: ..." line at notice
  * priority each time would bury the one that matters. */
-static void remember(struct manager *m, const struct engine_result *r, struct redefine_plan *p) {
+static void remember(struct manager *m, const struct engine_result *r, struct redefine_decision *dec) {
         const struct domain *d = r->base;
         if (!d->uuid)
                 return;
         _cleanup_free_ char *key = recheck_settings_key(&r->settings, m->policy);
         bool created = false;
         struct recheck_entry *e = recheck_cache_update(&m->cache, d->uuid, d, m->hostmap, key, &created);
-        if (!p->redefine && p->summary && !created && streq_ptr(e->summary, p->summary) && p->prio < LOG_DEBUG) {
-                p->prio = LOG_DEBUG;
+        if (redefine_said_before(dec, e->summary, created)) {
+                dec->prio = LOG_DEBUG;
                 m->n_logged_once++;
         }
         free(e->summary);
-        e->summary = p->summary ? xstrdup(p->summary) : NULL;
+        e->summary = dec->summary ? xstrdup(dec->summary) : NULL;
 }
 
+/* The decision itself is redefine_decide()'s; this adds the journal
+ * fields and the recheck cache. */
 void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struct redefine_plan *ret) {
-        struct redefine_plan p = { .prio = LOG_DEBUG };
+        struct redefine_plan p = {0};
+        struct redefine_decision dec;
         _cleanup_(engine_result_freep) struct engine_result *r = NULL;
         _cleanup_free_ char *err = NULL;
 
         m->n_plans++;
 
         if (engine_plan(xml, len, m->hostmap, m->policy, NULL, &r, &err) < 0) {
-                p.prio = LOG_WARNING;
-                p.summary = xasprintf("cannot be planned: %s; definition left as it is", err);
+                redefine_decide(NULL, err, &dec);
+                p.prio = dec.prio;
+                p.summary = TAKE_PTR(dec.summary);
                 *ret = p;
                 return;
         }
@@ -712,31 +718,12 @@ void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struc
         }
         log_fidelity(&p.fields, r->plan);
 
-        if (r->changed && r->xml) {
-                p.redefine = true;
-                p.out_xml = xstrdup(r->xml);
-                if (r->reverted)
-                        p.summary = xasprintf("the pcinuma topology was undone (policy %s%s%s)", policy_mode_to_string(r->settings.mode),
-                                              pl->reason ? ": " : "", pl->reason ? pl->reason : "");
-                else {
-                        size_t moved = 0;
-                        for (size_t i = 0; i < pl->n_devices; i++)
-                                moved += pl->devices[i].action == PLAN_MOVE;
-                        /* Where each device went is in the PCINUMA_DEVICE /
-                         * PCINUMA_GUEST_CELL fields. */
-                        p.summary = xasprintf("planned under policy %s: %zu device%s on %zu expander bus%s",
-                                              policy_mode_to_string(r->settings.mode), moved, moved == 1 ? "" : "s",
-                                              pl->n_pxbs, pl->n_pxbs == 1 ? "" : "es");
-                }
-        } else if (r->verdict == PLAN_REFUSED) {
-                p.prio = LOG_NOTICE;
-                p.summary = xasprintf("not planned: %s (policy %s); its starts will be refused", pl->reason ? pl->reason : "refused",
-                                      policy_mode_to_string(r->settings.mode));
-        } else if (r->verdict == PLAN_SKIP) {
-                p.prio = LOG_NOTICE;
-                p.summary = xasprintf("left untouched: %s", pl->reason ? pl->reason : "not eligible");
-        }
-        remember(m, r, &p);
+        redefine_decide(r, NULL, &dec);
+        remember(m, r, &dec);
+        p.redefine = dec.redefine;
+        p.out_xml = TAKE_PTR(dec.out_xml);
+        p.summary = TAKE_PTR(dec.summary);
+        p.prio = dec.prio;
         *ret = p;
 }
 

@@ -51,6 +51,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "mark-urn.h"
 #include "paths.h"
 #include "preimage.h"
 #include "protocol.h"
@@ -73,7 +74,6 @@
 #define USEC_PER_SEC UINT64_C(1000000)
 #define SETTLE_MS_DEFAULT 250
 #define SETTLE_MS_MAX 60000
-#define MARK_NS "urn:pcinuma:topology:1"
 /* libvirt's domain schema, shipped with the client library (libvirt0). */
 #define LIBVIRT_DOMAIN_SCHEMA "/usr/share/libvirt/schemas/domain.rng"
 
@@ -597,7 +597,7 @@ static bool should_define(struct dom_state *s, const char *name, const char *xml
         }
         /* A definition without our mark is new input from the user: it
          * starts a fresh count. */
-        bool ours = strstr(xml, MARK_NS) != NULL;
+        bool ours = strstr(xml, PCINUMA_TOPOLOGY_NS) != NULL;
         if (!ours) {
                 s->loop_count = 0;
                 s->loop_stopped = false;

@@ -20,6 +20,7 @@
 
 #include "client.h"
 #include "fileio.h"
+#include "mark-urn.h"
 #include "paths.h"
 #include "protocol.h"
 
@@ -127,7 +128,7 @@ static bool serves_this_libvirtd(void) {
  * device unchecked.  So whatever cannot be read for certain counts as a
  * match: a value with a character reference (type='&#112;ci'), a start
  * tag that is not well formed, a tag too long to carry between reads. */
-#define MARK_NS "urn:pcinuma:"
+#define MARK_NS PCINUMA_URN_PREFIX
 /* A marker or element name cut by the end of a read is carried over:
  * strlen(MARK_NS) - 1, the longest of the three. */
 #define SPLIT_KEEP (sizeof(MARK_NS) - 2)

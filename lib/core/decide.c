@@ -124,8 +124,9 @@ static void decide_migrate(const struct proto_request *req, struct decision *d) 
         }
         if (dom->uuid)
                 d->uuid = xstrdup(dom->uuid);
-        _cleanup_free_ char *migratable = xml_prop(dom->mark, "migratable");
-        _cleanup_free_ char *policy = xml_prop(dom->mark, "policy");
+        _cleanup_(mark_done) struct mark mark = {0};
+        mark_parse_attrs(dom->mark, &mark);
+        const char *migratable = mark.migratable, *policy = mark.policy;
         if (policy && policy_mode_from_string(policy, &d->mode) == 0)
                 d->has_mode = true;
         if (migratable && streq(migratable, "no")) {

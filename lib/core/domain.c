@@ -17,6 +17,15 @@ xmlNodePtr xml_child(xmlNodePtr parent, const char *name) {
         return NULL;
 }
 
+bool xml_is_ws_text(xmlNodePtr n) {
+        if (!n || n->type != XML_TEXT_NODE || !n->content)
+                return false;
+        for (const xmlChar *c = n->content; *c; c++)
+                if (*c != ' ' && *c != '\t' && *c != '\n' && *c != '\r')
+                        return false;
+        return true;
+}
+
 bool xml_is(xmlNodePtr n, const char *name) {
         return n && n->type == XML_ELEMENT_NODE && !n->ns && xmlStrEqual(n->name, (const xmlChar *) name);
 }
@@ -642,25 +651,14 @@ static void assign_missing_indexes(struct domain *d) {
 }
 
 static int parse_metadata(struct domain *d, xmlNodePtr root, char **ret_error) {
+        int r = mark_locate(root, &d->mark, ret_error);
+        if (r < 0)
+                return r;
         xmlNodePtr md = xml_child(root, "metadata");
-        /* libvirt keeps one <metadata>; a mark in a second one would come
-         * to light only once a revert removed the first. */
-        for (xmlNodePtr m = md ? md->next : NULL; m; m = m->next)
-                for (xmlNodePtr c = xml_is(m, "metadata") ? m->children : NULL; c; c = c->next)
-                        if (c->type == XML_ELEMENT_NODE && c->ns && c->ns->href &&
-                            xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_TOPOLOGY_NS))
-                                return set_error(ret_error, -EINVAL, "line %ld: a pcinuma mark in a second <metadata> element (the first is at line %ld)",
-                                                 xmlGetLineNo(c), xmlGetLineNo(md));
         for (xmlNodePtr c = md ? md->children : NULL; c; c = c->next) {
                 if (c->type != XML_ELEMENT_NODE || !c->ns || !c->ns->href)
                         continue;
-                if (xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_TOPOLOGY_NS) && xmlStrEqual(c->name, (const xmlChar *) "topology")) {
-                        /* pcinuma writes one; which of two would a revert undo? */
-                        if (d->mark)
-                                return set_error(ret_error, -EINVAL, "line %ld: a second pcinuma mark <pcinuma:topology> (the first is at line %ld)",
-                                                 xmlGetLineNo(c), xmlGetLineNo(d->mark));
-                        d->mark = c;
-                } else if (xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_POLICY_NS) && xmlStrEqual(c->name, (const xmlChar *) "policy")) {
+                if (xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_POLICY_NS) && xmlStrEqual(c->name, (const xmlChar *) "policy")) {
                         /* The last one counts, as before; free the earlier. */
                         free(d->requested_policy);
                         free(d->policy_tag);

@@ -9,14 +9,13 @@
 #include <stddef.h>
 
 #include "hostmap.h"
+#include "mark.h"
 #include "pciaddr.h"
 #include "util.h"
 
 /* Domain XML larger than this is refused (design §9: "a few MiB"). */
 #define DOMAIN_XML_MAX (4u * 1024u * 1024u)
 
-#define PCINUMA_TOPOLOGY_NS "urn:pcinuma:topology:1"
-#define PCINUMA_POLICY_NS "urn:pcinuma:policy:1"
 
 enum domain_hostdev_kind {
         DOMAIN_HOSTDEV_PCI,
@@ -109,7 +108,7 @@ struct domain {
         struct domain_memnode *memnodes;
         size_t n_memnodes;
 
-        xmlNodePtr mark;                /* <pcinuma:topology>, or NULL */
+        xmlNodePtr mark;                /* <pcinuma:topology> (mark_locate()), or NULL */
         char *requested_policy;         /* <pcinuma:policy name=...> */
         char *policy_tag;               /* <pcinuma:policy tag=...> */
 
@@ -193,6 +192,7 @@ char *xml_prop(xmlNodePtr n, const char *name);   /* malloc'ed (free()), or NULL
  * *buf for the caller to free().  NULL when absent. */
 const char *xml_prop_ref(xmlNodePtr n, const char *name, char **buf);
 bool xml_is(xmlNodePtr n, const char *name);       /* element named 'name' in no namespace */
+bool xml_is_ws_text(xmlNodePtr n);                 /* a text node of white space only */
 int xml_parse_pci_address(xmlNodePtr addr, struct pci_addr *ret);
 static inline void xml_doc_freep(xmlDocPtr *d) { if (*d) xmlFreeDoc(*d); }
 #define _cleanup_xmldoc_ _cleanup_(xml_doc_freep)

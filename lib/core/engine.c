@@ -1,5 +1,6 @@
 /* The engine: parse, resolve the policy, undo an old mark, plan, rewrite,
- * and explain.  Pure: buffers in, buffers out. */
+ * and explain.  Whether an old mark still describes the plan is the mark
+ * module's (mark_matches()).  Pure: buffers in, buffers out. */
 #include "engine.h"
 
 #include <json.h>
@@ -18,65 +19,6 @@ struct engine_result *engine_result_free(struct engine_result *r) {
         free(r->mismatch);
         free(r);
         return NULL;
-}
-
-static char *mark_policy(const struct domain *d) {
-        return d->mark ? xml_prop(d->mark, "policy") : NULL;
-}
-
-/* Does the mark describe exactly the plan's moves and expander buses?  A
- * device removed from the domain since, or one that now goes elsewhere,
- * means the topology must be planned afresh. */
-static bool mark_matches(xmlNodePtr mark, const struct plan *p, const struct domain *base, const struct domain *cur) {
-        size_t n_dev = 0, n_exp = 0, n_moved = 0, n_ctl = 0, n_managed = 0, n_switch_ports = 0;
-        for (xmlNodePtr c = mark->children; c; c = c->next) {
-                if (c->type != XML_ELEMENT_NODE)
-                        continue;
-                if (xmlStrEqual(c->name, (const xmlChar *) "expander"))
-                        n_exp++;
-                else if (xmlStrEqual(c->name, (const xmlChar *) "device"))
-                        n_dev++;
-                else if (xmlStrEqual(c->name, (const xmlChar *) "controller"))
-                        n_ctl++;
-                else if (xmlStrEqual(c->name, (const xmlChar *) "managed"))
-                        n_managed++;
-        }
-        for (size_t i = 0; i < p->n_ports; i++)
-                n_switch_ports += p->ports[i].device < 0;
-        /* The feature switches' marks. */
-        _cleanup_free_ char *dist = xml_prop(mark, "distances");
-        if (!!dist != p->add_distances || n_ctl != n_switch_ports || n_managed != p->n_managed)
-                return false;
-        _cleanup_free_ char *hole_created = xml_prop(mark, "pcie-root-created");
-        _cleanup_free_ char *hole_orig = xml_prop(mark, "pcihole64-original");
-        if (p->pcihole64_kib ? cur->pcihole64_kib != p->pcihole64_kib : (hole_created || hole_orig))
-                return false;
-        for (size_t i = 0; i < p->n_devices; i++) {
-                const struct plan_device *pd = &p->devices[i];
-                if (pd->action != PLAN_MOVE)
-                        continue;
-                n_moved++;
-                const struct domain_hostdev *hd = &base->hostdevs[pd->hostdev];
-                char pci[PCI_ADDR_STRLEN];
-                const char *key = hd->kind == DOMAIN_HOSTDEV_MDEV ? "mdev" : "host";
-                const char *want = hd->kind == DOMAIN_HOSTDEV_MDEV ? hd->mdev_uuid : pci_addr_format(&hd->host, pci);
-                bool found = false;
-                for (xmlNodePtr c = mark->children; c && !found; c = c->next) {
-                        if (c->type != XML_ELEMENT_NODE || !xmlStrEqual(c->name, (const xmlChar *) "device"))
-                                continue;
-                        /* Read in place: this runs devices x mark entries. */
-                        _cleanup_free_ char *id_buf = NULL, *cell_buf = NULL;
-                        const char *id = xml_prop_ref(c, key, &id_buf);
-                        if (!id || strcasecmp(id, want) != 0)
-                                continue;
-                        const char *cell = xml_prop_ref(c, "guest-cell", &cell_buf);
-                        uint64_t v;
-                        found = cell && parse_uint(cell, 10, INT32_MAX, &v) == 0 && (int) v == pd->cell;
-                }
-                if (!found)
-                        return false;
-        }
-        return n_dev == n_moved && n_exp == p->n_pxbs;
 }
 
 int engine_plan(const char *xml, size_t len, const struct hostmap *h, const struct policy *pol,
@@ -114,7 +56,13 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
                 policy_resolve(pol, &subj, &res->settings, &res->policy_origin);
         }
 
+        /* The old mark, read before the revert takes it out (the revert
+         * reads it the same way, and refuses what this refuses). */
+        _cleanup_(mark_done) struct mark old = {0};
         if (cur->mark) {
+                r = mark_parse(cur->mark, cur->devices, &old, ret_error);
+                if (r < 0)
+                        return r;
                 r = rewrite_revert(res->base, &res->revert_warning, ret_error);
                 if (r < 0)
                         return r;
@@ -150,12 +98,11 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
                         res->xml = xstrndup(xml, len);
                 break;
         case PLAN_APPLY: {
-                _cleanup_free_ char *old_policy = mark_policy(cur);
                 /* Only the topology is compared, not the policy the mark
                  * names: a policy change that places every device where
                  * it is (another mode with the same outcome, a renamed
                  * rule) must not redefine the domain (issue 13). */
-                if (cur->mark && mark_matches(cur->mark, res->plan, res->base, cur) && planner_matches(cur, res->base, res->plan)) {
+                if (cur->mark && mark_matches(&old, res->plan, res->base, cur) && planner_matches(cur, res->base, res->plan)) {
                         res->xml = xstrndup(xml, len);
                         res->already_planned = true;
                         break;
@@ -163,7 +110,7 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
                 res->mismatch = planner_mismatch(cur, res->base, res->plan);
                 if (!res->mismatch)
                         res->mismatch = xasprintf("the pcinuma mark is missing or stale (it was written for policy %s)",
-                                                  old_policy ? old_policy : "none");
+                                                  old.policy ? old.policy : "none");
                 /* Apply to a fresh copy so res->base stays the unplanned
                  * domain the plan's indexes refer to. */
                 _cleanup_domain_ struct domain *out = NULL;

@@ -807,28 +807,26 @@ static void reset_moves(struct plan *p) {
         p->reason = NULL;
 }
 
-/* Lay out the tree: the full mirror if it fits, else cut down in the
- * documented order (merge a cell's root complexes, the cell with the most
- * first; then drop its switches), until it fits.  0, or -ENOSPC with
- * p->reason set when even the flattest layout does not fit. */
-static int layout(const struct domain *d, struct plan *p) {
-        size_t nc = d->n_cells ? d->n_cells : 1;
-        _cleanup_free_ unsigned *shape = xcalloc(nc, sizeof(unsigned));
-        _cleanup_free_ unsigned *n_roots = xcalloc(nc, sizeof(unsigned));
+/* The shape the policy asks for in each cell: merged root complexes
+ * under topology: cells, no switches without mirror_switches. */
+static unsigned *initial_shape(const struct domain *d, const struct plan *p, size_t nc) {
+        unsigned *shape = xcalloc(nc, sizeof(unsigned));
         for (size_t c = 0; c < d->n_cells; c++) {
                 if (p->settings.topology == POLICY_TOPOLOGY_CELLS)
                         shape[c] |= SHAPE_MERGED;
                 if (!p->settings.mirror_switches)
                         shape[c] |= SHAPE_FLAT;
         }
-        int r = layout_once(d, p, shape);
-        if (r != -ENOSPC)
-                return r;
-        _cleanup_free_ char *first = TAKE_PTR(p->reason);
+        return shape;
+}
+
+/* Cells by the number of expander buses the full mirror (the layout in p)
+ * gave them, most first; *ret_roots gets those numbers. */
+static size_t *cells_by_roots(const struct domain *d, const struct plan *p, size_t nc, unsigned **ret_roots) {
+        unsigned *n_roots = xcalloc(nc, sizeof(unsigned));
         for (size_t i = 0; i < p->n_pxbs; i++)
                 n_roots[p->pxbs[i].cell]++;
-        /* Cells by the number of expander buses the full mirror gave them, most first. */
-        _cleanup_free_ size_t *order = xcalloc(nc, sizeof(size_t));
+        size_t *order = xcalloc(nc, sizeof(size_t));
         for (size_t c = 0; c < d->n_cells; c++) {
                 size_t at = c;
                 while (at > 0 && n_roots[order[at - 1]] < n_roots[c]) {
@@ -837,9 +835,20 @@ static int layout(const struct domain *d, struct plan *p) {
                 }
                 order[at] = c;
         }
+        *ret_roots = n_roots;
+        return order;
+}
+
+/* Cut the layout down in the documented order (merge a cell's root
+ * complexes, the cell with the most first; then drop its switches) until
+ * it fits; p->degrade_note says what was cut.  'first' is why the full
+ * mirror did not fit.  -ENOSPC when even the flattest does not fit. */
+static int degrade(const struct domain *d, struct plan *p, unsigned *shape, const size_t *order, const unsigned *n_roots,
+                   const char *first) {
         struct strbuf note = {0};
         strbuf_printf(&note, "the full mirror does not fit (%s):", first);
         const unsigned steps[] = { SHAPE_MERGED, SHAPE_FLAT };
+        int r = -ENOSPC;
         for (size_t s = 0; s < ELEMENTSOF(steps); s++)
                 for (size_t k = 0; k < d->n_cells; k++) {
                         size_t c = order[k];
@@ -856,7 +865,23 @@ static int layout(const struct domain *d, struct plan *p) {
                         }
                 }
         strbuf_done(&note);
-        if (!p->reason)
+        return r;
+}
+
+/* Lay out the tree: the full mirror if it fits, else degrade() until it
+ * fits.  0, or -ENOSPC with p->reason set when even the flattest layout
+ * does not fit. */
+static int layout(const struct domain *d, struct plan *p) {
+        size_t nc = d->n_cells ? d->n_cells : 1;
+        _cleanup_free_ unsigned *shape = initial_shape(d, p, nc);
+        int r = layout_once(d, p, shape);
+        if (r != -ENOSPC)
+                return r;
+        _cleanup_free_ char *first = TAKE_PTR(p->reason);
+        _cleanup_free_ unsigned *n_roots = NULL;
+        _cleanup_free_ size_t *order = cells_by_roots(d, p, nc, &n_roots);
+        r = degrade(d, p, shape, order, n_roots, first);
+        if (r == -ENOSPC && !p->reason)
                 p->reason = TAKE_PTR(first);
         return r;
 }

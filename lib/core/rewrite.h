@@ -1,6 +1,6 @@
 /* The rewriter: applies a plan to the domain's XML document and writes
- * the pcinuma metadata mark (design §7), or undoes both from the mark.
- * Pure: it edits the in-memory document only. */
+ * the pcinuma metadata mark (design §7, mark.h), or undoes both from the
+ * mark.  Pure: it edits the in-memory document only. */
 #pragma once
 
 #include "domain.h"

@@ -1,0 +1,622 @@
+/* The metadata mark's format (mark.h): builder, writer, parser, matcher
+ * and locator.  The mark is input like any other: the parser checks every
+ * value a revert would write back into the domain, and refuses what pcinuma
+ * never writes.  Pure. */
+#include "mark.h"
+
+#include <libxml/chvalid.h>
+#include <libxml/parser.h>
+#include <strings.h>
+
+#include "domain.h"
+#include "planner.h"
+
+void mark_done(struct mark *m) {
+        free(m->version);
+        free(m->policy);
+        free(m->migratable);
+        free(m->metadata_created);
+        free(m->single_function_slots);
+        free(m->distances);
+        free(m->pcie_root_created);
+        free(m->pcihole64_original);
+        free(m->pcihole64_original_unit);
+        free(m->ovmf_mmio64);
+        free(m->qemu_ns_added);
+        for (size_t i = 0; i < m->n_expanders; i++)
+                free(m->expanders[i].host_nodes);
+        free(m->expanders);
+        for (size_t i = 0; i < m->n_devices; i++) {
+                free(m->devices[i].host);
+                free(m->devices[i].mdev);
+                free(m->devices[i].original_address);
+        }
+        free(m->devices);
+        for (size_t i = 0; i < m->n_controllers; i++)
+                free(m->controllers[i].model);
+        free(m->controllers);
+        for (size_t i = 0; i < m->n_managed; i++) {
+                free(m->managed[i].host);
+                free(m->managed[i].driver);
+                free(m->managed[i].original);
+        }
+        free(m->managed);
+        for (size_t i = 0; i < m->n_removed; i++) {
+                free(m->removed[i].xml);
+                if (m->removed[i].elem)
+                        xmlFreeNode(m->removed[i].elem);
+        }
+        free(m->removed);
+        free(m->order);
+        *m = (struct mark) {0};
+}
+
+/* --- builder --------------------------------------------------------------- */
+
+void mark_build(const struct plan *p, const struct domain *d, struct mark *ret) {
+        struct mark m = {0};
+        m.version = xstrdup("1");
+        m.policy = xstrdup(policy_mode_to_string(p->mode));
+        m.migratable = xstrdup("no");
+        if (p->add_distances)
+                m.distances = xstrdup("host");
+        for (size_t i = 0; i < p->n_pxbs; i++) {
+                const struct plan_pxb *x = &p->pxbs[i];
+                *GROW(m.expanders, m.n_expanders) = (struct mark_expander) {
+                        .controller = x->index, .guest_cell = (int) x->cell,
+                        .host_nodes = xstrdup(x->host_nodes), .bus_nr = x->bus_nr,
+                };
+        }
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                if (pd->action != PLAN_MOVE)
+                        continue;
+                const struct domain_hostdev *hd = &d->hostdevs[pd->hostdev];
+                bool mdev = hd->kind == DOMAIN_HOSTDEV_MDEV;
+                *GROW(m.devices, m.n_devices) = (struct mark_device) {
+                        .host = mdev ? NULL : xstrdup(pd->name), .mdev = mdev ? xstrdup(hd->mdev_uuid) : NULL,
+                        .class = pd->class, .host_node = pd->host_node,
+                        .host_socket = pd->host_socket >= 0 ? pd->host_socket : -1,
+                        .guest_cell = pd->cell, .controller = pd->port_index,
+                };
+        }
+        /* Ports that carry no device themselves: a guest switch's root
+         * and upstream ports. */
+        for (size_t i = 0; i < p->n_ports; i++)
+                if (p->ports[i].device < 0)
+                        *GROW(m.controllers, m.n_controllers) = (struct mark_controller) {
+                                .index = p->ports[i].index, .model = xstrdup(p->ports[i].model),
+                        };
+        for (size_t i = 0; i < p->n_managed; i++)
+                *GROW(m.managed, m.n_managed) = (struct mark_managed) {
+                        .host = xstrdup(p->managed[i].name), .driver = xstrdup(p->managed[i].driver),
+                };
+        for (size_t i = 0; i < p->n_pruned; i++)
+                *GROW(m.removed, m.n_removed) = (struct mark_removed) { .controller = p->pruned[i], .position = -1 };
+        *ret = m;
+}
+
+/* --- writer ---------------------------------------------------------------- */
+
+static void set_prop(xmlNodePtr e, const char *name, const char *value) {
+        if (value)
+                xmlSetProp(e, (const xmlChar *) name, (const xmlChar *) value);
+}
+
+static void set_prop_int(xmlNodePtr e, const char *name, int value) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", value);
+        set_prop(e, name, v);
+}
+
+/* A child element <pcinuma:NAME> of the mark, after the indentation text
+ * 'cind' (pretty-printed input) or none. */
+static xmlNodePtr mark_child(xmlNodePtr mark, const char *cind, const char *name) {
+        if (*cind)
+                xmlAddChild(mark, xmlNewDocText(mark->doc, (const xmlChar *) cind));
+        return xmlNewChild(mark, mark->ns, (const xmlChar *) name, NULL);
+}
+
+static void write_attrs(const struct mark *m, xmlNodePtr mark) {
+        set_prop(mark, "version", m->version);
+        set_prop(mark, "policy", m->policy);
+        set_prop(mark, "migratable", m->migratable);
+        set_prop(mark, "metadata-created", m->metadata_created);
+        set_prop(mark, "single-function-slots", m->single_function_slots);
+        set_prop(mark, "distances", m->distances);
+        set_prop(mark, "pcie-root-created", m->pcie_root_created);
+        set_prop(mark, "pcihole64-original", m->pcihole64_original);
+        set_prop(mark, "pcihole64-original-unit", m->pcihole64_original_unit);
+        set_prop(mark, "ovmf-mmio64", m->ovmf_mmio64);
+        set_prop(mark, "qemu-ns-added", m->qemu_ns_added);
+}
+
+static void write_device(const struct mark_device *md, xmlNodePtr e) {
+        if (md->mdev)
+                set_prop(e, "mdev", md->mdev);
+        else
+                set_prop(e, "host", md->host);
+        if (md->class) {
+                char v[16];
+                snprintf(v, sizeof v, "0x%06x", md->class);
+                set_prop(e, "class", v);
+        }
+        set_prop_int(e, "host-node", md->host_node);
+        if (md->host_socket >= 0)
+                set_prop_int(e, "host-socket", md->host_socket);
+        set_prop_int(e, "guest-cell", md->guest_cell);
+        set_prop_int(e, "controller", md->controller);
+        set_prop(e, "original-address", md->original_address);
+}
+
+/* With the XML library's node and attribute API: every value is escaped
+ * by the serialiser, whatever characters the input's attributes hold. */
+xmlNodePtr mark_write(const struct mark *m, xmlDocPtr doc, const char *cind, const char *endind) {
+        xmlNodePtr mark = xmlNewDocNode(doc, NULL, (const xmlChar *) "topology", NULL);
+        xmlSetNs(mark, xmlNewNs(mark, (const xmlChar *) PCINUMA_TOPOLOGY_NS, (const xmlChar *) "pcinuma"));
+        write_attrs(m, mark);
+        for (size_t i = 0; i < m->n_expanders; i++) {
+                const struct mark_expander *x = &m->expanders[i];
+                xmlNodePtr e = mark_child(mark, cind, "expander");
+                set_prop_int(e, "controller", x->controller);
+                set_prop_int(e, "guest-cell", x->guest_cell);
+                set_prop(e, "host-nodes", x->host_nodes);
+                set_prop_int(e, "busNr", x->bus_nr);
+        }
+        for (size_t i = 0; i < m->n_devices; i++)
+                write_device(&m->devices[i], mark_child(mark, cind, "device"));
+        for (size_t i = 0; i < m->n_controllers; i++) {
+                xmlNodePtr e = mark_child(mark, cind, "controller");
+                set_prop_int(e, "index", m->controllers[i].index);
+                set_prop(e, "model", m->controllers[i].model);
+        }
+        for (size_t i = 0; i < m->n_managed; i++) {
+                xmlNodePtr e = mark_child(mark, cind, "managed");
+                set_prop(e, "host", m->managed[i].host);
+                set_prop(e, "driver", m->managed[i].driver);
+                set_prop(e, "original", m->managed[i].original);
+        }
+        for (size_t i = 0; i < m->n_removed; i++) {
+                xmlNodePtr e = mark_child(mark, cind, "removed");
+                set_prop_int(e, "controller", m->removed[i].controller);
+                set_prop_int(e, "position", m->removed[i].position);
+                /* The controller's XML as text (escaped on output). */
+                xmlNodeAddContent(e, (const xmlChar *) (m->removed[i].xml ? m->removed[i].xml : ""));
+        }
+        if (*endind)
+                xmlAddChild(mark, xmlNewDocText(doc, (const xmlChar *) endind));
+        return mark;
+}
+
+/* --- original-address ------------------------------------------------------ */
+
+char *mark_address_encode(xmlNodePtr e) {
+        struct strbuf b = {0};
+        for (xmlAttrPtr a = e->properties; a; a = a->next) {
+                xmlChar *v = xmlNodeListGetString(e->doc, a->children, 1);
+                if (b.len)
+                        strbuf_append(&b, " ");
+                strbuf_printf(&b, "%s=", (const char *) a->name);
+                for (const char *c = v ? (const char *) v : ""; *c; c++) {
+                        if (*c == '%' || *c == ' ' || *c == '\t' || *c == '\n' || *c == '\r')
+                                strbuf_printf(&b, "%%%02x", (unsigned char) *c);
+                        else
+                                strbuf_appendn(&b, c, 1);
+                }
+                xmlFree(v);
+        }
+        return strbuf_steal(&b);
+}
+
+static int hexval(char c) {
+        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Is s UTF-8 made only of characters XML 1.0 allows (no U+FFFE, no
+ * surrogates...)?  A value written back otherwise would not parse. */
+static bool xml_text_allowed(const char *s) {
+        const xmlChar *p = (const xmlChar *) s;
+        while (*p) {
+                int len = 4;
+                int c = xmlGetUTF8Char(p, &len);
+                if (c < 0 || len <= 0 || !xmlIsCharQ(c))
+                        return false;
+                p += len;
+        }
+        return true;
+}
+
+int mark_address_decode(xmlNodePtr e, const char *s, char **ret_error) {
+        _cleanup_free_ char *copy = xstrdup(s);
+        while (e->properties)
+                xmlRemoveProp(e->properties);
+        char *save = NULL;
+        for (char *tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+                char *eq = strchr(tok, '=');
+                if (!eq || eq == tok)
+                        return set_error(ret_error, -EINVAL, "pcinuma mark: bad original-address '%s': the mark is refused and nothing was changed", s);
+                *eq = 0;
+                /* The mark is input too: only a real attribute name may come
+                 * back, or a crafted mark could smuggle markup into the XML. */
+                if (xmlValidateNCName((const xmlChar *) tok, 0) != 0)
+                        return set_error(ret_error, -EINVAL, "pcinuma mark: bad attribute name in original-address '%s': the mark is refused and nothing was changed", s);
+                char *v = eq + 1, *w = v;
+                for (char *r = v; *r; r++) {
+                        unsigned char c = (unsigned char) *r;
+                        if (*r == '%' && hexval(r[1]) >= 0 && hexval(r[2]) >= 0) {
+                                c = (unsigned char) (hexval(r[1]) * 16 + hexval(r[2]));
+                                r += 2;
+                        }
+                        /* The value must come back as text XML 1.0 allows:
+                         * a decoded control character (or NUL) would make
+                         * the reverted domain XML that does not parse. */
+                        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+                                return set_error(ret_error, -EINVAL,
+                                                 "pcinuma mark: a control character in original-address '%s': the mark is refused and nothing was changed", s);
+                        *w++ = (char) c;
+                }
+                *w = 0;
+                if (!xml_text_allowed(v))
+                        return set_error(ret_error, -EINVAL,
+                                         "pcinuma mark: original-address '%s' does not decode to characters XML allows: the mark is refused and nothing was changed", s);
+                xmlSetProp(e, (const xmlChar *) tok, (const xmlChar *) v);
+        }
+        return 0;
+}
+
+/* An original-address must decode, and a PCI one (or one without a type)
+ * must be one the domain parser reads, or the revert would leave a domain
+ * that does not load.  The same reading as the revert does, on a scratch
+ * element. */
+static int check_original_address(xmlDocPtr doc, const char *orig, char **ret_error) {
+        xmlNodePtr scratch = xmlNewDocNode(doc, NULL, (const xmlChar *) "address", NULL);
+        int r = mark_address_decode(scratch, orig, ret_error);
+        struct pci_addr a;
+        _cleanup_free_ char *type = r == 0 ? xml_prop(scratch, "type") : NULL;
+        if (r == 0 && (!type || streq(type, "pci")) && xml_parse_pci_address(scratch, &a) < 0)
+                r = set_error(ret_error, -EINVAL,
+                              "pcinuma mark: original-address='%s' is not a PCI address: the mark is refused and nothing was changed",
+                              orig);
+        xmlFreeNode(scratch);
+        return r;
+}
+
+/* --- parser ---------------------------------------------------------------- */
+
+/* The PCI controller models libvirt knows: a <pcinuma:removed> may bring
+ * back only one of these. */
+static bool known_pci_model(const char *m) {
+        static const char *const models[] = {
+                "pci-root", "pcie-root", "pci-bridge", "dmi-to-pci-bridge", "pcie-root-port",
+                "pcie-switch-upstream-port", "pcie-switch-downstream-port", "pci-expander-bus",
+                "pcie-expander-bus", "pcie-to-pci-bridge",
+        };
+        for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++)
+                if (streq(m, models[i]))
+                        return true;
+        return false;
+}
+
+/* The first element or attribute under and including e with a prefix
+ * that no namespace declaration binds (libxml2 keeps it in the name, and
+ * writes it back as it is: XML that does not parse), or NULL. */
+static const char *undeclared_prefix(xmlNodePtr e) {
+        if (strchr((const char *) e->name, ':'))
+                return (const char *) e->name;
+        for (xmlAttrPtr a = e->properties; a; a = a->next)
+                if (strchr((const char *) a->name, ':'))
+                        return (const char *) a->name;
+        for (xmlNodePtr c = e->children; c; c = c->next) {
+                const char *n = c->type == XML_ELEMENT_NODE ? undeclared_prefix(c) : NULL;
+                if (n)
+                        return n;
+        }
+        return NULL;
+}
+
+static bool prop_is(xmlNodePtr n, const char *name, const char *value) {
+        _cleanup_free_ char *v = xml_prop(n, name);
+        return v && streq(v, value);
+}
+
+/* Why a <pcinuma:removed controller=N> that parsed to 'list' cannot be
+ * restored, or 0; *ret_elem is its one element when it has one. */
+static int check_removed(xmlNodePtr list, int index, xmlNodePtr *ret_elem, char **ret_error) {
+        xmlNodePtr elem = NULL;
+        const char *bad = NULL;
+        for (xmlNodePtr c = list; c && !bad; c = c->next) {
+                if (xml_is_ws_text(c))
+                        continue;
+                if (c->type == XML_ELEMENT_NODE && !elem)
+                        elem = c;
+                else
+                        bad = c->type == XML_ELEMENT_NODE ? (const char *) c->name : "text";
+        }
+        if (!bad && !elem)
+                bad = "nothing";
+        else if (!bad && !(xml_is(elem, "controller") && prop_is(elem, "type", "pci")))
+                bad = (const char *) elem->name;
+        *ret_elem = elem;
+        _cleanup_free_ char *model = elem && !bad ? xml_prop(elem, "model") : NULL;
+        _cleanup_free_ char *idx = elem && !bad ? xml_prop(elem, "index") : NULL;
+        uint64_t v;
+        if (bad)
+                return set_error(ret_error, -EINVAL,
+                                 "pcinuma mark: <pcinuma:removed controller='%d'> holds %s%s%s, not one <controller type='pci'>; "
+                                 "a mark can only restore the PCI controllers pcinuma removed: the mark is refused and nothing was changed",
+                                 index, streq(bad, "text") || streq(bad, "nothing") ? "" : "<", bad,
+                                 streq(bad, "text") || streq(bad, "nothing") ? "" : ">");
+        if (model && !known_pci_model(model))
+                return set_error(ret_error, -EINVAL,
+                                 "pcinuma mark: <pcinuma:removed controller='%d'> holds a PCI controller of unknown model '%s': "
+                                 "the mark is refused and nothing was changed", index, model);
+        if (idx && (parse_uint(idx, 0, 255, &v) < 0 || (int) v != index))
+                return set_error(ret_error, -EINVAL,
+                                 "pcinuma mark: <pcinuma:removed controller='%d'> holds <controller index='%s'>: "
+                                 "the mark is refused and nothing was changed", index, idx);
+        if (undeclared_prefix(elem))
+                return set_error(ret_error, -EINVAL,
+                                 "pcinuma mark: <pcinuma:removed controller='%d'> holds a controller with an undeclared prefix (%s): "
+                                 "the mark is refused and nothing was changed", index, undeclared_prefix(elem));
+        _cleanup_free_ char *why = NULL;
+        if (domain_check_controller(elem, &why) < 0)
+                return set_error(ret_error, -EINVAL,
+                                 "pcinuma mark: <pcinuma:removed controller='%d'> holds a controller that is not valid (%s): "
+                                 "the mark is refused and nothing was changed", index, why);
+        return 0;
+}
+
+/* Parse the text of a <pcinuma:removed controller=N> into the controller
+ * it held.  It must be exactly one <controller type='pci'> (index N if it
+ * says one, a model libvirt knows): a mark is input like any other, and a
+ * forged one must not bring a <disk> or a <hostdev> into the domain.  (What
+ * the controller holds is the input's own, as the rewrite found it.) */
+static int parse_removed(xmlNodePtr devices, xmlNodePtr rec, int index, xmlNodePtr *ret, char **ret_error) {
+        xmlChar *text = xmlNodeGetContent(rec);
+        xmlNodePtr list = NULL;
+        xmlParserErrors pr = xmlParseInNodeContext(devices, text ? (const char *) text : "", text ? xmlStrlen(text) : 0,
+                                                   XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING, &list);
+        xmlFree(text);
+        if (pr != XML_ERR_OK) {
+                xmlFreeNodeList(list);
+                return set_error(ret_error, -EINVAL,
+                                 "pcinuma mark: <pcinuma:removed controller='%d'> does not hold well-formed XML (error %d); "
+                                 "the mark is refused and nothing was changed", index, (int) pr);
+        }
+        xmlNodePtr elem = NULL;
+        int r = check_removed(list, index, &elem, ret_error);
+        if (r < 0) {
+                xmlFreeNodeList(list);
+                return r;
+        }
+        /* Detach elem from the list and free the rest. */
+        if (elem->prev)
+                elem->prev->next = elem->next;
+        else
+                list = elem->next;
+        if (elem->next)
+                elem->next->prev = elem->prev;
+        elem->next = elem->prev = NULL;
+        elem->parent = NULL;
+        xmlFreeNodeList(list);
+        *ret = elem;
+        return 0;
+}
+
+/* An integer attribute, or -1 when it is absent or not one. */
+static int int_prop(xmlNodePtr n, const char *name, int base) {
+        _cleanup_free_ char *s = xml_prop(n, name);
+        uint64_t v;
+        return s && parse_uint(s, base, INT32_MAX, &v) == 0 ? (int) v : -1;
+}
+
+static bool is_letters(const char *s) {
+        if (!*s)
+                return false;
+        for (; *s; s++)
+                if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+                        return false;
+        return true;
+}
+
+void mark_parse_attrs(xmlNodePtr node, struct mark *m) {
+        m->version = xml_prop(node, "version");
+        m->policy = xml_prop(node, "policy");
+        m->migratable = xml_prop(node, "migratable");
+        m->metadata_created = xml_prop(node, "metadata-created");
+        m->single_function_slots = xml_prop(node, "single-function-slots");
+        m->distances = xml_prop(node, "distances");
+        m->pcie_root_created = xml_prop(node, "pcie-root-created");
+        m->pcihole64_original = xml_prop(node, "pcihole64-original");
+        m->pcihole64_original_unit = xml_prop(node, "pcihole64-original-unit");
+        m->ovmf_mmio64 = xml_prop(node, "ovmf-mmio64");
+        m->qemu_ns_added = xml_prop(node, "qemu-ns-added");
+}
+
+/* The feature switches' attributes: values that the revert writes back
+ * into the domain must be ones libvirt accepts. */
+static int check_attrs(const struct mark *m, char **ret_error) {
+        const char *hole = m->pcihole64_original, *unit = m->pcihole64_original_unit;
+        uint64_t v;
+        /* (the bound is the domain parser's, for a size in TiB) */
+        if (hole && !streq(hole, "none") && parse_uint(hole, 10, UINT64_MAX / (1024ull * 1024 * 1024), &v) < 0)
+                return set_error(ret_error, -EINVAL, "pcinuma mark: pcihole64-original='%s' is not a size: the mark is refused and nothing was changed", hole);
+        if (unit && !is_letters(unit))
+                return set_error(ret_error, -EINVAL, "pcinuma mark: pcihole64-original-unit='%s' is not a unit: the mark is refused and nothing was changed", unit);
+        if (m->ovmf_mmio64 && !streq(m->ovmf_mmio64, "created") && !streq(m->ovmf_mmio64, "added"))
+                return set_error(ret_error, -EINVAL, "pcinuma mark: ovmf-mmio64='%s' is neither created nor added: the mark is refused and nothing was changed",
+                                 m->ovmf_mmio64);
+        return 0;
+}
+
+/* An element a mark may hold: one of its five records, in its namespace. */
+static bool is_record(xmlNodePtr c, const char *name) {
+        bool in_ns = c->ns && c->ns->href && xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_TOPOLOGY_NS);
+        return in_ns && (streq(name, "expander") || streq(name, "device") || streq(name, "controller") ||
+                         streq(name, "managed") || streq(name, "removed"));
+}
+
+static int parse_device(xmlNodePtr c, int controller, struct mark *m, char **ret_error) {
+        _cleanup_free_ char *orig = xml_prop(c, "original-address");
+        if (orig && !streq(orig, "none")) {
+                int r = check_original_address(c->doc, orig, ret_error);
+                if (r < 0)
+                        return r;
+        }
+        int class = int_prop(c, "class", 16);
+        *GROW(m->order, m->n_order) = (struct mark_record_ref) { MARK_DEVICE, m->n_devices };
+        *GROW(m->devices, m->n_devices) = (struct mark_device) {
+                .host = xml_prop(c, "host"), .mdev = xml_prop(c, "mdev"),
+                .class = class > 0 ? (unsigned) class : 0, .host_node = int_prop(c, "host-node", 10),
+                .host_socket = int_prop(c, "host-socket", 10), .guest_cell = int_prop(c, "guest-cell", 10),
+                .controller = controller, .original_address = TAKE_PTR(orig),
+        };
+        return 0;
+}
+
+static int parse_managed(xmlNodePtr c, struct mark *m, char **ret_error) {
+        _cleanup_free_ char *orig = xml_prop(c, "original");
+        if (orig && !streq(orig, "absent") && !streq(orig, "yes") && !streq(orig, "no"))
+                return set_error(ret_error, -EINVAL,
+                                 "pcinuma mark: <pcinuma:managed original='%s'>: not yes, no or absent; "
+                                 "the mark is refused and nothing was changed", orig);
+        *GROW(m->managed, m->n_managed) = (struct mark_managed) {
+                .host = xml_prop(c, "host"), .driver = xml_prop(c, "driver"), .original = TAKE_PTR(orig),
+        };
+        return 0;
+}
+
+static int parse_removed_record(xmlNodePtr c, xmlNodePtr devices, int controller, struct mark *m, char **ret_error) {
+        _cleanup_free_ char *pos = xml_prop(c, "position");
+        uint64_t p = 0;
+        if (controller < 0 || !pos || parse_uint(pos, 10, INT32_MAX, &p) < 0)
+                return set_error(ret_error, -EINVAL, "pcinuma mark: <removed> without a valid controller and position");
+        if (!devices)
+                return set_error(ret_error, -EINVAL, "pcinuma mark lists removed controllers but the domain has no <devices>");
+        struct mark_removed *rc = GROW(m->removed, m->n_removed);
+        *rc = (struct mark_removed) { .controller = controller, .position = (int) p };
+        return parse_removed(devices, c, controller, &rc->elem, ret_error);
+}
+
+/* One child element of the mark, in document order. */
+static int parse_record(xmlNodePtr c, xmlNodePtr devices, struct mark *m, char **ret_error) {
+        const char *name = (const char *) c->name;
+        if (!is_record(c, name))
+                return set_error(ret_error, -EINVAL,
+                                 "pcinuma mark: line %ld: <%s%s%s> is not part of a pcinuma mark: the mark is refused and nothing was changed",
+                                 xmlGetLineNo(c), c->ns && c->ns->prefix ? (const char *) c->ns->prefix : "",
+                                 c->ns && c->ns->prefix ? ":" : "", name);
+        _cleanup_free_ char *ctl = xml_prop(c, "controller");
+        uint64_t idx = 0;
+        int controller = ctl && parse_uint(ctl, 10, 255, &idx) == 0 ? (int) idx : -1;
+
+        if (streq(name, "expander")) {
+                *GROW(m->order, m->n_order) = (struct mark_record_ref) { MARK_EXPANDER, m->n_expanders };
+                *GROW(m->expanders, m->n_expanders) = (struct mark_expander) {
+                        .controller = controller, .guest_cell = int_prop(c, "guest-cell", 10),
+                        .host_nodes = xml_prop(c, "host-nodes"), .bus_nr = int_prop(c, "busNr", 10),
+                };
+                return 0;
+        }
+        if (streq(name, "controller")) {
+                _cleanup_free_ char *index = xml_prop(c, "index");
+                _cleanup_free_ char *model = xml_prop(c, "model");
+                bool ok = index && model && parse_uint(index, 10, 255, &idx) == 0;
+                *GROW(m->order, m->n_order) = (struct mark_record_ref) { MARK_CONTROLLER, m->n_controllers };
+                *GROW(m->controllers, m->n_controllers) = (struct mark_controller) {
+                        .index = ok ? (int) idx : -1, .model = TAKE_PTR(model),
+                };
+                return 0;
+        }
+        if (streq(name, "device"))
+                return parse_device(c, controller, m, ret_error);
+        if (streq(name, "managed"))
+                return parse_managed(c, m, ret_error);
+        return parse_removed_record(c, devices, controller, m, ret_error);
+}
+
+int mark_parse(xmlNodePtr node, xmlNodePtr devices, struct mark *ret, char **ret_error) {
+        _cleanup_(mark_done) struct mark m = {0};
+        int r;
+        for (xmlNodePtr c = node->children; c; c = c->next) {
+                if (c->type != XML_ELEMENT_NODE)
+                        continue;
+                r = parse_record(c, devices, &m, ret_error);
+                if (r < 0)
+                        return r;
+        }
+        mark_parse_attrs(node, &m);
+        r = check_attrs(&m, ret_error);
+        if (r < 0)
+                return r;
+        *ret = m;
+        m = (struct mark) {0};
+        return 0;
+}
+
+/* --- matcher --------------------------------------------------------------- */
+
+/* Does the mark name device hd as moved to guest cell 'cell'? */
+static bool mark_has_move(const struct mark *m, const struct domain_hostdev *hd, int cell) {
+        char pci[PCI_ADDR_STRLEN];
+        bool mdev = hd->kind == DOMAIN_HOSTDEV_MDEV;
+        const char *want = mdev ? hd->mdev_uuid : pci_addr_format(&hd->host, pci);
+        for (size_t i = 0; i < m->n_devices; i++) {
+                const char *id = mdev ? m->devices[i].mdev : m->devices[i].host;
+                if (id && strcasecmp(id, want) == 0 && m->devices[i].guest_cell >= 0 && m->devices[i].guest_cell == cell)
+                        return true;
+        }
+        return false;
+}
+
+/* A device removed from the domain since, or one that now goes elsewhere,
+ * means the topology must be planned afresh. */
+bool mark_matches(const struct mark *m, const struct plan *p, const struct domain *base, const struct domain *cur) {
+        size_t n_moved = 0, n_switch_ports = 0;
+        for (size_t i = 0; i < p->n_ports; i++)
+                n_switch_ports += p->ports[i].device < 0;
+        /* The feature switches' marks. */
+        if (!!m->distances != p->add_distances || m->n_controllers != n_switch_ports || m->n_managed != p->n_managed)
+                return false;
+        if (p->pcihole64_kib ? cur->pcihole64_kib != p->pcihole64_kib : (m->pcie_root_created || m->pcihole64_original))
+                return false;
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                if (pd->action != PLAN_MOVE)
+                        continue;
+                n_moved++;
+                if (!mark_has_move(m, &base->hostdevs[pd->hostdev], pd->cell))
+                        return false;
+        }
+        return m->n_devices == n_moved && m->n_expanders == p->n_pxbs;
+}
+
+/* --- locator --------------------------------------------------------------- */
+
+bool mark_is_mark(xmlNodePtr n) {
+        return n && n->type == XML_ELEMENT_NODE && n->ns && n->ns->href &&
+               xmlStrEqual(n->ns->href, (const xmlChar *) PCINUMA_TOPOLOGY_NS) && xmlStrEqual(n->name, (const xmlChar *) "topology");
+}
+
+int mark_locate(xmlNodePtr root, xmlNodePtr *ret, char **ret_error) {
+        xmlNodePtr md = xml_child(root, "metadata"), mark = NULL;
+        /* libvirt keeps one <metadata>; a mark in a second one would come
+         * to light only once a revert removed the first. */
+        for (xmlNodePtr m = md ? md->next : NULL; m; m = m->next)
+                for (xmlNodePtr c = xml_is(m, "metadata") ? m->children : NULL; c; c = c->next)
+                        if (c->type == XML_ELEMENT_NODE && c->ns && c->ns->href &&
+                            xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_TOPOLOGY_NS))
+                                return set_error(ret_error, -EINVAL, "line %ld: a pcinuma mark in a second <metadata> element (the first is at line %ld)",
+                                                 xmlGetLineNo(c), xmlGetLineNo(md));
+        for (xmlNodePtr c = md ? md->children : NULL; c; c = c->next) {
+                if (!mark_is_mark(c))
+                        continue;
+                /* pcinuma writes one; which of two would a revert undo? */
+                if (mark)
+                        return set_error(ret_error, -EINVAL, "line %ld: a second pcinuma mark <pcinuma:topology> (the first is at line %ld)",
+                                         xmlGetLineNo(c), xmlGetLineNo(mark));
+                mark = c;
+        }
+        *ret = mark;
+        return 0;
+}

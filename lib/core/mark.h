@@ -1,0 +1,143 @@
+/* The metadata mark (design §7): the <pcinuma:topology> element a plan
+ * leaves in the domain's <metadata>, recording what the rewrite did so that
+ * a revert can undo it and the engine can tell a planned domain from a
+ * stale one.  This module owns the format: struct mark, the builder (from
+ * a plan), the writer, the parser (which refuses a malformed or forged
+ * mark), the matcher (does the mark describe this plan?) and the locator
+ * (which element of a domain is its mark?).  Where the mark goes in the
+ * document and what a revert does with it are the rewriter's.  Pure: no
+ * I/O. */
+#pragma once
+
+#include <libxml/tree.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "mark-urn.h"
+
+struct plan;
+struct domain;
+
+/* Values as the mark spells them.  An attribute the parser does not check
+ * is kept as a string (NULL: absent), as its readers always read it; an
+ * integer the parser could not read is -1. */
+
+struct mark_expander {                  /* <pcinuma:expander> */
+        int controller;                 /* its index */
+        int guest_cell;
+        char *host_nodes;
+        int bus_nr;
+};
+
+struct mark_device {                    /* <pcinuma:device>: a moved device */
+        char *host;                     /* the PCI device's BDF, or NULL for an mdev */
+        char *mdev;                     /* the mdev's UUID, or NULL */
+        unsigned class;                 /* 0: not written */
+        int host_node;
+        int host_socket;                /* -1: not written */
+        int guest_cell;
+        int controller;                 /* the root or downstream port it went to */
+        char *original_address;         /* "none", or its <address>'s attributes (mark_address_encode()) */
+};
+
+struct mark_controller {                /* <pcinuma:controller>: a port with no device of its own */
+        int index;                      /* -1 when index or model is missing or bad */
+        char *model;
+};
+
+struct mark_managed {                   /* <pcinuma:managed>: a hostdev set to managed='no' */
+        char *host;
+        char *driver;
+        char *original;                 /* "yes", "no" or "absent" */
+};
+
+struct mark_removed {                   /* <pcinuma:removed>: a pruned controller */
+        int controller;
+        int position;                   /* its element position in <devices> */
+        char *xml;                      /* writer: the controller as text */
+        xmlNodePtr elem;                /* parser: the controller it holds, parsed and checked; unlinked */
+};
+
+struct mark {
+        char *version;
+        char *policy;
+        char *migratable;
+        char *metadata_created;         /* "yes": the rewrite created <metadata> */
+        char *single_function_slots;
+        char *distances;                /* "host" */
+        char *pcie_root_created;        /* "yes" */
+        char *pcihole64_original;       /* "none" or the old <pcihole64> text */
+        char *pcihole64_original_unit;  /* its unit, "none" when it had none */
+        char *ovmf_mmio64;              /* "created" or "added" */
+        char *qemu_ns_added;            /* "yes" */
+
+        struct mark_expander *expanders;
+        size_t n_expanders;
+        struct mark_device *devices;
+        size_t n_devices;
+        struct mark_controller *controllers;
+        size_t n_controllers;
+        struct mark_managed *managed;
+        size_t n_managed;
+        struct mark_removed *removed;
+        size_t n_removed;
+
+        /* Parser: the document order of the expander, device and
+         * controller records, as (kind, index) pairs. */
+        struct mark_record_ref {
+                enum { MARK_EXPANDER, MARK_DEVICE, MARK_CONTROLLER } kind;
+                size_t i;
+        } *order;
+        size_t n_order;
+};
+
+/* Free what m holds (not m) and zero it. */
+void mark_done(struct mark *m);
+
+/* Builder: the mark of plan p, computed for d, as far as the plan says it
+ * (version, policy, expanders, moved devices, switch ports, managed and
+ * pruned controllers' indexes, distances).  What the rewrite finds in the
+ * document as it goes (original addresses, the pruned controllers' text
+ * and positions, managed= values, the mmio64 switch's records) the caller
+ * fills in afterwards; device k is the plan's k-th moved device. */
+void mark_build(const struct plan *p, const struct domain *d, struct mark *ret);
+
+/* Writer: a new <pcinuma:topology> element in doc, not linked, holding m.
+ * Each child goes after the text 'child_indent' (none when empty), and
+ * 'end_indent' (when not empty) closes the list. */
+xmlNodePtr mark_write(const struct mark *m, xmlDocPtr doc, const char *child_indent, const char *end_indent);
+
+/* Parser: read and check the mark element 'node' into *ret.  'devices' is
+ * the domain's <devices> (or NULL): a <pcinuma:removed> is parsed in its
+ * context, and must hold exactly one <controller type='pci'> the domain
+ * parser accepts.  An element that is no part of a mark, an
+ * original-address or attribute value a revert could not write back, or
+ * a bad <pcinuma:managed> or <pcinuma:removed> gives -EINVAL with
+ * *ret_error naming it.  Nothing in the document changes. */
+int mark_parse(xmlNodePtr node, xmlNodePtr devices, struct mark *ret, char **ret_error);
+
+/* The mark element's attributes only, unchecked (never fails): what the
+ * hook's phases read (policy, migratable). */
+void mark_parse_attrs(xmlNodePtr node, struct mark *ret);
+
+/* Matcher: does m (parsed) describe exactly plan p's moves, expander buses,
+ * switch ports, managed devices and feature switches?  'base' is the
+ * domain p was computed for, 'cur' the domain as it carries the mark. */
+bool mark_matches(const struct mark *m, const struct plan *p, const struct domain *base, const struct domain *cur);
+
+/* Locator: the mark of the domain whose root element is 'root', in its
+ * first <metadata>, into *ret (NULL when there is none).  A mark in a
+ * second <metadata>, or two marks, give -EINVAL with *ret_error. */
+int mark_locate(xmlNodePtr root, xmlNodePtr *ret, char **ret_error);
+
+/* Is n a <pcinuma:topology> element (by namespace URI)? */
+bool mark_is_mark(xmlNodePtr n);
+
+/* The original-address format: e's attributes as "k=v k=v", in order, '%'
+ * and white space in a value %-encoded.  malloc'ed. */
+char *mark_address_encode(xmlNodePtr e);
+
+/* Replace e's attributes with those s encodes.  A name that is not an XML
+ * name, or a value that does not decode to text XML allows, gives -EINVAL
+ * with *ret_error (e may have lost its attributes then). */
+int mark_address_decode(xmlNodePtr e, const char *s, char **ret_error);

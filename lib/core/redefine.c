@@ -1,0 +1,53 @@
+/* The watcher's redefine decision (redefine.h).  Pure. */
+#include "redefine.h"
+
+#include <syslog.h>
+
+void redefine_decision_done(struct redefine_decision *d) {
+        free(d->out_xml);
+        free(d->summary);
+        *d = (struct redefine_decision) {0};
+}
+
+static char *planned_summary(const struct engine_result *r) {
+        const struct plan *pl = r->plan;
+        const char *mode = policy_mode_to_string(r->settings.mode);
+        if (r->reverted)
+                return xasprintf("the pcinuma topology was undone (policy %s%s%s)", mode,
+                                 pl->reason ? ": " : "", pl->reason ? pl->reason : "");
+        size_t moved = 0;
+        for (size_t i = 0; i < pl->n_devices; i++)
+                moved += pl->devices[i].action == PLAN_MOVE;
+        /* Where each device went is in the PCINUMA_DEVICE /
+         * PCINUMA_GUEST_CELL fields. */
+        return xasprintf("planned under policy %s: %zu device%s on %zu expander bus%s",
+                         mode, moved, moved == 1 ? "" : "s", pl->n_pxbs, pl->n_pxbs == 1 ? "" : "es");
+}
+
+void redefine_decide(const struct engine_result *r, const char *error, struct redefine_decision *ret) {
+        struct redefine_decision d = { .prio = LOG_DEBUG };
+        if (!r) {
+                d.prio = LOG_WARNING;
+                d.summary = xasprintf("cannot be planned: %s; definition left as it is", error);
+                *ret = d;
+                return;
+        }
+        const struct plan *pl = r->plan;
+        if (r->changed && r->xml) {
+                d.redefine = true;
+                d.out_xml = xstrdup(r->xml);
+                d.summary = planned_summary(r);
+        } else if (r->verdict == PLAN_REFUSED) {
+                d.prio = LOG_NOTICE;
+                d.summary = xasprintf("not planned: %s (policy %s); its starts will be refused", pl->reason ? pl->reason : "refused",
+                                      policy_mode_to_string(r->settings.mode));
+        } else if (r->verdict == PLAN_SKIP) {
+                d.prio = LOG_NOTICE;
+                d.summary = xasprintf("left untouched: %s", pl->reason ? pl->reason : "not eligible");
+        }
+        *ret = d;
+}
+
+bool redefine_said_before(const struct redefine_decision *d, const char *last, bool first) {
+        return !d->redefine && d->summary && !first && streq_ptr(last, d->summary) && d->prio < LOG_DEBUG;
+}

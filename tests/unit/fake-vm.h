@@ -1,0 +1,91 @@
+/* A fixture virtual machine for the unit tests of the engine and the
+ * decisions (include after cmocka.h): the host of fake-host.h with one GPU
+ * on each node (10:00.0 on node 0, 30:00.0 on 1, 50:00.0 on 2, 70:00.0 on
+ * 3), and a q35 domain whose four cells sit on nodes 0-3, passing all four
+ * through without guest addresses. */
+#pragma once
+
+#include "fake-host.h"
+#include "policy.h"
+
+#define FAKE_VM_NAME "vm-test"
+#define FAKE_VM_UUID "0b7a5b3e-8d4c-4a3f-9c55-1d7b2f1e6a02"
+#define FAKE_VM_POLICIES { "require", "socket", "preferred", "legacy", "off" }
+
+static inline struct hostmap *fake_vm_host(void) {
+        struct hostmap *h = fake_host_4n(fake_host_slit, fake_host_sockets);
+        fake_host_add_dev(h, "0000:10:00.0", 0, 0x030200);
+        fake_host_add_dev(h, "0000:30:00.0", 1, 0x030200);
+        fake_host_add_dev(h, "0000:50:00.0", 2, 0x030200);
+        fake_host_add_dev(h, "0000:70:00.0", 3, 0x030200);
+        hostmap_finish(h);
+        return h;
+}
+
+#define FAKE_VM_HOSTDEV(bus) \
+        "    <hostdev mode='subsystem' type='pci' managed='yes'>\n" \
+        "      <source>\n" \
+        "        <address domain='0x0000' bus='" bus "' slot='0x00' function='0x0'/>\n" \
+        "      </source>\n" \
+        "    </hostdev>\n"
+
+static const char fake_vm_xml[] =
+        "<domain type='kvm'>\n"
+        "  <name>" FAKE_VM_NAME "</name>\n"
+        "  <uuid>" FAKE_VM_UUID "</uuid>\n"
+        "  <memory unit='MiB'>4096</memory>\n"
+        "  <vcpu placement='static'>8</vcpu>\n"
+        "  <os>\n"
+        "    <type arch='x86_64' machine='pc-q35-7.2'>hvm</type>\n"
+        "  </os>\n"
+        "  <features>\n"
+        "    <acpi/>\n"
+        "    <apic/>\n"
+        "  </features>\n"
+        "  <cpu mode='host-passthrough'>\n"
+        "    <numa>\n"
+        "      <cell id='0' cpus='0-1' memory='512' unit='MiB'/>\n"
+        "      <cell id='1' cpus='2-3' memory='512' unit='MiB'/>\n"
+        "      <cell id='2' cpus='4-5' memory='512' unit='MiB'/>\n"
+        "      <cell id='3' cpus='6-7' memory='512' unit='MiB'/>\n"
+        "    </numa>\n"
+        "  </cpu>\n"
+        "  <numatune>\n"
+        "    <memnode cellid='0' mode='strict' nodeset='0'/>\n"
+        "    <memnode cellid='1' mode='strict' nodeset='1'/>\n"
+        "    <memnode cellid='2' mode='strict' nodeset='2'/>\n"
+        "    <memnode cellid='3' mode='strict' nodeset='3'/>\n"
+        "  </numatune>\n"
+        "  <devices>\n"
+        "    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n"
+        "    <controller type='pci' index='0' model='pcie-root'/>\n"
+        FAKE_VM_HOSTDEV("0x10")
+        FAKE_VM_HOSTDEV("0x30")
+        FAKE_VM_HOSTDEV("0x50")
+        FAKE_VM_HOSTDEV("0x70")
+        "    <memballoon model='virtio'/>\n"
+        "  </devices>\n"
+        "</domain>\n";
+
+/* A policy file whose default is 'mode' (a policy_mode_to_string() name). */
+static inline struct policy *fake_vm_policy(const char *mode) {
+        _cleanup_free_ char *json = xasprintf("{\"default\": {\"policy\": \"%s\"}}", mode);
+        _cleanup_free_ char *err = NULL;
+        struct policy *p = NULL;
+        if (policy_parse(json, strlen(json), "fake-vm.json", &p, &err) < 0)
+                fail_msg("policy %s: %s", mode, strna(err));
+        return p;
+}
+
+/* fake_vm_xml planned under 'mode' (the output of engine_plan()). */
+static inline char *fake_vm_planned(const struct hostmap *h, const char *mode) {
+        enum policy_mode m;
+        assert_int_equal(policy_mode_from_string(mode, &m), 0);
+        struct engine_result *r = NULL;
+        _cleanup_free_ char *err = NULL;
+        if (engine_plan(fake_vm_xml, strlen(fake_vm_xml), h, NULL, &m, &r, &err) < 0)
+                fail_msg("plan under %s: %s", mode, strna(err));
+        char *xml = xstrdup(r->xml);
+        engine_result_free(r);
+        return xml;
+}

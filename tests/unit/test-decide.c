@@ -1,0 +1,246 @@
+/* Tests for the hook decisions (decide.h): every libvirt hook phase under
+ * every policy, on the fixture VM of fake-vm.h, unplanned and planned, as
+ * the daemon suite's phase matrix checks them through the real hook. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "decide.h"
+#include "engine.h"
+#include "util.h"
+
+#include "fake-vm.h"
+
+static const char *const policies[] = FAKE_VM_POLICIES;
+static struct hostmap *host;
+
+static int group_setup(void **state) {
+        (void) state;
+        host = fake_vm_host();
+        return 0;
+}
+
+static int group_teardown(void **state) {
+        (void) state;
+        host = hostmap_free(host);
+        return 0;
+}
+
+static void decide(const struct policy *pol, const char *phase, const char *sub, const char *xml, bool updating,
+                   struct decision *ret) {
+        struct proto_request req = {
+                .type = PROTO_REQUEST_HOOK,
+                .argv = { (char *) FAKE_VM_NAME, (char *) phase, (char *) sub, (char *) "-" },
+                .xml = (char *) xml,
+                .xml_len = xml ? strlen(xml) : 0,
+        };
+        decide_hook(&req, host, pol, updating, ret);
+}
+
+static bool has(const char *s, const char *sub) {
+        return s && strstr(s, sub);
+}
+
+static bool strict(const char *mode) {
+        return streq(mode, "require") || streq(mode, "socket");
+}
+
+/* prepare begin of the unplanned domain: require and socket refuse,
+ * preferred and legacy warn, off allows; the mode is resolved either way. */
+static void test_prepare_unplanned(void **state) {
+        (void) state;
+        for (size_t i = 0; i < ELEMENTSOF(policies); i++) {
+                _cleanup_policy_ struct policy *pol = fake_vm_policy(policies[i]);
+                struct decision d;
+                decide(pol, "prepare", "begin", fake_vm_xml, false, &d);
+                _cleanup_free_ char *in_policy = xasprintf("(policy %s)", policies[i]);
+                assert_true(d.has_mode);
+                assert_string_equal(policy_mode_to_string(d.mode), policies[i]);
+                assert_null(d.out);
+                assert_string_equal(d.uuid, FAKE_VM_UUID);
+                assert_non_null(d.result);
+                if (strict(policies[i])) {
+                        assert_int_equal(d.verdict, DECIDE_REFUSE);
+                        assert_int_equal(d.exit_code, 1);
+                        assert_true(has(d.message, "pcinuma: refusing to start domain " FAKE_VM_NAME));
+                        assert_true(has(d.message, "does not match the NUMA plan"));
+                        assert_true(has(d.message, in_policy));
+                        assert_true(has(d.message, "define it again; then start the domain again"));
+                } else if (streq(policies[i], "off")) {
+                        assert_int_equal(d.verdict, DECIDE_ALLOW);
+                        assert_int_equal(d.exit_code, 0);
+                        assert_null(d.message);
+                } else {
+                        assert_int_equal(d.verdict, DECIDE_WARN);
+                        assert_int_equal(d.exit_code, 0);
+                        assert_true(has(d.message, "pcinuma: warning: domain " FAKE_VM_NAME " starts without its NUMA-aware PCI topology"));
+                        assert_true(has(d.message, in_policy));
+                }
+                decision_done(&d);
+        }
+}
+
+/* With a watcher updating the definition, a refusal says so. */
+static void test_prepare_updating(void **state) {
+        (void) state;
+        _cleanup_policy_ struct policy *pol = fake_vm_policy("require");
+        struct decision d;
+        decide(pol, "prepare", "begin", fake_vm_xml, true, &d);
+        assert_int_equal(d.verdict, DECIDE_REFUSE);
+        assert_true(has(d.message, "the persistent definition is being updated"));
+        assert_false(has(d.message, "define it again"));
+        decision_done(&d);
+}
+
+/* prepare begin of the domain planned under the same policy: allowed,
+ * silently, under every policy. */
+static void test_prepare_planned(void **state) {
+        (void) state;
+        for (size_t i = 0; i < ELEMENTSOF(policies); i++) {
+                _cleanup_policy_ struct policy *pol = fake_vm_policy(policies[i]);
+                _cleanup_free_ char *planned = fake_vm_planned(host, policies[i]);
+                struct decision d;
+                decide(pol, "prepare", "begin", planned, false, &d);
+                assert_int_equal(d.verdict, DECIDE_ALLOW);
+                assert_int_equal(d.exit_code, 0);
+                assert_null(d.message);
+                assert_null(d.out);
+                assert_true(d.has_mode);
+                assert_string_equal(policy_mode_to_string(d.mode), policies[i]);
+                decision_done(&d);
+        }
+}
+
+/* prepare begin without XML, or with XML that does not parse: refused. */
+static void test_prepare_bad_xml(void **state) {
+        (void) state;
+        _cleanup_policy_ struct policy *pol = fake_vm_policy("legacy");
+        struct decision d;
+        decide(pol, "prepare", "begin", NULL, false, &d);
+        assert_int_equal(d.verdict, DECIDE_REFUSE);
+        assert_true(has(d.message, "libvirt passed no domain XML to the prepare hook"));
+        decision_done(&d);
+        decide(pol, "prepare", "begin", "<domain", false, &d);
+        assert_int_equal(d.verdict, DECIDE_REFUSE);
+        assert_int_equal(d.exit_code, 1);
+        assert_true(has(d.message, "pcinuma: refusing to start domain " FAKE_VM_NAME ": "));
+        decision_done(&d);
+}
+
+/* migrate begin: an unmarked domain passes with its XML on stdout; a
+ * marked one (migratable="no") is refused under every policy, naming the
+ * policy the mark was written for. */
+static void test_migrate(void **state) {
+        (void) state;
+        for (size_t i = 0; i < ELEMENTSOF(policies); i++) {
+                _cleanup_policy_ struct policy *pol = fake_vm_policy(policies[i]);
+                struct decision d;
+                decide(pol, "migrate", "begin", fake_vm_xml, false, &d);
+                assert_int_equal(d.verdict, DECIDE_PASS);
+                assert_int_equal(d.exit_code, 0);
+                assert_string_equal(d.out, fake_vm_xml);
+                assert_null(d.message);
+                decision_done(&d);
+
+                const char *marked_by = streq(policies[i], "off") ? "require" : policies[i];
+                _cleanup_free_ char *marked = fake_vm_planned(host, marked_by);
+                _cleanup_free_ char *in_policy = xasprintf("(pcinuma policy %s)", marked_by);
+                decide(pol, "migrate", "begin", marked, false, &d);
+                assert_int_equal(d.verdict, DECIDE_REFUSE);
+                assert_int_equal(d.exit_code, 1);
+                assert_null(d.out);
+                assert_true(has(d.message, "refusing incoming migration of domain " FAKE_VM_NAME));
+                assert_true(has(d.message, "migratable=\"no\""));
+                assert_true(has(d.message, in_policy));
+                assert_true(d.has_mode);
+                assert_string_equal(policy_mode_to_string(d.mode), marked_by);
+                decision_done(&d);
+        }
+}
+
+/* restore begin: a saved guest's layout must not change; the XML passes
+ * as it is, marked or not. */
+static void test_restore(void **state) {
+        (void) state;
+        for (size_t i = 0; i < ELEMENTSOF(policies); i++) {
+                _cleanup_policy_ struct policy *pol = fake_vm_policy(policies[i]);
+                _cleanup_free_ char *marked = fake_vm_planned(host, "require");
+                const char *xmls[] = { fake_vm_xml, marked };
+                for (size_t k = 0; k < ELEMENTSOF(xmls); k++) {
+                        struct decision d;
+                        decide(pol, "restore", "begin", xmls[k], false, &d);
+                        assert_int_equal(d.verdict, DECIDE_PASS);
+                        assert_int_equal(d.exit_code, 0);
+                        assert_string_equal(d.out, xmls[k]);
+                        assert_null(d.message);
+                        decision_done(&d);
+                }
+        }
+}
+
+/* Every other phase (and the end of prepare and migrate): pass, no
+ * output, no message, nothing planned, under every policy. */
+static void test_other_phases(void **state) {
+        (void) state;
+        static const char *const phases[][2] = {
+                { "start", "begin" }, { "started", "begin" }, { "stopped", "end" }, { "release", "end" },
+                { "reconnect", "begin" }, { "attach", "begin" }, { "prepare", "end" }, { "migrate", "end" },
+                { "restore", "end" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(policies); i++) {
+                _cleanup_policy_ struct policy *pol = fake_vm_policy(policies[i]);
+                _cleanup_free_ char *marked = fake_vm_planned(host, "require");
+                for (size_t k = 0; k < ELEMENTSOF(phases); k++) {
+                        struct decision d;
+                        decide(pol, phases[k][0], phases[k][1], marked, false, &d);
+                        assert_int_equal(d.verdict, DECIDE_PASS);
+                        assert_int_equal(d.exit_code, 0);
+                        assert_null(d.out);
+                        assert_null(d.message);
+                        assert_null(d.result);
+                        assert_string_equal(d.phase, phases[k][0]);
+                        assert_string_equal(d.subphase, phases[k][1]);
+                        decision_done(&d);
+                }
+        }
+}
+
+/* XML that was not UTF-8 is refused in the phases that read it. */
+static void test_not_utf8(void **state) {
+        (void) state;
+        _cleanup_policy_ struct policy *pol = fake_vm_policy("off");
+        static const char *const phases[][2] = { { "prepare", "to start" }, { "migrate", "the incoming migration of" },
+                                                 { "restore", "to restore" } };
+        for (size_t k = 0; k < ELEMENTSOF(phases); k++) {
+                struct proto_request req = {
+                        .type = PROTO_REQUEST_HOOK,
+                        .argv = { (char *) FAKE_VM_NAME, (char *) phases[k][0], (char *) "begin", (char *) "-" },
+                        .xml = (char *) fake_vm_xml, .xml_len = strlen(fake_vm_xml),
+                        .xml_not_utf8 = true, .xml_invalid_utf8 = 7,
+                };
+                struct decision d;
+                decide_hook(&req, host, pol, false, &d);
+                _cleanup_free_ char *want = xasprintf("pcinuma: refusing %s domain " FAKE_VM_NAME ": the domain XML is not valid UTF-8 (byte 7)\n",
+                                                      phases[k][1]);
+                assert_int_equal(d.verdict, DECIDE_REFUSE);
+                assert_int_equal(d.exit_code, 1);
+                assert_string_equal(d.message, want);
+                decision_done(&d);
+        }
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_prepare_unplanned),
+                cmocka_unit_test(test_prepare_updating),
+                cmocka_unit_test(test_prepare_planned),
+                cmocka_unit_test(test_prepare_bad_xml),
+                cmocka_unit_test(test_migrate),
+                cmocka_unit_test(test_restore),
+                cmocka_unit_test(test_other_phases),
+                cmocka_unit_test(test_not_utf8),
+        };
+        return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

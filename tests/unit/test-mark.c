@@ -1,0 +1,375 @@
+/* Tests for the metadata mark (mark.h): build, write, serialise, locate and
+ * parse back (every field); the builder and the matcher on a real plan of
+ * the fixture VM (fake-vm.h); the original-address codec; and the parser's
+ * and the locator's refusals of malformed and forged marks. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <libxml/parser.h>
+
+#include "domain.h"
+#include "engine.h"
+#include "mark.h"
+#include "util.h"
+
+#include "fake-vm.h"
+
+#define OPEN_MARK "<pcinuma:topology xmlns:pcinuma='" PCINUMA_TOPOLOGY_NS "' version='1' policy='require' migratable='no'"
+
+static xmlDocPtr read_doc(const char *xml) {
+        xmlDocPtr doc = xmlReadMemory(xml, (int) strlen(xml), "test.xml", NULL, XML_PARSE_NONET);
+        assert_non_null(doc);
+        return doc;
+}
+
+static char *dump_doc(xmlDocPtr doc) {
+        xmlChar *buf = NULL;
+        int len = 0;
+        xmlDocDumpMemory(doc, &buf, &len);
+        char *s = xstrndup((const char *) buf, (size_t) len);
+        xmlFree(buf);
+        return s;
+}
+
+static xmlNodePtr child(xmlNodePtr parent, const char *name) {
+        for (xmlNodePtr c = parent->children; c; c = c->next)
+                if (c->type == XML_ELEMENT_NODE && streq((const char *) c->name, name))
+                        return c;
+        return NULL;
+}
+
+/* A mark with every field set, written, serialised, read back: the same. */
+static void test_round_trip(void **state) {
+        (void) state;
+        struct mark m = {
+                .version = xstrdup("1"), .policy = xstrdup("socket"), .migratable = xstrdup("no"),
+                .metadata_created = xstrdup("yes"), .single_function_slots = xstrdup("0:1f 0:02"),
+                .distances = xstrdup("host"), .pcie_root_created = xstrdup("yes"),
+                .pcihole64_original = xstrdup("1024"), .pcihole64_original_unit = xstrdup("GiB"),
+                .ovmf_mmio64 = xstrdup("added"), .qemu_ns_added = xstrdup("yes"),
+        };
+        *GROW(m.expanders, m.n_expanders) = (struct mark_expander) { 10, 1, xstrdup("1"), 32 };
+        *GROW(m.devices, m.n_devices) = (struct mark_device) {
+                .host = xstrdup("0000:30:00.0"), .class = 0x030200, .host_node = 1, .host_socket = 0,
+                .guest_cell = 1, .controller = 11, .original_address = xstrdup("type=pci domain=0x0000 bus=0x05 slot=0x00 function=0x0"),
+        };
+        *GROW(m.devices, m.n_devices) = (struct mark_device) {
+                .mdev = xstrdup("4b20d080-1b54-4048-85b3-a6a62d165c01"), .host_node = 0, .host_socket = -1,
+                .guest_cell = 0, .controller = 12, .original_address = xstrdup("none"),
+        };
+        *GROW(m.controllers, m.n_controllers) = (struct mark_controller) { 13, xstrdup("pcie-switch-upstream-port") };
+        *GROW(m.managed, m.n_managed) = (struct mark_managed) { xstrdup("0000:30:00.0"), xstrdup("mlx5_vfio_pci"), xstrdup("absent") };
+        *GROW(m.removed, m.n_removed) = (struct mark_removed) {
+                .controller = 5, .position = 3, .xml = xstrdup("<controller type=\"pci\" index=\"5\" model=\"pcie-root-port\"/>"),
+        };
+
+        xmlDocPtr doc = read_doc("<domain><name>x</name><metadata/><devices><controller type='pci' index='0' model='pcie-root'/></devices></domain>");
+        xmlNodePtr root = xmlDocGetRootElement(doc);
+        xmlAddChild(child(root, "metadata"), mark_write(&m, doc, "", ""));
+        _cleanup_free_ char *text = dump_doc(doc);
+        xmlFreeDoc(doc);
+        /* Escaped on output: the removed controller is text. */
+        assert_non_null(strstr(text, "&lt;controller type=\"pci\" index=\"5\""));
+
+        doc = read_doc(text);
+        root = xmlDocGetRootElement(doc);
+        xmlNodePtr node = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(mark_locate(root, &node, &err), 0);
+        assert_true(mark_is_mark(node));
+        struct mark p = {0};
+        assert_int_equal(mark_parse(node, child(root, "devices"), &p, &err), 0);
+        assert_null(err);
+
+        assert_string_equal(p.version, "1");
+        assert_string_equal(p.policy, "socket");
+        assert_string_equal(p.migratable, "no");
+        assert_string_equal(p.metadata_created, "yes");
+        assert_string_equal(p.single_function_slots, "0:1f 0:02");
+        assert_string_equal(p.distances, "host");
+        assert_string_equal(p.pcie_root_created, "yes");
+        assert_string_equal(p.pcihole64_original, "1024");
+        assert_string_equal(p.pcihole64_original_unit, "GiB");
+        assert_string_equal(p.ovmf_mmio64, "added");
+        assert_string_equal(p.qemu_ns_added, "yes");
+
+        assert_int_equal(p.n_expanders, 1);
+        assert_int_equal(p.expanders[0].controller, 10);
+        assert_int_equal(p.expanders[0].guest_cell, 1);
+        assert_string_equal(p.expanders[0].host_nodes, "1");
+        assert_int_equal(p.expanders[0].bus_nr, 32);
+
+        assert_int_equal(p.n_devices, 2);
+        assert_string_equal(p.devices[0].host, "0000:30:00.0");
+        assert_null(p.devices[0].mdev);
+        assert_int_equal(p.devices[0].class, 0x030200);
+        assert_int_equal(p.devices[0].host_node, 1);
+        assert_int_equal(p.devices[0].host_socket, 0);
+        assert_int_equal(p.devices[0].guest_cell, 1);
+        assert_int_equal(p.devices[0].controller, 11);
+        assert_string_equal(p.devices[0].original_address, m.devices[0].original_address);
+        assert_null(p.devices[1].host);
+        assert_string_equal(p.devices[1].mdev, "4b20d080-1b54-4048-85b3-a6a62d165c01");
+        assert_int_equal(p.devices[1].class, 0);
+        assert_int_equal(p.devices[1].host_socket, -1);
+        assert_int_equal(p.devices[1].controller, 12);
+        assert_string_equal(p.devices[1].original_address, "none");
+
+        assert_int_equal(p.n_controllers, 1);
+        assert_int_equal(p.controllers[0].index, 13);
+        assert_string_equal(p.controllers[0].model, "pcie-switch-upstream-port");
+
+        assert_int_equal(p.n_managed, 1);
+        assert_string_equal(p.managed[0].host, "0000:30:00.0");
+        assert_string_equal(p.managed[0].driver, "mlx5_vfio_pci");
+        assert_string_equal(p.managed[0].original, "absent");
+
+        assert_int_equal(p.n_removed, 1);
+        assert_int_equal(p.removed[0].controller, 5);
+        assert_int_equal(p.removed[0].position, 3);
+        assert_non_null(p.removed[0].elem);
+        assert_string_equal((const char *) p.removed[0].elem->name, "controller");
+        _cleanup_free_ char *model = xml_prop(p.removed[0].elem, "model");
+        assert_string_equal(model, "pcie-root-port");
+
+        /* Document order of the expander, device and controller records. */
+        assert_int_equal(p.n_order, 4);
+        assert_int_equal(p.order[0].kind, MARK_EXPANDER);
+        assert_int_equal(p.order[1].kind, MARK_DEVICE);
+        assert_int_equal(p.order[2].kind, MARK_DEVICE);
+        assert_int_equal(p.order[2].i, 1);
+        assert_int_equal(p.order[3].kind, MARK_CONTROLLER);
+
+        mark_done(&p);
+        assert_null(p.policy);
+        assert_int_equal(p.n_devices, 0);
+        mark_done(&m);
+        xmlFreeDoc(doc);
+}
+
+/* The builder and the matcher on a real plan: the mark the rewrite wrote
+ * matches the plan; a device in another cell, a missing expander, a
+ * switch the plan does not have, or a distances record do not. */
+static void test_build_and_match(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *h = fake_vm_host();
+        enum policy_mode mode = POLICY_REQUIRE;
+        _cleanup_(engine_result_freep) struct engine_result *r = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), h, NULL, &mode, &r, &err), 0);
+        assert_int_equal(r->verdict, PLAN_APPLY);
+
+        struct mark b;
+        mark_build(r->plan, r->base, &b);
+        assert_string_equal(b.policy, "require");
+        assert_string_equal(b.migratable, "no");
+        assert_int_equal(b.n_expanders, 4);
+        assert_int_equal(b.n_devices, 4);
+        assert_string_equal(b.devices[0].host, "0000:10:00.0");
+        assert_int_equal(b.devices[0].guest_cell, 0);
+        assert_int_equal(b.devices[3].host_node, 3);
+        assert_int_equal(b.devices[3].host_socket, 1);
+        assert_null(b.devices[0].original_address);     /* the rewrite's to fill in */
+        assert_int_equal(b.n_removed, r->plan->n_pruned);
+
+        _cleanup_domain_ struct domain *cur = NULL;
+        assert_int_equal(domain_parse(r->xml, strlen(r->xml), &cur, &err), 0);
+        assert_non_null(cur->mark);
+        struct mark m;
+        assert_int_equal(mark_parse(cur->mark, cur->devices, &m, &err), 0);
+        assert_int_equal(m.n_devices, b.n_devices);
+        for (size_t i = 0; i < m.n_devices; i++) {
+                assert_string_equal(m.devices[i].host, b.devices[i].host);
+                assert_int_equal(m.devices[i].guest_cell, b.devices[i].guest_cell);
+                assert_int_equal(m.devices[i].controller, b.devices[i].controller);
+                assert_string_equal(m.devices[i].original_address, "none");
+        }
+        assert_true(mark_matches(&m, r->plan, r->base, cur));
+        assert_true(mark_matches(&b, r->plan, r->base, cur));
+
+        m.devices[0].guest_cell = 2;
+        assert_false(mark_matches(&m, r->plan, r->base, cur));
+        m.devices[0].guest_cell = -1;
+        assert_false(mark_matches(&m, r->plan, r->base, cur));
+        m.devices[0].guest_cell = 0;
+        assert_true(mark_matches(&m, r->plan, r->base, cur));
+
+        m.n_expanders--;
+        assert_false(mark_matches(&m, r->plan, r->base, cur));
+        m.n_expanders++;
+
+        m.n_controllers = 1;    /* a switch port the plan does not have */
+        assert_false(mark_matches(&m, r->plan, r->base, cur));
+        m.n_controllers = 0;
+
+        bool dist = r->plan->add_distances;
+        char *saved = m.distances;
+        m.distances = dist ? NULL : (char *) "host";
+        assert_false(mark_matches(&m, r->plan, r->base, cur));
+        m.distances = saved;
+        assert_true(mark_matches(&m, r->plan, r->base, cur));
+
+        mark_done(&m);
+        mark_done(&b);
+}
+
+/* original-address: attributes with '%' and white space survive. */
+static void test_address_codec(void **state) {
+        (void) state;
+        xmlDocPtr doc = read_doc("<address type='pci' weird='a b%c&#9;d' bus='0x05'/>");
+        xmlNodePtr a = xmlDocGetRootElement(doc);
+        _cleanup_free_ char *s = mark_address_encode(a);
+        assert_string_equal(s, "type=pci weird=a%20b%25c%09d bus=0x05");
+        xmlNodePtr b = xmlNewDocNode(doc, NULL, (const xmlChar *) "address", NULL);
+        xmlSetProp(b, (const xmlChar *) "stale", (const xmlChar *) "x");
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(mark_address_decode(b, s, &err), 0);
+        _cleanup_free_ char *t = mark_address_encode(b);
+        assert_string_equal(t, s);
+        _cleanup_free_ char *w = xml_prop(b, "weird");
+        assert_string_equal(w, "a b%c\td");
+        _cleanup_free_ char *stale = xml_prop(b, "stale");
+        assert_null(stale);
+        xmlFreeNode(b);
+        xmlFreeDoc(doc);
+}
+
+/* Parse a domain whose <metadata> holds 'mark'; the parser must refuse it
+ * with a message holding 'want' and leave *ret untouched. */
+static void assert_refused(const char *mark, bool with_devices, const char *want) {
+        _cleanup_free_ char *xml = xasprintf("<domain><metadata>%s</metadata>%s</domain>", mark,
+                                             with_devices ? "<devices><controller type='pci' index='0' model='pcie-root'/></devices>" : "");
+        xmlDocPtr doc = read_doc(xml);
+        xmlNodePtr root = xmlDocGetRootElement(doc), node = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(mark_locate(root, &node, &err), 0);
+        assert_non_null(node);
+        struct mark m = {0};
+        int r = mark_parse(node, child(root, "devices"), &m, &err);
+        if (r != -EINVAL || !err || !strstr(err, want))
+                fail_msg("mark %s: got %d, '%s'; wanted -EINVAL and '%s'", mark, r, strna(err), want);
+        assert_null(m.policy);
+        assert_null(m.devices);
+        xmlFreeDoc(doc);
+}
+
+static void test_refusals(void **state) {
+        (void) state;
+        static const struct { const char *mark; const char *want; } cases[] = {
+                { OPEN_MARK "><pcinuma:bogus/></pcinuma:topology>", "<pcinuma:bogus> is not part of a pcinuma mark" },
+                { OPEN_MARK "><device xmlns='urn:other'/></pcinuma:topology>", "<device> is not part of a pcinuma mark" },
+                { OPEN_MARK "><pcinuma:device host='0000:10:00.0' original-address='type=pci bus=%01'/></pcinuma:topology>",
+                  "a control character in original-address" },
+                { OPEN_MARK "><pcinuma:device host='0000:10:00.0' original-address='1x=3'/></pcinuma:topology>",
+                  "bad attribute name in original-address" },
+                { OPEN_MARK "><pcinuma:device host='0000:10:00.0' original-address='novalue'/></pcinuma:topology>",
+                  "bad original-address 'novalue'" },
+                { OPEN_MARK "><pcinuma:device host='0000:10:00.0' original-address='type=pci domain=0x00disk00'/></pcinuma:topology>",
+                  "original-address='type=pci domain=0x00disk00' is not a PCI address" },
+                { OPEN_MARK "><pcinuma:managed host='0000:10:00.0' original='maybe'/></pcinuma:topology>",
+                  "<pcinuma:managed original='maybe'>: not yes, no or absent" },
+                { OPEN_MARK "><pcinuma:removed controller='3'/></pcinuma:topology>", "<removed> without a valid controller and position" },
+                { OPEN_MARK "><pcinuma:removed controller='300' position='1'/></pcinuma:topology>",
+                  "<removed> without a valid controller and position" },
+                { OPEN_MARK "><pcinuma:removed controller='3' position='1'>&lt;disk type='file'/&gt;</pcinuma:removed></pcinuma:topology>",
+                  "holds <disk>, not one <controller type='pci'>" },
+                { OPEN_MARK "><pcinuma:removed controller='3' position='1'>hello</pcinuma:removed></pcinuma:topology>",
+                  "holds text, not one <controller type='pci'>" },
+                { OPEN_MARK "><pcinuma:removed controller='3' position='1'>&lt;controller type='pci' index='3' model='pcie-root-port'/&gt;&lt;disk/&gt;</pcinuma:removed></pcinuma:topology>",
+                  "holds <disk>, not one <controller type='pci'>" },
+                { OPEN_MARK "><pcinuma:removed controller='3' position='1'>&lt;controller type='pci' index='3' model='pcie-bogus'/&gt;</pcinuma:removed></pcinuma:topology>",
+                  "a PCI controller of unknown model 'pcie-bogus'" },
+                { OPEN_MARK "><pcinuma:removed controller='3' position='1'>&lt;controller type='pci' index='4' model='pcie-root-port'/&gt;</pcinuma:removed></pcinuma:topology>",
+                  "holds <controller index='4'>" },
+                { OPEN_MARK "><pcinuma:removed controller='3' position='1'>&lt;controller</pcinuma:removed></pcinuma:topology>",
+                  "does not hold well-formed XML" },
+                { OPEN_MARK " pcihole64-original='12x'/>", "pcihole64-original='12x' is not a size" },
+                { OPEN_MARK " pcihole64-original='12' pcihole64-original-unit='1'/>", "pcihole64-original-unit='1' is not a unit" },
+                { OPEN_MARK " ovmf-mmio64='maybe'/>", "ovmf-mmio64='maybe' is neither created nor added" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                assert_refused(cases[i].mark, true, cases[i].want);
+        /* A removed controller needs a <devices> to go back into. */
+        assert_refused(OPEN_MARK "><pcinuma:removed controller='3' position='1'>&lt;controller type='pci' index='3' model='pcie-root-port'/&gt;</pcinuma:removed></pcinuma:topology>",
+                       false, "the domain has no <devices>");
+}
+
+/* The same removed controller, well formed, is accepted (the refusals
+ * above are about what they say, not about the fixture). */
+static void test_accepts_valid_removed(void **state) {
+        (void) state;
+        const char *xml = "<domain><metadata>" OPEN_MARK "><pcinuma:removed controller='3' position='1'>"
+                          "&lt;controller type='pci' index='3' model='pcie-root-port'/&gt;</pcinuma:removed></pcinuma:topology>"
+                          "</metadata><devices><controller type='pci' index='0' model='pcie-root'/></devices></domain>";
+        xmlDocPtr doc = read_doc(xml);
+        xmlNodePtr root = xmlDocGetRootElement(doc), node = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(mark_locate(root, &node, &err), 0);
+        struct mark m;
+        assert_int_equal(mark_parse(node, child(root, "devices"), &m, &err), 0);
+        assert_int_equal(m.n_removed, 1);
+        assert_int_equal(m.removed[0].controller, 3);
+        assert_int_equal(m.removed[0].position, 1);
+        mark_done(&m);
+        xmlFreeDoc(doc);
+}
+
+/* The attributes alone, unchecked: what the migrate phase reads. */
+static void test_parse_attrs(void **state) {
+        (void) state;
+        xmlDocPtr doc = read_doc(OPEN_MARK " ovmf-mmio64='maybe'><pcinuma:bogus/></pcinuma:topology>");
+        struct mark m = {0};
+        mark_parse_attrs(xmlDocGetRootElement(doc), &m);
+        assert_string_equal(m.policy, "require");
+        assert_string_equal(m.migratable, "no");
+        assert_string_equal(m.ovmf_mmio64, "maybe");
+        assert_null(m.distances);
+        assert_int_equal(m.n_devices, 0);
+        mark_done(&m);
+        xmlFreeDoc(doc);
+}
+
+static void test_locate(void **state) {
+        (void) state;
+        static const struct { const char *xml; int r; const char *want; } cases[] = {
+                { "<domain><name>x</name></domain>", 0, NULL },
+                { "<domain><metadata><other xmlns='urn:x'/></metadata></domain>", 0, NULL },
+                { "<domain><metadata>" OPEN_MARK "/></metadata></domain>", 1, NULL },
+                { "<domain><metadata>" OPEN_MARK "/>" OPEN_MARK "/></metadata></domain>", -EINVAL,
+                  "a second pcinuma mark <pcinuma:topology>" },
+                { "<domain><metadata/><metadata>" OPEN_MARK "/></metadata></domain>", -EINVAL,
+                  "a pcinuma mark in a second <metadata> element" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                xmlDocPtr doc = read_doc(cases[i].xml);
+                xmlNodePtr node = (xmlNodePtr) doc;     /* must be overwritten on success */
+                _cleanup_free_ char *err = NULL;
+                int r = mark_locate(xmlDocGetRootElement(doc), &node, &err);
+                if (cases[i].r < 0) {
+                        assert_int_equal(r, cases[i].r);
+                        assert_non_null(strstr(err, cases[i].want));
+                } else {
+                        assert_int_equal(r, 0);
+                        assert_null(err);
+                        assert_int_equal(node != NULL, cases[i].r);
+                        assert_int_equal(mark_is_mark(node), cases[i].r);
+                }
+                xmlFreeDoc(doc);
+        }
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_round_trip),
+                cmocka_unit_test(test_build_and_match),
+                cmocka_unit_test(test_address_codec),
+                cmocka_unit_test(test_refusals),
+                cmocka_unit_test(test_accepts_valid_removed),
+                cmocka_unit_test(test_parse_attrs),
+                cmocka_unit_test(test_locate),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
