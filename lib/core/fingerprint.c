@@ -61,12 +61,19 @@ static size_t index_of(const struct ctx *c, const struct hostmap_device *d) {
         return (size_t) (d - c->h->devices);
 }
 
-/* The PF of a VF, when the fingerprint holds it too (the VF is then
- * described inside its PF). */
-static const struct hostmap_device *counted_pf(const struct ctx *c, const struct hostmap_device *d) {
+/* The PF of a VF, if the map has it and it is a PF (a capture may link a
+ * VF to itself or to another VF). */
+static const struct hostmap_device *pf_of(const struct hostmap *h, const struct hostmap_device *d) {
         if (!d->has_physfn)
                 return NULL;
-        const struct hostmap_device *pf = hostmap_find_device(c->h, &d->physfn);
+        const struct hostmap_device *pf = hostmap_find_device(h, &d->physfn);
+        return pf && pf != d && !pf->has_physfn && !hostmap_device_is_bridge(pf) ? pf : NULL;
+}
+
+/* The PF of a VF, when the fingerprint holds it too (the VF is then
+ * described inside its PF, and nowhere else). */
+static const struct hostmap_device *counted_pf(const struct ctx *c, const struct hostmap_device *d) {
+        const struct hostmap_device *pf = pf_of(c->h, d);
         return pf && c->in[index_of(c, pf)] ? pf : NULL;
 }
 
@@ -107,7 +114,7 @@ static char *describe_function(const struct ctx *c, const struct hostmap_device 
         size_t n_vfs = 0;
         for (size_t i = 0; d->n_vfs > 0 && i < c->h->n_devices; i++) {
                 const struct hostmap_device *v = &c->h->devices[i];
-                if (c->in[i] && v->has_physfn && pci_addr_eq(&v->physfn, &d->addr))
+                if (c->in[i] && counted_pf(c, v) == d)
                         *GROW(vfs, n_vfs) = describe_function(c, v);
         }
         if (n_vfs > 0) {
@@ -263,8 +270,8 @@ struct fingerprint *fingerprint_new(const struct hostmap *h) {
                 const struct hostmap_device *d = &h->devices[i];
                 if (!in[i] || !d->has_physfn)
                         continue;
-                const struct hostmap_device *pf = hostmap_find_device(h, &d->physfn);
-                if (pf && !hostmap_device_is_bridge(pf))
+                const struct hostmap_device *pf = pf_of(h, d);
+                if (pf)
                         in[index_of(&c, pf)] = true;
         }
 

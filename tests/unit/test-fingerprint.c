@@ -436,6 +436,30 @@ static void test_sockets(void **state) {
         hostmap_free(h);
 }
 
+/* A capture that links a VF to itself, or to another VF: no loop, each
+ * described once, standalone. */
+static void test_physfn_loops(void **state) {
+        (void) state;
+        struct hostmap *h = build(host_a, N_A, &plain);
+        struct pci_addr self, vf2;
+        assert_int_equal(pci_addr_parse("0000:31:00.2", &self), 0);
+        assert_int_equal(pci_addr_parse("0000:31:00.3", &vf2), 0);
+        struct hostmap_device *d = (struct hostmap_device *) hostmap_find_device(h, &self);
+        struct hostmap_device *e = (struct hostmap_device *) hostmap_find_device(h, &vf2);
+        d->physfn = self;                 /* its own PF */
+        e->physfn = self;                 /* a VF's VF */
+        struct fingerprint *f = fingerprint_new(h);
+        const char *vf = "dev(15b3:101e class 020700 driver vfio-pci bars 0:m64p:0x100000)";
+        const char *p = strstr(f->canonical, vf);
+        assert_non_null(p);
+        p = strstr(p + 1, vf);
+        assert_non_null(p);
+        assert_null(strstr(p + 1, vf));
+        assert_null(strstr(f->canonical, "vfs{"));
+        fingerprint_free(f);
+        hostmap_free(h);
+}
+
 /* An empty host (no devices) still has a fingerprint: its nodes. */
 static void test_no_devices(void **state) {
         (void) state;
@@ -460,6 +484,7 @@ int main(void) {
                 cmocka_unit_test(test_other_distance),
                 cmocka_unit_test(test_what_counts),
                 cmocka_unit_test(test_sockets),
+                cmocka_unit_test(test_physfn_loops),
                 cmocka_unit_test(test_no_devices),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
