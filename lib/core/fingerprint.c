@@ -20,7 +20,10 @@ bool fingerprint_device_counts(const struct hostmap_device *d) {
         case 0x12:
                 return true;
         default:
-                return (d->class >> 8) == 0x0108 || (d->class >> 8) == 0x0680;
+                /* Not 0680 ("other bridge"): it holds NVSwitches but also
+                 * chipset functions (a PIIX4's power management); an
+                 * NVSwitch set aside for a guest is on vfio-pci. */
+                return (d->class >> 8) == 0x0108;
         }
 }
 

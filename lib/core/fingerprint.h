@@ -47,9 +47,9 @@ struct fingerprint {
 
 /* True for a device the fingerprint counts as passthrough-capable: not a
  * bridge (hostmap_device_is_bridge()), and either of class 02 (network),
- * 03 (display, GPUs), 0108 (NVMe), 0680 (other bridge: NVSwitch), 12
- * (processing accelerators), or bound to a VFIO driver (vfio-pci or a
- * variant driver, "*vfio*"), whatever its class.  VFs are judged like any
+ * 03 (display, GPUs), 0108 (NVMe), 12 (processing accelerators), or
+ * bound to a VFIO driver (vfio-pci or a variant driver, "*vfio*"),
+ * whatever its class (so an NVSwitch, class 0680, counts on vfio-pci).  VFs are judged like any
  * other function. */
 bool fingerprint_device_counts(const struct hostmap_device *d);
 

@@ -194,7 +194,9 @@ static void test_counts(void **state) {
                 { 0x020700, "mlx5_core", true },   /* InfiniBand */
                 { 0x010802, "nvme", true },        /* NVMe */
                 { 0x120000, NULL, true },          /* processing accelerator */
-                { 0x068000, "nvidia-nvswitch", true }, /* NVSwitch: an "other bridge" */
+                { 0x068000, "vfio-pci", true },    /* an NVSwitch set aside for guests */
+                { 0x068000, "nvidia-nvswitch", false }, /* an "other bridge" on its host driver */
+                { 0x068000, "piix4_smbus", false }, /* chipset functions are "other bridges" too */
                 { 0x088000, "vfio-pci", true },    /* anything on vfio-pci */
                 { 0x0c0330, "mlx5_vfio_pci", true }, /* or a variant driver */
                 { 0x088000, NULL, false },         /* system peripheral */
