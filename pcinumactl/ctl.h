@@ -15,6 +15,9 @@ int ctl_revert(int argc, char **argv);
 int ctl_host(int argc, char **argv);
 int ctl_nccl_topo(int argc, char **argv);
 
+/* ctl-fingerprint.c: the host's topology fingerprint (digest, groups). */
+int ctl_fingerprint(int argc, char **argv);
+
 /* ctl-topo.c: the host vs planned guest device path matrix. */
 int ctl_topo(int argc, char **argv);
 

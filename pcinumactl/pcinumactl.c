@@ -24,6 +24,8 @@ static void usage(FILE *f) {
                 "                      host vs planned guest device topology matrix\n"
                 "  nccl-topo [--sysfs-root DIR] [--policy NAME|--policy-file FILE] [--cpu SPEC] FILE|-\n"
                 "                      the guest's NCCL topology file (NCCL_TOPO_FILE) as planned\n"
+                "  fingerprint [--sysfs-root DIR] [--json]\n"
+                "                      the host's topology fingerprint (digest first, then by device group)\n"
                 "  check-policy FILE   validate a policy file\n"
                 "  status [--socket PATH] [--json]\n"
                 "                      show pcinumad's state and counters\n"
@@ -44,6 +46,7 @@ static const struct {
         { "status", ctl_status },
         { "topo", ctl_topo },
         { "nccl-topo", ctl_nccl_topo },
+        { "fingerprint", ctl_fingerprint },
 };
 
 int main(int argc, char **argv) {

@@ -40,6 +40,7 @@ helpers (tests/daemon/test_daemon.py)."""
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -757,7 +758,7 @@ def make_hostile_tree():
 
 def t_hostile_tree():
     """A captured tree cannot reach outside itself: pcinumactl host (as
-    the bug-report workflow runs it), with openat2() and with the
+    the bug-report workflow runs it) and fingerprint, with openat2() and with the
     fallback walk, and pcinumad (a rescan of the running daemon, and a
     fresh start on the tree) finish, name every refused file in a
     warning, never show the secret's bytes, and stay small."""
@@ -775,6 +776,17 @@ def t_hostile_tree():
         for text in (out, err):
             check("PCINUMA-SECRET" not in text and secret_text[:8] not in text,
                   "the secret's bytes in pcinumactl's output (%s): %r" % (mode, text))
+        # pcinumactl fingerprint reads the same way: the same warnings, a
+        # digest, never the secret.
+        rc, fp, ferr = run_bounded([ARGS.pcinumactl, "fingerprint", "--sysfs-root", Host.tree], env=env)
+        eq(rc, 0, "pcinumactl fingerprint on the hostile tree (%s): stderr %r" % (mode, ferr))
+        check(re.match(r"^[0-9a-f]{64}\n", fp) is not None,
+              "pcinumactl fingerprint (%s): the first line is not a digest: %r" % (mode, fp[:100]))
+        for path in want:
+            check(("pcinumactl fingerprint: warning: sysfs %s: " % path) in ferr,
+                  "pcinumactl fingerprint (%s) warns about %s: %r" % (mode, path, ferr))
+        check("PCINUMA-SECRET" not in fp + ferr and secret_text[:8] not in fp + ferr,
+              "the secret's bytes in pcinumactl fingerprint's output (%s)" % mode)
         rc, js, err = run_bounded([ARGS.pcinumactl, "host", "--json", "--sysfs-root", Host.tree], env=env)
         eq(rc, 0, "pcinumactl host --json (%s)" % mode)
         outputs[mode] = js
@@ -1031,7 +1043,7 @@ def main():
         R.run("sysfs: a dangling bus/pci/devices link (device vanished)", t_dangling_link)
         R.run("sysfs: stray entries in bus/pci/devices (file, loop, /dev/zero link)", t_stray_entries)
         R.run("sysfs: a hostile capture (links out of the root, FIFOs, node ids 2147483647 and 1024, "
-              "a cpulist past any CPU): pcinumactl host and pcinumad", t_hostile_tree)
+              "a cpulist past any CPU): pcinumactl host and fingerprint, and pcinumad", t_hostile_tree)
         R.run("sysfs: the whole root disappears; the last good map stays", t_tree_gone)
         R.run("sysfs: devices vanish and return while pcinumad rescans in a loop", t_vanish_during_rescans)
 

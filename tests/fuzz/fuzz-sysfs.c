@@ -8,7 +8,8 @@
  * file's text also goes straight to the helpers they use: bitmap_parse()
  * (whose output must survive bitmap_format() and parsing again),
  * parse_uint(), parse_int() and pci_addr_parse() (which must survive
- * pci_addr_format()).
+ * pci_addr_format()).  The map's topology fingerprint is computed too
+ * (twice: the same text), and its digests checked against its text.
  *
  * The input is a list of records, each ended by a NUL byte:
  *   "f" PATH "\n" CONTENT      a regular file
@@ -32,6 +33,7 @@
  * them): a canary file read is a finding.
  * tests/fuzz/seed-corpus.py turns a sysfs tree into this form. */
 #include "fuzz.h"
+#include "fingerprint.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -302,6 +304,35 @@ static void build(int root_fd, const char *data, size_t size) {
         }
 }
 
+static void check_fingerprint(const struct hostmap *h) {
+        _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(h);
+        _cleanup_fingerprint_ struct fingerprint *g = fingerprint_new(h);
+        char hex[SHA256_HEX_SIZE];
+
+        if (!streq(f->canonical, g->canonical) || !streq(f->digest, g->digest))
+                fuzz_fail("the fingerprint of one map differs between two runs");
+        if (!streq(sha256_hex(f->canonical, strlen(f->canonical), hex), f->digest))
+                fuzz_fail("the fingerprint's digest is not the SHA-256 of its text");
+        size_t n_in = 0;
+        for (size_t k = 0; k < f->n_groups; k++) {
+                const struct fingerprint_group *gr = &f->groups[k];
+                _cleanup_free_ char *line = xasprintf("group %s\n", gr->canonical);
+                if (gr->n_devices == 0 || strchr(gr->canonical, '\n') || !strstr(f->canonical, line))
+                        fuzz_fail("group %zu: no devices, or its line is not one line of the text", k);
+                if (!streq(sha256_hex(line + 6, strlen(line + 6), hex), gr->digest))
+                        fuzz_fail("group %zu: its digest is not the SHA-256 of its line", k);
+                for (size_t i = 0; i < gr->n_devices; i++)
+                        if (gr->devices[i] >= h->n_devices)
+                                fuzz_fail("group %zu: device index %zu out of range", k, gr->devices[i]);
+                n_in += gr->n_devices;
+        }
+        size_t n_counted = 0;
+        for (size_t i = 0; i < h->n_devices; i++)
+                n_counted += fingerprint_device_counts(&h->devices[i]);
+        if (n_in < n_counted)
+                fuzz_fail("the fingerprint holds %zu devices, fewer than the %zu that count", n_in, n_counted);
+}
+
 static void check_map(const struct hostmap *h) {
         if (h->n_nodes == 0)
                 fuzz_fail("a host map without nodes");
@@ -332,6 +363,7 @@ static void check_map(const struct hostmap *h) {
                 if (hostmap_find_mdev(h, m->uuid) != m)
                         fuzz_fail("mdev %s not found", m->uuid);
         }
+        check_fingerprint(h);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -1,0 +1,63 @@
+/* The topology fingerprint: a canonical text, and its SHA-256, of what a
+ * plan depends on in a host map, so that a fleet can tell which hosts are
+ * alike (for schedulers and, later, migration).  It covers the NUMA nodes
+ * (ids, CPU counts, which nodes share a socket, SLIT distances) and the
+ * passthrough-capable devices grouped by node and root complex, each root
+ * complex as the tree of bridges and switches down to the devices, with
+ * vendor:device, class, driver, BARs and VFs.  It leaves out whatever
+ * numbers the host happened to give: BDFs, host bridge names, IOMMU group
+ * numbers, socket ids, the CPU numbers themselves.  Siblings in the tree
+ * are sorted by their own description, so two hosts whose devices sit in
+ * the same places under different bus numbers give the same text.
+ * docs/operations.md ("Fleet: topology fingerprints") describes the format.
+ * Pure: no I/O, no globals. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "hostmap.h"
+#include "sha256.h"
+
+/* The version of the canonical text; it is the canonical text's first
+ * line, so a new version gives new digests. */
+#define FINGERPRINT_VERSION 1
+
+/* A device group: the passthrough-capable devices of one node below one
+ * root complex (host bridge). */
+struct fingerprint_group {
+        int node;                         /* HOSTMAP_NO_NODE: no node, or one the map does not have */
+        char *host_bridge;                /* this host's name for it ("pci0000:3a"), for display only;
+                                           * NULL when the devices' paths are unknown (a capture without
+                                           * symlinks): they form one group per node */
+        char *canonical;                  /* the group's line of the canonical text, no newline */
+        char digest[SHA256_HEX_SIZE];     /* SHA-256 of canonical plus a newline */
+        size_t *devices;                  /* indices into the host map's devices[], in address order */
+        size_t n_devices;
+};
+
+struct fingerprint {
+        char *canonical;                  /* the whole canonical text, one line per node and group */
+        char digest[SHA256_HEX_SIZE];     /* SHA-256 of canonical */
+        /* In canonical order: by node (none last), then by canonical line;
+         * identical groups keep address order. */
+        struct fingerprint_group *groups;
+        size_t n_groups;
+};
+
+/* True for a device the fingerprint counts as passthrough-capable: not a
+ * bridge (hostmap_device_is_bridge()), and either of class 02 (network),
+ * 03 (display, GPUs), 0108 (NVMe), 12 (processing accelerators), or
+ * bound to a VFIO driver (vfio-pci or a variant driver, "*vfio*"),
+ * whatever its class (so an NVSwitch, class 0680, counts on vfio-pci).  VFs are judged like any
+ * other function. */
+bool fingerprint_device_counts(const struct hostmap_device *d);
+
+/* The fingerprint of a finished host map.  Never fails (allocation aborts);
+ * the caller owns the result (free with fingerprint_free). */
+struct fingerprint *fingerprint_new(const struct hostmap *h);
+
+/* Accepts NULL; returns NULL. */
+struct fingerprint *fingerprint_free(struct fingerprint *f);
+static inline void fingerprint_freep(struct fingerprint **f) { fingerprint_free(*f); }
+#define _cleanup_fingerprint_ _cleanup_(fingerprint_freep)

@@ -1,0 +1,493 @@
+/* Tests for lib/core/fingerprint: host maps built in memory, the same host
+ * renumbered (other buses, domain, host bridge names, socket ids, another
+ * enumeration order) gives the same digest and groups; a device moved to
+ * the other socket, another driver, another vendor:device, another SLIT
+ * distance each give another digest, and exactly the groups that changed
+ * get other group digests; which devices count. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "fingerprint.h"
+#include "hostmap.h"
+#include "pciaddr.h"
+
+/* One function of the test host.  Bus numbers are given for domain 0 and
+ * shifted by the builder to renumber the host. */
+struct dev_spec {
+        unsigned bus, slot, func;
+        int node;
+        uint32_t class;
+        uint16_t vendor, device;
+        const char *driver;
+        unsigned hb_bus;                  /* host bridge pci0000:<hb_bus> */
+        unsigned up[4];                   /* buses of the bridges above (each at slot 0 ... see up_slot) */
+        unsigned up_slot[4];
+        size_t n_up;
+        int pf_func;                      /* >= 0: a VF of function pf_func of its slot */
+};
+
+#define GPU 0x030200, 0x10de, 0x2330, "vfio-pci"
+#define NIC 0x020700, 0x15b3, 0x1021, "vfio-pci"
+#define VF  0x020700, 0x15b3, 0x101e, "vfio-pci"
+
+/* Two sockets, one node each.  Each node has root complex A: a root port,
+ * a switch with two GPUs and an RDMA NIC below its downstream ports; node 0
+ * has root complex B: a root port with a NIC on mlx5_core and two VFs on
+ * vfio-pci, and a system peripheral nobody passes through; node 1 has root
+ * complex C: an NVMe drive on nvme.  Bridges are listed too, as sysfs
+ * has them. */
+static const struct dev_spec host_a[] = {
+        /* node 0, pci0000:10 */
+        { 0x10, 1, 0, 0, 0x060400, 0x8086, 0x347a, "pcieport", 0x10, {0}, {0}, 0, -1 },
+        { 0x11, 0, 0, 0, 0x060400, 0x10b5, 0xc010, "pcieport", 0x10, {0x10}, {1}, 1, -1 },
+        { 0x12, 0, 0, 0, 0x060400, 0x10b5, 0xc010, "pcieport", 0x10, {0x10, 0x11}, {1, 0}, 2, -1 },
+        { 0x12, 1, 0, 0, 0x060400, 0x10b5, 0xc010, "pcieport", 0x10, {0x10, 0x11}, {1, 0}, 2, -1 },
+        { 0x12, 2, 0, 0, 0x060400, 0x10b5, 0xc010, "pcieport", 0x10, {0x10, 0x11}, {1, 0}, 2, -1 },
+        { 0x13, 0, 0, 0, GPU, 0x10, {0x10, 0x11, 0x12}, {1, 0, 0}, 3, -1 },
+        { 0x14, 0, 0, 0, GPU, 0x10, {0x10, 0x11, 0x12}, {1, 0, 1}, 3, -1 },
+        { 0x15, 0, 0, 0, NIC, 0x10, {0x10, 0x11, 0x12}, {1, 0, 2}, 3, -1 },
+        /* node 0, pci0000:30 */
+        { 0x30, 1, 0, 0, 0x060400, 0x8086, 0x347a, "pcieport", 0x30, {0}, {0}, 0, -1 },
+        { 0x31, 0, 0, 0, 0x020000, 0x15b3, 0x1017, "mlx5_core", 0x30, {0x30}, {1}, 1, -1 },
+        { 0x31, 0, 2, 0, VF, 0x30, {0x30}, {1}, 1, 0 },
+        { 0x31, 0, 3, 0, VF, 0x30, {0x30}, {1}, 1, 0 },
+        { 0x30, 2, 0, 0, 0x088000, 0x8086, 0x0b00, NULL, 0x30, {0}, {0}, 0, -1 },
+        /* node 1, pci0000:90 */
+        { 0x90, 1, 0, 1, 0x060400, 0x8086, 0x347a, "pcieport", 0x90, {0}, {0}, 0, -1 },
+        { 0x91, 0, 0, 1, 0x060400, 0x10b5, 0xc010, "pcieport", 0x90, {0x90}, {1}, 1, -1 },
+        { 0x92, 0, 0, 1, 0x060400, 0x10b5, 0xc010, "pcieport", 0x90, {0x90, 0x91}, {1, 0}, 2, -1 },
+        { 0x92, 1, 0, 1, 0x060400, 0x10b5, 0xc010, "pcieport", 0x90, {0x90, 0x91}, {1, 0}, 2, -1 },
+        { 0x92, 2, 0, 1, 0x060400, 0x10b5, 0xc010, "pcieport", 0x90, {0x90, 0x91}, {1, 0}, 2, -1 },
+        { 0x92, 3, 0, 1, 0x060400, 0x10b5, 0xc010, "pcieport", 0x90, {0x90, 0x91}, {1, 0}, 2, -1 },
+        { 0x93, 0, 0, 1, GPU, 0x90, {0x90, 0x91, 0x92}, {1, 0, 0}, 3, -1 },
+        { 0x94, 0, 0, 1, GPU, 0x90, {0x90, 0x91, 0x92}, {1, 0, 1}, 3, -1 },
+        { 0x95, 0, 0, 1, NIC, 0x90, {0x90, 0x91, 0x92}, {1, 0, 2}, 3, -1 },
+        /* node 1, pci0000:b0 */
+        { 0xb0, 1, 0, 1, 0x060400, 0x8086, 0x347a, "pcieport", 0xb0, {0}, {0}, 0, -1 },
+        { 0xb1, 0, 0, 1, 0x010802, 0x144d, 0xa80a, "nvme", 0xb0, {0xb0}, {1}, 1, -1 },
+};
+#define N_A ELEMENTSOF(host_a)
+
+/* How a build renumbers the host. */
+struct numbering {
+        uint32_t domain;
+        unsigned bus_shift;               /* added to every bus, mod 256 */
+        int socket_base;                  /* physical_package_id of node 0's socket */
+        bool reverse;                     /* add the devices in reverse order */
+        int slit_far;                     /* the distance between the nodes */
+};
+static const struct numbering plain = { 0, 0, 0, false, 21 };
+static const struct numbering renumbered = { 2, 0x60, 7, true, 21 };
+
+static struct pci_addr addr_of(const struct numbering *nb, unsigned bus, unsigned slot, unsigned func) {
+        struct pci_addr a = {
+                .domain = nb->domain,
+                .bus = (uint8_t) ((bus + nb->bus_shift) & 0xff),
+                .slot = (uint8_t) slot,
+                .func = (uint8_t) func,
+        };
+        return a;
+}
+
+static struct hostmap *build(const struct dev_spec *spec, size_t n, const struct numbering *nb) {
+        struct hostmap *h = hostmap_new();
+        for (int id = 0; id < 2; id++) {
+                struct hostmap_node *node = hostmap_add_node(h, id);
+                node->socket = nb->socket_base + id * 3;
+                for (unsigned c = 0; c < 8; c++)
+                        bitmap_set(&node->cpus, (unsigned) id * 8 + c);
+        }
+        const int d0[] = { 10, nb->slit_far }, d1[] = { nb->slit_far, 10 };
+        hostmap_set_distances(h, 0, d0, 2);
+        hostmap_set_distances(h, 1, d1, 2);
+        for (size_t k = 0; k < n; k++) {
+                const struct dev_spec *s = &spec[nb->reverse ? n - 1 - k : k];
+                struct pci_addr a = addr_of(nb, s->bus, s->slot, s->func);
+                struct hostmap_device *d = hostmap_add_device(h, &a);
+                d->sysfs_node = s->node;
+                d->class = s->class;
+                d->vendor = s->vendor;
+                d->device = s->device;
+                d->driver = s->driver ? xstrdup(s->driver) : NULL;
+                struct pci_addr hb = addr_of(nb, s->hb_bus, 0, 0);
+                d->host_bridge = xasprintf("pci%04x:%02x", hb.domain, hb.bus);
+                d->n_upstream = s->n_up;
+                d->upstream = s->n_up ? xcalloc(s->n_up, sizeof(*d->upstream)) : NULL;
+                for (size_t u = 0; u < s->n_up; u++)
+                        d->upstream[u] = addr_of(nb, s->up[u], s->up_slot[u], 0);
+                if (s->pf_func >= 0) {
+                        d->has_physfn = true;
+                        d->physfn = addr_of(nb, s->bus, s->slot, (unsigned) s->pf_func);
+                }
+                if (s->class == 0x020700 || s->class == 0x020000)
+                        d->bars[0] = (struct hostmap_bar) { HOSTMAP_BAR_MEM64, true, s->pf_func >= 0 ? 1u << 20 : 32u << 20 };
+                if ((s->class >> 16) == 0x03) {
+                        d->bars[0] = (struct hostmap_bar) { HOSTMAP_BAR_MEM32, false, 16u << 20 };
+                        d->bars[1] = (struct hostmap_bar) { HOSTMAP_BAR_MEM64, true, UINT64_C(64) << 30 };
+                }
+        }
+        /* The PF's VF count, as the reader sets it. */
+        for (size_t k = 0; k < n; k++)
+                if (spec[k].pf_func >= 0) {
+                        struct pci_addr pa = addr_of(nb, spec[k].bus, spec[k].slot, (unsigned) spec[k].pf_func);
+                        for (size_t i = 0; i < h->n_devices; i++)
+                                if (pci_addr_eq(&h->devices[i].addr, &pa))
+                                        h->devices[i].n_vfs++;
+                }
+        hostmap_finish(h);
+        return h;
+}
+
+static struct fingerprint *fp_of(const struct dev_spec *spec, size_t n, const struct numbering *nb) {
+        struct hostmap *h = build(spec, n, nb);
+        struct fingerprint *f = fingerprint_new(h);
+        hostmap_free(h);
+        return f;
+}
+
+/* A copy of host A to change. */
+static struct dev_spec *copy_a(void) {
+        struct dev_spec *s = xcalloc(N_A, sizeof(*s));
+        memcpy(s, host_a, sizeof(host_a));
+        return s;
+}
+
+static size_t find_spec(const struct dev_spec *s, unsigned bus, unsigned slot, unsigned func) {
+        for (size_t k = 0; k < N_A; k++)
+                if (s[k].bus == bus && s[k].slot == slot && s[k].func == func)
+                        return k;
+        fail_msg("no device %02x:%02x.%x in the spec", bus, slot, func);
+        return 0;
+}
+
+/* The host bridge names (on a's host) of a's groups whose digest b does
+ * not have (as a multiset), joined by ' '. */
+static char *changed_groups(const struct fingerprint *a, const struct fingerprint *b) {
+        bool *used = xcalloc(b->n_groups + 1, sizeof(bool));
+        struct strbuf out = {0};
+        for (size_t i = 0; i < a->n_groups; i++) {
+                bool found = false;
+                for (size_t j = 0; j < b->n_groups && !found; j++)
+                        if (!used[j] && streq(a->groups[i].digest, b->groups[j].digest))
+                                used[j] = found = true;
+                if (!found)
+                        strbuf_printf(&out, "%s%s", out.len ? " " : "", a->groups[i].host_bridge);
+        }
+        free(used);
+        return strbuf_steal(&out);
+}
+
+static void test_counts(void **state) {
+        (void) state;
+        struct hostmap_device d = {0};
+        static const struct {
+                uint32_t class;
+                const char *driver;
+                bool counts;
+        } v[] = {
+                { 0x030200, "nvidia", true },      /* 3D controller */
+                { 0x030000, NULL, true },          /* VGA */
+                { 0x020000, "ice", true },         /* Ethernet */
+                { 0x020700, "mlx5_core", true },   /* InfiniBand */
+                { 0x010802, "nvme", true },        /* NVMe */
+                { 0x120000, NULL, true },          /* processing accelerator */
+                { 0x068000, "vfio-pci", true },    /* an NVSwitch set aside for guests */
+                { 0x068000, "nvidia-nvswitch", false }, /* an "other bridge" on its host driver */
+                { 0x068000, "piix4_smbus", false }, /* chipset functions are "other bridges" too */
+                { 0x088000, "vfio-pci", true },    /* anything on vfio-pci */
+                { 0x0c0330, "mlx5_vfio_pci", true }, /* or a variant driver */
+                { 0x088000, NULL, false },         /* system peripheral */
+                { 0x010601, "ahci", false },       /* SATA */
+                { 0x0c0330, "xhci_hcd", false },   /* USB */
+                { 0x060400, "pcieport", false },   /* PCI bridge */
+                { 0x060400, "vfio-pci", false },   /* a bridge, whatever its driver */
+                { 0x060000, NULL, false },         /* host bridge */
+        };
+        for (size_t i = 0; i < ELEMENTSOF(v); i++) {
+                d.class = v[i].class;
+                d.driver = (char *) v[i].driver;
+                if (fingerprint_device_counts(&d) != v[i].counts)
+                        fail_msg("class %06x driver %s: counts should be %d", v[i].class, strna(v[i].driver), v[i].counts);
+        }
+        assert_false(fingerprint_device_counts(NULL));
+}
+
+/* What host A's fingerprint holds: the format documented in
+ * docs/operations.md. */
+static void test_canonical(void **state) {
+        (void) state;
+        struct fingerprint *f = fp_of(host_a, N_A, &plain);
+        assert_int_equal(strlen(f->digest), 64);
+        assert_true(strncmp(f->canonical,
+                            "pcinuma topology fingerprint 1\n"
+                            "node 0 cpus 8 socket 0 distances 10 21\n"
+                            "node 1 cpus 8 socket 1 distances 21 10\n"
+                            "group node 0 rc{",
+                            strlen("pcinuma topology fingerprint 1\nnode 0 cpus 8 socket 0 distances 10 21\n"
+                                   "node 1 cpus 8 socket 1 distances 21 10\ngroup node 0 rc{")) == 0);
+        assert_int_equal(f->n_groups, 4);
+        /* By node, then by the text: the switch ("rc{bridge{bridge{") first. */
+        assert_int_equal(f->groups[0].node, 0);
+        assert_int_equal(f->groups[1].node, 0);
+        assert_int_equal(f->groups[2].node, 1);
+        assert_int_equal(f->groups[3].node, 1);
+        assert_string_equal(f->groups[0].host_bridge, "pci0000:10");
+        assert_string_equal(f->groups[1].host_bridge, "pci0000:30");
+        assert_string_equal(f->groups[2].host_bridge, "pci0000:90");
+        assert_string_equal(f->groups[3].host_bridge, "pci0000:b0");
+        /* No BDF, no host bridge name, no bridge IDs in the text. */
+        assert_null(strstr(f->canonical, "0000:"));
+        assert_null(strstr(f->canonical, "pci0000"));
+        assert_null(strstr(f->canonical, "10b5"));
+        assert_null(strstr(f->canonical, "8086"));
+        /* The switch's group. */
+        const char *sw = "node 0 rc{bridge{bridge{"
+                         "bridge{dev(10de:2330 class 030200 driver vfio-pci bars 0:m32:0x1000000;1:m64p:0x1000000000)},"
+                         "bridge{dev(10de:2330 class 030200 driver vfio-pci bars 0:m32:0x1000000;1:m64p:0x1000000000)},"
+                         "bridge{dev(15b3:1021 class 020700 driver vfio-pci bars 0:m64p:0x2000000)}}}}";
+        /* The VFs inside their PF (which counts too: class 02). */
+        const char *vf = "node 0 rc{bridge{dev(15b3:1017 class 020000 driver mlx5_core bars 0:m64p:0x2000000 vfs{"
+                         "dev(15b3:101e class 020700 driver vfio-pci bars 0:m64p:0x100000),"
+                         "dev(15b3:101e class 020700 driver vfio-pci bars 0:m64p:0x100000)})}}";
+        bool have_sw = false, have_vf = false;
+        for (size_t i = 0; i < f->n_groups; i++) {
+                have_sw |= streq(f->groups[i].canonical, sw);
+                have_vf |= streq(f->groups[i].canonical, vf);
+                /* A group digest is the SHA-256 of its line. */
+                char hex[SHA256_HEX_SIZE];
+                _cleanup_free_ char *line = xasprintf("%s\n", f->groups[i].canonical);
+                assert_string_equal(sha256_hex(line, strlen(line), hex), f->groups[i].digest);
+                assert_non_null(strstr(f->canonical, f->groups[i].canonical));
+        }
+        if (!have_sw || !have_vf)
+                fail_msg("canonical text:\n%s", f->canonical);
+        char hex[SHA256_HEX_SIZE];
+        assert_string_equal(sha256_hex(f->canonical, strlen(f->canonical), hex), f->digest);
+        /* The system peripheral is not there; the PF's devices list holds it and its VFs. */
+        assert_null(strstr(f->canonical, "088000"));
+        size_t n_devices = 0;
+        for (size_t i = 0; i < f->n_groups; i++)
+                n_devices += f->groups[i].n_devices;
+        assert_int_equal(n_devices, 3 + 3 + 3 + 1);
+        fingerprint_free(f);
+}
+
+static void test_renumbered_same(void **state) {
+        (void) state;
+        struct fingerprint *a = fp_of(host_a, N_A, &plain);
+        struct fingerprint *b = fp_of(host_a, N_A, &renumbered);
+        assert_string_equal(a->canonical, b->canonical);
+        assert_string_equal(a->digest, b->digest);
+        assert_int_equal(a->n_groups, b->n_groups);
+        for (size_t i = 0; i < a->n_groups; i++) {
+                assert_string_equal(a->groups[i].digest, b->groups[i].digest);
+                assert_string_not_equal(a->groups[i].host_bridge, b->groups[i].host_bridge);
+        }
+        fingerprint_free(a);
+        fingerprint_free(b);
+}
+
+/* A GPU and the NIC of a switch trade downstream ports and bus numbers
+ * (so the host enumerates them in another order), and a GPU moves to a
+ * free port: the same places, the same digest. */
+static void test_permuted_ports_same(void **state) {
+        (void) state;
+        struct dev_spec *s = copy_a();
+        s[find_spec(s, 0x93, 0, 0)].up_slot[2] = 3;
+        struct dev_spec *gpu = &s[find_spec(s, 0x13, 0, 0)], *nic = &s[find_spec(s, 0x15, 0, 0)];
+        gpu->bus = 0x15;
+        gpu->up_slot[2] = 2;
+        nic->bus = 0x13;
+        nic->up_slot[2] = 0;
+        struct fingerprint *a = fp_of(host_a, N_A, &plain);
+        struct fingerprint *b = fp_of(s, N_A, &plain);
+        assert_string_equal(a->digest, b->digest);
+        fingerprint_free(a);
+        fingerprint_free(b);
+        free(s);
+}
+
+/* One GPU moves from node 0's switch to node 1's (to the free downstream
+ * port 92:03.0): another digest, and exactly the two switch groups change. */
+static void test_moved_device(void **state) {
+        (void) state;
+        struct dev_spec *s = copy_a();
+        struct dev_spec *g = &s[find_spec(s, 0x14, 0, 0)];
+        g->bus = 0x96;
+        g->node = 1;
+        g->hb_bus = 0x90;
+        g->up[0] = 0x90;
+        g->up[1] = 0x91;
+        g->up[2] = 0x92;
+        g->up_slot[2] = 3;
+        struct fingerprint *a = fp_of(host_a, N_A, &plain);
+        struct fingerprint *c = fp_of(s, N_A, &renumbered);
+        assert_string_not_equal(a->digest, c->digest);
+        _cleanup_free_ char *changed = changed_groups(a, c);
+        assert_string_equal(changed, "pci0000:10 pci0000:90");
+        fingerprint_free(a);
+        fingerprint_free(c);
+        free(s);
+}
+
+/* A NIC behind a root port on another driver: its group changes, no other. */
+static void test_other_driver(void **state) {
+        (void) state;
+        struct dev_spec *s = copy_a();
+        s[find_spec(s, 0x95, 0, 0)].driver = "mlx5_core";
+        struct fingerprint *a = fp_of(host_a, N_A, &plain);
+        struct fingerprint *b = fp_of(s, N_A, &plain);
+        assert_string_not_equal(a->digest, b->digest);
+        _cleanup_free_ char *changed = changed_groups(a, b);
+        assert_string_equal(changed, "pci0000:90");
+        fingerprint_free(a);
+        fingerprint_free(b);
+        free(s);
+}
+
+/* The NVMe drive is another model: its group changes, no other. */
+static void test_other_model(void **state) {
+        (void) state;
+        struct dev_spec *s = copy_a();
+        s[find_spec(s, 0xb1, 0, 0)].device = 0xa808;
+        struct fingerprint *a = fp_of(host_a, N_A, &plain);
+        struct fingerprint *b = fp_of(s, N_A, &plain);
+        assert_string_not_equal(a->digest, b->digest);
+        _cleanup_free_ char *changed = changed_groups(a, b);
+        assert_string_equal(changed, "pci0000:b0");
+        /* A VF's model counts too. */
+        struct dev_spec *s2 = copy_a();
+        s2[find_spec(s2, 0x31, 0, 3)].vendor = 0x8086;
+        struct fingerprint *c = fp_of(s2, N_A, &plain);
+        _cleanup_free_ char *changed2 = changed_groups(a, c);
+        assert_string_equal(changed2, "pci0000:30");
+        fingerprint_free(a);
+        fingerprint_free(b);
+        fingerprint_free(c);
+        free(s);
+        free(s2);
+}
+
+/* Another SLIT distance: another digest; the groups (which do not hold
+ * distances) keep theirs. */
+static void test_other_distance(void **state) {
+        (void) state;
+        struct numbering far = plain;
+        far.slit_far = 32;
+        struct fingerprint *a = fp_of(host_a, N_A, &plain);
+        struct fingerprint *b = fp_of(host_a, N_A, &far);
+        assert_string_not_equal(a->digest, b->digest);
+        _cleanup_free_ char *changed = changed_groups(a, b);
+        assert_string_equal(changed, "");
+        fingerprint_free(a);
+        fingerprint_free(b);
+}
+
+/* Devices that do not count change nothing; a VF more does; a device
+ * bound to vfio-pci counts whatever its class. */
+static void test_what_counts(void **state) {
+        (void) state;
+        struct dev_spec *s = copy_a();
+        struct fingerprint *a = fp_of(host_a, N_A, &plain);
+
+        /* The system peripheral unbound vs on some other driver: same. */
+        s[find_spec(s, 0x30, 2, 0)].driver = "intel_vsec";
+        struct fingerprint *b = fp_of(s, N_A, &plain);
+        assert_string_equal(a->digest, b->digest);
+        /* ... on vfio-pci: it counts, in its group. */
+        s[find_spec(s, 0x30, 2, 0)].driver = "vfio-pci";
+        struct fingerprint *c = fp_of(s, N_A, &plain);
+        assert_string_not_equal(a->digest, c->digest);
+        _cleanup_free_ char *changed = changed_groups(a, c);
+        assert_string_equal(changed, "pci0000:30");
+        /* One VF fewer: its PF's group changes. */
+        struct dev_spec *s2 = copy_a();
+        size_t k = find_spec(s2, 0x31, 0, 3);
+        memmove(&s2[k], &s2[k + 1], (N_A - k - 1) * sizeof(*s2));
+        struct fingerprint *d = fp_of(s2, N_A - 1, &plain);
+        assert_string_not_equal(a->digest, d->digest);
+        _cleanup_free_ char *changed2 = changed_groups(a, d);
+        assert_string_equal(changed2, "pci0000:30");
+        free(s2);
+        fingerprint_free(a);
+        fingerprint_free(b);
+        fingerprint_free(c);
+        fingerprint_free(d);
+        free(s);
+}
+
+/* Which nodes share a socket counts; the socket's number does not. */
+static void test_sockets(void **state) {
+        (void) state;
+        struct hostmap *h = build(host_a, N_A, &plain);
+        struct fingerprint *a = fingerprint_new(h);
+        h->nodes[1].socket = h->nodes[0].socket;
+        struct fingerprint *b = fingerprint_new(h);
+        assert_string_not_equal(a->digest, b->digest);
+        assert_non_null(strstr(b->canonical, "node 1 cpus 8 socket 0 "));
+        h->nodes[0].socket = 42;
+        h->nodes[1].socket = 42;
+        struct fingerprint *c = fingerprint_new(h);
+        assert_string_equal(b->digest, c->digest);
+        fingerprint_free(a);
+        fingerprint_free(b);
+        fingerprint_free(c);
+        hostmap_free(h);
+}
+
+/* A capture that links a VF to itself, or to another VF: no loop, each
+ * described once, standalone. */
+static void test_physfn_loops(void **state) {
+        (void) state;
+        struct hostmap *h = build(host_a, N_A, &plain);
+        struct pci_addr self, vf2;
+        assert_int_equal(pci_addr_parse("0000:31:00.2", &self), 0);
+        assert_int_equal(pci_addr_parse("0000:31:00.3", &vf2), 0);
+        struct hostmap_device *d = (struct hostmap_device *) hostmap_find_device(h, &self);
+        struct hostmap_device *e = (struct hostmap_device *) hostmap_find_device(h, &vf2);
+        d->physfn = self;                 /* its own PF */
+        e->physfn = self;                 /* a VF's VF */
+        struct fingerprint *f = fingerprint_new(h);
+        const char *vf = "dev(15b3:101e class 020700 driver vfio-pci bars 0:m64p:0x100000)";
+        const char *p = strstr(f->canonical, vf);
+        assert_non_null(p);
+        p = strstr(p + 1, vf);
+        assert_non_null(p);
+        assert_null(strstr(p + 1, vf));
+        assert_null(strstr(f->canonical, "vfs{"));
+        fingerprint_free(f);
+        hostmap_free(h);
+}
+
+/* An empty host (no devices) still has a fingerprint: its nodes. */
+static void test_no_devices(void **state) {
+        (void) state;
+        struct fingerprint *f = fp_of(host_a, 0, &plain);
+        assert_int_equal(f->n_groups, 0);
+        assert_string_equal(f->canonical, "pcinuma topology fingerprint 1\n"
+                                          "node 0 cpus 8 socket 0 distances 10 21\n"
+                                          "node 1 cpus 8 socket 1 distances 21 10\n");
+        fingerprint_free(f);
+        assert_null(fingerprint_free(NULL));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_counts),
+                cmocka_unit_test(test_canonical),
+                cmocka_unit_test(test_renumbered_same),
+                cmocka_unit_test(test_permuted_ports_same),
+                cmocka_unit_test(test_moved_device),
+                cmocka_unit_test(test_other_driver),
+                cmocka_unit_test(test_other_model),
+                cmocka_unit_test(test_other_distance),
+                cmocka_unit_test(test_what_counts),
+                cmocka_unit_test(test_sockets),
+                cmocka_unit_test(test_physfn_loops),
+                cmocka_unit_test(test_no_devices),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
