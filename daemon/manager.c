@@ -115,7 +115,7 @@ static int rescan(struct manager *m, const char *why, struct hostmap **ret_old) 
         _cleanup_free_ char *err = NULL;
         struct hostmap *h = NULL;
         uint64_t t0 = now_usec(CLOCK_MONOTONIC);
-        int r = hostmap_load_path(m->cfg.sysfs_root, &h, &err);
+        int r = hostmap_load_for_plan(m->cfg.sysfs_root, &h, &err);
         if (r < 0) {
                 log_msg(LOG_ERR, "Failed to rescan the host (%s): %s; keeping the previous host map", why, err);
                 return r;
@@ -377,7 +377,7 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
                 log_msg(LOG_WARNING, "No policy file at %s; the built-in default policy is in force (default %s, no rules)",
                         cfg->policy_file, policy_mode_to_string(m->policy->def.mode));
 
-        r = hostmap_load_path(cfg->sysfs_root, &m->hostmap, &err);
+        r = hostmap_load_for_plan(cfg->sysfs_root, &m->hostmap, &err);
         if (r < 0) {
                 log_msg(LOG_ERR, "Cannot start: cannot read the host map: %s", err);
                 return r;

@@ -35,6 +35,8 @@ static void print_features(const struct policy_settings *s) {
                 printf(", mmio64 %s", s->mmio64_auto ? "auto" : "off");
         if (s->io_port_check != d.io_port_check)
                 printf(", io_port_check %s", s->io_port_check ? "on" : "off");
+        if (s->nccl_topology != d.nccl_topology)
+                printf(", nccl_topology %s", s->nccl_topology ? "on" : "off");
         if (s->managed_auto != d.managed_auto)
                 printf(", managed %s", s->managed_auto ? "auto" : "off");
 }

@@ -32,7 +32,8 @@ static void host_usage(FILE *f) {
                 "  --json            print JSON instead of text\n"
                 "  --nccl-topo       print the host's NCCL topology file (as NCCL_TOPO_DUMP_FILE\n"
                 "                    would), to compare with a guest's (pcinumactl nccl-topo)\n"
-                "  --cpu SPEC        with --nccl-topo: VENDOR,FAMILY,MODEL or none (default: this machine's)\n"
+                "  --cpu SPEC        with --nccl-topo: VENDOR,FAMILY,MODEL or none (default: this\n"
+                "                    machine's when the host map is its /sys, else none)\n"
                 "  -h, --help        show this help\n");
 }
 
@@ -335,11 +336,11 @@ const char *root = ctl_default_sysfs_root();
                 host_usage(stderr);
                 return 2;
         }
-        struct ctl_cpu cpu;
-        if (nccl && ctl_cpu_get("pcinumactl host", cpu_spec, &cpu) < 0)
-                return 2;
+        struct ctl_cpu cpu = {0};
+        if (cpu_spec && ctl_cpu_parse("pcinumactl host", cpu_spec, &cpu) < 0)
+                return CTL_EXIT_BAD_INPUT;
 
-        r = hostmap_load_path(root, &h, &error);
+        r = nccl ? hostmap_load_for_plan(root, &h, &error) : hostmap_load_path(root, &h, &error);
         if (r < 0) {
                 /* The loader's message names the root too; say it once. */
                 const char *reason = error ? error : strerror(-r);
@@ -352,12 +353,10 @@ const char *root = ctl_default_sysfs_root();
 
         if (nccl) {
                 _cleanup_free_ char *xml = NULL, *reason = NULL;
-                if (hostmap_load_links_path(root, h, &error) < 0) {
-                        fprintf(stderr, "pcinumactl host: cannot read link speeds: %s\n", error);
-                        return 2;
-                }
+                struct nccltopo_cpu host_cpu;
+                const struct nccltopo_cpu *dflt = nccltopo_cpu_from_host(&h->cpu_id, &host_cpu) ? &host_cpu : NULL;
                 ctl_print_hostmap_warnings("pcinumactl host", h);
-                if (nccltopo_host(h, &cpu.id, &xml, &reason) != 0) {
+                if (nccltopo_host(h, ctl_cpu_pick(cpu_spec, &cpu, dflt), &xml, &reason) != 0) {
                         fprintf(stderr, "pcinumactl host: no NCCL topology file: %s\n", reason);
                         return 1;
                 }

@@ -18,9 +18,12 @@ static void usage(FILE *f) {
                    "Print the NCCL topology file (what NCCL_TOPO_FILE reads) of the domain's guest as planned:\n"
                    "one <cpu> per guest cell, the GPUs and RDMA NICs at their predicted guest bus ids,\n"
                    "below the switches the plan mirrors, with the host devices' link speed and width.\n"
-                   "A domain that is already planned gives the same file.\n\n"
-                   "  --cpu SPEC   the CPU identity to write (default: this machine's; 'none' leaves it\n"
-                   "               to NCCL in the guest)\n\n"
+                   "A domain that is already planned gives the same file, and it is the file pcinumad gives\n"
+                   "the guest (nccl_topology, docs/guest.md).\n\n"
+                   "  --cpu SPEC   the CPU identity to write: VENDOR,FAMILY,MODEL, ARCH,VENDOR,FAMILY,MODEL\n"
+                   "               or none (default: this machine's when the guest's CPU is host-passthrough\n"
+                   "               or host-model and the host map is this machine's /sys; else none, and\n"
+                   "               NCCL in the guest reads the CPU it runs on)\n\n"
                    "Exit status: 0 printed, 1 no GPU or RDMA NIC placed (the reason on stderr) or the output\n"
                    "could not be written, 2 bad input.\n");
 }
@@ -57,8 +60,8 @@ int ctl_nccl_topo(int argc, char **argv) {
                 usage(stderr);
                 return CTL_EXIT_BAD_INPUT;
         }
-        struct ctl_cpu cpu;
-        if (ctl_cpu_get(a.who, cpu_spec, &cpu) < 0)
+        struct ctl_cpu cpu = {0};
+        if (cpu_spec && ctl_cpu_parse(a.who, cpu_spec, &cpu) < 0)
                 return CTL_EXIT_BAD_INPUT;
 
         _cleanup_hostmap_ struct hostmap *h = NULL;
@@ -67,11 +70,10 @@ int ctl_nccl_topo(int argc, char **argv) {
         int r = ctl_plan_input(&a, &h, &res);
         if (r != 0)
                 return r;
-        _cleanup_free_ char *err = NULL;
-        if (hostmap_load_links_path(a.root, h, &err) < 0)
-                return ctl_error(CTL_EXIT_BAD_INPUT, a.who, "cannot read link speeds: %s", err);
+        struct nccltopo_cpu guest_cpu;
+        const struct nccltopo_cpu *dflt = nccltopo_guest_cpu(res->base, h, &guest_cpu);
         _cleanup_free_ char *xml = NULL, *reason = NULL;
-        if (nccltopo_guest(res->plan, res->base, h, &cpu.id, &xml, &reason) != 0)
+        if (nccltopo_guest(res->plan, res->base, h, ctl_cpu_pick(cpu_spec, &cpu, dflt), &xml, &reason) != 0)
                 return ctl_error(CTL_EXIT_FAILED, a.who, "%s: no NCCL topology file: %s", ctl_input_name(a.input),
                                  reason);
         fputs(xml, stdout);

@@ -105,7 +105,7 @@ int ctl_plan_input(const struct ctl_plan_args *a, struct hostmap **ret_h, struct
                 return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "%s", err);
 
         _cleanup_hostmap_ struct hostmap *h = NULL;
-        if (hostmap_load_path(a->root, &h, &err) < 0)
+        if (hostmap_load_for_plan(a->root, &h, &err) < 0)
                 return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "cannot read the host map: %s", err);
         ctl_print_hostmap_warnings(a->who, h);
 

@@ -340,6 +340,13 @@ static int parse_os(struct domain *d, xmlNodePtr root) {
                         d->firmware = xml_text(loader);
         }
         d->acpi = xml_child(xml_child(root, "features"), "acpi") != NULL;
+        {
+                /* The guest sees the host's CPU (its cpuid vendor, family,
+                 * model) only with these modes. */
+                _cleanup_free_ char *buf = NULL;
+                const char *mode = xml_prop_ref(xml_child(root, "cpu"), "mode", &buf);
+                d->cpu_is_host = mode && (streq(mode, "host-passthrough") || streq(mode, "host-model"));
+        }
         if (d->firmware)
                 d->ovmf = streq(d->firmware, "efi") || strcasestr(d->firmware, "ovmf") || strcasestr(d->firmware, "edk2");
         return 0;

@@ -86,6 +86,7 @@ struct domain {
         bool q35;
         bool acpi;
         char *firmware;                 /* <os firmware=> or the <loader> path, or NULL */
+        bool cpu_is_host;               /* <cpu mode='host-passthrough'> or 'host-model' */
         bool ovmf;                      /* UEFI firmware (OVMF): firmware='efi' or an OVMF/edk2 loader */
         uint64_t pcihole64_kib;         /* <pcihole64> of the pcie-root, 0 if unset */
         xmlNodePtr devices;             /* <devices> */

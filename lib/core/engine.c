@@ -6,6 +6,7 @@
 #include <json.h>
 #include <strings.h>
 
+#include "nccltopo.h"
 #include "rewrite.h"
 
 struct engine_result *engine_result_free(struct engine_result *r) {
@@ -19,6 +20,36 @@ struct engine_result *engine_result_free(struct engine_result *r) {
         free(r->mismatch);
         free(r);
         return NULL;
+}
+
+/* nccl_topology: the guest's NCCL topology file, as the -fw_cfg argument
+ * the rewriter adds (docs/guest.md).  The CPU identity goes in only when
+ * the guest sees the host's CPU; otherwise NCCL reads the guest's own. */
+static void plan_nccl_topology(struct plan *p, const struct domain *d, const struct hostmap *h) {
+        if (!p->settings.nccl_topology) {
+                p->nccl_note = xstrdup("NCCL topology file: not given to the guest (nccl_topology is off)");
+                return;
+        }
+        struct nccltopo_cpu cpu;
+        const struct nccltopo_cpu *cp = nccltopo_guest_cpu(d, h, &cpu);
+        _cleanup_free_ char *xml = NULL, *why = NULL;
+        int r = nccltopo_guest(p, d, h, cp, &xml, &why);
+        if (r != 0) {
+                /* A domain without GPUs or RDMA NICs needs no word about it. */
+                if (r == NCCLTOPO_NOT_PLACED)
+                        p->nccl_note = xasprintf("NCCL topology file: not given to the guest: %s", why);
+                return;
+        }
+        p->nccl_arg = nccltopo_fwcfg_arg(xml, &why);
+        if (!p->nccl_arg) {
+                p->nccl_note = xasprintf("NCCL topology file: not given to the guest: %s", why);
+                *GROW(p->warnings, p->n_warnings) = xstrdup(p->nccl_note);
+                return;
+        }
+        p->nccl_note = xasprintf("NCCL topology file: given to the guest as fw_cfg %s (%zu bytes; "
+                                 "NCCL_TOPO_FILE=/sys/firmware/qemu_fw_cfg/by_name/%s/raw)",
+                                 NCCLTOPO_FWCFG_NAME, strlen(p->nccl_arg) - strlen(NCCLTOPO_FWCFG_PREFIX),
+                                 NCCLTOPO_FWCFG_NAME);
 }
 
 int engine_plan(const char *xml, size_t len, const struct hostmap *h, const struct policy *pol,
@@ -83,6 +114,8 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
         if (r < 0)
                 return set_error(ret_error, r, "planner failed");
         res->verdict = res->plan->verdict;
+        if (res->verdict == PLAN_APPLY)
+                plan_nccl_topology(res->plan, res->base, h);
 
         switch (res->verdict) {
         case PLAN_REFUSED:
@@ -345,6 +378,8 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
                         strbuf_printf(&b, "%s\n", p->mmio64_note);
                 if (p->io_note)
                         strbuf_printf(&b, "%s\n", p->io_note);
+                if (p->nccl_note)
+                        strbuf_printf(&b, "%s\n", p->nccl_note);
                 if (!p->settings.managed_auto)
                         strbuf_append(&b, "managed: not changed (managed is off)\n");
                 else if (!p->n_managed)
@@ -469,6 +504,7 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
         json_add_str(feat, "mmio64", p->mmio64_note);
         json_object_object_add(feat, "io_devices", json_object_new_int((int) p->io_devices));
         json_add_str(feat, "io_ports", p->io_note);
+        json_add_str(feat, "nccl_topology", p->nccl_note);
         json_object *mg = json_object_new_array();
         for (size_t i = 0; i < p->n_managed; i++) {
                 json_object *m = json_object_new_object();

@@ -11,7 +11,10 @@
  * RESOLVE_BENEATH, or a component-by-component walk that does the same
  * where the kernel or a seccomp filter refuses openat2()), only regular
  * files are read, non-blocking and with a size cap, and node and CPU
- * numbers are bounded.  What is refused is named in a warning. */
+ * numbers are bounded.  What is refused is named in a warning.
+ *
+ * hostmap_read_cpu_id() reads the one thing the host map holds that sysfs
+ * does not: this machine's CPU identity (uname, /proc/cpuinfo). */
 #include "hostmap.h"
 
 #include <ctype.h>
@@ -22,9 +25,11 @@
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <pthread.h>
 
 #include "fileio.h"
+#include "nccltopo.h"
 
 #define IORESOURCE_IO     UINT64_C(0x00000100)
 #define IORESOURCE_MEM    UINT64_C(0x00000200)
@@ -1260,10 +1265,25 @@ int hostmap_load_links_path(const char *root, struct hostmap *h, char **ret_erro
         }
         const struct reader rd = { .rootfd = rootfd, .openat2 = probe_openat2(rootfd) };
 
+        /* Only the NCCL file reads links: its devices and the bridges above them. */
+        _cleanup_free_ bool *need = xcalloc(h->n_devices + 1, sizeof(bool));
+        for (size_t i = 0; i < h->n_devices; i++) {
+                const struct hostmap_device *d = &h->devices[i];
+                if (!nccltopo_wanted(d->class, d->vendor))
+                        continue;
+                need[i] = true;
+                for (size_t k = 0; k < d->n_upstream; k++) {
+                        const struct hostmap_device *u = hostmap_find_device(h, &d->upstream[k]);
+                        if (u)
+                                need[u - h->devices] = true;
+                }
+        }
         for (size_t i = 0; i < h->n_devices; i++) {
                 struct hostmap_device *d = &h->devices[i];
                 char path[128], buf[64];
                 ssize_t n;
+                if (!need[i])
+                        continue;
 
                 snprintf(path, sizeof(path), "bus/pci/devices/%s/current_link_speed", d->name);
                 n = read_attr_at(&rd, rootfd, path, buf, sizeof(buf));
@@ -1286,5 +1306,70 @@ int hostmap_load_links_path(const char *root, struct hostmap *h, char **ret_erro
                 } else if (n != -ENOENT)
                         warn_unreadable(h, d->name, "current_link_width", (int) n);
         }
+        return 0;
+}
+
+static bool cpu_word_ok(const char *s, size_t max) {
+        size_t n = strlen(s);
+        if (n == 0 || n >= max)
+                return false;
+        for (; *s; s++)
+                if (!isalnum((unsigned char) *s) && *s != '_' && *s != '-')
+                        return false;
+        return true;
+}
+
+void hostmap_read_cpu_id(struct hostmap_cpu_id *c) {
+        *c = (struct hostmap_cpu_id) { .family = -1, .model = -1 };
+        struct utsname u;
+        if (uname(&u) == 0 && cpu_word_ok(u.machine, sizeof c->arch)) {
+                /* NCCL's names: x86_64, arm64, ppc64. */
+                const char *m = streq(u.machine, "aarch64") ? "arm64"
+                                : strncmp(u.machine, "ppc64", 5) == 0 ? "ppc64" : u.machine;
+                snprintf(c->arch, sizeof c->arch, "%s", m);
+        }
+        if (!streq(c->arch, "x86_64"))
+                return;
+        /* "key\t: value" lines; the first processor's are enough. */
+        _cleanup_fclose_ FILE *f = fopen("/proc/cpuinfo", "re");
+        char line[512], vendor[64] = "";
+        int family = -1, model = -1;
+        while (f && fgets(line, sizeof line, f)) {
+                if (line[0] == '\n')
+                        break;
+                char *colon = strchr(line, ':');
+                if (!colon)
+                        continue;
+                char *v = colon + 1;
+                v += strspn(v, " \t");
+                v[strcspn(v, "\n")] = 0;
+                uint64_t n;
+                if (strncmp(line, "vendor_id", 9) == 0 && cpu_word_ok(v, sizeof vendor))
+                        snprintf(vendor, sizeof vendor, "%s", v);
+                else if (strncmp(line, "cpu family", 10) == 0 && parse_uint(v, 10, 0xfff, &n) >= 0)
+                        family = (int) n;
+                else if (strncmp(line, "model\t", 6) == 0 && parse_uint(v, 10, 0xfff, &n) >= 0)
+                        model = (int) n;
+        }
+        if (vendor[0] && family >= 0 && model >= 0) {
+                snprintf(c->vendor, sizeof c->vendor, "%s", vendor);
+                c->family = family;
+                c->model = model;
+        }
+}
+
+int hostmap_load_for_plan(const char *root, struct hostmap **ret, char **ret_error) {
+        _cleanup_hostmap_ struct hostmap *h = NULL;
+        int r = hostmap_load_path(root, &h, ret_error);
+        if (r < 0)
+                return r;
+        r = hostmap_load_links_path(root, h, ret_error);
+        if (r < 0)
+                return r;
+        /* The CPU identity is this machine's: only when root is its sysfs. */
+        char real[PATH_MAX];
+        if (realpath(root, real) && streq(real, "/sys"))
+                hostmap_read_cpu_id(&h->cpu_id);
+        *ret = TAKE_PTR(h);
         return 0;
 }

@@ -29,6 +29,7 @@ static struct hostmap_private *private_of(struct hostmap *h) {
 
 struct hostmap *hostmap_new(void) {
         struct hostmap_private *p = xcalloc(1, sizeof(*p));
+        p->pub.cpu_id.family = p->pub.cpu_id.model = -1;
         return &p->pub;
 }
 

@@ -78,6 +78,16 @@ struct hostmap_node {
         int socket;                       /* physical_package_id of its CPUs; -1 for a CPU-less node */
 };
 
+/* The CPU of the machine the host map describes, as NCCL names it (its
+ * topology file's <cpu arch= vendor= familyid= modelid=>).  sysfs does
+ * not hold it: hostmap_read_cpu_id() reads this machine's, and a caller
+ * that reads a captured or fixture tree leaves it unknown. */
+struct hostmap_cpu_id {
+        char arch[65];                    /* "x86_64", "arm64", "ppc64"; "" unknown */
+        char vendor[64];                  /* "GenuineIntel"; "" unknown */
+        int family, model;                /* -1 unknown */
+};
+
 struct hostmap {
         /* sorted by id */
         struct hostmap_node *nodes;
@@ -103,6 +113,8 @@ struct hostmap {
         char **warnings;
         size_t n_warnings;
         size_t n_warnings_dropped;
+        /* Unknown ("" and -1) unless the caller fills it. */
+        struct hostmap_cpu_id cpu_id;
 };
 
 #define HOSTMAP_WARNINGS_MAX 64
@@ -124,14 +136,24 @@ int hostmap_load(int rootfd, struct hostmap **ret, char **ret_error);
 /* Same, opening 'root' (a path) first. */
 int hostmap_load_path(const char *root, struct hostmap **ret, char **ret_error);
 
-/* Add each PCI device's trained link (current_link_speed and
- * current_link_width) to h, read under root as hostmap_load() reads (never
+/* Add the trained link (current_link_speed and current_link_width) of
+ * each GPU and RDMA NIC (nccltopo_wanted()) and of the bridges above it to h, read under root as hostmap_load() reads (never
  * outside it).  A missing file leaves the link unknown; a value that is
  * not a speed ("N GT/s", "N GT/s PCIe") or a width (1 to 32) is a warning
  * in h and leaves it unknown ("Unknown", as the kernel writes for a link
  * that is down, too).  Returns 0, or a negative errno with *ret_error set
  * when root cannot be opened. */
 int hostmap_load_links_path(const char *root, struct hostmap *h, char **ret_error);
+
+/* What planning needs: hostmap_load_path(), the links
+ * (hostmap_load_links_path()) and, when root is this machine's /sys, its
+ * CPU identity (hostmap_read_cpu_id()).  Used by pcinumad and pcinumactl. */
+int hostmap_load_for_plan(const char *root, struct hostmap **ret, char **ret_error);
+
+/* This machine's CPU identity: uname's machine (as NCCL names it), and on
+ * x86 /proc/cpuinfo's vendor_id, cpu family and model.  What cannot be
+ * read stays unknown. */
+void hostmap_read_cpu_id(struct hostmap_cpu_id *ret);
 
 /* Accepts NULL; returns NULL. */
 struct hostmap *hostmap_free(struct hostmap *h);

@@ -10,6 +10,7 @@
 
 #include "domain.h"
 #include "planner.h"
+#include "sha256.h"
 
 void mark_done(struct mark *m) {
         free(m->version);
@@ -23,6 +24,8 @@ void mark_done(struct mark *m) {
         free(m->pcihole64_original_unit);
         free(m->ovmf_mmio64);
         free(m->qemu_ns_added);
+        free(m->nccl_topology);
+        free(m->nccl_topology_sha256);
         for (size_t i = 0; i < m->n_expanders; i++)
                 free(m->expanders[i].host_nodes);
         free(m->expanders);
@@ -93,6 +96,10 @@ void mark_build(const struct plan *p, const struct domain *d, struct mark *ret) 
                 };
         for (size_t i = 0; i < p->n_pruned; i++)
                 *GROW(m.removed, m.n_removed) = (struct mark_removed) { .controller = p->pruned[i], .position = -1 };
+        if (p->nccl_arg) {
+                char hex[SHA256_HEX_SIZE];
+                m.nccl_topology_sha256 = xstrdup(sha256_hex(p->nccl_arg, strlen(p->nccl_arg), hex));
+        }
         *ret = m;
 }
 
@@ -129,6 +136,8 @@ static void write_attrs(const struct mark *m, xmlNodePtr mark) {
         set_prop(mark, "pcihole64-original-unit", m->pcihole64_original_unit);
         set_prop(mark, "ovmf-mmio64", m->ovmf_mmio64);
         set_prop(mark, "qemu-ns-added", m->qemu_ns_added);
+        set_prop(mark, "nccl-topology", m->nccl_topology);
+        set_prop(mark, "nccl-topology-sha256", m->nccl_topology_sha256);
 }
 
 static void write_device(const struct mark_device *md, xmlNodePtr e) {
@@ -431,6 +440,8 @@ void mark_parse_attrs(xmlNodePtr node, struct mark *m) {
         m->pcihole64_original_unit = xml_prop(node, "pcihole64-original-unit");
         m->ovmf_mmio64 = xml_prop(node, "ovmf-mmio64");
         m->qemu_ns_added = xml_prop(node, "qemu-ns-added");
+        m->nccl_topology = xml_prop(node, "nccl-topology");
+        m->nccl_topology_sha256 = xml_prop(node, "nccl-topology-sha256");
 }
 
 /* The feature switches' attributes: values that the revert writes back
@@ -446,6 +457,9 @@ static int check_attrs(const struct mark *m, char **ret_error) {
         if (m->ovmf_mmio64 && !streq(m->ovmf_mmio64, "created") && !streq(m->ovmf_mmio64, "added"))
                 return set_error(ret_error, -EINVAL, "pcinuma mark: ovmf-mmio64='%s' is neither created nor added: the mark is refused and nothing was changed",
                                  m->ovmf_mmio64);
+        if (m->nccl_topology && !streq(m->nccl_topology, "created") && !streq(m->nccl_topology, "added"))
+                return set_error(ret_error, -EINVAL, "pcinuma mark: nccl-topology='%s' is neither created nor added: the mark is refused and nothing was changed",
+                                 m->nccl_topology);
         return 0;
 }
 
@@ -580,6 +594,14 @@ bool mark_matches(const struct mark *m, const struct plan *p, const struct domai
                 return false;
         if (p->pcihole64_kib ? cur->pcihole64_kib != p->pcihole64_kib : (m->pcie_root_created || m->pcihole64_original))
                 return false;
+        /* The NCCL topology file: given or not, and the same text. */
+        if (!!p->nccl_arg != !!m->nccl_topology_sha256)
+                return false;
+        if (p->nccl_arg) {
+                char hex[SHA256_HEX_SIZE];
+                if (!streq(m->nccl_topology_sha256, sha256_hex(p->nccl_arg, strlen(p->nccl_arg), hex)))
+                        return false;
+        }
         for (size_t i = 0; i < p->n_devices; i++) {
                 const struct plan_device *pd = &p->devices[i];
                 if (pd->action != PLAN_MOVE)

@@ -70,6 +70,8 @@ struct mark {
         char *pcihole64_original_unit;  /* its unit, "none" when it had none */
         char *ovmf_mmio64;              /* "created" or "added" */
         char *qemu_ns_added;            /* "yes" */
+        char *nccl_topology;            /* the NCCL topology fw_cfg: "created" (with its <qemu:commandline>) or "added" */
+        char *nccl_topology_sha256;     /* SHA-256 of its -fw_cfg argument, so a changed file is a changed plan */
 
         struct mark_expander *expanders;
         size_t n_expanders;

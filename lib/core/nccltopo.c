@@ -350,22 +350,23 @@ int nccltopo_guest(const struct plan *p, const struct domain *d, const struct ho
 
         if (placed == 0) {
                 free(t.v);
-                if (wanted == 0)
+                if (wanted == 0) {
                         *ret_reason = xstrdup("the domain has no GPU or RDMA NIC among its passthrough devices "
                                               "(NCCL's topology file describes only those)");
-                else
+                        return NCCLTOPO_NONE;
+                }
                         *ret_reason = xasprintf("the plan places none of the domain's %zu GPU%s and RDMA NICs on the "
                                                 "guest's expander buses (%s)",
                                                 wanted, wanted > 1 ? "s" : "",
                                                 p->reason ? p->reason
                                                           : p->verdict == PLAN_APPLY ? "they stay on pcie.0"
                                                                                      : "the plan changes nothing");
-                return 1;
+                return NCCLTOPO_NOT_PLACED;
         }
 
         if (too_wide(&t, ret_reason)) {
                 free(t.v);
-                return 1;
+                return NCCLTOPO_NOT_PLACED;
         }
         struct strbuf b = {0};
         strbuf_append(&b, "<system version=\"1\">\n");
@@ -398,12 +399,12 @@ int nccltopo_host(const struct hostmap *h, const struct nccltopo_cpu *cpu, char 
         }
         if (t.n == 0) {
                 *ret_reason = xstrdup("the host has no GPU or RDMA NIC (NCCL's topology file describes only those)");
-                return 1;
+                return NCCLTOPO_NONE;
         }
 
         if (too_wide(&t, ret_reason)) {
                 free(t.v);
-                return 1;
+                return NCCLTOPO_NOT_PLACED;
         }
         struct strbuf b = {0};
         strbuf_append(&b, "<system version=\"1\">\n");
@@ -414,4 +415,41 @@ int nccltopo_host(const struct hostmap *h, const struct nccltopo_cpu *cpu, char 
         free(t.v);
         *ret_xml = finish(&b);
         return 0;
+}
+
+bool nccltopo_cpu_from_host(const struct hostmap_cpu_id *id, struct nccltopo_cpu *ret) {
+        if (!id->arch[0])
+                return false;
+        *ret = (struct nccltopo_cpu) {
+                .arch = id->arch, .vendor = id->vendor[0] ? id->vendor : NULL,
+                .family = id->vendor[0] ? id->family : -1, .model = id->vendor[0] ? id->model : -1,
+        };
+        return true;
+}
+
+char *nccltopo_fwcfg_arg(const char *xml, char **ret_reason) {
+        struct strbuf b = {0};
+        strbuf_append(&b, NCCLTOPO_FWCFG_PREFIX);
+        for (const char *c = xml; *c; c++) {
+                if (*c == ',')
+                        strbuf_append(&b, ",,");
+                else if (*c == '\n')
+                        strbuf_append(&b, " ");
+                else
+                        strbuf_appendn(&b, c, 1);
+        }
+        /* One trailing space (the last newline) is dropped. */
+        if (b.len && b.buf[b.len - 1] == ' ')
+                b.buf[--b.len] = 0;
+        if (b.len > NCCLTOPO_FWCFG_ARG_MAX) {
+                *ret_reason = xasprintf("the NCCL topology file would make a %zu-byte QEMU argument, over the %d bytes "
+                                        "Linux passes to a program", b.len, NCCLTOPO_FWCFG_ARG_MAX);
+                strbuf_done(&b);
+                return NULL;
+        }
+        return strbuf_steal(&b);
+}
+
+const struct nccltopo_cpu *nccltopo_guest_cpu(const struct domain *d, const struct hostmap *h, struct nccltopo_cpu *buf) {
+        return d->cpu_is_host && nccltopo_cpu_from_host(&h->cpu_id, buf) ? buf : NULL;
 }

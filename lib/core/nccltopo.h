@@ -42,6 +42,31 @@ struct nccltopo_cpu {
         int model;              /* cpuid model + extended model << 4 */
 };
 
+/* The identity of h's CPU (hostmap_read_cpu_id()) as *ret; false when
+ * the arch is unknown. */
+bool nccltopo_cpu_from_host(const struct hostmap_cpu_id *id, struct nccltopo_cpu *ret);
+
+/* The CPU identity a guest's file carries: the host's (h->cpu_id) when
+ * the guest sees the host's CPU (<cpu mode='host-passthrough'> or
+ * 'host-model') and h knows it; else NULL, and NCCL in the guest reads the
+ * CPU it runs on.  buf holds the result. */
+const struct nccltopo_cpu *nccltopo_guest_cpu(const struct domain *d, const struct hostmap *h, struct nccltopo_cpu *buf);
+
+/* The guest reads the file from fw_cfg under this name:
+ * /sys/firmware/qemu_fw_cfg/by_name/opt/org.pcinuma/nccl-topo.xml/raw. */
+#define NCCLTOPO_FWCFG_NAME "opt/org.pcinuma/nccl-topo.xml"
+#define NCCLTOPO_FWCFG_PREFIX "name=" NCCLTOPO_FWCFG_NAME ",string="
+/* The longest argument Linux passes to a program (MAX_ARG_STRLEN, 32
+ * pages, with its NUL): QEMU cannot be given a longer -fw_cfg. */
+#define NCCLTOPO_FWCFG_ARG_MAX 131071
+
+/* QEMU's -fw_cfg argument carrying the file xml: NCCLTOPO_FWCFG_PREFIX and
+ * the text with each ',' doubled (QEMU's option syntax) and each newline
+ * made a space (a newline in an attribute does not survive libvirt's XML
+ * round trip; NCCL's reader takes any white space).  NULL, with
+ * *ret_reason, when it would be longer than NCCLTOPO_FWCFG_ARG_MAX. */
+char *nccltopo_fwcfg_arg(const char *xml, char **ret_reason);
+
 /* What NCCL uses: a GPU (a VGA or 3D controller, PCI class 0x0300 or
  * 0x0302) or an RDMA NIC: an InfiniBand controller (0x0207), or an
  * Ethernet controller (0x0200) from NVIDIA/Mellanox (0x15b3, ConnectX:
@@ -50,8 +75,11 @@ struct nccltopo_cpu {
 bool nccltopo_wanted(uint32_t class, uint16_t vendor);
 
 /* The guest's file for plan p of domain d (its cells) on host h.
- * Returns 0 with *ret_xml (newline-terminated); 1 when the plan places no
- * GPU or RDMA NIC, with *ret_reason saying why.  The caller frees both. */
+ * Returns 0 with *ret_xml (newline-terminated); NCCLTOPO_NONE when the
+ * domain has no GPU or RDMA NIC, NCCLTOPO_NOT_PLACED when it has but the
+ * plan places none or NCCL could not load the file, each with *ret_reason
+ * saying why.  The caller frees both. */
+enum { NCCLTOPO_NONE = 1, NCCLTOPO_NOT_PLACED = 2 };
 int nccltopo_guest(const struct plan *p, const struct domain *d, const struct hostmap *h,
                    const struct nccltopo_cpu *cpu, char **ret_xml, char **ret_reason);
 

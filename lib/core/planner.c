@@ -71,6 +71,8 @@ struct plan *plan_free(struct plan *p) {
         free(p->distances_note);
         free(p->mmio64_note);
         free(p->io_note);
+        free(p->nccl_arg);
+        free(p->nccl_note);
         free(p->managed);
         free(p);
         return NULL;

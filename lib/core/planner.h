@@ -180,6 +180,11 @@ struct plan {
         bool set_ovmf_mmio64;           /* also opt/ovmf/X-PciMmio64Mb */
         char *mmio64_note;
 
+        /* nccl_topology: the guest's NCCL topology file, filled by the
+         * engine (nccltopo.h) after planning, for the rewriter */
+        char *nccl_arg;                 /* the -fw_cfg argument to add, or NULL */
+        char *nccl_note;                /* what was done or why not, or NULL (no GPU or RDMA NIC) */
+
         /* the I/O port check */
         unsigned io_devices;            /* moved devices with I/O BARs: one 4 KiB window each */
         char *io_note;

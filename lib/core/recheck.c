@@ -202,9 +202,9 @@ void recheck_diff_done(struct recheck_diff *d) {
 
 char *recheck_settings_key(const struct policy_settings *s, const struct policy *p) {
         struct strbuf b = {0};
-        strbuf_printf(&b, "%s topology=%s mirror_switches=%d mirror_distances=%d mmio64=%d io_port_check=%d managed=%d",
+        strbuf_printf(&b, "%s topology=%s mirror_switches=%d mirror_distances=%d mmio64=%d io_port_check=%d managed=%d nccl_topology=%d",
                       policy_mode_to_string(s->mode), policy_topology_to_string(s->topology), s->mirror_switches,
-                      s->mirror_distances, s->mmio64_auto, s->io_port_check, s->managed_auto);
+                      s->mirror_distances, s->mmio64_auto, s->io_port_check, s->managed_auto, s->nccl_topology);
         /* The variant driver names matter only to managed: auto. */
         if (s->managed_auto && p)
                 for (size_t i = 0; i < p->n_variant_drivers; i++)

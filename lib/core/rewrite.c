@@ -15,6 +15,8 @@
 #include <libxml/xmlsave.h>
 #include <strings.h>
 
+#include "nccltopo.h"
+
 /* The indentation of element e: what follows the last newline of the
  * white space in front of it. */
 static char *indent_of(xmlNodePtr e) {
@@ -456,29 +458,32 @@ static xmlNodePtr qemu_commandline(xmlNodePtr root) {
         return cl;
 }
 
-/* OVMF's 64-bit aperture is the fw_cfg file opt/ovmf/X-PciMmio64Mb.
- * libvirt reserves opt/ovmf/ names in <sysinfo type='fwcfg'> ("That
- * firmware name is reserved", libvirt 9.0), so it goes through QEMU's
- * command line: <qemu:commandline> -fw_cfg name=...,string=MB.  The two
- * arguments go at the end of the user's <qemu:commandline> if there is
- * one, in its own namespace declaration.  The mark records ovmf-mmio64 and
- * qemu-ns-added for revert. */
-static void apply_ovmf_mmio64(struct domain *d, const struct plan *p, struct mark *f) {
+/* The domain's qemu namespace, declared on the root if it has none (the
+ * mark then records qemu-ns-added for revert): "qemu", unless the root
+ * binds that prefix to another URI. */
+static xmlNsPtr qemu_ns(struct domain *d, struct mark *f) {
         xmlNodePtr root = xmlDocGetRootElement(d->doc);
         xmlNodePtr cl = qemu_commandline(root);
         xmlNsPtr ns = cl ? cl->ns : xmlSearchNsByHref(d->doc, root, (const xmlChar *) QEMU_NS);
-        if (!ns) {
-                /* "qemu", unless the root binds that prefix to another URI. */
-                for (unsigned i = 0; !ns; i++) {
-                        char prefix[16];
-                        if (i > 1000)
-                                abort();
-                        snprintf(prefix, sizeof prefix, i ? "qemu%u" : "qemu", i);
-                        ns = xmlNewNs(root, (const xmlChar *) QEMU_NS, (const xmlChar *) prefix);
-                }
-                f->qemu_ns_added = xstrdup("yes");
+        for (unsigned i = 0; !ns; i++) {
+                char prefix[16];
+                if (i > 1000)
+                        abort();
+                snprintf(prefix, sizeof prefix, i ? "qemu%u" : "qemu", i);
+                ns = xmlNewNs(root, (const xmlChar *) QEMU_NS, (const xmlChar *) prefix);
+                if (ns && !f->qemu_ns_added)
+                        f->qemu_ns_added = xstrdup("yes");
         }
-        _cleanup_free_ char *val = xasprintf(OVMF_MMIO64_ARG "%" PRIu64, p->pcihole64_kib / 1024);
+        return ns;
+}
+
+/* Add "-fw_cfg VALUE" at the end of the user's <qemu:commandline>, or of
+ * one pcinuma creates at the end of the domain.  Returns what the mark
+ * records: "created" or "added". */
+static char *add_fw_cfg(struct domain *d, struct mark *f, const char *value) {
+        xmlNodePtr root = xmlDocGetRootElement(d->doc);
+        xmlNsPtr ns = qemu_ns(d, f);
+        xmlNodePtr cl = qemu_commandline(root);
         bool created = !cl;
         if (created) {
                 cl = xmlNewDocNode(d->doc, ns, (const xmlChar *) "commandline", NULL);
@@ -487,10 +492,30 @@ static void apply_ovmf_mmio64(struct domain *d, const struct plan *p, struct mar
         xmlNodePtr a1 = xmlNewDocNode(d->doc, ns, (const xmlChar *) "arg", NULL);
         set_prop(a1, "value", "-fw_cfg");
         xmlNodePtr a2 = xmlNewDocNode(d->doc, ns, (const xmlChar *) "arg", NULL);
-        set_prop(a2, "value", val);
+        set_prop(a2, "value", value);
         append_child_unit(cl, a1);
         append_child_unit(cl, a2);
-        f->ovmf_mmio64 = xstrdup(created ? "created" : "added");
+        return xstrdup(created ? "created" : "added");
+}
+
+/* OVMF's 64-bit aperture is the fw_cfg file opt/ovmf/X-PciMmio64Mb.
+ * libvirt reserves opt/ovmf/ names in <sysinfo type='fwcfg'> ("That
+ * firmware name is reserved", libvirt 9.0), so it goes through QEMU's
+ * command line: <qemu:commandline> -fw_cfg name=...,string=MB.  The mark
+ * records ovmf-mmio64 and qemu-ns-added for revert. */
+static void apply_ovmf_mmio64(struct domain *d, const struct plan *p, struct mark *f) {
+        _cleanup_free_ char *val = xasprintf(OVMF_MMIO64_ARG "%" PRIu64, p->pcihole64_kib / 1024);
+        f->ovmf_mmio64 = add_fw_cfg(d, f, val);
+}
+
+/* nccl_topology: the guest's NCCL topology file as fw_cfg
+ * opt/org.pcinuma/nccl-topo.xml (nccltopo.h).  Also on the command line:
+ * <sysinfo type='fwcfg'><entry> reaches the guest XML-escaped (&lt;, ...),
+ * which NCCL cannot read, and a file= entry would need a file QEMU can
+ * read; the command line carries the text itself, with the definition.
+ * The mark records nccl-topology and the argument's SHA-256. */
+static void apply_nccl_topology(struct domain *d, const struct plan *p, struct mark *f) {
+        f->nccl_topology = add_fw_cfg(d, f, p->nccl_arg);
 }
 
 static xmlNodePtr next_element(xmlNodePtr n) {
@@ -524,19 +549,18 @@ static bool ns_used(xmlNodePtr n, xmlNsPtr ns) {
         return false;
 }
 
-/* Undo apply_ovmf_mmio64(): remove only the two arguments pcinuma added
- * (the last "-fw_cfg" followed by the aperture), the <qemu:commandline>
- * only if pcinuma created it and it is empty now, and the namespace only
- * if pcinuma declared it and nothing uses it any more: the user may have
- * added arguments, <qemu:capabilities> or <qemu:override> since. */
-static void revert_ovmf_mmio64(struct domain *d, const char *how, bool ns_added) {
+/* Undo add_fw_cfg(): remove only the two arguments pcinuma added (the
+ * last "-fw_cfg" followed by an argument that begins with 'prefix'), and
+ * the <qemu:commandline> only if pcinuma created it and it is empty now:
+ * the user may have added arguments since. */
+static void revert_fw_cfg(struct domain *d, const char *how, const char *prefix) {
         xmlNodePtr root = xmlDocGetRootElement(d->doc);
         xmlNodePtr a1 = NULL, a2 = NULL;
         for (xmlNodePtr cl = root->children; cl; cl = cl->next) {
                 if (!is_qemu_elem(cl, "commandline"))
                         continue;
                 for (xmlNodePtr a = cl->children; a; a = a->next)
-                        if (qemu_arg_is(a, "-fw_cfg", false) && qemu_arg_is(next_element(a), OVMF_MMIO64_ARG, true)) {
+                        if (qemu_arg_is(a, "-fw_cfg", false) && qemu_arg_is(next_element(a), prefix, true)) {
                                 a1 = a;
                                 a2 = next_element(a);
                         }
@@ -548,8 +572,12 @@ static void revert_ovmf_mmio64(struct domain *d, const char *how, bool ns_added)
                 if (streq(how, "created") && !last_element_child(cl))
                         unlink_unit(d, cl);
         }
-        if (!ns_added)
-                return;
+}
+
+/* The qemu namespace, only if pcinuma declared it and nothing uses it any
+ * more (the user may have added <qemu:capabilities> or <qemu:override>). */
+static void revert_qemu_ns(struct domain *d) {
+        xmlNodePtr root = xmlDocGetRootElement(d->doc);
         for (xmlNsPtr ns = root->nsDef; ns; ns = ns->next)
                 if (ns->href && xmlStrEqual(ns->href, (const xmlChar *) QEMU_NS)) {
                         if (!ns_used(root, ns))
@@ -691,6 +719,8 @@ static void apply_features(struct domain *d, const struct plan *p, struct mark *
                 if (p->set_ovmf_mmio64)
                         apply_ovmf_mmio64(d, p, mk);
         }
+        if (p->nccl_arg)
+                apply_nccl_topology(d, p, mk);
         for (size_t i = 0; i < p->n_managed; i++) {
                 xmlNodePtr e = d->hostdevs[p->managed[i].hostdev].elem;
                 char *orig = xml_prop(e, "managed");
@@ -1060,8 +1090,13 @@ static void restore_features(struct domain *d, const struct mark *mk) {
         if (mk->distances && streq(mk->distances, "host"))
                 revert_distances(d);
         revert_pcihole64(d, mk);
+        /* In the reverse order of apply_features(). */
+        if (mk->nccl_topology)
+                revert_fw_cfg(d, mk->nccl_topology, NCCLTOPO_FWCFG_PREFIX);
         if (mk->ovmf_mmio64)
-                revert_ovmf_mmio64(d, mk->ovmf_mmio64, mk->qemu_ns_added && streq(mk->qemu_ns_added, "yes"));
+                revert_fw_cfg(d, mk->ovmf_mmio64, OVMF_MMIO64_ARG);
+        if (mk->qemu_ns_added && streq(mk->qemu_ns_added, "yes"))
+                revert_qemu_ns(d);
 }
 
 /* Last: the mark, and the <metadata> if pcinuma created it and it is

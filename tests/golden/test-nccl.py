@@ -24,6 +24,10 @@ through every GPU and RDMA NIC of the host, one guest cell per host node
     predicts, each under the <cpu> of its guest cell, with the cell's CPUs
     as affinity and the host device's link;
   - the planned domain gives the same guest file (read from its mark);
+  - delivery (nccl_topology on, the default): the planned domain carries
+    the file as QEMU's -fw_cfg opt/org.pcinuma/nccl-topo.xml, the same
+    text as nccl-topo prints (commas doubled, newlines as spaces); revert
+    removes it; nccl_topology false gives none; explain says so;
   - bad input: exit 2 naming what is wrong; no GPU or RDMA NIC: exit 1
     saying why.
 TAP output."""
@@ -50,6 +54,24 @@ NCCL_SPEEDS = {"2.5 GT/s", "5 GT/s", "8 GT/s", "16 GT/s", "32 GT/s", "64 GT/s",
                "32.0 GT/s PCIe", "64.0 GT/s PCIe"}
 NCCL_MAX_SUBS = 128
 BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+FWCFG_NAME = "opt/org.pcinuma/nccl-topo.xml"
+FWCFG_PREFIX = "name=%s,string=" % FWCFG_NAME
+QEMU_NS = "{http://libvirt.org/schemas/domain/qemu/1.0}"
+
+
+def fw_cfg_args(xml_text):
+    """The values after each -fw_cfg in the domain's <qemu:commandline>s
+    that name the NCCL file."""
+    root = ET.fromstring(xml_text)
+    out = []
+    for cl in root.findall(QEMU_NS + "commandline"):
+        vals = [a.get("value") for a in cl.findall(QEMU_NS + "arg")]
+        for i, v in enumerate(vals[:-1]):
+            if v == "-fw_cfg" and vals[i + 1].startswith("name=" + FWCFG_NAME):
+                out.append(vals[i + 1])
+    return out
 
 
 def result(ok, name, diag=""):
@@ -333,6 +355,27 @@ def one_host(hostfile, work):
     result(planned.returncode == 0 and again.returncode == 0 and again.stdout == g.stdout,
            "%s: the planned domain gives the same guest file" % name, again.stderr)
 
+    # Delivery (nccl_topology, on by default): the planned domain carries
+    # the file as QEMU's -fw_cfg; its text, commas undoubled and newlines
+    # as spaces, is what nccl-topo prints without --cpu.
+    plain = ctl("nccl-topo", "--sysfs-root", tree, "--policy", "require", inp)
+    args = fw_cfg_args(planned.stdout)
+    want = FWCFG_PREFIX + plain.stdout.replace(",", ",,").replace("\n", " ").rstrip(" ")
+    result(args == [want], "%s: the planned domain gives the guest the file as fw_cfg %s" % (name, FWCFG_NAME),
+           "got %d -fw_cfg %s\n%s" % (len(args), FWCFG_NAME, "\n".join(a[:200] for a in args)))
+    rv = ctl("revert", "-", stdin=planned.stdout)
+    result(rv.returncode == 0 and FWCFG_NAME not in rv.stdout and "qemu:commandline" not in rv.stdout,
+           "%s: revert removes the fw_cfg and the <qemu:commandline> pcinuma created" % name, rv.stderr)
+    off = os.path.join(work, "nccl-off.json")
+    with open(off, "w") as f:
+        json.dump({"default": {"policy": "require", "nccl_topology": False}}, f)
+    p_off = ctl("plan", "--sysfs-root", tree, "--policy-file", off, inp)
+    result(p_off.returncode == 0 and not fw_cfg_args(p_off.stdout) and FWCFG_NAME not in p_off.stdout,
+           "%s: nccl_topology false: no fw_cfg" % name, p_off.stderr)
+    ex = ctl("plan", "--sysfs-root", tree, "--policy", "require", "--format", "explain", inp)
+    result("NCCL topology file: given to the guest as fw_cfg " + FWCFG_NAME in ex.stdout,
+           "%s: explain says the file is given to the guest" % name, ex.stdout[-600:])
+
 
 def bad_input(work):
     tree = os.path.join(work, "p5-like")
@@ -367,11 +410,14 @@ def bad_input(work):
            "bad input: a garbage current_link_speed is a warning naming the file, and left out", r.stderr)
     # --cpu none: no CPU identity; the default: this machine's arch.
     r = ctl("host", "--sysfs-root", tree, "--nccl-topo", "--cpu", "none")
-    result(r.returncode == 0 and "vendor=\"Genuine" not in r.stdout and " arch=" not in r.stdout,
+    cpu_tags = re.findall(r"<cpu [^>]*>", r.stdout)
+    result(r.returncode == 0 and cpu_tags and not any(" arch=" in t or " vendor=" in t for t in cpu_tags),
            "--cpu none leaves the CPU identity to NCCL", r.stderr)
     r = ctl("host", "--sysfs-root", tree, "--nccl-topo")
-    result(r.returncode == 0 and ' arch="%s"' % {"aarch64": "arm64"}.get(os.uname().machine, os.uname().machine) in r.stdout,
-           "without --cpu: this machine's arch", r.stdout[:300])
+    cpu_tags = re.findall(r"<cpu [^>]*>", r.stdout)
+    result(r.returncode == 0 and cpu_tags and not any(" arch=" in t or " vendor=" in t for t in cpu_tags),
+           "without --cpu on a fixture tree: no CPU identity (it is this machine's only for its own /sys)",
+           r.stdout[:300])
 
 
 def main():
