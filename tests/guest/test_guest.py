@@ -56,6 +56,14 @@ and (g) under the default policy:
     predicted `guest_bdf` (plan JSON) is the BDF the guest gives it, and
     that the plan's own fidelity report says what the guest shows.
 
+NCCL topology file (issue 16), in every path case whose plan gives one
+(nccl_topology, on by default): the guest's /init loads qemu_fw_cfg and
+prints the file from /sys/firmware/qemu_fw_cfg/by_name/; every busid in it
+must be one of the guest's own PCI devices, each device element where the
+stand-in of its host device is, with that host device's IDs, under the
+<cpu> of the node the guest reports and nested as NCCL nests what it finds
+in the guest's sysfs (check_nccl()).
+
 PCINUMA_GUEST_PATHS=report turns those three assertions into reports (TAP
 "# TODO" lines that do not fail the run), to measure a planner that is not
 expected to pass them; the committed test runs without it and asserts.
@@ -99,7 +107,10 @@ CELL_MIB = 64
 # kernel's modules.dep.
 NET_MODULES = ["virtio_ring", "virtio", "virtio_pci_modern_dev",
                "virtio_pci_legacy_dev", "virtio_pci", "failover",
-               "net_failover", "virtio_net"]
+               "net_failover", "virtio_net", "qemu_fw_cfg"]
+# Where the guest finds the NCCL topology file pcinuma gives it (nccl_topology).
+ET.register_namespace("qemu", "http://libvirt.org/schemas/domain/qemu/1.0")
+NCCL_FWCFG = "/sys/firmware/qemu_fw_cfg/by_name/opt/org.pcinuma/nccl-topo.xml/raw"
 NET_CMDLINE = "pcinuma.net=1"
 
 # The guest's /init.  Every report line starts with "@@ " so kernel
@@ -139,6 +150,8 @@ case " $(cat /proc/cmdline) " in
         [ -r "$q/numa_node" ] && n=$(cat "$q/numa_node")
         echo "@@ net ${i##*/} address=$(cat "$i/address") numa_node=$n path=$p"
     done
+    f=@NCCL@
+    if [ -r "$f" ]; then echo "@@ nccl $(cat "$f")"; else echo "@@ nccl-missing"; fi
     ;;
 esac
 echo "@END@"
@@ -146,7 +159,8 @@ poweroff -f
 sleep 5
 echo o > /proc/sysrq-trigger
 """.replace("@BEGIN@", BEGIN).replace("@END@", END) \
-   .replace("@NETARG@", NET_CMDLINE).replace("@MODULES@", " ".join(NET_MODULES))
+   .replace("@NETARG@", NET_CMDLINE).replace("@MODULES@", " ".join(NET_MODULES)) \
+   .replace("@NCCL@", NCCL_FWCFG)
 
 APPLETS = ["sh", "mount", "cat", "readlink", "echo", "poweroff", "sleep",
            "ls", "tr", "insmod"]
@@ -1218,6 +1232,102 @@ def check_paths(tap, args, case, host_root, lines, standins):
            % (key, ", ".join("%s %s" % (k, fid.get(k)) for k in counts)
                    if isinstance(fid, dict) else "no report"),
            "\n".join(problems), todo=todo)
+
+    check_nccl(tap, case, host_root, lines, hosts, gend)
+
+
+def check_nccl(tap, case, host_root, lines, hosts, gend):
+    """The NCCL topology file pcinuma gives the guest (nccl_topology, on by
+    default), read back inside the guest from fw_cfg: every busid in it is
+    one of the guest's own PCI devices; each device element sits where the
+    stand-in of its host device is, with that host device's IDs, under the
+    <cpu> of the node the guest reports and under the bridge NCCL would
+    pick from the guest's own path (two levels up)."""
+    key = case.key
+    if "opt/org.pcinuma/nccl-topo.xml" not in case.plan_xml:
+        return
+    text = None
+    for ln in lines:
+        if ln.startswith("@@ nccl "):
+            text = ln[len("@@ nccl "):]
+        elif ln == "@@ nccl-missing":
+            text = ""
+    if not tap.ok(bool(text), "%s: the guest reads the NCCL topology file at %s"
+                  % (key, NCCL_FWCFG), "not reported" if text is None else "missing or empty in the guest"):
+        return
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as e:
+        tap.ok(False, "%s: the guest's NCCL topology file is XML" % key, str(e)[:300])
+        return
+    placed = {}
+    def walk(el, parent, cpu):
+        for k in el:
+            if k.tag == "cpu":
+                walk(k, "cpu", k.get("numaid"))
+            elif k.tag == "pci":
+                placed[k.get("busid")] = (parent, cpu, dict(k.attrib))
+                walk(k, k.get("busid"), cpu)
+    walk(root, None, None)
+    guest_pci = set()
+    for ln in lines:
+        m = REPORT_RE.match(ln)
+        if m:
+            guest_pci.add(m.group(1))
+    by_busid = {gend[h][0][-1]: h for h in hosts}
+    problems = []
+    for b in sorted(set(placed) - guest_pci):
+        problems.append("busid %s is not a PCI device of the guest" % b)
+    leaves = [b for b, (_p, _c, a) in placed.items() if not a.get("class", "").startswith("0x0604")]
+    for b in sorted(leaves):
+        h = by_busid.get(b)
+        if h is None:
+            problems.append("device %s: no stand-in there in the guest" % b)
+            continue
+        parent, cpu, attrs = placed[b]
+        want = {}
+        for f in ("vendor", "device"):
+            try:
+                with open(os.path.join(host_root, "bus/pci/devices", h, f)) as fh:
+                    want[f] = fh.read().strip()
+            except OSError:
+                want[f] = None
+        if attrs.get("vendor") != want["vendor"] or attrs.get("device") != want["device"]:
+            problems.append("%s (stand-in for host %s): IDs %s:%s, the host device has %s:%s"
+                            % (b, h, attrs.get("vendor"), attrs.get("device"), want["vendor"], want["device"]))
+        chain, node = gend[h]
+        if str(node) != cpu:
+            problems.append("%s (host %s): under <cpu numaid=%s>, the guest reports node %s" % (b, h, cpu, node))
+        k = len(chain) - 1
+        cur = b
+        while True:
+            want_parent = chain[k - 2] if k - 2 >= 1 else "cpu"
+            got = placed.get(cur, (None,))[0]
+            if got != want_parent:
+                problems.append("%s: nested under %s, NCCL would put it under %s (guest path %s)"
+                                % (cur, got, want_parent, "/".join(chain)))
+                break
+            if want_parent == "cpu":
+                break
+            cur, k = want_parent, k - 2
+    missing = [h for h in hosts if gend[h][0][-1] not in placed and nccl_wanted(host_root, h)]
+    for h in missing:
+        problems.append("host %s (a GPU or RDMA NIC) is not in the file" % h)
+    tap.ok(not problems, "%s: every busid of the guest's NCCL topology file is one of its own PCI "
+           "devices, each device where its stand-in is, with its host IDs, node and NCCL's nesting "
+           "(%d elements, %d devices)" % (key, len(placed), len(leaves)), "\n".join(problems))
+
+
+def nccl_wanted(host_root, h):
+    """A GPU or RDMA NIC, by lib/core/nccltopo.h's rule."""
+    try:
+        with open(os.path.join(host_root, "bus/pci/devices", h, "class")) as f:
+            cls = int(f.read().strip(), 16) >> 8
+        with open(os.path.join(host_root, "bus/pci/devices", h, "vendor")) as f:
+            ven = int(f.read().strip(), 16)
+    except (OSError, ValueError):
+        return False
+    return cls in (0x0300, 0x0302, 0x0207) or (cls == 0x0200 and ven in (0x15b3, 0x1d0f))
 
 
 def two_cell_domain(name, bdfs):
