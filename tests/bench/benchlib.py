@@ -23,6 +23,8 @@ import tempfile
 import time
 import zlib
 
+from pcinumatest.daemon import encode, recv_exact
+
 SKIP = 77
 _results = []
 _cleanups = []
@@ -174,21 +176,6 @@ def plain_domain_xml(name="bench-plain", target_bytes=16 * 1024, mark=False):
 
 
 # ---- pcinumad ----------------------------------------------------------------
-
-def encode(obj):
-    payload = json.dumps(obj).encode()
-    return struct.pack(">I", len(payload)) + payload
-
-
-def recv_exact(s, n):
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            break
-        buf += chunk
-    return bytes(buf)
-
 
 def call(path, obj, timeout=30.0, raw=None):
     """One request on a fresh connection (the daemon serves one request
