@@ -23,7 +23,7 @@ import tempfile
 import time
 import zlib
 
-from pcinumatest.daemon import encode, recv_exact
+from pcinumatest.daemon import encode, pcinumad_argv, recv_exact, scrubbed_env
 
 SKIP = 77
 _results = []
@@ -202,18 +202,12 @@ class Daemon:
         with open(self.policy_file, "w") as f:
             json.dump({"default": {"policy": policy}}, f)
         self.log_path = log_path or os.path.join(workdir, "pcinumad.log")
-        self.argv = list(wrapper) + [pcinumad, "--sysfs-root", sysfs,
-                                     "--policy-file", self.policy_file,
-                                     "--socket", self.sock,
-                                     "--libvirt-uri", libvirt_uri,
-                                     "--log-target", "stderr"] + list(extra)
+        self.argv = pcinumad_argv(pcinumad, sysfs, self.policy_file, self.sock,
+                                  libvirt_uri=libvirt_uri, extra=extra, wrapper=wrapper)
         self.proc = None
 
     def start(self, timeout=60.0):
-        env = dict(os.environ)
-        for k in ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
-                  "JOURNAL_STREAM", "PCINUMA_SOCKET", "PCINUMA_SYSFS_ROOT"):
-            env.pop(k, None)
+        env = scrubbed_env()
         self.logf = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
                                      stdout=self.logf, stderr=self.logf,

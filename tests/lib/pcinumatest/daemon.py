@@ -1,8 +1,9 @@
 """pcinumad as a test drives it: start and stop it on a fresh socket with
 a fixture sysfs tree, read its log lines and journal fields, speak the raw
 hook protocol, run the real pcinuma-hook, plan with pcinumactl, and print
-TAP lines (Results).  The daemon suite (tests/daemon/test_daemon.py) owns
-it; the faults and bad-input suites use it too.
+TAP lines (Results).  The daemon, faults and bad-input suites use all of
+it; the hook suite, the libvirt helpers (lvenv) and the benchmarks use its
+frame encoder and pcinumad_argv().
 
 The suite sets the module's globals before it starts a daemon: ARGS (the
 parsed --pcinumad, --pcinumactl, --hook, --mkfakesysfs, --only), WORK,
@@ -351,6 +352,32 @@ def status_of(path):
 
 # ---- daemons ----------------------------------------------------------------
 
+# The variables a service manager or a parent test may have left in the
+# environment that change what pcinumad does (socket activation, sd_notify,
+# journald, its own socket and sysfs root): a daemon a test starts gets none
+# of them unless it asks.
+INHERITED_ENV = ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
+                 "JOURNAL_STREAM", "PCINUMA_SOCKET", "PCINUMA_SYSFS_ROOT")
+
+
+def scrubbed_env(env=None):
+    """os.environ without INHERITED_ENV; with env given, env itself
+    (what the caller asked for, kept as it is)."""
+    if env is not None:
+        return dict(env)
+    return {k: v for k, v in os.environ.items() if k not in INHERITED_ENV}
+
+
+def pcinumad_argv(pcinumad, sysfs, policy_file, sock, libvirt_uri="none",
+                  log_target="stderr", extra=(), wrapper=()):
+    """The command line of a pcinumad every test and benchmark starts:
+    wrapper (valgrind, ...), then pcinumad on a sysfs tree, policy file and
+    socket of the test's own, then extra."""
+    return list(wrapper) + [pcinumad, "--sysfs-root", sysfs, "--policy-file", policy_file,
+                            "--socket", sock, "--libvirt-uri", libvirt_uri,
+                            "--log-target", log_target] + list(extra)
+
+
 _seq = [0]
 
 
@@ -389,16 +416,11 @@ class Daemon:
         self._rc = None
 
     def argv(self):
-        return WRAPPER + [ARGS.pcinumad, "--sysfs-root", self.sysfs,
-                "--policy-file", self.policy_file, "--socket", self.sock,
-                "--libvirt-uri", "none", "--log-target", self.log_target] + self.extra
+        return pcinumad_argv(ARGS.pcinumad, self.sysfs, self.policy_file, self.sock,
+                             log_target=self.log_target, extra=self.extra, wrapper=WRAPPER)
 
     def start(self, wait=True):
-        env = dict(os.environ) if self.env is None else dict(self.env)
-        for k in ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
-                  "JOURNAL_STREAM", "PCINUMA_SOCKET", "PCINUMA_SYSFS_ROOT"):
-            if self.env is None or k not in self.env:
-                env.pop(k, None)
+        env = scrubbed_env(self.env)
         self.logf = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
                                      stdout=self.logf, stderr=self.logf,
@@ -600,7 +622,7 @@ def hook_conf(sock, on_unreachable="allow", timeout_ms=5000):
         os.chmod(d, 0o755)
         path = os.path.join(d, "hook-%d.conf" % len(_confs))
         with open(path, "w") as f:
-            f.write("# written by test_daemon.py\nsocket = %s\ntimeout_ms = %d\non_unreachable = %s\n"
+            f.write("# written by pcinumatest/daemon.py\nsocket = %s\ntimeout_ms = %d\non_unreachable = %s\n"
                     % (sock, timeout_ms, on_unreachable))
         os.chmod(path, 0o644)
         _confs[key] = path

@@ -18,6 +18,7 @@ import time
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
 
+from pcinumatest.daemon import pcinumad_argv
 from pcinumatest.session import HookDir, Session, reachable_copy
 from pcinumatest.xmlcmp import compare
 
@@ -327,10 +328,9 @@ class Daemon:
         log = open(self.logpath, "w")
         try:
             self.proc = subprocess.Popen(
-                [self.a.pcinumad, "--sysfs-root", self.sysfs,
-                 "--socket", self.socket, "--policy-file", self.policy,
-                 "--libvirt-uri", uri, "--log-target", "stderr",
-                 "--allow-uid", str(self.allow_uid)] + self.extra,
+                pcinumad_argv(self.a.pcinumad, self.sysfs, self.policy, self.socket,
+                              libvirt_uri=uri,
+                              extra=["--allow-uid", str(self.allow_uid)] + self.extra),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True)
         finally:
