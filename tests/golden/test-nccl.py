@@ -43,9 +43,10 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
+from pcinumatest.tap import Tap
+
 ARGS = None
-N = 0
-FAILED = 0
+TAP = Tap()
 CPU = "GenuineIntel,6,143"
 
 # NCCL's kvDictPciGen (src/graph/topo.cc): the speeds it knows.
@@ -74,15 +75,6 @@ def fw_cfg_args(xml_text):
     return out
 
 
-def result(ok, name, diag=""):
-    global N, FAILED
-    N += 1
-    if not ok:
-        FAILED += 1
-    print("%s %d - %s" % ("ok" if ok else "not ok", N, name))
-    for line in str(diag).splitlines()[:40]:
-        print("# " + line)
-    sys.stdout.flush()
 
 
 def ctl(*args, stdin=None):
@@ -245,7 +237,7 @@ def check_host(name, tree, host, text, devs):
              and b not in {d["bdf"] for d in devs}]
     if extra:
         probs.append("devices that are not GPUs or RDMA NICs: %s" % extra)
-    result(not probs, "%s: host file nests every GPU and RDMA NIC as NCCL would, with its own link" % name,
+    TAP.check(not probs, "%s: host file nests every GPU and RDMA NIC as NCCL would, with its own link" % name,
            "\n".join(probs))
 
 
@@ -285,7 +277,7 @@ def check_guest(name, tree, text, plan, xml_in):
     for n, attrs in cpus.items():
         if cell_cpus.get(n) != attrs.get("affinity"):
             probs.append("cpu %s affinity %s, cell CPUs %s" % (n, attrs.get("affinity"), cell_cpus.get(n)))
-    result(not probs, "%s: guest file holds the planned devices at their predicted BDFs, cells and host links" % name,
+    TAP.check(not probs, "%s: guest file holds the planned devices at their predicted BDFs, cells and host links" % name,
            "\n".join(probs))
 
 
@@ -298,9 +290,9 @@ def golden(name, kind, text):
         with open(path) as f:
             want = f.read()
     except OSError as e:
-        result(False, "%s: %s file matches %s" % (name, kind, path), str(e))
+        TAP.check(False, "%s: %s file matches %s" % (name, kind, path), str(e))
         return
-    result(text == want, "%s: %s file matches tests/golden-nccl/%s.%s.xml" % (name, kind, name, kind),
+    TAP.check(text == want, "%s: %s file matches tests/golden-nccl/%s.%s.xml" % (name, kind, name, kind),
            "" if text == want else "".join(__import__("difflib").unified_diff(
                want.splitlines(True), text.splitlines(True), "expected", "got")))
 
@@ -319,9 +311,9 @@ def one_host(hostfile, work):
     h = ctl("host", "--sysfs-root", tree, "--nccl-topo", "--cpu", CPU)
     g = ctl("nccl-topo", "--sysfs-root", tree, "--policy", "require", "--cpu", CPU, inp)
     if not devs:
-        result(h.returncode == 1 and "no GPU or RDMA NIC" in h.stderr,
+        TAP.check(h.returncode == 1 and "no GPU or RDMA NIC" in h.stderr,
                "%s: no GPU or RDMA NIC: host --nccl-topo exits 1 saying so" % name, h.stderr)
-        result(g.returncode == 1 and "no GPU or RDMA NIC" in g.stderr,
+        TAP.check(g.returncode == 1 and "no GPU or RDMA NIC" in g.stderr,
                "%s: no GPU or RDMA NIC: nccl-topo exits 1 saying so" % name, g.stderr)
         return
     # A host whose GPUs and NICs NCCL could not load (more than MAX_SUBS
@@ -330,21 +322,21 @@ def one_host(hostfile, work):
     for d in devs:
         per_node[d["node"]] = per_node.get(d["node"], 0) + 1
     if max(per_node.values()) > NCCL_MAX_SUBS and all(len(d["upstream"]) < 2 for d in devs):
-        result(h.returncode == 1 and "MAX_SUBS" in h.stderr and h.stdout == "",
+        TAP.check(h.returncode == 1 and "MAX_SUBS" in h.stderr and h.stdout == "",
                "%s: %d devices below one <cpu>: host --nccl-topo exits 1 naming NCCL's limit" % (name, max(per_node.values())),
                h.stderr)
     else:
-        result(h.returncode == 0 and not format_problems(h.stdout),
+        TAP.check(h.returncode == 0 and not format_problems(h.stdout),
                "%s: host file: exit 0, NCCL's format" % name, h.stderr + "\n".join(format_problems(h.stdout)))
     if h.returncode == 0:
         golden(name, "host", h.stdout)
         check_host(name, tree, host, h.stdout, devs)
     p = json.loads(ctl("plan", "--sysfs-root", tree, "--policy", "require", "--format", "json", inp).stdout)
     if p["verdict"] != "apply":
-        result(g.returncode == 1 and p["reason"] in g.stderr and g.stdout == "",
+        TAP.check(g.returncode == 1 and p["reason"] in g.stderr and g.stdout == "",
                "%s: the plan is refused: nccl-topo exits 1 with the plan's reason" % name, g.stderr)
         return
-    result(g.returncode == 0 and not format_problems(g.stdout),
+    TAP.check(g.returncode == 0 and not format_problems(g.stdout),
            "%s: guest file: exit 0, NCCL's format" % name, g.stderr + "\n".join(format_problems(g.stdout)))
     if g.returncode != 0:
         return
@@ -352,7 +344,7 @@ def one_host(hostfile, work):
     check_guest(name, tree, g.stdout, p, xml_in)
     planned = ctl("plan", "--sysfs-root", tree, "--policy", "require", inp)
     again = ctl("nccl-topo", "--sysfs-root", tree, "--policy", "require", "--cpu", CPU, "-", stdin=planned.stdout)
-    result(planned.returncode == 0 and again.returncode == 0 and again.stdout == g.stdout,
+    TAP.check(planned.returncode == 0 and again.returncode == 0 and again.stdout == g.stdout,
            "%s: the planned domain gives the same guest file" % name, again.stderr)
 
     # Delivery (nccl_topology, on by default): the planned domain carries
@@ -361,19 +353,19 @@ def one_host(hostfile, work):
     plain = ctl("nccl-topo", "--sysfs-root", tree, "--policy", "require", inp)
     args = fw_cfg_args(planned.stdout)
     want = FWCFG_PREFIX + plain.stdout.replace(",", ",,").replace("\n", " ").rstrip(" ")
-    result(args == [want], "%s: the planned domain gives the guest the file as fw_cfg %s" % (name, FWCFG_NAME),
+    TAP.check(args == [want], "%s: the planned domain gives the guest the file as fw_cfg %s" % (name, FWCFG_NAME),
            "got %d -fw_cfg %s\n%s" % (len(args), FWCFG_NAME, "\n".join(a[:200] for a in args)))
     rv = ctl("revert", "-", stdin=planned.stdout)
-    result(rv.returncode == 0 and FWCFG_NAME not in rv.stdout and "qemu:commandline" not in rv.stdout,
+    TAP.check(rv.returncode == 0 and FWCFG_NAME not in rv.stdout and "qemu:commandline" not in rv.stdout,
            "%s: revert removes the fw_cfg and the <qemu:commandline> pcinuma created" % name, rv.stderr)
     off = os.path.join(work, "nccl-off.json")
     with open(off, "w") as f:
         json.dump({"default": {"policy": "require", "nccl_topology": False}}, f)
     p_off = ctl("plan", "--sysfs-root", tree, "--policy-file", off, inp)
-    result(p_off.returncode == 0 and not fw_cfg_args(p_off.stdout) and FWCFG_NAME not in p_off.stdout,
+    TAP.check(p_off.returncode == 0 and not fw_cfg_args(p_off.stdout) and FWCFG_NAME not in p_off.stdout,
            "%s: nccl_topology false: no fw_cfg" % name, p_off.stderr)
     ex = ctl("plan", "--sysfs-root", tree, "--policy", "require", "--format", "explain", inp)
-    result("NCCL topology file: given to the guest as fw_cfg " + FWCFG_NAME in ex.stdout,
+    TAP.check("NCCL topology file: given to the guest as fw_cfg " + FWCFG_NAME in ex.stdout,
            "%s: explain says the file is given to the guest" % name, ex.stdout[-600:])
 
 
@@ -393,11 +385,11 @@ def bad_input(work):
     ]
     for args, code, needle in cases:
         r = ctl(*args)
-        result(r.returncode == code and needle in r.stderr and r.stdout == "",
+        TAP.check(r.returncode == code and needle in r.stderr and r.stdout == "",
                "bad input: pcinumactl %s -> exit %d naming %r" % (" ".join(a.replace(work, "W") for a in args), code, needle),
                "exit %d\n%s" % (r.returncode, r.stderr))
     r = ctl("nccl-topo", "--sysfs-root", tree, "-", stdin="<domain><name>x</name")
-    result(r.returncode == 2 and "standard input" in r.stderr and r.stdout == "",
+    TAP.check(r.returncode == 2 and "standard input" in r.stderr and r.stdout == "",
            "bad input: malformed XML -> exit 2 naming standard input", r.stderr)
     # A link speed file with garbage: a warning naming the file, the attribute left out.
     gpu = os.path.realpath(os.path.join(tree, "bus/pci/devices/0000:13:00.0"))
@@ -405,17 +397,17 @@ def bad_input(work):
         f.write("fast\n")
     r = ctl("host", "--sysfs-root", tree, "--nccl-topo", "--cpu", "none")
     m, _ = flatten(r.stdout) if r.returncode == 0 else ({}, {})
-    result(r.returncode == 0 and "0000:13:00.0/current_link_speed: 'fast'" in r.stderr
+    TAP.check(r.returncode == 0 and "0000:13:00.0/current_link_speed: 'fast'" in r.stderr
            and "link_speed" not in m.get("0000:13:00.0", (None, {"link_speed": 1}))[1],
            "bad input: a garbage current_link_speed is a warning naming the file, and left out", r.stderr)
     # --cpu none: no CPU identity; the default: this machine's arch.
     r = ctl("host", "--sysfs-root", tree, "--nccl-topo", "--cpu", "none")
     cpu_tags = re.findall(r"<cpu [^>]*>", r.stdout)
-    result(r.returncode == 0 and cpu_tags and not any(" arch=" in t or " vendor=" in t for t in cpu_tags),
+    TAP.check(r.returncode == 0 and cpu_tags and not any(" arch=" in t or " vendor=" in t for t in cpu_tags),
            "--cpu none leaves the CPU identity to NCCL", r.stderr)
     r = ctl("host", "--sysfs-root", tree, "--nccl-topo")
     cpu_tags = re.findall(r"<cpu [^>]*>", r.stdout)
-    result(r.returncode == 0 and cpu_tags and not any(" arch=" in t or " vendor=" in t for t in cpu_tags),
+    TAP.check(r.returncode == 0 and cpu_tags and not any(" arch=" in t or " vendor=" in t for t in cpu_tags),
            "without --cpu on a fixture tree: no CPU identity (it is this machine's only for its own /sys)",
            r.stdout[:300])
 
@@ -437,8 +429,8 @@ def main():
         bad_input(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print("1..%d" % N)
-    return 1 if FAILED else 0
+    print("1..%d" % TAP.n)
+    return 1 if TAP.failed else 0
 
 
 if __name__ == "__main__":
