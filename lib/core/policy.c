@@ -236,7 +236,7 @@ static int parse_mode(const struct parse_ctx *c, const char *path, json_object *
 
 /* The feature switches, shared by "default" and the rules: each is
  * optional and overrides what *ret already holds. */
-#define FEATURE_KEYS "topology", "mirror_switches", "mirror_distances", "mmio64", "io_port_check", "managed", "nccl_topology"
+#define FEATURE_KEYS "topology", "mirror_switches", "mirror_distances", "mmio64", "io_port_check", "managed", "nccl_topology", "gpudirect_clique"
 
 static int parse_bool_key(const struct parse_ctx *c, const char *path, json_object *o, const char *key, bool *ret) {
         json_object *v;
@@ -302,7 +302,8 @@ static int parse_features(const struct parse_ctx *c, const char *path, json_obje
             (r = parse_auto_off_key(c, path, o, "mmio64", &ret->mmio64_auto)) < 0 ||
             (r = parse_bool_key(c, path, o, "io_port_check", &ret->io_port_check)) < 0 ||
             (r = parse_auto_off_key(c, path, o, "managed", &ret->managed_auto)) < 0 ||
-            (r = parse_bool_key(c, path, o, "nccl_topology", &ret->nccl_topology)) < 0)
+            (r = parse_bool_key(c, path, o, "nccl_topology", &ret->nccl_topology)) < 0 ||
+            (r = parse_auto_off_key(c, path, o, "gpudirect_clique", &ret->gpudirect_clique_auto)) < 0)
                 return r;
         return 0;
 }

@@ -458,32 +458,33 @@ static xmlNodePtr qemu_commandline(xmlNodePtr root) {
         return cl;
 }
 
-/* The domain's qemu namespace, declared on the root if it has none (the
- * mark then records qemu-ns-added for revert): "qemu", unless the root
- * binds that prefix to another URI. */
-static xmlNsPtr qemu_ns(struct domain *d, struct mark *f) {
+/* The qemu namespace for a new element beside 'near' (an existing qemu
+ * element, or NULL): near's own, else one in scope at the root, else a new
+ * declaration on the root (recorded as qemu-ns-added for revert). */
+static xmlNsPtr qemu_ns(struct domain *d, xmlNodePtr near, struct mark *f) {
         xmlNodePtr root = xmlDocGetRootElement(d->doc);
-        xmlNodePtr cl = qemu_commandline(root);
-        xmlNsPtr ns = cl ? cl->ns : xmlSearchNsByHref(d->doc, root, (const xmlChar *) QEMU_NS);
-        for (unsigned i = 0; !ns; i++) {
-                char prefix[16];
-                if (i > 1000)
-                        abort();
-                snprintf(prefix, sizeof prefix, i ? "qemu%u" : "qemu", i);
-                ns = xmlNewNs(root, (const xmlChar *) QEMU_NS, (const xmlChar *) prefix);
-                if (ns && !f->qemu_ns_added)
-                        f->qemu_ns_added = xstrdup("yes");
+        xmlNsPtr ns = near ? near->ns : xmlSearchNsByHref(d->doc, root, (const xmlChar *) QEMU_NS);
+        if (!ns) {
+                /* "qemu", unless the root binds that prefix to another URI. */
+                for (unsigned i = 0; !ns; i++) {
+                        char prefix[16];
+                        if (i > 1000)
+                                abort();
+                        snprintf(prefix, sizeof prefix, i ? "qemu%u" : "qemu", i);
+                        ns = xmlNewNs(root, (const xmlChar *) QEMU_NS, (const xmlChar *) prefix);
+                }
+                f->qemu_ns_added = xstrdup("yes");
         }
         return ns;
 }
 
-/* Add "-fw_cfg VALUE" at the end of the user's <qemu:commandline>, or of
- * one pcinuma creates at the end of the domain.  Returns what the mark
- * records: "created" or "added". */
+/* Add "-fw_cfg VALUE" at the end of the user's <qemu:commandline>, in its
+ * own namespace declaration, or of one pcinuma creates at the end of the
+ * domain.  Returns what the mark records: "created" or "added". */
 static char *add_fw_cfg(struct domain *d, struct mark *f, const char *value) {
         xmlNodePtr root = xmlDocGetRootElement(d->doc);
-        xmlNsPtr ns = qemu_ns(d, f);
         xmlNodePtr cl = qemu_commandline(root);
+        xmlNsPtr ns = qemu_ns(d, cl, f);
         bool created = !cl;
         if (created) {
                 cl = xmlNewDocNode(d->doc, ns, (const xmlChar *) "commandline", NULL);
@@ -574,8 +575,9 @@ static void revert_fw_cfg(struct domain *d, const char *how, const char *prefix)
         }
 }
 
-/* The qemu namespace, only if pcinuma declared it and nothing uses it any
- * more (the user may have added <qemu:capabilities> or <qemu:override>). */
+/* Last of the qemu parts: the namespace, only if pcinuma declared it and
+ * nothing uses it any more (the user may have added <qemu:capabilities>,
+ * <qemu:override> or arguments since). */
 static void revert_qemu_ns(struct domain *d) {
         xmlNodePtr root = xmlDocGetRootElement(d->doc);
         for (xmlNsPtr ns = root->nsDef; ns; ns = ns->next)
@@ -584,6 +586,171 @@ static void revert_qemu_ns(struct domain *d) {
                                 domain_remove_ns(d, root, ns);
                         break;
                 }
+}
+
+/* --- gpudirect_clique -------------------------------------------------------- */
+
+#define CLIQUE_PROP "x-nv-gpudirect-clique"
+
+/* The alias pcinuma gives a GPU's hostdev that has no user alias:
+ * "ua-pcinuma-" and its host BDF, stable across plans.  malloc'ed. */
+static char *clique_alias(const char *bdf) {
+        char *s = xasprintf("ua-pcinuma-%s", bdf);
+        for (char *c = s; *c; c++)
+                if (*c == ':' || *c == '.')
+                        *c = '-';
+        return s;
+}
+
+/* Does element n (a <qemu:device>) set our property somewhere below it? */
+static bool sets_clique_prop(xmlNodePtr n) {
+        for (xmlNodePtr c = n->children; c; c = c->next) {
+                if (c->type != XML_ELEMENT_NODE)
+                        continue;
+                if (is_qemu_elem(c, "property")) {
+                        _cleanup_free_ char *name = xml_prop(c, "name");
+                        if (name && streq(name, CLIQUE_PROP))
+                                return true;
+                }
+                if (sets_clique_prop(c))
+                        return true;
+        }
+        return false;
+}
+
+/* The <qemu:device alias='alias'> in any <qemu:override> of the domain
+ * (with 'ours': only one that sets the clique property), or NULL. */
+static xmlNodePtr override_device(xmlNodePtr root, const char *alias, bool ours) {
+        for (xmlNodePtr o = root->children; o; o = o->next) {
+                if (!is_qemu_elem(o, "override"))
+                        continue;
+                for (xmlNodePtr c = o->children; c; c = c->next) {
+                        if (!is_qemu_elem(c, "device"))
+                                continue;
+                        _cleanup_free_ char *a = xml_prop(c, "alias");
+                        if (a && streq(a, alias) && (!ours || sets_clique_prop(c)))
+                                return c;
+                }
+        }
+        return NULL;
+}
+
+/* A new <qemu:NAME> appended to parent, in parent's namespace. */
+static xmlNodePtr append_qemu_child(struct domain *d, xmlNodePtr parent, const char *name) {
+        xmlNodePtr e = xmlNewDocNode(d->doc, parent->ns, (const xmlChar *) name, NULL);
+        append_child_unit(parent, e);
+        return e;
+}
+
+/* gpudirect_clique: auto.  QEMU's vfio-pci takes the id as the property
+ * x-nv-gpudirect-clique; libvirt passes it through <qemu:override> on the
+ * hostdev's alias, which must be a user alias ("ua-...") to survive in a
+ * persistent definition.  A GPU without one gets <alias
+ * name='ua-pcinuma-BDF'/> (libvirt's own alias, from a live XML, is
+ * renamed); each GPU gets a <qemu:device> in the domain's <qemu:override>,
+ * created when there is none.  A GPU whose alias the user's override names
+ * already is left to the user.  The mark records each step for revert. */
+static void apply_cliques(struct domain *d, const struct plan *p, struct mark *mk) {
+        xmlNodePtr root = xmlDocGetRootElement(d->doc);
+        xmlNodePtr ovr = NULL;
+        for (size_t i = 0; i < p->n_cliques && i < mk->n_cliques; i++) {
+                const struct plan_device *pd = &p->devices[p->cliques[i].device];
+                struct mark_clique *rec = &mk->cliques[i];
+                xmlNodePtr hd = d->hostdevs[pd->hostdev].elem;
+                xmlNodePtr al = xml_child(hd, "alias");
+                _cleanup_free_ char *name = al ? xml_prop(al, "name") : NULL;
+                if (name && mark_is_user_alias(name)) {
+                        rec->alias = TAKE_PTR(name);
+                        if (override_device(root, rec->alias, false)) {
+                                rec->override = xstrdup("user");
+                                continue;
+                        }
+                } else if (al && !mark_is_alias_name(name)) {
+                        /* Not an alias libvirt writes: leave this GPU alone. */
+                        rec->alias = clique_alias(pd->name);
+                        rec->override = xstrdup("user");
+                        continue;
+                } else {
+                        rec->alias = clique_alias(pd->name);
+                        if (al) {
+                                rec->alias_original = TAKE_PTR(name);
+                                set_prop(al, "name", rec->alias);
+                        } else {
+                                rec->alias_original = xstrdup("none");
+                                al = xmlNewDocNode(d->doc, NULL, (const xmlChar *) "alias", NULL);
+                                set_prop(al, "name", rec->alias);
+                                /* libvirt's order: ..., <alias>, <address>. */
+                                xmlNodePtr addr = d->hostdevs[pd->hostdev].addr_elem;
+                                if (!addr || addr->parent != hd)
+                                        addr = xml_child(hd, "address");
+                                if (addr)
+                                        insert_unit_before(addr, al);
+                                else
+                                        insert_unit_after(last_element_child(hd), al);
+                        }
+                }
+                if (!ovr) {
+                        for (xmlNodePtr c = root->children; c && !ovr; c = c->next)
+                                if (is_qemu_elem(c, "override"))
+                                        ovr = c;
+                        if (ovr)
+                                mk->qemu_override = xstrdup("added");
+                        else {
+                                ovr = xmlNewDocNode(d->doc, qemu_ns(d, NULL, mk), (const xmlChar *) "override", NULL);
+                                insert_unit_after(last_element_child(root), ovr);
+                                mk->qemu_override = xstrdup("created");
+                        }
+                }
+                char id[16];
+                snprintf(id, sizeof id, "%d", rec->id);
+                xmlNodePtr dev = append_qemu_child(d, ovr, "device");
+                set_prop(dev, "alias", rec->alias);
+                xmlNodePtr prop = append_qemu_child(d, append_qemu_child(d, dev, "frontend"), "property");
+                set_prop(prop, "name", CLIQUE_PROP);
+                set_prop(prop, "type", "unsigned");
+                set_prop(prop, "value", id);
+        }
+}
+
+/* Undo apply_cliques(): our <qemu:device> entries (by alias, setting the
+ * clique property), the aliases pcinuma added or renamed, and the
+ * <qemu:override> if pcinuma created it and it is empty now
+ * (restore_features() then removes the namespace if it may). */
+static void revert_cliques(struct domain *d, const struct mark *mk) {
+        xmlNodePtr root = xmlDocGetRootElement(d->doc);
+        for (size_t i = 0; i < mk->n_cliques; i++) {
+                const struct mark_clique *rec = &mk->cliques[i];
+                if (rec->override || !rec->alias)
+                        continue;
+                xmlNodePtr dev = override_device(root, rec->alias, true);
+                if (dev)
+                        remove_child_unit(d, dev);
+                struct pci_addr a;
+                if (!rec->alias_original || !rec->host || pci_addr_parse(rec->host, &a) < 0)
+                        continue;
+                for (size_t k = 0; k < d->n_hostdevs; k++) {
+                        const struct domain_hostdev *hd = &d->hostdevs[k];
+                        if (hd->kind != DOMAIN_HOSTDEV_PCI || !pci_addr_eq(&hd->host, &a))
+                                continue;
+                        xmlNodePtr al = xml_child(hd->elem, "alias");
+                        _cleanup_free_ char *name = al ? xml_prop(al, "name") : NULL;
+                        if (!name || !streq(name, rec->alias))
+                                break;
+                        if (streq(rec->alias_original, "none"))
+                                unlink_unit(d, al);
+                        else
+                                set_prop(al, "name", rec->alias_original);
+                        break;
+                }
+        }
+        if (mk->qemu_override && streq(mk->qemu_override, "created")) {
+                xmlNodePtr last = NULL;
+                for (xmlNodePtr c = root->children; c; c = c->next)
+                        if (is_qemu_elem(c, "override"))
+                                last = c;
+                if (last && !last_element_child(last))
+                        unlink_unit(d, last);
+        }
 }
 
 /* --- writing the mark ---------------------------------------------------- */
@@ -727,6 +894,8 @@ static void apply_features(struct domain *d, const struct plan *p, struct mark *
                 mk->managed[i].original = orig ? orig : xstrdup("absent");
                 xmlSetProp(e, (const xmlChar *) "managed", (const xmlChar *) "no");
         }
+        if (p->n_cliques)
+                apply_cliques(d, p, mk);
 }
 
 int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
@@ -1090,7 +1259,9 @@ static void restore_features(struct domain *d, const struct mark *mk) {
         if (mk->distances && streq(mk->distances, "host"))
                 revert_distances(d);
         revert_pcihole64(d, mk);
-        /* In the reverse order of apply_features(). */
+        /* In the reverse order of apply_features(), the namespace last. */
+        if (mk->n_cliques)
+                revert_cliques(d, mk);
         if (mk->nccl_topology)
                 revert_fw_cfg(d, mk->nccl_topology, NCCLTOPO_FWCFG_PREFIX);
         if (mk->ovmf_mmio64)
