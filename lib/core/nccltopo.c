@@ -312,9 +312,28 @@ static bool too_wide(const struct tree *t, char **ret_reason) {
         return false;
 }
 
-static char *finish(struct strbuf *b) {
-        strbuf_append(b, "</system>\n");
-        return strbuf_steal(b);
+/* A <cpu> of the file: its numaid and CPUs (NULL: no affinity). */
+struct cpu_ref {
+        int id;
+        const struct bitmap *cpus;
+};
+
+/* Write tree t below the <cpu>s, and free it.  0, or NCCLTOPO_NOT_PLACED
+ * when NCCL could not load the file. */
+static int emit(struct tree *t, const struct cpu_ref *cpus, size_t n, const struct nccltopo_cpu *cpu,
+                char **ret_xml, char **ret_reason) {
+        if (too_wide(t, ret_reason)) {
+                free(t->v);
+                return NCCLTOPO_NOT_PLACED;
+        }
+        struct strbuf b = {0};
+        strbuf_append(&b, "<system version=\"1\">\n");
+        for (size_t k = 0; k < n; k++)
+                write_cpu(&b, t, cpus[k].id, cpus[k].cpus, cpu);
+        strbuf_append(&b, "</system>\n");
+        free(t->v);
+        *ret_xml = strbuf_steal(&b);
+        return 0;
 }
 
 int nccltopo_guest(const struct plan *p, const struct domain *d, const struct hostmap *h,
@@ -355,26 +374,19 @@ int nccltopo_guest(const struct plan *p, const struct domain *d, const struct ho
                                               "(NCCL's topology file describes only those)");
                         return NCCLTOPO_NONE;
                 }
-                        *ret_reason = xasprintf("the plan places none of the domain's %zu GPU%s and RDMA NICs on the "
-                                                "guest's expander buses (%s)",
-                                                wanted, wanted > 1 ? "s" : "",
-                                                p->reason ? p->reason
-                                                          : p->verdict == PLAN_APPLY ? "they stay on pcie.0"
-                                                                                     : "the plan changes nothing");
+                *ret_reason = xasprintf("the plan places none of the domain's %zu GPU%s and RDMA NICs on the "
+                                        "guest's expander buses (%s)",
+                                        wanted, wanted > 1 ? "s" : "",
+                                        p->reason ? p->reason
+                                                  : p->verdict == PLAN_APPLY ? "they stay on pcie.0"
+                                                                             : "the plan changes nothing");
                 return NCCLTOPO_NOT_PLACED;
         }
 
-        if (too_wide(&t, ret_reason)) {
-                free(t.v);
-                return NCCLTOPO_NOT_PLACED;
-        }
-        struct strbuf b = {0};
-        strbuf_append(&b, "<system version=\"1\">\n");
+        _cleanup_free_ struct cpu_ref *cells = xcalloc(d->n_cells + 1, sizeof(*cells));
         for (size_t c = 0; c < d->n_cells; c++)
-                write_cpu(&b, &t, (int) d->cells[c].id, &d->cells[c].cpus, cpu);
-        free(t.v);
-        *ret_xml = finish(&b);
-        return 0;
+                cells[c] = (struct cpu_ref) { (int) d->cells[c].id, &d->cells[c].cpus };
+        return emit(&t, cells, d->n_cells, cpu, ret_xml, ret_reason);
 }
 
 int nccltopo_host(const struct hostmap *h, const struct nccltopo_cpu *cpu, char **ret_xml, char **ret_reason) {
@@ -402,19 +414,14 @@ int nccltopo_host(const struct hostmap *h, const struct nccltopo_cpu *cpu, char 
                 return NCCLTOPO_NONE;
         }
 
-        if (too_wide(&t, ret_reason)) {
-                free(t.v);
-                return NCCLTOPO_NOT_PLACED;
-        }
-        struct strbuf b = {0};
-        strbuf_append(&b, "<system version=\"1\">\n");
+        /* Devices without a node sit under a <cpu numaid="-1">, as NCCL
+         * writes them. */
+        _cleanup_free_ struct cpu_ref *nodes = xcalloc(h->n_nodes + 1, sizeof(*nodes));
         for (size_t k = 0; k < h->n_nodes; k++)
-                write_cpu(&b, &t, h->nodes[k].id, &h->nodes[k].cpus, cpu);
+                nodes[k] = (struct cpu_ref) { h->nodes[k].id, &h->nodes[k].cpus };
         if (orphan)
-                write_cpu(&b, &t, -1, NULL, cpu);
-        free(t.v);
-        *ret_xml = finish(&b);
-        return 0;
+                nodes[h->n_nodes] = (struct cpu_ref) { -1, NULL };
+        return emit(&t, nodes, h->n_nodes + orphan, cpu, ret_xml, ret_reason);
 }
 
 bool nccltopo_cpu_from_host(const struct hostmap_cpu_id *id, struct nccltopo_cpu *ret) {
