@@ -37,9 +37,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from session import Session, SessionError, require_tools  # noqa
+from pcinumatest.session import Session, SessionError, require_tools  # noqa
 
 PCINUMA_NS = "urn:pcinuma:topology:1"
 PROP = "x-nv-gpudirect-clique"
