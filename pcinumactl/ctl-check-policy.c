@@ -37,6 +37,8 @@ static void print_features(const struct policy_settings *s) {
                 printf(", io_port_check %s", s->io_port_check ? "on" : "off");
         if (s->managed_auto != d.managed_auto)
                 printf(", managed %s", s->managed_auto ? "auto" : "off");
+        if (s->migration_same_topology != d.migration_same_topology)
+                printf(", migration %s", s->migration_same_topology ? "same-topology" : "refuse");
 }
 
 static void print_rule(size_t idx, const struct policy_rule *rule) {

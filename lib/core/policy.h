@@ -43,6 +43,7 @@ struct policy_settings {
         bool mmio64_auto;             /* size the guest's 64-bit MMIO window; default off ("off") */
         bool io_port_check;           /* check the guest's 64 KiB of I/O space; default on */
         bool managed_auto;            /* managed='no' for VFIO variant drivers; default off ("off") */
+        bool migration_same_topology; /* "migration": "same-topology" (default, true) or "refuse" (false) */
 };
 
 /* The defaults above, with the given mode. */
