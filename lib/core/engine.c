@@ -6,6 +6,7 @@
 #include <json.h>
 #include <strings.h>
 
+#include "migrate.h"
 #include "rewrite.h"
 
 struct engine_result *engine_result_free(struct engine_result *r) {
@@ -117,6 +118,8 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
                 r = domain_copy(res->base, &out, ret_error);
                 if (r < 0)
                         return r;
+                /* What migration needs in the mark (migrate.h). */
+                migrate_annotate(res->plan, res->base, h);
                 r = rewrite_apply(out, res->plan, ret_error);
                 if (r < 0)
                         return r;

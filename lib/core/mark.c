@@ -23,6 +23,7 @@ void mark_done(struct mark *m) {
         free(m->pcihole64_original_unit);
         free(m->ovmf_mmio64);
         free(m->qemu_ns_added);
+        free(m->fingerprint);
         for (size_t i = 0; i < m->n_expanders; i++)
                 free(m->expanders[i].host_nodes);
         free(m->expanders);
@@ -30,6 +31,9 @@ void mark_done(struct mark *m) {
                 free(m->devices[i].host);
                 free(m->devices[i].mdev);
                 free(m->devices[i].original_address);
+                free(m->devices[i].position);
+                free(m->devices[i].vendor_device);
+                free(m->devices[i].driver);
         }
         free(m->devices);
         for (size_t i = 0; i < m->n_controllers; i++)
@@ -57,7 +61,10 @@ void mark_build(const struct plan *p, const struct domain *d, struct mark *ret) 
         struct mark m = {0};
         m.version = xstrdup("1");
         m.policy = xstrdup(policy_mode_to_string(p->mode));
-        m.migratable = xstrdup("no");
+        /* The policy's answer (docs/policy.md "migration"). */
+        m.migratable = xstrdup(p->settings.migration_same_topology ? "yes" : "no");
+        if (p->fingerprint)
+                m.fingerprint = xstrdup(p->fingerprint);
         if (p->add_distances)
                 m.distances = xstrdup("host");
         for (size_t i = 0; i < p->n_pxbs; i++) {
@@ -78,6 +85,9 @@ void mark_build(const struct plan *p, const struct domain *d, struct mark *ret) 
                         .class = pd->class, .host_node = pd->host_node,
                         .host_socket = pd->host_socket >= 0 ? pd->host_socket : -1,
                         .guest_cell = pd->cell, .controller = pd->port_index,
+                        .position = pd->position ? xstrdup(pd->position) : NULL,
+                        .vendor_device = pd->vendor_device[0] ? xstrdup(pd->vendor_device) : NULL,
+                        .driver = pd->driver[0] ? xstrdup(pd->driver) : NULL,
                 };
         }
         /* Ports that carry no device themselves: a guest switch's root
@@ -129,6 +139,7 @@ static void write_attrs(const struct mark *m, xmlNodePtr mark) {
         set_prop(mark, "pcihole64-original-unit", m->pcihole64_original_unit);
         set_prop(mark, "ovmf-mmio64", m->ovmf_mmio64);
         set_prop(mark, "qemu-ns-added", m->qemu_ns_added);
+        set_prop(mark, "fingerprint", m->fingerprint);
 }
 
 static void write_device(const struct mark_device *md, xmlNodePtr e) {
@@ -147,6 +158,9 @@ static void write_device(const struct mark_device *md, xmlNodePtr e) {
         set_prop_int(e, "guest-cell", md->guest_cell);
         set_prop_int(e, "controller", md->controller);
         set_prop(e, "original-address", md->original_address);
+        set_prop(e, "vendor-device", md->vendor_device);
+        set_prop(e, "driver", md->driver);
+        set_prop(e, "position", md->position);
 }
 
 /* With the XML library's node and attribute API: every value is escaped
@@ -431,6 +445,7 @@ void mark_parse_attrs(xmlNodePtr node, struct mark *m) {
         m->pcihole64_original_unit = xml_prop(node, "pcihole64-original-unit");
         m->ovmf_mmio64 = xml_prop(node, "ovmf-mmio64");
         m->qemu_ns_added = xml_prop(node, "qemu-ns-added");
+        m->fingerprint = xml_prop(node, "fingerprint");
 }
 
 /* The feature switches' attributes: values that the revert writes back
@@ -470,6 +485,8 @@ static int parse_device(xmlNodePtr c, int controller, struct mark *m, char **ret
                 .class = class > 0 ? (unsigned) class : 0, .host_node = int_prop(c, "host-node", 10),
                 .host_socket = int_prop(c, "host-socket", 10), .guest_cell = int_prop(c, "guest-cell", 10),
                 .controller = controller, .original_address = TAKE_PTR(orig),
+                .position = xml_prop(c, "position"), .vendor_device = xml_prop(c, "vendor-device"),
+                .driver = xml_prop(c, "driver"),
         };
         return 0;
 }

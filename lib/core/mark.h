@@ -38,6 +38,9 @@ struct mark_device {                    /* <pcinuma:device>: a moved device */
         int guest_cell;
         int controller;                 /* the root or downstream port it went to */
         char *original_address;         /* "none", or its <address>'s attributes (mark_address_encode()) */
+        char *position;                 /* its place in the fingerprint (fingerprint_position()), or NULL */
+        char *vendor_device;            /* "10de:2330", or NULL */
+        char *driver;                   /* its host driver, or NULL */
 };
 
 struct mark_controller {                /* <pcinuma:controller>: a port with no device of its own */
@@ -70,6 +73,7 @@ struct mark {
         char *pcihole64_original_unit;  /* its unit, "none" when it had none */
         char *ovmf_mmio64;              /* "created" or "added" */
         char *qemu_ns_added;            /* "yes" */
+        char *fingerprint;              /* the digest of the topology fingerprint it was planned on */
 
         struct mark_expander *expanders;
         size_t n_expanders;

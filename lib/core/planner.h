@@ -48,6 +48,10 @@ struct plan_device {
         unsigned io_bars;               /* I/O BARs on the host */
         uint64_t mmio64_size;           /* its 64-bit BARs, each rounded up to a power of two */
         uint64_t mmio64_align;          /* its largest 64-bit BAR (a power of two) */
+        /* For migration (migrate.h, filled by migrate_annotate()): its
+         * fingerprint position and "vendor:device", NULL/"" when unknown. */
+        char *position;
+        char vendor_device[10];
 };
 
 struct plan_pxb {
@@ -187,6 +191,10 @@ struct plan {
         /* managed: auto: hostdevs to set managed='no' (VFIO variant drivers) */
         struct plan_managed *managed;
         size_t n_managed;
+
+        /* migration: the host's topology fingerprint digest
+         * (migrate_annotate()), NULL when not computed */
+        char *fingerprint;
 };
 
 /* Root ports with an I/O window the guest's 64 KiB of I/O space holds
