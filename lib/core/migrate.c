@@ -178,20 +178,22 @@ static char *why_not(const struct hostmap *h, const struct mark_device *md, cons
         if (!any || !*any)
                 return xasprintf("device %s (%s, driver %s, host node %d): this host has no %s device", md->host, vd, drv,
                                  md->host_node, vd);
-        _cleanup_free_ char *same_drv = node_list(h, md, true);
-        if (!same_drv || !*same_drv)
-                return xasprintf("device %s (%s, driver %s, host node %d): the driver differs: this host has %s", md->host, vd,
-                                 drv, md->host_node, any);
-        bool on_node = false;
+        bool on_node = false, on_node_drv = false;
         for (size_t i = 0; i < h->n_devices; i++) {
                 char v[10];
                 snprintf(v, sizeof v, "%04x:%04x", h->devices[i].vendor, h->devices[i].device);
-                if (streq(v, vd) && streq_ptr(h->devices[i].driver, md->driver) && h->devices[i].node == md->host_node)
-                        on_node = true;
+                if (!streq(v, vd) || h->devices[i].node != md->host_node)
+                        continue;
+                on_node = true;
+                on_node_drv |= streq_ptr(h->devices[i].driver, md->driver);
         }
         if (!on_node)
-                return xasprintf("device %s (%s, driver %s) was on host node %d; this host has none on that node: %s",
-                                 md->host, vd, drv, md->host_node, same_drv);
+                return xasprintf("device %s (%s, driver %s) was on host node %d; this host has no %s on that node, only %s",
+                                 md->host, vd, drv, md->host_node, vd, any);
+        if (!on_node_drv)
+                return xasprintf("device %s (%s, driver %s, host node %d): the driver differs: this host has %s", md->host,
+                                 vd, drv, md->host_node, any);
+        _cleanup_free_ char *same_drv = node_list(h, md, true);
         /* Same node: the root complex (another set of devices beside it)
          * or the switch tree differs.  Say at which level. */
         size_t best = 0;
@@ -242,15 +244,21 @@ int migrate_map(const struct mark *m, const struct hostmap *h, const struct fing
         s.bind_src = xcalloc(n_items ? n_items : 1, sizeof(char *));
         s.bind_dst = xcalloc(n_items ? n_items : 1, sizeof(char *));
 
-        /* Each device on its own first, for a reason that names it. */
+        /* Each device on its own first, for a reason that names every
+         * device that has no place here. */
+        struct strbuf why = {0};
         for (size_t k = 0; k < m->n_devices; k++) {
                 bool any = false;
                 for (size_t j = 0; j < s.n_dst && !any; j++)
                         any = same_shape(&s.src[k], &s.dst[j].pos);
                 if (!any) {
-                        *ret_reason = why_not(h, &m->devices[k], &s.src[k], s.dst, s.n_dst);
-                        goto out;
+                        _cleanup_free_ char *w = why_not(h, &m->devices[k], &s.src[k], s.dst, s.n_dst);
+                        strbuf_printf(&why, "%s%s", why.len ? "; " : "", w);
                 }
+        }
+        if (why.len) {
+                *ret_reason = strbuf_steal(&why);
+                goto out;
         }
         if (!search_from(&s, 0)) {
                 *ret_reason = xstrdup("every device has a place like its own on this host, but not together: devices that "
