@@ -23,6 +23,9 @@ void decision_done(struct decision *d) {
         free(d->domain);
         free(d->uuid);
         engine_result_free(d->result);
+        for (size_t i = 0; i < d->n_remap; i++)
+                free(d->remap[i]);
+        free(d->remap);
         *d = (struct decision) {0};
 }
 
@@ -134,6 +137,8 @@ static void decide_migrate(const struct proto_request *req, const struct hostmap
                 if (m.verdict == MIGRATE_ACCEPT) {
                         d->verdict = DECIDE_ALLOW;
                         struct strbuf b = {0};
+                        for (size_t i = 0; i < m.map.n_pairs; i++)
+                                *GROW(d->remap, d->n_remap) = xasprintf("%s -> %s", m.map.pairs[i].from, m.map.pairs[i].to);
                         for (size_t i = 0; i < m.map.n_pairs; i++)
                                 strbuf_printf(&b, "pcinuma: domain %s: host device %s is %s on this host\n", d->domain,
                                               m.map.pairs[i].from, m.map.pairs[i].to);

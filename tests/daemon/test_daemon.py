@@ -66,6 +66,7 @@ MID = {
     "START_WARNED": "4e9a72241f07404697b187ec3ec82cb0",
     "START_REFUSED": "ce774eab5d594bbe90c79114599f2877",
     "MIGRATION_REFUSED": "b421eb53069b4a218062031f089c3252",
+    "MIGRATION_ACCEPTED": "5a975bd32a29415693dc5fb00048da32",
     "HOOK_PASSED": "9c3977141d6b461fa4e84f48da9ef33b",
     "PEER_REJECTED": "78a61c309291450389a72193f3071080",
     "PROTOCOL_ERROR": "013e5cfcc718429b81f0ecebce08a4ee",
@@ -844,7 +845,16 @@ def t_phase_matrix(policy):
             eq(dec.mid, MID["HOOK_PASSED"], "migrate (unplanned) MESSAGE_ID")
 
             marked = xml_planned if policy != "off" else planned("gpu-vm-1", "require")
+            # migration: same-topology (the default): this host has the
+            # same topology as itself, so the domain comes in unchanged.
             r, dec = hook_and_decision(d, "gpu-vm-1", "migrate", "begin", marked)
+            eq((r.rc, r.out), (0, marked), "migrate of a planned domain to a host like its own: %r" % r)
+            assert_decision(dec, mid=MID["MIGRATION_ACCEPTED"], verdict="allow", phase="migrate",
+                            policy=policy if policy != "off" else "require", domain="gpu-vm-1")
+            check(dec.all("PCINUMA_REMAP"), "migrate accepted: no PCINUMA_REMAP field: %r" % dec.message)
+            # A mark from a host under migration: refuse.
+            marked_no = marked.replace('migratable="yes"', 'migratable="no"')
+            r, dec = hook_and_decision(d, "gpu-vm-1", "migrate", "begin", marked_no)
             eq(r.rc, 1, "migrate of a planned domain: %r" % r)
             eq(r.out, "", "migrate of a planned domain: stdout")
             contains(r.err, "refusing incoming migration of domain gpu-vm-1", "migrate stderr")
@@ -1656,7 +1666,8 @@ def t_log_fields():
         r, dec = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", XML["gpu-vm-1"])
         assert_decision(dec, mid=MID["START_REFUSED"], verdict="refuse", phase="prepare", policy="require",
                         domain="gpu-vm-1", devices=devs)
-        r, dec = hook_and_decision(d, "gpu-vm-1", "migrate", "begin", planned("gpu-vm-1", "require"))
+        r, dec = hook_and_decision(d, "gpu-vm-1", "migrate", "begin",
+                                   planned("gpu-vm-1", "require").replace('migratable="yes"', 'migratable="no"'))
         assert_decision(dec, mid=MID["MIGRATION_REFUSED"], verdict="refuse", phase="migrate", policy="require",
                         domain="gpu-vm-1")
         # a domain name with spaces and quotes is quoted and escaped
@@ -1787,7 +1798,8 @@ def t_journal():
             devs = gpu_vm_devices("require")
             cases = [("allow", planned("gpu-vm-1", "require"), "prepare", MID["START_ALLOWED"], 0),
                      ("refuse", XML["gpu-vm-1"], "prepare", MID["START_REFUSED"], 1),
-                     ("migrate", planned("gpu-vm-1", "require"), "migrate", MID["MIGRATION_REFUSED"], 1)]
+                     ("migrate", planned("gpu-vm-1", "require").replace('migratable="yes"', 'migratable="no"'),
+                      "migrate", MID["MIGRATION_REFUSED"], 1)]
             for label, x, phase, mid, rc in cases:
                 r = run_hook("gpu-vm-1", phase, "begin", x, d.sock)
                 eq(r.rc, rc, "%s: hook exit: %r" % (label, r))

@@ -157,6 +157,8 @@ static void test_migrate(void **state) {
                 assert_int_equal(d.exit_code, 0);
                 assert_string_equal(d.out, marked);
                 assert_true(has(d.message, "host device 0000:10:00.0 is 0000:10:00.0 on this host"));
+                assert_int_equal(d.n_remap, 4);
+                assert_string_equal(d.remap[3], "0000:70:00.0 -> 0000:70:00.0");
                 assert_true(d.has_mode);
                 assert_string_equal(policy_mode_to_string(d.mode), marked_by);
                 decision_done(&d);
