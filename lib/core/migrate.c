@@ -7,10 +7,40 @@
 
 /* --- annotating a plan ----------------------------------------------------- */
 
-void migrate_annotate(struct plan *p, const struct domain *d, const struct hostmap *h) {
+/* The fingerprint digest and every counted device's position, computed
+ * once per host map (hostmap_derived()). */
+struct positions {
+        char digest[SHA256_HEX_SIZE];
+        char **pos;                     /* per h->devices[i]; NULL: not counted */
+        size_t n;
+};
+
+static void positions_free(void *v) {
+        struct positions *p = v;
+        for (size_t i = 0; i < p->n; i++)
+                free(p->pos[i]);
+        free(p->pos);
+        free(p);
+}
+
+static void *positions_compute(const struct hostmap *h) {
         _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(h);
+        struct positions *p = xcalloc(1, sizeof(*p));
+        memcpy(p->digest, f->digest, sizeof(p->digest));
+        p->n = h->n_devices;
+        p->pos = xcalloc(p->n ? p->n : 1, sizeof(char *));
+        for (size_t g = 0; g < f->n_groups; g++)
+                for (size_t j = 0; j < f->groups[g].n_devices; j++) {
+                        size_t i = f->groups[g].devices[j];
+                        p->pos[i] = fingerprint_position(f, h, i);
+                }
+        return p;
+}
+
+void migrate_annotate(struct plan *p, const struct domain *d, const struct hostmap *h) {
+        const struct positions *ps = hostmap_derived(h, positions_compute, positions_free);
         free(p->fingerprint);
-        p->fingerprint = xstrdup(f->digest);
+        p->fingerprint = xstrdup(ps->digest);
         for (size_t i = 0; i < p->n_devices; i++) {
                 struct plan_device *pd = &p->devices[i];
                 const struct domain_hostdev *hd = &d->hostdevs[pd->hostdev];
@@ -19,8 +49,9 @@ void migrate_annotate(struct plan *p, const struct domain *d, const struct hostm
                 const struct hostmap_device *dev = hostmap_find_device(h, &hd->host);
                 if (!dev)
                         continue;
+                size_t k = (size_t) (dev - h->devices);
                 free(pd->position);
-                pd->position = fingerprint_position(f, h, (size_t) (dev - h->devices));
+                pd->position = k < ps->n && ps->pos[k] ? xstrdup(ps->pos[k]) : NULL;
                 snprintf(pd->vendor_device, sizeof pd->vendor_device, "%04x:%04x", dev->vendor, dev->device);
         }
 }
@@ -371,7 +402,10 @@ void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, cons
         struct policy_subject subj = {
                 .name = dom->name, .uuid = dom->uuid, .tag = dom->policy_tag, .requested = dom->requested_policy,
         };
-        policy_resolve(pol, &subj, &s, NULL);
+        if (pol)
+                policy_resolve(pol, &subj, &s, NULL);
+        else
+                s = policy_settings_default(POLICY_LEGACY);
         if (!s.migration_same_topology) {
                 res.verdict = MIGRATE_REFUSE;
                 res.reason = xstrdup("this host's pcinuma policy refuses incoming planned domains (migration: refuse)");
