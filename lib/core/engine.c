@@ -355,6 +355,10 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
                 for (size_t i = 0; i < p->n_managed; i++)
                         strbuf_printf(&b, "managed: %s is bound to the VFIO variant driver %s: managed='no', so libvirt does not rebind it\n",
                                       p->managed[i].name, p->managed[i].driver);
+                strbuf_append(&b, p->settings.migration_same_topology
+                                          ? "migration: same-topology: marked migratable=\"yes\"; a host with the same "
+                                            "topology for these devices accepts it\n"
+                                          : "migration: refuse: marked migratable=\"no\"\n");
         }
         if (p->fidelity_skipped)
                 strbuf_printf(&b, "\npath fidelity: not computed for more than %d devices\n", PLAN_FIDELITY_MAX_DEVICES);
@@ -470,6 +474,7 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
         json_object_object_add(feat, "mmio64_need_bytes", json_object_new_int64((int64_t) p->mmio64_need));
         json_object_object_add(feat, "pcihole64_kib", p->pcihole64_kib ? json_object_new_int64((int64_t) p->pcihole64_kib) : NULL);
         json_add_str(feat, "mmio64", p->mmio64_note);
+        json_add_str(feat, "migration", p->settings.migration_same_topology ? "same-topology" : "refuse");
         json_object_object_add(feat, "io_devices", json_object_new_int((int) p->io_devices));
         json_add_str(feat, "io_ports", p->io_note);
         json_object *mg = json_object_new_array();

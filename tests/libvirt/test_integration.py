@@ -799,7 +799,7 @@ class Test:
         ok, how, dg = self.same(r.stdout, planned, "mig-hook") if r.returncode == 0 else (False, "", r.stderr)
         self.check(ok, "4: migrate begin, planned domain, a host like its own: "
                    "the hook exits 0 with the domain on stdout", dg, note=how)
-        marked_no = planned.replace("migratable='yes'", "migratable='no'")
+        marked_no = planned.replace("migratable='yes'", "migratable='no'").replace('migratable="yes"', 'migratable="no"')
         r = self.run_hook("gpu-vm-1", "migrate", "begin", marked_no)
         self.check(marked_no != planned and
                    r.returncode == 1 and 'migratable="no"' in r.stderr and
