@@ -291,6 +291,16 @@ static void test_other_driver_refused(void **state) {
         reason = NULL;
         assert_int_equal(map_on(a, &m, &map, &reason), -1);
         assert_true(has(reason, "the mark records no position"));
+
+        /* An mdev: not mapped yet, refused naming it. */
+        _cleanup_(mark_done) struct mark mm = {0};
+        *GROW(mm.devices, mm.n_devices) = (struct mark_device) {
+                .mdev = xstrdup("4b20d080-1b54-4048-85b3-a6a62d165c01"), .host_node = 0, .host_socket = -1,
+        };
+        free(reason);
+        reason = NULL;
+        assert_int_equal(map_on(a, &mm, &map, &reason), -1);
+        assert_true(has(reason, "mdev 4b20d080-1b54-4048-85b3-a6a62d165c01: mapping mdevs to this host's is not supported yet"));
 }
 
 /* The fake VM's host with its GPUs on other buses. */
