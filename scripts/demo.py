@@ -29,11 +29,10 @@ import time
 import uuid
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(TOP, "tests", "libvirt"))
-sys.path.insert(0, os.path.join(TOP, "tests", "guest"))
+sys.path.insert(0, os.path.join(TOP, "tests", "lib"))
 
-import test_guest as tg          # noqa: E402  (initramfs, stand-ins, guest report)
-from session import HookDir, Session, reachable_copy   # noqa: E402
+from pcinumatest import guestvm as tg   # noqa: E402  (initramfs, stand-ins, guest report)
+from pcinumatest.session import HookDir, Session, reachable_copy   # noqa: E402
 
 T0 = time.monotonic()
 STEPS = 7
@@ -52,7 +51,7 @@ def run(argv, **kw):
 
 
 class QuietTap:
-    """test_guest's helpers report through a Tap; the demo prints its own."""
+    """pcinumatest.guestvm's helpers report through a Tap; the demo prints its own."""
     failed = passed = 0
 
     def ok(self, cond, name, diag=None):

@@ -359,6 +359,12 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
                                           ? "migration: same-topology: marked migratable=\"yes\"; a host with the same "
                                             "topology for these devices accepts it\n"
                                           : "migration: refuse: marked migratable=\"no\"\n");
+                /* Only with the switch on: other plans' explanations stay as they were. */
+                if (p->clique_note)
+                        strbuf_printf(&b, "%s\n", p->clique_note);
+                for (size_t i = 0; i < p->n_cliques; i++)
+                        strbuf_printf(&b, "gpudirect_clique: %s gets x-nv-gpudirect-clique %u\n",
+                                      p->devices[p->cliques[i].device].name, p->cliques[i].id);
         }
         if (p->fidelity_skipped)
                 strbuf_printf(&b, "\npath fidelity: not computed for more than %d devices\n", PLAN_FIDELITY_MAX_DEVICES);
@@ -485,6 +491,18 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
                 json_object_array_add(mg, m);
         }
         json_object_object_add(feat, "managed_no", mg);
+        /* Only with the switch on: other plans' JSON stays as it was. */
+        if (p->settings.gpudirect_clique_auto) {
+                json_object *cq = json_object_new_array();
+                for (size_t i = 0; i < p->n_cliques; i++) {
+                        json_object *c = json_object_new_object();
+                        json_add_str(c, "host", p->devices[p->cliques[i].device].name);
+                        json_object_object_add(c, "clique", json_object_new_int((int) p->cliques[i].id));
+                        json_object_array_add(cq, c);
+                }
+                json_object_object_add(feat, "gpudirect_cliques", cq);
+                json_add_str(feat, "gpudirect_clique", p->clique_note);
+        }
         json_object_object_add(o, "features", feat);
 
         json_object *fid = json_object_new_object();

@@ -51,6 +51,14 @@ void mark_done(struct mark *m) {
                         xmlFreeNode(m->removed[i].elem);
         }
         free(m->removed);
+        for (size_t i = 0; i < m->n_cliques; i++) {
+                free(m->cliques[i].host);
+                free(m->cliques[i].alias);
+                free(m->cliques[i].alias_original);
+                free(m->cliques[i].override);
+        }
+        free(m->cliques);
+        free(m->qemu_override);
         free(m->order);
         *m = (struct mark) {0};
 }
@@ -103,6 +111,11 @@ void mark_build(const struct plan *p, const struct domain *d, struct mark *ret) 
                 };
         for (size_t i = 0; i < p->n_pruned; i++)
                 *GROW(m.removed, m.n_removed) = (struct mark_removed) { .controller = p->pruned[i], .position = -1 };
+        /* The alias and what was there the rewrite fills in. */
+        for (size_t i = 0; i < p->n_cliques; i++)
+                *GROW(m.cliques, m.n_cliques) = (struct mark_clique) {
+                        .host = xstrdup(p->devices[p->cliques[i].device].name), .id = (int) p->cliques[i].id,
+                };
         *ret = m;
 }
 
@@ -140,6 +153,7 @@ static void write_attrs(const struct mark *m, xmlNodePtr mark) {
         set_prop(mark, "ovmf-mmio64", m->ovmf_mmio64);
         set_prop(mark, "qemu-ns-added", m->qemu_ns_added);
         set_prop(mark, "fingerprint", m->fingerprint);
+        set_prop(mark, "qemu-override", m->qemu_override);
 }
 
 static void write_device(const struct mark_device *md, xmlNodePtr e) {
@@ -196,6 +210,14 @@ xmlNodePtr mark_write(const struct mark *m, xmlDocPtr doc, const char *cind, con
                 set_prop_int(e, "position", m->removed[i].position);
                 /* The controller's XML as text (escaped on output). */
                 xmlNodeAddContent(e, (const xmlChar *) (m->removed[i].xml ? m->removed[i].xml : ""));
+        }
+        for (size_t i = 0; i < m->n_cliques; i++) {
+                xmlNodePtr e = mark_child(mark, cind, "clique");
+                set_prop(e, "host", m->cliques[i].host);
+                set_prop_int(e, "id", m->cliques[i].id);
+                set_prop(e, "alias", m->cliques[i].alias);
+                set_prop(e, "alias-original", m->cliques[i].alias_original);
+                set_prop(e, "override", m->cliques[i].override);
         }
         if (*endind)
                 xmlAddChild(mark, xmlNewDocText(doc, (const xmlChar *) endind));
@@ -446,6 +468,7 @@ void mark_parse_attrs(xmlNodePtr node, struct mark *m) {
         m->ovmf_mmio64 = xml_prop(node, "ovmf-mmio64");
         m->qemu_ns_added = xml_prop(node, "qemu-ns-added");
         m->fingerprint = xml_prop(node, "fingerprint");
+        m->qemu_override = xml_prop(node, "qemu-override");
 }
 
 /* The feature switches' attributes: values that the revert writes back
@@ -461,14 +484,47 @@ static int check_attrs(const struct mark *m, char **ret_error) {
         if (m->ovmf_mmio64 && !streq(m->ovmf_mmio64, "created") && !streq(m->ovmf_mmio64, "added"))
                 return set_error(ret_error, -EINVAL, "pcinuma mark: ovmf-mmio64='%s' is neither created nor added: the mark is refused and nothing was changed",
                                  m->ovmf_mmio64);
+        if (m->qemu_override && !streq(m->qemu_override, "created") && !streq(m->qemu_override, "added"))
+                return set_error(ret_error, -EINVAL, "pcinuma mark: qemu-override='%s' is neither created nor added: the mark is refused and nothing was changed",
+                                 m->qemu_override);
         return 0;
 }
 
-/* An element a mark may hold: one of its five records, in its namespace. */
+/* An element a mark may hold: one of its six records, in its namespace. */
 static bool is_record(xmlNodePtr c, const char *name) {
         bool in_ns = c->ns && c->ns->href && xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_TOPOLOGY_NS);
         return in_ns && (streq(name, "expander") || streq(name, "device") || streq(name, "controller") ||
-                         streq(name, "managed") || streq(name, "removed"));
+                         streq(name, "managed") || streq(name, "removed") || streq(name, "clique"));
+}
+
+bool mark_is_alias_name(const char *s) {
+        static const char chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
+        return s && *s && strspn(s, chars) == strlen(s);
+}
+
+bool mark_is_user_alias(const char *s) {
+        static const char chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
+        return s && strncmp(s, "ua-", 3) == 0 && s[3] && strspn(s, chars) == strlen(s);
+}
+
+/* <pcinuma:clique>: the revert writes alias-original back as an alias and
+ * looks the others up, so each must be what pcinuma writes. */
+static int parse_clique(xmlNodePtr c, struct mark *m, char **ret_error) {
+        _cleanup_free_ char *host = xml_prop(c, "host"), *alias = xml_prop(c, "alias");
+        _cleanup_free_ char *orig = xml_prop(c, "alias-original"), *ovr = xml_prop(c, "override");
+        int id = int_prop(c, "id", 10);
+        struct pci_addr a;
+        if (!host || pci_addr_parse(host, &a) < 0 || id < 0 || id > 15 || (!ovr && !mark_is_user_alias(alias)) ||
+            (orig && !streq(orig, "none") && !mark_is_alias_name(orig)) || (ovr && !streq(ovr, "user")))
+                return set_error(ret_error, -EINVAL,
+                                 "pcinuma mark: line %ld: a <pcinuma:clique> pcinuma does not write (it needs a host BDF, an id 0-15, "
+                                 "a user alias ua-..., an alias-original that is 'none' or an alias name, override='user' or none): "
+                                 "the mark is refused and nothing was changed", xmlGetLineNo(c));
+        *GROW(m->cliques, m->n_cliques) = (struct mark_clique) {
+                .host = TAKE_PTR(host), .id = id, .alias = TAKE_PTR(alias),
+                .alias_original = TAKE_PTR(orig), .override = TAKE_PTR(ovr),
+        };
+        return 0;
 }
 
 static int parse_device(xmlNodePtr c, int controller, struct mark *m, char **ret_error) {
@@ -549,6 +605,8 @@ static int parse_record(xmlNodePtr c, xmlNodePtr devices, struct mark *m, char *
                 return parse_device(c, controller, m, ret_error);
         if (streq(name, "managed"))
                 return parse_managed(c, m, ret_error);
+        if (streq(name, "clique"))
+                return parse_clique(c, m, ret_error);
         return parse_removed_record(c, devices, controller, m, ret_error);
 }
 
@@ -597,6 +655,13 @@ bool mark_matches(const struct mark *m, const struct plan *p, const struct domai
                 return false;
         if (p->pcihole64_kib ? cur->pcihole64_kib != p->pcihole64_kib : (m->pcie_root_created || m->pcihole64_original))
                 return false;
+        /* gpudirect_clique: the same GPUs with the same ids, in order. */
+        if (m->n_cliques != p->n_cliques)
+                return false;
+        for (size_t i = 0; i < p->n_cliques; i++)
+                if (!m->cliques[i].host || strcasecmp(m->cliques[i].host, p->devices[p->cliques[i].device].name) != 0 ||
+                    m->cliques[i].id != (int) p->cliques[i].id)
+                        return false;
         for (size_t i = 0; i < p->n_devices; i++) {
                 const struct plan_device *pd = &p->devices[i];
                 if (pd->action != PLAN_MOVE)

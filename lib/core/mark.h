@@ -54,6 +54,15 @@ struct mark_managed {                   /* <pcinuma:managed>: a hostdev set to m
         char *original;                 /* "yes", "no" or "absent" */
 };
 
+struct mark_clique {                    /* <pcinuma:clique>: a GPU given an x-nv-gpudirect-clique id */
+        char *host;                     /* the GPU's BDF */
+        int id;                         /* 0..15; -1 when absent or bad */
+        char *alias;                    /* the hostdev's user alias the override names */
+        char *alias_original;           /* "none": pcinuma added the <alias>; a name: pcinuma renamed libvirt's own
+                                         * (not a user alias, which an inactive definition drops); NULL: the user's, kept */
+        char *override;                 /* "user": the user's <qemu:override> already names the alias, nothing added */
+};
+
 struct mark_removed {                   /* <pcinuma:removed>: a pruned controller */
         int controller;
         int position;                   /* its element position in <devices> */
@@ -74,6 +83,7 @@ struct mark {
         char *ovmf_mmio64;              /* "created" or "added" */
         char *qemu_ns_added;            /* "yes" */
         char *fingerprint;              /* the digest of the topology fingerprint it was planned on */
+        char *qemu_override;            /* "created" or "added": where the clique ids went (gpudirect_clique) */
 
         struct mark_expander *expanders;
         size_t n_expanders;
@@ -85,6 +95,8 @@ struct mark {
         size_t n_managed;
         struct mark_removed *removed;
         size_t n_removed;
+        struct mark_clique *cliques;
+        size_t n_cliques;
 
         /* Parser: the document order of the expander, device and
          * controller records, as (kind, index) pairs. */
@@ -133,6 +145,14 @@ bool mark_matches(const struct mark *m, const struct plan *p, const struct domai
  * first <metadata>, into *ret (NULL when there is none).  A mark in a
  * second <metadata>, or two marks, give -EINVAL with *ret_error. */
 int mark_locate(xmlNodePtr root, xmlNodePtr *ret, char **ret_error);
+
+/* Is s a libvirt user alias pcinuma can name in a <qemu:override>: "ua-"
+ * followed by letters, digits, '_' and '-' only (libvirt's rule)? */
+bool mark_is_user_alias(const char *s);
+
+/* Is s a plain alias name (letters, digits, '_', '.', '-'), as libvirt
+ * gives its own (hostdev0, ...)? */
+bool mark_is_alias_name(const char *s);
 
 /* Is n a <pcinuma:topology> element (by namespace URI)? */
 bool mark_is_mark(xmlNodePtr n);

@@ -74,6 +74,8 @@ struct plan *plan_free(struct plan *p) {
         free(p->mmio64_note);
         free(p->io_note);
         free(p->managed);
+        free(p->cliques);
+        free(p->clique_note);
         free(p);
         return NULL;
 }
@@ -1158,6 +1160,93 @@ static void plan_managed(const struct domain *d, struct plan *p, const struct pl
         }
 }
 
+/* --- gpudirect_clique ----------------------------------------------------- */
+
+bool planner_clique_capable(uint16_t vendor, uint32_t class) {
+        return vendor == 0x10de && (class >> 16) == 0x03;
+}
+
+/* A clique candidate: a device of p and the host switch it sits behind. */
+struct clique_gpu {
+        size_t device;
+        long root;
+        struct pci_addr sw;
+};
+
+static int cmp_pci_addr(const struct pci_addr *a, const struct pci_addr *b) {
+        uint64_t x = (uint64_t) a->domain << 16 | (uint64_t) a->bus << 8 | (uint64_t) a->slot << 3 | a->func;
+        uint64_t y = (uint64_t) b->domain << 16 | (uint64_t) b->bus << 8 | (uint64_t) b->slot << 3 | b->func;
+        return (x > y) - (x < y);
+}
+
+static int cmp_clique_gpu(const void *a, const void *b) {
+        const struct clique_gpu *x = a, *y = b;
+        if (x->root != y->root)
+                return (x->root > y->root) - (x->root < y->root);
+        int c = cmp_pci_addr(&x->sw, &y->sw);
+        return c ? c : (x->device > y->device) - (x->device < y->device);
+}
+
+/* gpudirect_clique: auto (docs/planner.md, "GPUDirect cliques").  The
+ * NVIDIA GPUs (PCI hostdevs; not mdevs) behind one host PCIe switch form a
+ * clique: their peer-to-peer traffic turns in the switch and never reaches
+ * the root complex, whose P2P support and ACS redirection the host map
+ * does not know.  A GPU alone behind its switch, or on a root port without
+ * a switch, gets no id.  Groups take ids 0, 1, ... in the order of their
+ * switches' host addresses (root complex first), so the ids do not depend
+ * on the order of the domain's hostdevs; past PLAN_CLIQUE_MAX groups the
+ * rest get none, with a warning. */
+static void plan_cliques(const struct domain *d, const struct hostmap *h, struct plan *p) {
+        if (!p->settings.gpudirect_clique_auto)
+                return;
+        _cleanup_free_ struct clique_gpu *gpus = NULL;
+        size_t n = 0;
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                const struct domain_hostdev *hd = &d->hostdevs[pd->hostdev];
+                if (hd->kind != DOMAIN_HOSTDEV_PCI || hd->is_interface || !pd->known || !pd->has_host_switch)
+                        continue;
+                const struct hostmap_device *dev = hostmap_find_device(h, &hd->host);
+                if (!dev || !planner_clique_capable(dev->vendor, dev->class))
+                        continue;
+                *GROW(gpus, n) = (struct clique_gpu) { .device = i, .root = pd->host_root, .sw = pd->host_switch };
+        }
+        if (n > 1)
+                qsort(gpus, n, sizeof(*gpus), cmp_clique_gpu);
+
+        unsigned groups = 0, dropped = 0, in_cliques = 0;
+        for (size_t i = 0; i < n;) {
+                size_t j = i + 1;
+                while (j < n && gpus[j].root == gpus[i].root && pci_addr_eq(&gpus[j].sw, &gpus[i].sw))
+                        j++;
+                if (j - i > 1) {
+                        if (groups < PLAN_CLIQUE_MAX) {
+                                for (size_t k = i; k < j; k++)
+                                        *GROW(p->cliques, p->n_cliques) = (struct plan_clique) { .device = gpus[k].device, .id = groups };
+                                in_cliques += (unsigned) (j - i);
+                        } else
+                                dropped++;
+                        groups++;
+                }
+                i = j;
+        }
+        /* Device order, for the rewrite and the mark. */
+        for (size_t a = 1; a < p->n_cliques; a++)
+                for (size_t b = a; b > 0 && p->cliques[b].device < p->cliques[b - 1].device; b--) {
+                        struct plan_clique t = p->cliques[b];
+                        p->cliques[b] = p->cliques[b - 1];
+                        p->cliques[b - 1] = t;
+                }
+        if (dropped)
+                add_warning(p, "gpudirect_clique: %u groups of GPUs behind one host switch, but QEMU's clique ids are 0-%d: "
+                            "the last %u groups get no clique id", groups, PLAN_CLIQUE_MAX - 1, dropped);
+        if (p->n_cliques)
+                p->clique_note = xasprintf("gpudirect_clique: %u GPUs in %u cliques (NVIDIA GPUs behind one host switch share an id)",
+                                           in_cliques, groups < PLAN_CLIQUE_MAX ? groups : PLAN_CLIQUE_MAX);
+        else
+                p->clique_note = xasprintf("gpudirect_clique: no clique: no two NVIDIA GPUs sit behind one host switch");
+}
+
 int planner_run(const struct domain *d, const struct hostmap *h, const struct policy_settings *s, struct plan **ret) {
         return planner_run_opts(d, h, s, NULL, ret);
 }
@@ -1269,6 +1358,7 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
         plan_distances(d, h, p);
         plan_mmio64(d, p);
         plan_managed(d, p, o);
+        plan_cliques(d, h, p);
         *ret = TAKE_PTR(p);
         return 0;
 }

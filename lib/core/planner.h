@@ -127,6 +127,20 @@ struct plan_pair {
         enum plan_path host, guest;
 };
 
+/* gpudirect_clique: one GPU's clique id. */
+struct plan_clique {
+        size_t device;                  /* index into plan->devices */
+        unsigned id;                    /* 0..PLAN_CLIQUE_MAX-1 */
+};
+
+/* QEMU's x-nv-gpudirect-clique is 4 bits wide: ids 0..15. */
+#define PLAN_CLIQUE_MAX 16
+
+/* Does the host let vfio-pci give this function an x-nv-gpudirect-clique
+ * id at all?  QEMU accepts it only on an NVIDIA (vendor 0x10de) display
+ * controller (class 0x03xxxx). */
+bool planner_clique_capable(uint16_t vendor, uint32_t class);
+
 struct plan_managed {
         size_t hostdev;                 /* index into domain->hostdevs */
         char name[64];
@@ -195,6 +209,11 @@ struct plan {
         /* migration: the host's topology fingerprint digest
          * (migrate_annotate()), NULL when not computed */
         char *fingerprint;
+        /* gpudirect_clique: auto: the GPUs that get an x-nv-gpudirect-clique
+         * id, in device order (docs/planner.md, "GPUDirect cliques") */
+        struct plan_clique *cliques;
+        size_t n_cliques;
+        char *clique_note;              /* what was done or why not; NULL when the switch is off */
 };
 
 /* Root ports with an I/O window the guest's 64 KiB of I/O space holds

@@ -236,7 +236,7 @@ static int parse_mode(const struct parse_ctx *c, const char *path, json_object *
 
 /* The feature switches, shared by "default" and the rules: each is
  * optional and overrides what *ret already holds. */
-#define FEATURE_KEYS "topology", "mirror_switches", "mirror_distances", "mmio64", "io_port_check", "managed", "migration"
+#define FEATURE_KEYS "topology", "mirror_switches", "mirror_distances", "mmio64", "io_port_check", "managed", "gpudirect_clique", "migration"
 
 static int parse_bool_key(const struct parse_ctx *c, const char *path, json_object *o, const char *key, bool *ret) {
         json_object *v;
@@ -321,6 +321,7 @@ static int parse_features(const struct parse_ctx *c, const char *path, json_obje
             (r = parse_auto_off_key(c, path, o, "mmio64", &ret->mmio64_auto)) < 0 ||
             (r = parse_bool_key(c, path, o, "io_port_check", &ret->io_port_check)) < 0 ||
             (r = parse_auto_off_key(c, path, o, "managed", &ret->managed_auto)) < 0 ||
+            (r = parse_auto_off_key(c, path, o, "gpudirect_clique", &ret->gpudirect_clique_auto)) < 0 ||
             (r = parse_migration_key(c, path, o, &ret->migration_same_topology)) < 0)
                 return r;
         return 0;

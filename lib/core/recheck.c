@@ -205,6 +205,9 @@ char *recheck_settings_key(const struct policy_settings *s, const struct policy 
         strbuf_printf(&b, "%s topology=%s mirror_switches=%d mirror_distances=%d mmio64=%d io_port_check=%d managed=%d",
                       policy_mode_to_string(s->mode), policy_topology_to_string(s->topology), s->mirror_switches,
                       s->mirror_distances, s->mmio64_auto, s->io_port_check, s->managed_auto);
+        /* Only when on, so that the keys of existing settings stay as they were. */
+        if (s->gpudirect_clique_auto)
+                strbuf_append(&b, " gpudirect_clique=auto");
         /* The variant driver names matter only to managed: auto. */
         if (s->managed_auto && p)
                 for (size_t i = 0; i < p->n_variant_drivers; i++)

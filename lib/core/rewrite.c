@@ -463,10 +463,12 @@ static xmlNodePtr qemu_commandline(xmlNodePtr root) {
  * arguments go at the end of the user's <qemu:commandline> if there is
  * one, in its own namespace declaration.  The mark records ovmf-mmio64 and
  * qemu-ns-added for revert. */
-static void apply_ovmf_mmio64(struct domain *d, const struct plan *p, struct mark *f) {
+/* The qemu namespace for a new element beside 'near' (an existing qemu
+ * element, or NULL): near's own, else one in scope at the root, else a new
+ * declaration on the root (recorded as qemu-ns-added for revert). */
+static xmlNsPtr qemu_ns(struct domain *d, xmlNodePtr near, struct mark *f) {
         xmlNodePtr root = xmlDocGetRootElement(d->doc);
-        xmlNodePtr cl = qemu_commandline(root);
-        xmlNsPtr ns = cl ? cl->ns : xmlSearchNsByHref(d->doc, root, (const xmlChar *) QEMU_NS);
+        xmlNsPtr ns = near ? near->ns : xmlSearchNsByHref(d->doc, root, (const xmlChar *) QEMU_NS);
         if (!ns) {
                 /* "qemu", unless the root binds that prefix to another URI. */
                 for (unsigned i = 0; !ns; i++) {
@@ -478,6 +480,13 @@ static void apply_ovmf_mmio64(struct domain *d, const struct plan *p, struct mar
                 }
                 f->qemu_ns_added = xstrdup("yes");
         }
+        return ns;
+}
+
+static void apply_ovmf_mmio64(struct domain *d, const struct plan *p, struct mark *f) {
+        xmlNodePtr root = xmlDocGetRootElement(d->doc);
+        xmlNodePtr cl = qemu_commandline(root);
+        xmlNsPtr ns = qemu_ns(d, cl, f);
         _cleanup_free_ char *val = xasprintf(OVMF_MMIO64_ARG "%" PRIu64, p->pcihole64_kib / 1024);
         bool created = !cl;
         if (created) {
@@ -549,6 +558,179 @@ static void revert_ovmf_mmio64(struct domain *d, const char *how, bool ns_added)
                         unlink_unit(d, cl);
         }
         if (!ns_added)
+                return;
+        for (xmlNsPtr ns = root->nsDef; ns; ns = ns->next)
+                if (ns->href && xmlStrEqual(ns->href, (const xmlChar *) QEMU_NS)) {
+                        if (!ns_used(root, ns))
+                                domain_remove_ns(d, root, ns);
+                        break;
+                }
+}
+
+/* --- gpudirect_clique -------------------------------------------------------- */
+
+#define CLIQUE_PROP "x-nv-gpudirect-clique"
+
+/* The alias pcinuma gives a GPU's hostdev that has no user alias:
+ * "ua-pcinuma-" and its host BDF, stable across plans.  malloc'ed. */
+static char *clique_alias(const char *bdf) {
+        char *s = xasprintf("ua-pcinuma-%s", bdf);
+        for (char *c = s; *c; c++)
+                if (*c == ':' || *c == '.')
+                        *c = '-';
+        return s;
+}
+
+/* Does element n (a <qemu:device>) set our property somewhere below it? */
+static bool sets_clique_prop(xmlNodePtr n) {
+        for (xmlNodePtr c = n->children; c; c = c->next) {
+                if (c->type != XML_ELEMENT_NODE)
+                        continue;
+                if (is_qemu_elem(c, "property")) {
+                        _cleanup_free_ char *name = xml_prop(c, "name");
+                        if (name && streq(name, CLIQUE_PROP))
+                                return true;
+                }
+                if (sets_clique_prop(c))
+                        return true;
+        }
+        return false;
+}
+
+/* The <qemu:device alias='alias'> in any <qemu:override> of the domain
+ * (with 'ours': only one that sets the clique property), or NULL. */
+static xmlNodePtr override_device(xmlNodePtr root, const char *alias, bool ours) {
+        for (xmlNodePtr o = root->children; o; o = o->next) {
+                if (!is_qemu_elem(o, "override"))
+                        continue;
+                for (xmlNodePtr c = o->children; c; c = c->next) {
+                        if (!is_qemu_elem(c, "device"))
+                                continue;
+                        _cleanup_free_ char *a = xml_prop(c, "alias");
+                        if (a && streq(a, alias) && (!ours || sets_clique_prop(c)))
+                                return c;
+                }
+        }
+        return NULL;
+}
+
+/* A new <qemu:NAME> appended to parent, in parent's namespace. */
+static xmlNodePtr append_qemu_child(struct domain *d, xmlNodePtr parent, const char *name) {
+        xmlNodePtr e = xmlNewDocNode(d->doc, parent->ns, (const xmlChar *) name, NULL);
+        append_child_unit(parent, e);
+        return e;
+}
+
+/* gpudirect_clique: auto.  QEMU's vfio-pci takes the id as the property
+ * x-nv-gpudirect-clique; libvirt passes it through <qemu:override> on the
+ * hostdev's alias, which must be a user alias ("ua-...") to survive in a
+ * persistent definition.  A GPU without one gets <alias
+ * name='ua-pcinuma-BDF'/> (libvirt's own alias, from a live XML, is
+ * renamed); each GPU gets a <qemu:device> in the domain's <qemu:override>,
+ * created when there is none.  A GPU whose alias the user's override names
+ * already is left to the user.  The mark records each step for revert. */
+static void apply_cliques(struct domain *d, const struct plan *p, struct mark *mk) {
+        xmlNodePtr root = xmlDocGetRootElement(d->doc);
+        xmlNodePtr ovr = NULL;
+        for (size_t i = 0; i < p->n_cliques && i < mk->n_cliques; i++) {
+                const struct plan_device *pd = &p->devices[p->cliques[i].device];
+                struct mark_clique *rec = &mk->cliques[i];
+                xmlNodePtr hd = d->hostdevs[pd->hostdev].elem;
+                xmlNodePtr al = xml_child(hd, "alias");
+                _cleanup_free_ char *name = al ? xml_prop(al, "name") : NULL;
+                if (name && mark_is_user_alias(name)) {
+                        rec->alias = TAKE_PTR(name);
+                        if (override_device(root, rec->alias, false)) {
+                                rec->override = xstrdup("user");
+                                continue;
+                        }
+                } else if (al && !mark_is_alias_name(name)) {
+                        /* Not an alias libvirt writes: leave this GPU alone. */
+                        rec->alias = clique_alias(pd->name);
+                        rec->override = xstrdup("user");
+                        continue;
+                } else {
+                        rec->alias = clique_alias(pd->name);
+                        if (al) {
+                                rec->alias_original = TAKE_PTR(name);
+                                set_prop(al, "name", rec->alias);
+                        } else {
+                                rec->alias_original = xstrdup("none");
+                                al = xmlNewDocNode(d->doc, NULL, (const xmlChar *) "alias", NULL);
+                                set_prop(al, "name", rec->alias);
+                                /* libvirt's order: ..., <alias>, <address>. */
+                                xmlNodePtr addr = d->hostdevs[pd->hostdev].addr_elem;
+                                if (!addr || addr->parent != hd)
+                                        addr = xml_child(hd, "address");
+                                if (addr)
+                                        insert_unit_before(addr, al);
+                                else
+                                        insert_unit_after(last_element_child(hd), al);
+                        }
+                }
+                if (!ovr) {
+                        for (xmlNodePtr c = root->children; c && !ovr; c = c->next)
+                                if (is_qemu_elem(c, "override"))
+                                        ovr = c;
+                        if (ovr)
+                                mk->qemu_override = xstrdup("added");
+                        else {
+                                ovr = xmlNewDocNode(d->doc, qemu_ns(d, NULL, mk), (const xmlChar *) "override", NULL);
+                                insert_unit_after(last_element_child(root), ovr);
+                                mk->qemu_override = xstrdup("created");
+                        }
+                }
+                char id[16];
+                snprintf(id, sizeof id, "%d", rec->id);
+                xmlNodePtr dev = append_qemu_child(d, ovr, "device");
+                set_prop(dev, "alias", rec->alias);
+                xmlNodePtr prop = append_qemu_child(d, append_qemu_child(d, dev, "frontend"), "property");
+                set_prop(prop, "name", CLIQUE_PROP);
+                set_prop(prop, "type", "unsigned");
+                set_prop(prop, "value", id);
+        }
+}
+
+/* Undo apply_cliques(): our <qemu:device> entries (by alias, setting the
+ * clique property), the aliases pcinuma added or renamed, the
+ * <qemu:override> if pcinuma created it and it is empty now, and the
+ * namespace if pcinuma declared it and nothing uses it any more. */
+static void revert_cliques(struct domain *d, const struct mark *mk) {
+        xmlNodePtr root = xmlDocGetRootElement(d->doc);
+        for (size_t i = 0; i < mk->n_cliques; i++) {
+                const struct mark_clique *rec = &mk->cliques[i];
+                if (rec->override || !rec->alias)
+                        continue;
+                xmlNodePtr dev = override_device(root, rec->alias, true);
+                if (dev)
+                        remove_child_unit(d, dev);
+                struct pci_addr a;
+                if (!rec->alias_original || !rec->host || pci_addr_parse(rec->host, &a) < 0)
+                        continue;
+                for (size_t k = 0; k < d->n_hostdevs; k++) {
+                        const struct domain_hostdev *hd = &d->hostdevs[k];
+                        if (hd->kind != DOMAIN_HOSTDEV_PCI || !pci_addr_eq(&hd->host, &a))
+                                continue;
+                        xmlNodePtr al = xml_child(hd->elem, "alias");
+                        _cleanup_free_ char *name = al ? xml_prop(al, "name") : NULL;
+                        if (!name || !streq(name, rec->alias))
+                                break;
+                        if (streq(rec->alias_original, "none"))
+                                unlink_unit(d, al);
+                        else
+                                set_prop(al, "name", rec->alias_original);
+                        break;
+                }
+        }
+        if (mk->qemu_override && streq(mk->qemu_override, "created")) {
+                xmlNodePtr last = NULL;
+                for (xmlNodePtr c = root->children; c; c = c->next)
+                        if (is_qemu_elem(c, "override"))
+                                last = c;
+                if (last && !last_element_child(last))
+                        unlink_unit(d, last);
+        }
+        if (!mk->qemu_ns_added || !streq(mk->qemu_ns_added, "yes"))
                 return;
         for (xmlNsPtr ns = root->nsDef; ns; ns = ns->next)
                 if (ns->href && xmlStrEqual(ns->href, (const xmlChar *) QEMU_NS)) {
@@ -697,6 +879,8 @@ static void apply_features(struct domain *d, const struct plan *p, struct mark *
                 mk->managed[i].original = orig ? orig : xstrdup("absent");
                 xmlSetProp(e, (const xmlChar *) "managed", (const xmlChar *) "no");
         }
+        if (p->n_cliques)
+                apply_cliques(d, p, mk);
 }
 
 int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
@@ -1062,6 +1246,8 @@ static void restore_features(struct domain *d, const struct mark *mk) {
         revert_pcihole64(d, mk);
         if (mk->ovmf_mmio64)
                 revert_ovmf_mmio64(d, mk->ovmf_mmio64, mk->qemu_ns_added && streq(mk->qemu_ns_added, "yes"));
+        if (mk->n_cliques)
+                revert_cliques(d, mk);
 }
 
 /* Last: the mark, and the <metadata> if pcinuma created it and it is

@@ -34,8 +34,8 @@ catalog checks both (a permutation is planned, not refused).
 
 Output: "ok N - ..." / "not ok N - ..." with "#" diagnostics, then
 "N passed, M failed".  Exit 0, 1 on any failure, 77 when a binary is
-missing.  Python 3 standard library only; it reuses the daemon suite's
-helpers (tests/daemon/test_daemon.py)."""
+missing.  Python 3 standard library only; it uses the shared daemon
+helpers (tests/lib/pcinumatest/daemon.py)."""
 
 import argparse
 import json
@@ -51,10 +51,9 @@ import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "daemon"))
-import test_daemon as td  # noqa: E402
-from test_daemon import Failure, check, eq, contains  # noqa: E402
+from pcinumatest import daemon as td
+from pcinumatest.daemon import Failure, check, eq, contains
+
 
 SKIP = 77
 ARGS = None

@@ -2,7 +2,7 @@
 """Scale benchmark (issue 13): what one udev event costs in libvirt calls
 with 200 defined domains.
 
-A private session libvirtd (tests/libvirt/session.py) holds 200 persistent
+A private session libvirtd (tests/lib/pcinumatest/session.py) holds 200 persistent
 q35/TCG domains, each with one passthrough GPU of a generated fixture host
 (4 NUMA nodes, 50 GPUs per node, one GPU per domain, policy legacy).
 pcinumad watches it (--watch-udev yes, its watcher pcinuma-watcher) and
@@ -42,9 +42,8 @@ import time
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "daemon"))
 import benchlib as B  # noqa: E402
-import test_udev as U  # noqa: E402
+from pcinumatest import uevent as U  # noqa: E402
 
 QUIET_S = 2.0
 PER_NODE = 50

@@ -2,7 +2,7 @@
 """VM start benchmark: `virsh start` of a small TCG domain with the
 pcinuma hook installed, against without it.
 
-A private session libvirtd (tests/libvirt/session.py, as the user
+A private session libvirtd (tests/lib/pcinumatest/session.py, as the user
 pcinuma-test) starts a q35/ACPI TCG domain of 64 MiB with no disk (SeaBIOS
 finds no boot device, but QEMU runs, and `virsh start` returns once it
 does), then destroys it, many times.  Two domains: 'pcinuma-bench-vm-PID'

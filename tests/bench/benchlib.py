@@ -23,6 +23,8 @@ import tempfile
 import time
 import zlib
 
+from pcinumatest.daemon import encode, pcinumad_argv, recv_exact, scrubbed_env
+
 SKIP = 77
 _results = []
 _cleanups = []
@@ -175,21 +177,6 @@ def plain_domain_xml(name="bench-plain", target_bytes=16 * 1024, mark=False):
 
 # ---- pcinumad ----------------------------------------------------------------
 
-def encode(obj):
-    payload = json.dumps(obj).encode()
-    return struct.pack(">I", len(payload)) + payload
-
-
-def recv_exact(s, n):
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            break
-        buf += chunk
-    return bytes(buf)
-
-
 def call(path, obj, timeout=30.0, raw=None):
     """One request on a fresh connection (the daemon serves one request
     per connection); returns the decoded response."""
@@ -215,18 +202,12 @@ class Daemon:
         with open(self.policy_file, "w") as f:
             json.dump({"default": {"policy": policy}}, f)
         self.log_path = log_path or os.path.join(workdir, "pcinumad.log")
-        self.argv = list(wrapper) + [pcinumad, "--sysfs-root", sysfs,
-                                     "--policy-file", self.policy_file,
-                                     "--socket", self.sock,
-                                     "--libvirt-uri", libvirt_uri,
-                                     "--log-target", "stderr"] + list(extra)
+        self.argv = pcinumad_argv(pcinumad, sysfs, self.policy_file, self.sock,
+                                  libvirt_uri=libvirt_uri, extra=extra, wrapper=wrapper)
         self.proc = None
 
     def start(self, timeout=60.0):
-        env = dict(os.environ)
-        for k in ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
-                  "JOURNAL_STREAM", "PCINUMA_SOCKET", "PCINUMA_SYSFS_ROOT"):
-            env.pop(k, None)
+        env = scrubbed_env()
         self.logf = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
                                      stdout=self.logf, stderr=self.logf,

@@ -3,7 +3,7 @@
 change touches (issue 13, "work in proportion to what changed").
 
 pcinumad runs on a fixture tree with --watch-udev yes, and with
-tests/daemon/fake_watcher.py as its watcher: a tiny libvirt whose
+tests/lib/pcinumatest/fake_watcher.py as its watcher: a tiny libvirt whose
 persistent definitions are files, which records every recheck it is asked
 for, every plan answer and every redefinition.  The test plays udevd as
 test_udev.py does (netlink multicast, as root), after editing the tree.
@@ -33,9 +33,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import test_udev as U  # noqa: E402
+from pcinumatest import FAKE_WATCHER
+from pcinumatest import uevent as U
 
 LOG_NOTICE, LOG_DEBUG = 5, 7
 MDEV = "4b20d080-1b54-4048-85b3-a6a62d165c01"
@@ -106,7 +105,7 @@ class Env:
         env = dict(os.environ, FAKE_WATCHER_DIR=self.fw)
         self.proc = subprocess.Popen(
             [a.pcinumad, "--sysfs-root", self.sys, "--socket", self.sock, "--libvirt-uri", "test:///default",
-             "--watcher-program", os.path.join(HERE, "fake_watcher.py"), "--log-target", "stderr",
+             "--watcher-program", FAKE_WATCHER, "--log-target", "stderr",
              "--policy-file", self.policy, "--watch-udev", "yes"],
             stderr=self.log, stdin=subprocess.DEVNULL, env=env)
 

@@ -35,7 +35,7 @@
 (e) A watcher program that sends pcinumad garbage (a frame header of
     4 GiB): pcinumad says so, kills it, restarts it with backoff, keeps
     answering, and stops cleanly, leaving no watcher behind.
-(f)-(h) tests/daemon/fake_watcher.py as the watcher: one that never reads
+(f)-(h) tests/lib/pcinumatest/fake_watcher.py as the watcher: one that never reads
     its plan answer (PCINUMA_WATCHER_TIMEOUT_MS=1000), one that floods plan
     requests without reading (frames of 64 KiB), each killed, logged and
     restarted while pcinumad keeps answering; and an answer over the frame
@@ -58,11 +58,10 @@ import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "daemon"))
-sys.path.insert(0, os.path.join(HERE, "..", "libvirt"))
-import test_daemon as td  # noqa: E402
-from test_daemon import Failure, check, eq, contains  # noqa: E402
+from pcinumatest import FAKE_WATCHER
+from pcinumatest import daemon as td
+from pcinumatest.daemon import Failure, check, eq, contains
+
 
 SKIP = 77
 ARGS = None
@@ -320,7 +319,7 @@ class LvEnv:
     temporary directory."""
 
     def __init__(self, tag, host_uuid):
-        import test_integration as ti
+        from pcinumatest import lvenv as ti
         self.work = os.path.join(td.WORK, tag)
         os.makedirs(self.work, exist_ok=True)
         self.tmp = tempfile.mkdtemp(prefix="pcinuma-f%s-" % tag[0], dir="/tmp")
@@ -350,11 +349,11 @@ class LvEnv:
 
 
 def t_libvirtd_sigkill():
-    import test_integration as ti
+    from pcinumatest import lvenv as ti
     env = LvEnv("libvirt", "7a3a4b1e-0c55-4f43-9d1c-5e0a6b1f2c3d")
     s, daemon, work = env.s, env.daemon, env.work
     try:
-        ti.Test.wait_planned  # noqa: B018  (the helper used below, by hand)
+        ti.Harness.wait_planned  # noqa: B018  (the helper used below, by hand)
         s.define(ti.domain_xml("fk-before", ["0000:13:00.0", "0000:33:00.0"], memnodes={0: "0", 1: "1"}))
 
         def planned(name, timeout):
@@ -419,7 +418,7 @@ def maps_libvirt(pid):
 
 
 def t_watcher_sigkill():
-    import test_integration as ti
+    from pcinumatest import lvenv as ti
     env = LvEnv("watcher", "7a3a4b1e-0c55-4f43-9d1c-5e0a6b1f2c3e")
     s, daemon, tmp, sysfs, policy = env.s, env.daemon, env.tmp, env.sysfs, env.policy
     try:
@@ -550,11 +549,10 @@ def t_watcher_garbage():
 
 # ---- (f)-(h) a watcher that stops reading, floods, or gets an oversized answer ------------
 
-FAKE_WATCHER = os.path.join(HERE, "..", "daemon", "fake_watcher.py")
 
 
 def fake_watcher_daemon(tag, mode, env):
-    """pcinumad (policy require) with tests/daemon/fake_watcher.py in the
+    """pcinumad (policy require) with tests/lib/pcinumatest/fake_watcher.py in the
     given mode as its watcher, gpu-vm-1 its one persistent definition."""
     fw = tempfile.mkdtemp(prefix="pcinuma-fw-", dir="/tmp")
     os.makedirs(os.path.join(fw, "domains"))
@@ -662,7 +660,7 @@ def main():
             return SKIP
     for opt in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "golden", "workdir"):
         setattr(ARGS, opt, os.path.abspath(getattr(ARGS, opt)))
-    from session import find_tool
+    from pcinumatest.session import find_tool
     if not (find_tool("libvirtd") and find_tool("virsh")):
         print("1..0 # SKIP libvirtd or virsh missing")
         return SKIP

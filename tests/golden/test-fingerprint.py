@@ -32,21 +32,13 @@ import subprocess
 import sys
 import tempfile
 
+from pcinumatest.tap import Tap
+
 ARGS = None
-N = 0
-FAILED = 0
+TAP = Tap()
 DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 
-def result(ok, name, diag=""):
-    global N, FAILED
-    N += 1
-    if not ok:
-        FAILED += 1
-    print("%s %d - %s" % ("ok" if ok else "not ok", N, name))
-    for line in str(diag).splitlines():
-        print("# " + line)
-    sys.stdout.flush()
 
 
 def ctl(*args):
@@ -92,16 +84,16 @@ def one_host(hostfile, work, digests):
     j = ctl("fingerprint", "--sysfs-root", tree, "--json")
     again = ctl("fingerprint", "--sysfs-root", tree)
     first, groups = parse_text(t.stdout)
-    result(t.returncode == 0 and DIGEST.match(first) is not None,
+    TAP.check(t.returncode == 0 and DIGEST.match(first) is not None,
            "%s: exit 0, the first line is the digest alone" % name, "rc %d %r\n%s" % (t.returncode, first, t.stderr))
-    result(again.stdout == t.stdout, "%s: the same output twice" % name)
+    TAP.check(again.stdout == t.stdout, "%s: the same output twice" % name)
     if t.returncode != 0 or j.returncode != 0:
-        result(False, "%s: --json exit 0" % name, j.stderr)
+        TAP.check(False, "%s: --json exit 0" % name, j.stderr)
         return None
     fp = json.loads(j.stdout)
     jgroups = [(g["node"], g["host_bridge"] or "unknown (no sysfs paths)", g["digest"], [d["bdf"] for d in g["devices"]])
                for g in fp["groups"]]
-    result(fp["digest"] == first and fp["version"] == 1 and jgroups == groups,
+    TAP.check(fp["digest"] == first and fp["version"] == 1 and jgroups == groups,
            "%s: --json agrees with the text (digest, version, groups, devices)" % name,
            "json %s\ntext %s" % (jgroups, groups))
     canon = fp["canonical"]
@@ -115,13 +107,13 @@ def one_host(hostfile, work, digests):
             bad.append("group %s: digest is not the SHA-256 of its line" % g["host_bridge"])
         if "group " + g["canonical"] + "\n" not in canon:
             bad.append("group %s: its line is not in the canonical text" % g["host_bridge"])
-    result(not bad, "%s: digests are SHA-256 of the canonical text and of each group's line (hashlib)" % name,
+    TAP.check(not bad, "%s: digests are SHA-256 of the canonical text and of each group's line (hashlib)" % name,
            "\n".join(bad))
 
     host = json.loads(ctl("host", "--sysfs-root", tree, "--json").stdout)
     leaks = [d["bdf"] for d in host["devices"] if d["bdf"] in canon]
     leaks += [d["host_bridge"] for d in host["devices"] if d["host_bridge"] and d["host_bridge"] in canon]
-    result(not leaks, "%s: the canonical text names no BDF and no host bridge" % name, " ".join(leaks[:10]))
+    TAP.check(not leaks, "%s: the canonical text names no BDF and no host bridge" % name, " ".join(leaks[:10]))
 
     # The oracle: counted devices, the PFs of counted VFs, each in the
     # group of its node (or none) and host bridge.
@@ -139,14 +131,14 @@ def one_host(hostfile, work, digests):
         node = d["node"] if d["node"] in nodes else None
         if got[b] != (node, d["host_bridge"]):
             misplaced.append("%s in %s, expected %s" % (b, got[b], (node, d["host_bridge"])))
-    result(set(got) == want and not misplaced,
+    TAP.check(set(got) == want and not misplaced,
            "%s: the groups hold exactly the passthrough-capable devices (%d), by node and root complex" % (name, len(want)),
            "missing %s\nextra %s\n%s" % (sorted(want - set(got)), sorted(set(got) - want), "\n".join(misplaced)))
 
     if ARGS.update:
         digests[name] = fp["digest"]
     else:
-        result(digests.get(name) == fp["digest"], "%s: digest as recorded in digests.txt" % name,
+        TAP.check(digests.get(name) == fp["digest"], "%s: digest as recorded in digests.txt" % name,
                "recorded %s, now %s" % (digests.get(name), fp["digest"]))
     return fp
 
@@ -154,16 +146,16 @@ def one_host(hostfile, work, digests):
 def fleet(fps):
     a, b, c = fps.get("fleet-a"), fps.get("fleet-b"), fps.get("fleet-c")
     if not (a and b and c):
-        result(False, "fleet: fleet-a, fleet-b and fleet-c are fixture hosts")
+        TAP.check(False, "fleet: fleet-a, fleet-b and fleet-c are fixture hosts")
         return
-    result(a["digest"] == b["digest"] and a["canonical"] == b["canonical"],
+    TAP.check(a["digest"] == b["digest"] and a["canonical"] == b["canonical"],
            "fleet: fleet-b (renumbered) has fleet-a's digest", "%s\n%s" % (a["digest"], b["digest"]))
     ga = [(g["node"], g["digest"]) for g in a["groups"]]
     gb = [(g["node"], g["digest"]) for g in b["groups"]]
     renamed = all(x["host_bridge"] != y["host_bridge"] for x, y in zip(a["groups"], b["groups"]))
-    result(ga == gb and renamed, "fleet: fleet-b's groups have fleet-a's digests under other host bridge names",
+    TAP.check(ga == gb and renamed, "fleet: fleet-b's groups have fleet-a's digests under other host bridge names",
            "%s\n%s" % (ga, gb))
-    result(a["digest"] != c["digest"], "fleet: fleet-c (a GPU moved) has another digest")
+    TAP.check(a["digest"] != c["digest"], "fleet: fleet-c (a GPU moved) has another digest")
 
     def changed(x, y):
         left = [(g["node"], g["digest"]) for g in y["groups"]]
@@ -175,7 +167,7 @@ def fleet(fps):
                 out.append(g["host_bridge"])
         return sorted(out)
     want = ["pci0000:15", "pci0000:97"]
-    result(changed(a, c) == want and changed(c, a) == want,
+    TAP.check(changed(a, c) == want and changed(c, a) == want,
            "fleet: exactly the two switch groups differ between fleet-a and fleet-c",
            "a not in c: %s\nc not in a: %s" % (changed(a, c), changed(c, a)))
 
@@ -197,12 +189,12 @@ def bad_input(work):
     ]
     for args, needle in cases:
         r = ctl("fingerprint", *args)
-        result(r.returncode == 2 and needle in r.stderr and r.stdout == "",
+        TAP.check(r.returncode == 2 and needle in r.stderr and r.stdout == "",
                "bad input: fingerprint %s -> exit 2 naming %r" % (" ".join(a.replace(work, "W") for a in args),
                                                                 needle.replace(work, "W")),
                "exit %d\n%s" % (r.returncode, r.stderr))
     r = ctl("fingerprint", "--help")
-    result(r.returncode == 0 and r.stdout.startswith("Usage: pcinumactl fingerprint") and r.stderr == "",
+    TAP.check(r.returncode == 0 and r.stdout.startswith("Usage: pcinumactl fingerprint") and r.stderr == "",
            "--help: usage on stdout, exit 0", r.stderr)
     # A garbage file: a warning naming it, and still a fingerprint.
     tree = os.path.join(work, "fleet-a")
@@ -210,7 +202,7 @@ def bad_input(work):
     with open(os.path.join(gpu, "numa_node"), "w") as f:
         f.write("banana\n")
     r = ctl("fingerprint", "--sysfs-root", tree)
-    result(r.returncode == 0 and "0000:18:00.0/numa_node" in r.stderr and DIGEST.match(r.stdout.splitlines()[0]),
+    TAP.check(r.returncode == 0 and "0000:18:00.0/numa_node" in r.stderr and DIGEST.match(r.stdout.splitlines()[0]),
            "a garbage numa_node: a warning naming the file on stderr, the digest still first on stdout", r.stderr)
 
 
@@ -239,7 +231,7 @@ def main():
             fps[h[:-5]] = one_host(os.path.join(ARGS.hosts, h), work, digests)
         if not ARGS.update:
             extra = sorted(set(digests) - set(fps))
-            result(not extra, "digests.txt names no host that is not a fixture", " ".join(extra))
+            TAP.check(not extra, "digests.txt names no host that is not a fixture", " ".join(extra))
         fleet(fps)
         bad_input(work)
     finally:
@@ -251,8 +243,8 @@ def main():
                     "# A change here changes every fingerprint a fleet has published.\n")
             for h in sorted(digests):
                 f.write("%s %s\n" % (h, digests[h]))
-    print("1..%d" % N)
-    return 1 if FAILED else 0
+    print("1..%d" % TAP.n)
+    return 1 if TAP.failed else 0
 
 
 if __name__ == "__main__":

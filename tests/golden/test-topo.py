@@ -23,20 +23,12 @@ import subprocess
 import sys
 import tempfile
 
+from pcinumatest.tap import Tap
+
 ARGS = None
-N = 0
-FAILED = 0
+TAP = Tap()
 
 
-def result(ok, name, diag=""):
-    global N, FAILED
-    N += 1
-    if not ok:
-        FAILED += 1
-    print("%s %d - %s" % ("ok" if ok else "not ok", N, name))
-    for line in diag.splitlines():
-        print("# " + line)
-    sys.stdout.flush()
 
 
 def topo(*args, stdin=None):
@@ -121,43 +113,43 @@ def main():
     # mirror_switches on: the host matrix matches the oracle, the guest's
     # equals the host's.
     p = topo("--sysfs-root", root, "--policy-file", mirror, xml)
-    result(p.returncode == 0, "topo with mirror_switches: exit 0", "rc %d stderr %r" % (p.returncode, p.stderr))
+    TAP.check(p.returncode == 0, "topo with mirror_switches: exit 0", "rc %d stderr %r" % (p.returncode, p.stderr))
     labels, host, guest, devices, summary = parse(p.stdout)
-    result(len(labels) == 16 and len(devices) == 16, "16 devices labelled and listed", repr(labels))
+    TAP.check(len(labels) == 16 and len(devices) == 16, "16 devices labelled and listed", repr(labels))
     bad = []
     for a in labels:
         for b in labels:
             want = oracle(root, devices[a][0], devices[b][0])
             if host[a][b] != want:
                 bad.append("%s/%s (%s/%s): host %s, oracle %s" % (a, b, devices[a][0], devices[b][0], host[a][b], want))
-    result(not bad, "host matrix matches the sysfs oracle", "\n".join(bad[:10]))
+    TAP.check(not bad, "host matrix matches the sysfs oracle", "\n".join(bad[:10]))
     kinds = {host[a][b] for a in labels for b in labels}
-    result({"X", "PIX", "PHB", "SYS"} <= kinds, "the host matrix shows PIX, PHB and SYS", repr(kinds))
+    TAP.check({"X", "PIX", "PHB", "SYS"} <= kinds, "the host matrix shows PIX, PHB and SYS", repr(kinds))
     diff = ["%s/%s: host %s guest %s" % (a, b, host[a][b], guest[a][b])
             for a in labels for b in labels if host[a][b] != guest[a][b]]
-    result(not diff, "mirror_switches: the guest matrix equals the host's", "\n".join(diff[:10]))
-    result(summary.startswith("120 of 120 device pairs keep their host path type in the guest: 120 same, 0 closer, 0 farther"),
+    TAP.check(not diff, "mirror_switches: the guest matrix equals the host's", "\n".join(diff[:10]))
+    TAP.check(summary.startswith("120 of 120 device pairs keep their host path type in the guest: 120 same, 0 closer, 0 farther"),
            "summary: 120 of 120", summary)
     wrong_cell = [l for _, (bdf, l) in devices.items()
                   if l.split("host node")[1].split()[0] != l.split("guest cell")[1].split()[0].rstrip(",")]
-    result(not wrong_cell, "each device's guest cell is its host node", "\n".join(wrong_cell))
-    result(all("behind a guest switch" in l for _, l in devices.values()), "every device is behind a guest switch")
-    result("Legend:" in p.stdout and "PIX  = behind one PCIe switch" in p.stdout, "the legend is printed")
+    TAP.check(not wrong_cell, "each device's guest cell is its host node", "\n".join(wrong_cell))
+    TAP.check(all("behind a guest switch" in l for _, l in devices.values()), "every device is behind a guest switch")
+    TAP.check("Legend:" in p.stdout and "PIX  = behind one PCIe switch" in p.stdout, "the legend is printed")
 
     # mirror_switches off: exactly the host PIX pairs weaken to PHB*.
     p = topo("--sysfs-root", root, "--policy-file", plain, xml)
-    result(p.returncode == 0, "topo without mirror_switches: exit 0", p.stderr)
+    TAP.check(p.returncode == 0, "topo without mirror_switches: exit 0", p.stderr)
     _, host2, guest2, _, summary2 = parse(p.stdout)
-    result(host2 == host, "the host matrix does not depend on the policy")
+    TAP.check(host2 == host, "the host matrix does not depend on the policy")
     bad = []
     for a in labels:
         for b in labels:
             want = "PHB*" if host[a][b] == "PIX" else host[a][b]
             if guest2[a][b] != want:
                 bad.append("%s/%s: guest %s, want %s" % (a, b, guest2[a][b], want))
-    result(not bad, "without mirror_switches: host PIX pairs are PHB* in the guest, the rest unchanged", "\n".join(bad[:10]))
+    TAP.check(not bad, "without mirror_switches: host PIX pairs are PHB* in the guest, the rest unchanged", "\n".join(bad[:10]))
     npix = sum(1 for a in labels for b in labels if a < b and host[a][b] == "PIX")
-    result(summary2.startswith("%d of 120 device pairs keep their host path type in the guest: %d same, 0 closer, %d farther"
+    TAP.check(summary2.startswith("%d of 120 device pairs keep their host path type in the guest: %d same, 0 closer, %d farther"
                                % (120 - npix, 120 - npix, npix)) and "mirror_switches is off" in summary2,
            "summary counts the %d weakened pairs and names the switch" % npix, summary2)
 
@@ -168,20 +160,20 @@ def main():
                    check=True, stdout=subprocess.DEVNULL)
     p5xml = os.path.join(ARGS.cases, "paths-p5-like", "input.xml")
     p = topo("--sysfs-root", p5, "--policy", "require", p5xml)
-    result(p.returncode == 0, "p5-like: exit 0", p.stderr)
+    TAP.check(p.returncode == 0, "p5-like: exit 0", p.stderr)
     labels5, host5, guest5, devices5, summary5 = parse(p.stdout)
     bad = ["%s/%s: host %s, oracle %s" % (a, b, host5[a][b], oracle(p5, devices5[a][0], devices5[b][0]))
            for a in labels5 for b in labels5 if host5[a][b] != oracle(p5, devices5[a][0], devices5[b][0])]
-    result(not bad, "p5-like: host matrix matches the sysfs oracle", "\n".join(bad[:10]))
+    TAP.check(not bad, "p5-like: host matrix matches the sysfs oracle", "\n".join(bad[:10]))
     kinds5 = {host5[a][b] for a in labels5 for b in labels5}
-    result({"PIX", "PXB", "NODE", "SYS"} <= kinds5, "p5-like: the host matrix shows PIX, PXB, NODE and SYS", repr(kinds5))
+    TAP.check({"PIX", "PXB", "NODE", "SYS"} <= kinds5, "p5-like: the host matrix shows PIX, PXB, NODE and SYS", repr(kinds5))
     diff = ["%s/%s: host %s guest %s" % (a, b, host5[a][b], guest5[a][b])
             for a in labels5 for b in labels5 if host5[a][b] != guest5[a][b]]
-    result(not diff and summary5.startswith("120 of 120"), "p5-like: paths keeps every pair", "\n".join(diff[:10]) + summary5)
+    TAP.check(not diff and summary5.startswith("120 of 120"), "p5-like: paths keeps every pair", "\n".join(diff[:10]) + summary5)
     j = subprocess.run([ARGS.pcinumactl, "plan", "--format", "json", "--sysfs-root", p5, "--policy", "require", p5xml],
                        stdout=subprocess.PIPE, text=True)
     fid = json.loads(j.stdout)["fidelity"]
-    result((fid["same"], fid["closer"], fid["farther"]) == (120, 0, 0) and len(fid["pairs"]) == 120,
+    TAP.check((fid["same"], fid["closer"], fid["farther"]) == (120, 0, 0) and len(fid["pairs"]) == 120,
            "p5-like: plan --format json reports the same counts", repr({k: fid[k] for k in ("same", "closer", "farther")}))
     cells = os.path.join(work, "cells.json")
     with open(cells, "w") as f:
@@ -194,14 +186,14 @@ def main():
             want = {"NODE": "PHB!", "PIX": "PHB*", "PXB": "PHB*"}.get(host6[a][b], host6[a][b])
             if guest6[a][b] != want:
                 bad.append("%s/%s: host %s guest %s, want %s" % (a, b, host6[a][b], guest6[a][b], want))
-    result(p.returncode == 0 and host6 == host5 and not bad,
+    TAP.check(p.returncode == 0 and host6 == host5 and not bad,
            "p5-like, topology cells: NODE pairs are a closer PHB!, switch pairs a farther PHB*", "\n".join(bad[:10]))
     nnode = sum(1 for a in labels5 for b in labels5 if a < b and host5[a][b] == "NODE")
     nsw = sum(1 for a in labels5 for b in labels5 if a < b and host5[a][b] in ("PIX", "PXB"))
     j = subprocess.run([ARGS.pcinumactl, "plan", "--format", "json", "--sysfs-root", p5, "--policy-file", cells, p5xml],
                        stdout=subprocess.PIPE, text=True)
     fid = json.loads(j.stdout)["fidelity"]
-    result((fid["closer"], fid["farther"]) == (nnode, nsw) and
+    TAP.check((fid["closer"], fid["farther"]) == (nnode, nsw) and
            summary6.startswith("%d of 120 device pairs keep their host path type in the guest: %d same, %d closer, %d farther"
                                % (120 - nnode - nsw, 120 - nnode - nsw, nnode, nsw)),
            "p5-like, topology cells: topo and plan --format json count %d closer and %d farther" % (nnode, nsw),
@@ -210,7 +202,7 @@ def main():
     # The same through standard input.
     with open(xml) as f:
         p = topo("--sysfs-root", root, "--policy-file", mirror, "-", stdin=f.read())
-    result(p.returncode == 0 and parse(p.stdout)[2] == guest, "topo reads standard input")
+    TAP.check(p.returncode == 0 and parse(p.stdout)[2] == guest, "topo reads standard input")
 
     # Bad input: exit 2, a message naming the thing at fault, nothing on stdout.
     missing = os.path.join(work, "nope.xml")
@@ -222,16 +214,16 @@ def main():
             ("broken policy file", ["--policy-file", xml, xml], xml),
             ("no FILE", [], "Usage: pcinumactl topo")]:
         p = topo(*([] if name in ("missing sysfs root", "no FILE") else ["--sysfs-root", root]), *args)
-        result(p.returncode == 2 and want in p.stderr and p.stdout == "",
+        TAP.check(p.returncode == 2 and want in p.stderr and p.stdout == "",
                "bad input (%s): exit 2 naming it" % name, "rc %d stderr %r" % (p.returncode, p.stderr))
     p = topo("--sysfs-root", root, "--policy", "require", "-", stdin="<domain type='qemu'><name>x</name></domain>")
-    result(p.returncode == 0 and "no PCI passthrough devices" in p.stdout, "a domain without passthrough devices says so",
+    TAP.check(p.returncode == 0 and "no PCI passthrough devices" in p.stdout, "a domain without passthrough devices says so",
            "rc %d out %r err %r" % (p.returncode, p.stdout, p.stderr))
 
     shutil.rmtree(work, ignore_errors=True)
-    print("1..%d" % N)
-    print("# %d passed, %d failed" % (N - FAILED, FAILED))
-    return 1 if FAILED else 0
+    print("1..%d" % TAP.n)
+    print("# %d passed, %d failed" % (TAP.passed, TAP.failed))
+    return 1 if TAP.failed else 0
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import threading
 import time
 import traceback
 
+from pcinumatest.daemon import encode as frame   # the hook protocol's frame
+
 HOOK = None
 TMP = None
 MiB = 1024 * 1024
@@ -64,11 +66,6 @@ MARKED_XML = PLAIN_XML.replace(
 
 
 # ---- the fake daemon -----------------------------------------------------
-
-def frame(obj):
-    data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
-    return struct.pack(">I", len(data)) + data
-
 
 def recv_exact(conn, n):
     buf = b""

@@ -9,8 +9,8 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from session import Session, require_tools  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from pcinumatest.session import Session, require_tools  # noqa: E402
 
 S = None
 

@@ -11,7 +11,7 @@ its own fixture host (--sysfs-root): fleet-a, fleet-b (the same topology,
 other bus numbers and host bridge names) and fleet-c (one GPU moved to the
 other socket).  The hook wrapper is installed in /etc/libvirt/hooks/qemu.d
 before any libvirtd starts (libvirt reads hooks only there and only at
-start), as in test_integration.py; it picks the pcinumad of the libvirtd
+start), as in test_integration.py (pcinumatest.lvenv); it picks the pcinumad of the libvirtd
 that runs it by the HOME libvirt passes (each session has its own).
 
 Separate session daemons, not network namespaces: `virsh migrate --offline`
@@ -60,11 +60,9 @@ import time
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from session import HookDir, SessionError, reachable_copy, require_tools  # noqa: E402
-from test_define import Tap  # noqa: E402
-from test_integration import Daemon, LvSession, domain_xml, is_planned, write  # noqa: E402
+from pcinumatest.lvenv import Daemon, LvSession, domain_xml, is_planned, write
+from pcinumatest.session import HookDir, SessionError, reachable_copy, require_tools
+from pcinumatest.tap import Tap
 
 VIRSH_TIMEOUT = 60
 NS = "urn:pcinuma:topology:1"

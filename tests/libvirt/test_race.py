@@ -4,7 +4,7 @@
     test_race.py --pcinumad P --pcinumactl P --hook P --mkfakesysfs P \
         --hosts DIR --workdir DIR [--source DIR] [--scale F] [-v]
 
-The wiring is test_integration.py's (its Test and Daemon): a private
+The wiring is pcinumatest.lvenv's (its Harness and Daemon): a private
 session libvirtd, pcinumad and its watcher on the fixture host sample-4n,
 policy require, the hook installed.  Every domain here has 16 passthrough
 devices on 4 guest cells.  Users edit domains while pcinuma-watcher
@@ -50,11 +50,11 @@ import threading
 import time
 import uuid as uuidlib
 
+from pcinumatest import lvenv as ti
+from pcinumatest.session import SessionError, require_tools
+from pcinumatest.tap import Tap
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from session import SessionError, require_tools  # noqa: E402
-from test_define import Tap  # noqa: E402
-import test_integration as ti  # noqa: E402
 
 WORKERS = 4
 VIRSH_TIMEOUT = 60          # one virsh command slower than this is a hang
@@ -134,7 +134,7 @@ class Shell:
             self.p.kill()
 
 
-class RaceTest(ti.Test):
+class RaceTest(ti.Harness):
     def __init__(self, a, tap):
         super().__init__(a, tap)
         self.counts = {}

@@ -262,6 +262,28 @@ static void test_feature_switches(void **state) {
         assert_int_equal(nested->n_rules, 2);   /* equal keys in different objects are fine */
 }
 
+/* gpudirect_clique: "auto" or "off", off by default, inherited by a rule
+ * from the default and overridden by its own. */
+static void test_gpudirect_clique(void **state) {
+        (void) state;
+        _cleanup_policy_ struct policy *d = parse_ok("{}");
+        assert_false(d->def.gpudirect_clique_auto);
+        assert_false(policy_settings_default(POLICY_REQUIRE).gpudirect_clique_auto);
+
+        _cleanup_policy_ struct policy *p = parse_ok(
+                "{\"default\": {\"policy\": \"legacy\", \"gpudirect_clique\": \"auto\"},"
+                " \"rules\": [{\"match\": {\"name\": \"a\"}, \"policy\": \"require\"},"
+                "             {\"match\": {\"name\": \"b\"}, \"policy\": \"require\", \"gpudirect_clique\": \"off\"}]}");
+        assert_true(p->def.gpudirect_clique_auto);
+        assert_true(p->rules[0].settings.gpudirect_clique_auto);    /* inherited */
+        assert_false(p->rules[1].settings.gpudirect_clique_auto);   /* overridden */
+
+        assert_parse_error("{\"default\": {\"gpudirect_clique\": true}}",
+                           SRC ": default.gpudirect_clique: expected a string, got boolean");
+        assert_parse_error("{\"rules\": [{\"match\": {\"name\": \"a\"}, \"policy\": \"off\", \"gpudirect_clique\": \"on\"}]}",
+                           SRC ": rules[0].gpudirect_clique: expected \"auto\" or \"off\", not 'on'");
+}
+
 /* Keys are compared after their escapes are decoded, as json-c decodes
  * them: "d\u0065fault" is a second "default", and would otherwise win. */
 static void test_duplicate_keys_decoded(void **state) {
@@ -612,6 +634,7 @@ int main(void) {
                 cmocka_unit_test(test_new_default),
                 cmocka_unit_test(test_minimal),
                 cmocka_unit_test(test_feature_switches),
+                cmocka_unit_test(test_gpudirect_clique),
                 cmocka_unit_test(test_empty_object),
                 cmocka_unit_test(test_full),
                 cmocka_unit_test(test_alias_required),

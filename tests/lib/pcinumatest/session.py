@@ -6,7 +6,7 @@ user (``pcinuma-test`` by default, created when missing); otherwise it runs
 as the current user.  All of its state (config, cache, runtime dir with the
 socket, data) lives in a fresh temporary directory that ``stop()`` removes.
 
-    from session import Session
+    from pcinumatest.session import Session
     s = Session()              # starts libvirtd, waits until virsh answers
     name = s.define(xml_text)
     xml = s.dumpxml(name)
