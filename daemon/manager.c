@@ -475,7 +475,7 @@ static const char *event_message_id(const struct decision *d) {
         bool prepare = streq(d->phase, "prepare");
         switch (d->verdict) {
         case DECIDE_ALLOW:
-                return PCINUMA_MID_START_ALLOWED;
+                return streq(d->phase, "migrate") ? PCINUMA_MID_MIGRATION_ACCEPTED : PCINUMA_MID_START_ALLOWED;
         case DECIDE_WARN:
                 return PCINUMA_MID_START_WARNED;
         case DECIDE_REFUSE:
@@ -539,6 +539,8 @@ static void log_decision(const struct decision *d) {
                 log_fields_add(&f, "PCINUMA_GUEST_CELL", "%d", pd->cell);
         }
         log_fidelity(&f, d->result ? d->result->plan : NULL);
+        for (size_t i = 0; i < d->n_remap; i++)
+                log_fields_add(&f, "PCINUMA_REMAP", "%s", d->remap[i]);
 
         /* The message: the first line of what the hook prints, without
          * the "pcinuma: " prefix, or a summary. */

@@ -39,6 +39,8 @@ static void print_features(const struct policy_settings *s) {
                 printf(", nccl_topology %s", s->nccl_topology ? "on" : "off");
         if (s->managed_auto != d.managed_auto)
                 printf(", managed %s", s->managed_auto ? "auto" : "off");
+        if (s->migration_same_topology != d.migration_same_topology)
+                printf(", migration %s", s->migration_same_topology ? "same-topology" : "refuse");
         if (s->gpudirect_clique_auto != d.gpudirect_clique_auto)
                 printf(", gpudirect_clique %s", s->gpudirect_clique_auto ? "auto" : "off");
 }

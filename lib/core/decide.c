@@ -1,6 +1,8 @@
 /* The daemon's answer to each hook call (design §8).  Pure. */
 #include "decide.h"
 
+#include "migrate.h"
+
 const char *decide_verdict_to_string(enum decide_verdict v) {
         switch (v) {
         case DECIDE_PASS:
@@ -21,6 +23,9 @@ void decision_done(struct decision *d) {
         free(d->domain);
         free(d->uuid);
         engine_result_free(d->result);
+        for (size_t i = 0; i < d->n_remap; i++)
+                free(d->remap[i]);
+        free(d->remap);
         *d = (struct decision) {0};
 }
 
@@ -109,27 +114,38 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
         }
 }
 
-static void decide_migrate(const struct proto_request *req, struct decision *d) {
-        _cleanup_domain_ struct domain *dom = NULL;
-        _cleanup_free_ char *err = NULL;
-
+/* Incoming migration (docs/policy.md "migration"): a planned domain comes
+ * in only when each of its host devices has a device of this host in the
+ * same position (migrate.h); its hostdev sources and mark are rewritten,
+ * its guest side kept. */
+static void decide_migrate(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
+                           struct decision *d) {
         d->verdict = DECIDE_PASS;
         if (!req->xml)
                 return;
-        /* A domain XML that does not parse is libvirt's to reject; what we
-         * look for is only the mark. */
-        if (domain_parse(req->xml, req->xml_len, &dom, &err) < 0 || !dom->mark) {
-                d->out = xstrndup(req->xml, req->xml_len);
-                return;
-        }
-        if (dom->uuid)
-                d->uuid = xstrdup(dom->uuid);
-        _cleanup_(mark_done) struct mark mark = {0};
-        mark_parse_attrs(dom->mark, &mark);
-        const char *migratable = mark.migratable, *policy = mark.policy;
+        _cleanup_(migrate_result_done) struct migrate_result m = {0};
+        migrate_incoming(req->xml, req->xml_len, h, pol, &m);
+        if (m.uuid)
+                d->uuid = xstrdup(m.uuid);
+        const char *policy = m.policy;
         if (policy && policy_mode_from_string(policy, &d->mode) == 0)
                 d->has_mode = true;
-        if (migratable && streq(migratable, "no")) {
+        switch (m.verdict) {
+        case MIGRATE_PASS:
+        case MIGRATE_ACCEPT:
+                d->out = TAKE_PTR(m.xml);
+                if (m.verdict == MIGRATE_ACCEPT) {
+                        d->verdict = DECIDE_ALLOW;
+                        struct strbuf b = {0};
+                        for (size_t i = 0; i < m.map.n_pairs; i++)
+                                *GROW(d->remap, d->n_remap) = xasprintf("%s -> %s", m.map.pairs[i].from, m.map.pairs[i].to);
+                        for (size_t i = 0; i < m.map.n_pairs; i++)
+                                strbuf_printf(&b, "pcinuma: domain %s: host device %s is %s on this host\n", d->domain,
+                                              m.map.pairs[i].from, m.map.pairs[i].to);
+                        d->message = strbuf_steal(&b);
+                }
+                return;
+        case MIGRATE_REFUSE_MARKED:
                 d->verdict = DECIDE_REFUSE;
                 d->message = xasprintf("pcinuma: refusing incoming migration of domain %s: its PCI topology was planned for "
                                        "the NUMA layout of the host it was defined on (pcinuma policy %s) and is marked "
@@ -137,8 +153,13 @@ static void decide_migrate(const struct proto_request *req, struct decision *d) 
                                        "off) on the source host first\n",
                                        d->domain, policy ? policy : "?");
                 return;
+        case MIGRATE_REFUSE:
+                d->verdict = DECIDE_REFUSE;
+                d->message = xasprintf("pcinuma: refusing incoming migration of domain %s: this host cannot give it the "
+                                       "same topology: %s\n",
+                                       d->domain, m.reason);
+                return;
         }
-        d->out = xstrndup(req->xml, req->xml_len);
 }
 
 void decide_hook(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
@@ -160,7 +181,7 @@ void decide_hook(const struct proto_request *req, const struct hostmap *h, const
         } else if (streq(d.phase, "prepare") && streq(d.subphase, "begin"))
                 decide_prepare(req, h, pol, updating, &d);
         else if (streq(d.phase, "migrate") && streq(d.subphase, "begin"))
-                decide_migrate(req, &d);
+                decide_migrate(req, h, pol, &d);
         else if (streq(d.phase, "restore") && streq(d.subphase, "begin")) {
                 /* A saved guest's device layout must not change. */
                 d.verdict = DECIDE_PASS;

@@ -27,6 +27,8 @@ struct decision {
         enum policy_mode mode;
         bool has_mode;                  /* mode was resolved */
         struct engine_result *result;   /* the plan, when one was made (for the log) */
+        char **remap;                   /* migrate, accepted: "source BDF -> this host's BDF" each */
+        size_t n_remap;
 };
 
 const char *decide_verdict_to_string(enum decide_verdict v);

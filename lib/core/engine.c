@@ -6,6 +6,7 @@
 #include <json.h>
 #include <strings.h>
 
+#include "migrate.h"
 #include "nccltopo.h"
 #include "rewrite.h"
 
@@ -150,6 +151,8 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
                 r = domain_copy(res->base, &out, ret_error);
                 if (r < 0)
                         return r;
+                /* What migration needs in the mark (migrate.h). */
+                migrate_annotate(res->plan, res->base, h);
                 r = rewrite_apply(out, res->plan, ret_error);
                 if (r < 0)
                         return r;
@@ -387,6 +390,10 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
                 for (size_t i = 0; i < p->n_managed; i++)
                         strbuf_printf(&b, "managed: %s is bound to the VFIO variant driver %s: managed='no', so libvirt does not rebind it\n",
                                       p->managed[i].name, p->managed[i].driver);
+                strbuf_append(&b, p->settings.migration_same_topology
+                                          ? "migration: same-topology: marked migratable=\"yes\"; a host with the same "
+                                            "topology for these devices accepts it\n"
+                                          : "migration: refuse: marked migratable=\"no\"\n");
                 /* Only with the switch on: other plans' explanations stay as they were. */
                 if (p->clique_note)
                         strbuf_printf(&b, "%s\n", p->clique_note);
@@ -508,6 +515,7 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
         json_object_object_add(feat, "mmio64_need_bytes", json_object_new_int64((int64_t) p->mmio64_need));
         json_object_object_add(feat, "pcihole64_kib", p->pcihole64_kib ? json_object_new_int64((int64_t) p->pcihole64_kib) : NULL);
         json_add_str(feat, "mmio64", p->mmio64_note);
+        json_add_str(feat, "migration", p->settings.migration_same_topology ? "same-topology" : "refuse");
         json_object_object_add(feat, "io_devices", json_object_new_int((int) p->io_devices));
         json_add_str(feat, "io_ports", p->io_note);
         json_add_str(feat, "nccl_topology", p->nccl_note);

@@ -329,3 +329,65 @@ struct fingerprint *fingerprint_free(struct fingerprint *f) {
         free(f);
         return NULL;
 }
+
+/* --- positions ------------------------------------------------------------- */
+
+static void append_item(struct strbuf *b, const char *kind, const char *text, const char *name) {
+        char hex[SHA256_HEX_SIZE];
+        sha256_hex(text, strlen(text), hex);
+        strbuf_printf(b, "%s%s:%.*s@%s", b->len ? " " : "", kind, FINGERPRINT_POSITION_DIGEST, hex, name);
+}
+
+char *fingerprint_position(const struct fingerprint *f, const struct hostmap *h, size_t device) {
+        const struct fingerprint_group *g = NULL;
+        for (size_t k = 0; k < f->n_groups && !g; k++)
+                for (size_t j = 0; j < f->groups[k].n_devices; j++)
+                        if (f->groups[k].devices[j] == device) {
+                                g = &f->groups[k];
+                                break;
+                        }
+        if (!g)
+                return NULL;
+        bool *in = xcalloc(h->n_devices ? h->n_devices : 1, sizeof(bool));
+        for (size_t k = 0; k < f->n_groups; k++)
+                for (size_t j = 0; j < f->groups[k].n_devices; j++)
+                        in[f->groups[k].devices[j]] = true;
+        struct ctx c = { .h = h, .in = in };
+        const struct hostmap_device *d = &h->devices[device];
+        const struct hostmap_device *pf = counted_pf(&c, d);
+        /* A VF described inside its PF sits where its PF sits. */
+        const struct hostmap_device *at = pf ? pf : d;
+        struct strbuf b = {0};
+        char name[PCI_ADDR_STRLEN];
+
+        append_item(&b, "rc", g->canonical, g->host_bridge ? g->host_bridge : "none");
+        for (size_t depth = 0; g->host_bridge && depth < at->n_upstream; depth++) {
+                size_t *sub = xcalloc(g->n_devices, sizeof(size_t));
+                size_t n_sub = 0;
+                for (size_t j = 0; j < g->n_devices; j++) {
+                        const struct hostmap_device *o = &h->devices[g->devices[j]];
+                        if (o->n_upstream > depth && pci_addr_eq(&o->upstream[depth], &at->upstream[depth]))
+                                sub[n_sub++] = g->devices[j];
+                }
+                struct strbuf t = {0};
+                strbuf_append(&t, "bridge{");
+                describe_level(&c, sub, n_sub, depth + 1, &t);
+                strbuf_append(&t, "}");
+                _cleanup_free_ char *text = strbuf_steal(&t);
+                pci_addr_format(&at->upstream[depth], name);
+                append_item(&b, "br", text, name);
+                free(sub);
+        }
+        if (pf) {
+                _cleanup_free_ char *text = describe_function(&c, pf);
+                pci_addr_format(&pf->addr, name);
+                append_item(&b, "pf", text, name);
+        }
+        _cleanup_free_ char *text = describe_function(&c, d);
+        _cleanup_free_ char *slot = pf ? NULL : xasprintf("%04x:%02x:%02x", d->addr.domain, d->addr.bus, d->addr.slot);
+        if (pf)
+                pci_addr_format(&d->addr, name);
+        append_item(&b, "fn", text, pf ? name : slot);
+        free(in);
+        return strbuf_steal(&b);
+}

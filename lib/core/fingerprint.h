@@ -57,6 +57,20 @@ bool fingerprint_device_counts(const struct hostmap_device *d);
  * the caller owns the result (free with fingerprint_free). */
 struct fingerprint *fingerprint_new(const struct hostmap *h);
 
+/* The place of host device 'device' (an index into h->devices[]) in the
+ * fingerprint f of h, for mapping a migrating domain's devices (migrate.h):
+ * space-separated items from the root complex down to the function,
+ * "rc:D@NAME", "br:D@BDF" for each bridge above it, "pf:D@BDF" for the PF
+ * of a VF described inside it, and "fn:D@SLOT", where D is the first
+ * FINGERPRINT_POSITION_DIGEST hex digits of the SHA-256 of that item's
+ * canonical text (the rc's: its group line, so its node too; a bridge's:
+ * everything below it), and NAME, BDF, SLOT ("dddd:bb:ss") this host's
+ * names for it, which only say which devices share the item.  Two devices
+ * of two hosts are in the same position when their items' digests are
+ * equal.  NULL when f does not count the device.  malloc'ed. */
+#define FINGERPRINT_POSITION_DIGEST 16
+char *fingerprint_position(const struct fingerprint *f, const struct hostmap *h, size_t device);
+
 /* Accepts NULL; returns NULL. */
 struct fingerprint *fingerprint_free(struct fingerprint *f);
 static inline void fingerprint_freep(struct fingerprint **f) { fingerprint_free(*f); }

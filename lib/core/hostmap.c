@@ -21,6 +21,9 @@ struct hostmap_private {
         struct hostmap pub;
         struct distance_row *rows;
         size_t n_rows;
+        /* hostmap_derived() */
+        void *derived;
+        void (*derived_free)(void *);
 };
 
 static struct hostmap_private *private_of(struct hostmap *h) {
@@ -90,8 +93,21 @@ struct hostmap *hostmap_free(struct hostmap *h) {
         for (size_t i = 0; i < p->n_rows; i++)
                 free(p->rows[i].values);
         free(p->rows);
+        if (p->derived && p->derived_free)
+                p->derived_free(p->derived);
         free(p);
         return NULL;
+}
+
+void *hostmap_derived(const struct hostmap *h, void *(*compute)(const struct hostmap *), void (*free_fn)(void *)) {
+        /* The map is finished and read-only; the slot is the one thing
+         * filled later, once (pcinuma is single-threaded per map). */
+        struct hostmap_private *p = (struct hostmap_private *) (uintptr_t) h;
+        if (!p->derived) {
+                p->derived = compute(h);
+                p->derived_free = free_fn;
+        }
+        return p->derived;
 }
 
 struct hostmap_node *hostmap_add_node(struct hostmap *h, int id) {

@@ -162,6 +162,11 @@ static inline void hostmap_freep(struct hostmap **h) { hostmap_free(*h); }
 
 /* Lookups: binary searches, never a rescan.  NULL / -1 when unknown. */
 const struct hostmap_device *hostmap_find_device(const struct hostmap *h, const struct pci_addr *a);
+/* Data derived from a finished map, computed by compute() on the first
+ * call and kept with the map (freed by free_fn with it): migrate.c's device
+ * positions, which every plan's mark needs and which cost more than the
+ * plan.  One user: the slot holds whatever the first caller computed. */
+void *hostmap_derived(const struct hostmap *h, void *(*compute)(const struct hostmap *), void (*free_fn)(void *));
 const struct hostmap_mdev *hostmap_find_mdev(const struct hostmap *h, const char *uuid);
 const struct hostmap_node *hostmap_find_node(const struct hostmap *h, int id);
 int hostmap_node_socket(const struct hostmap *h, int node);

@@ -26,6 +26,7 @@ void mark_done(struct mark *m) {
         free(m->qemu_ns_added);
         free(m->nccl_topology);
         free(m->nccl_topology_sha256);
+        free(m->fingerprint);
         for (size_t i = 0; i < m->n_expanders; i++)
                 free(m->expanders[i].host_nodes);
         free(m->expanders);
@@ -33,6 +34,9 @@ void mark_done(struct mark *m) {
                 free(m->devices[i].host);
                 free(m->devices[i].mdev);
                 free(m->devices[i].original_address);
+                free(m->devices[i].position);
+                free(m->devices[i].vendor_device);
+                free(m->devices[i].driver);
         }
         free(m->devices);
         for (size_t i = 0; i < m->n_controllers; i++)
@@ -68,7 +72,10 @@ void mark_build(const struct plan *p, const struct domain *d, struct mark *ret) 
         struct mark m = {0};
         m.version = xstrdup("1");
         m.policy = xstrdup(policy_mode_to_string(p->mode));
-        m.migratable = xstrdup("no");
+        /* The policy's answer (docs/policy.md "migration"). */
+        m.migratable = xstrdup(p->settings.migration_same_topology ? "yes" : "no");
+        if (p->fingerprint)
+                m.fingerprint = xstrdup(p->fingerprint);
         if (p->add_distances)
                 m.distances = xstrdup("host");
         for (size_t i = 0; i < p->n_pxbs; i++) {
@@ -89,6 +96,9 @@ void mark_build(const struct plan *p, const struct domain *d, struct mark *ret) 
                         .class = pd->class, .host_node = pd->host_node,
                         .host_socket = pd->host_socket >= 0 ? pd->host_socket : -1,
                         .guest_cell = pd->cell, .controller = pd->port_index,
+                        .position = pd->position ? xstrdup(pd->position) : NULL,
+                        .vendor_device = pd->vendor_device[0] ? xstrdup(pd->vendor_device) : NULL,
+                        .driver = pd->driver[0] ? xstrdup(pd->driver) : NULL,
                 };
         }
         /* Ports that carry no device themselves: a guest switch's root
@@ -151,6 +161,7 @@ static void write_attrs(const struct mark *m, xmlNodePtr mark) {
         set_prop(mark, "qemu-ns-added", m->qemu_ns_added);
         set_prop(mark, "nccl-topology", m->nccl_topology);
         set_prop(mark, "nccl-topology-sha256", m->nccl_topology_sha256);
+        set_prop(mark, "fingerprint", m->fingerprint);
         set_prop(mark, "qemu-override", m->qemu_override);
 }
 
@@ -170,6 +181,9 @@ static void write_device(const struct mark_device *md, xmlNodePtr e) {
         set_prop_int(e, "guest-cell", md->guest_cell);
         set_prop_int(e, "controller", md->controller);
         set_prop(e, "original-address", md->original_address);
+        set_prop(e, "vendor-device", md->vendor_device);
+        set_prop(e, "driver", md->driver);
+        set_prop(e, "position", md->position);
 }
 
 /* With the XML library's node and attribute API: every value is escaped
@@ -464,6 +478,7 @@ void mark_parse_attrs(xmlNodePtr node, struct mark *m) {
         m->qemu_ns_added = xml_prop(node, "qemu-ns-added");
         m->nccl_topology = xml_prop(node, "nccl-topology");
         m->nccl_topology_sha256 = xml_prop(node, "nccl-topology-sha256");
+        m->fingerprint = xml_prop(node, "fingerprint");
         m->qemu_override = xml_prop(node, "qemu-override");
 }
 
@@ -540,6 +555,8 @@ static int parse_device(xmlNodePtr c, int controller, struct mark *m, char **ret
                 .class = class > 0 ? (unsigned) class : 0, .host_node = int_prop(c, "host-node", 10),
                 .host_socket = int_prop(c, "host-socket", 10), .guest_cell = int_prop(c, "guest-cell", 10),
                 .controller = controller, .original_address = TAKE_PTR(orig),
+                .position = xml_prop(c, "position"), .vendor_device = xml_prop(c, "vendor-device"),
+                .driver = xml_prop(c, "driver"),
         };
         return 0;
 }

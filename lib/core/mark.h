@@ -38,6 +38,9 @@ struct mark_device {                    /* <pcinuma:device>: a moved device */
         int guest_cell;
         int controller;                 /* the root or downstream port it went to */
         char *original_address;         /* "none", or its <address>'s attributes (mark_address_encode()) */
+        char *position;                 /* its place in the fingerprint (fingerprint_position()), or NULL */
+        char *vendor_device;            /* "10de:2330", or NULL */
+        char *driver;                   /* its host driver, or NULL */
 };
 
 struct mark_controller {                /* <pcinuma:controller>: a port with no device of its own */
@@ -81,6 +84,7 @@ struct mark {
         char *qemu_ns_added;            /* "yes" */
         char *nccl_topology;            /* the NCCL topology fw_cfg: "created" (with its <qemu:commandline>) or "added" */
         char *nccl_topology_sha256;     /* SHA-256 of its -fw_cfg argument, so a changed file is a changed plan */
+        char *fingerprint;              /* the digest of the topology fingerprint it was planned on */
         char *qemu_override;            /* "created" or "added": where the clique ids went (gpudirect_clique) */
 
         struct mark_expander *expanders;

@@ -57,7 +57,9 @@ struct plan *plan_free(struct plan *p) {
         for (size_t i = 0; i < p->n_devices; i++) {
                 free(p->devices[i].reason);
                 free(p->devices[i].host_up);
+                free(p->devices[i].position);
         }
+        free(p->fingerprint);
         free(p->devices);
         clear_layout(p);
         free(p->pairs);

@@ -48,6 +48,10 @@ struct plan_device {
         unsigned io_bars;               /* I/O BARs on the host */
         uint64_t mmio64_size;           /* its 64-bit BARs, each rounded up to a power of two */
         uint64_t mmio64_align;          /* its largest 64-bit BAR (a power of two) */
+        /* For migration (migrate.h, filled by migrate_annotate()): its
+         * fingerprint position and "vendor:device", NULL/"" when unknown. */
+        char *position;
+        char vendor_device[10];
 };
 
 struct plan_pxb {
@@ -207,6 +211,9 @@ struct plan {
         struct plan_managed *managed;
         size_t n_managed;
 
+        /* migration: the host's topology fingerprint digest
+         * (migrate_annotate()), NULL when not computed */
+        char *fingerprint;
         /* gpudirect_clique: auto: the GPUs that get an x-nv-gpudirect-clique
          * id, in device order (docs/planner.md, "GPUDirect cliques") */
         struct plan_clique *cliques;

@@ -79,6 +79,7 @@ struct policy_settings policy_settings_default(enum policy_mode mode) {
                 .mirror_distances = true,
                 .io_port_check = true,
                 .nccl_topology = true,
+                .migration_same_topology = true,
         };
 }
 
@@ -236,7 +237,7 @@ static int parse_mode(const struct parse_ctx *c, const char *path, json_object *
 
 /* The feature switches, shared by "default" and the rules: each is
  * optional and overrides what *ret already holds. */
-#define FEATURE_KEYS "topology", "mirror_switches", "mirror_distances", "mmio64", "io_port_check", "managed", "nccl_topology", "gpudirect_clique"
+#define FEATURE_KEYS "topology", "mirror_switches", "mirror_distances", "mmio64", "io_port_check", "managed", "nccl_topology", "gpudirect_clique", "migration"
 
 static int parse_bool_key(const struct parse_ctx *c, const char *path, json_object *o, const char *key, bool *ret) {
         json_object *v;
@@ -265,6 +266,25 @@ static int parse_auto_off_key(const struct parse_ctx *c, const char *path, json_
                 *ret = false;
         else
                 return parse_error(c, p, "expected \"auto\" or \"off\", not '%s'", s);
+        return 0;
+}
+
+/* "migration": "same-topology" | "refuse" (docs/policy.md "migration"). */
+static int parse_migration_key(const struct parse_ctx *c, const char *path, json_object *o, bool *ret) {
+        json_object *v;
+        if (!json_object_object_get_ex(o, "migration", &v))
+                return 0;
+        _cleanup_free_ char *p = child_path(path, "migration");
+        const char *s = NULL;
+        int r = get_string(c, p, v, &s);
+        if (r < 0)
+                return r;
+        if (streq(s, "same-topology"))
+                *ret = true;
+        else if (streq(s, "refuse"))
+                *ret = false;
+        else
+                return parse_error(c, p, "expected \"same-topology\" or \"refuse\", not '%s'", s);
         return 0;
 }
 
@@ -303,7 +323,8 @@ static int parse_features(const struct parse_ctx *c, const char *path, json_obje
             (r = parse_bool_key(c, path, o, "io_port_check", &ret->io_port_check)) < 0 ||
             (r = parse_auto_off_key(c, path, o, "managed", &ret->managed_auto)) < 0 ||
             (r = parse_bool_key(c, path, o, "nccl_topology", &ret->nccl_topology)) < 0 ||
-            (r = parse_auto_off_key(c, path, o, "gpudirect_clique", &ret->gpudirect_clique_auto)) < 0)
+            (r = parse_auto_off_key(c, path, o, "gpudirect_clique", &ret->gpudirect_clique_auto)) < 0 ||
+            (r = parse_migration_key(c, path, o, &ret->migration_same_topology)) < 0)
                 return r;
         return 0;
 }

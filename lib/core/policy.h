@@ -44,6 +44,7 @@ struct policy_settings {
         bool io_port_check;           /* check the guest's 64 KiB of I/O space; default on */
         bool managed_auto;            /* managed='no' for VFIO variant drivers; default off ("off") */
         bool nccl_topology;           /* give the guest its NCCL topology file as fw_cfg; default on */
+        bool migration_same_topology; /* "migration": "same-topology" (default, true) or "refuse" (false) */
         bool gpudirect_clique_auto;   /* x-nv-gpudirect-clique ids for NVIDIA GPUs behind one host switch; default off ("off") */
 };
 

@@ -126,7 +126,16 @@ def t_phase_matrix(policy):
             eq(dec.mid, MID["HOOK_PASSED"], "migrate (unplanned) MESSAGE_ID")
 
             marked = xml_planned if policy != "off" else planned("gpu-vm-1", "require")
+            # migration: same-topology (the default): this host has the
+            # same topology as itself, so the domain comes in unchanged.
             r, dec = hook_and_decision(d, "gpu-vm-1", "migrate", "begin", marked)
+            eq((r.rc, r.out), (0, marked), "migrate of a planned domain to a host like its own: %r" % r)
+            assert_decision(dec, mid=MID["MIGRATION_ACCEPTED"], verdict="allow", phase="migrate",
+                            policy=policy if policy != "off" else "require", domain="gpu-vm-1")
+            check(dec.all("PCINUMA_REMAP"), "migrate accepted: no PCINUMA_REMAP field: %r" % dec.message)
+            # A mark from a host under migration: refuse.
+            marked_no = marked.replace('migratable="yes"', 'migratable="no"')
+            r, dec = hook_and_decision(d, "gpu-vm-1", "migrate", "begin", marked_no)
             eq(r.rc, 1, "migrate of a planned domain: %r" % r)
             eq(r.out, "", "migrate of a planned domain: stdout")
             contains(r.err, "refusing incoming migration of domain gpu-vm-1", "migrate stderr")
@@ -153,7 +162,7 @@ def t_phase_matrix(policy):
 
             st = d.status()
             eq(st["policy"]["default"], policy, "status policy.default")
-            eq(st["requests"]["hook"], 7, "hook requests served")
+            eq(st["requests"]["hook"], 8, "hook requests served")  # 2 migrate calls of a planned domain (accepted, marked no)
     return run
 
 
@@ -938,7 +947,8 @@ def t_log_fields():
         r, dec = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", XML["gpu-vm-1"])
         assert_decision(dec, mid=MID["START_REFUSED"], verdict="refuse", phase="prepare", policy="require",
                         domain="gpu-vm-1", devices=devs)
-        r, dec = hook_and_decision(d, "gpu-vm-1", "migrate", "begin", planned("gpu-vm-1", "require"))
+        r, dec = hook_and_decision(d, "gpu-vm-1", "migrate", "begin",
+                                   planned("gpu-vm-1", "require").replace('migratable="yes"', 'migratable="no"'))
         assert_decision(dec, mid=MID["MIGRATION_REFUSED"], verdict="refuse", phase="migrate", policy="require",
                         domain="gpu-vm-1")
         # a domain name with spaces and quotes is quoted and escaped
@@ -1069,7 +1079,8 @@ def t_journal():
             devs = gpu_vm_devices("require")
             cases = [("allow", planned("gpu-vm-1", "require"), "prepare", MID["START_ALLOWED"], 0),
                      ("refuse", XML["gpu-vm-1"], "prepare", MID["START_REFUSED"], 1),
-                     ("migrate", planned("gpu-vm-1", "require"), "migrate", MID["MIGRATION_REFUSED"], 1)]
+                     ("migrate", planned("gpu-vm-1", "require").replace('migratable="yes"', 'migratable="no"'),
+                      "migrate", MID["MIGRATION_REFUSED"], 1)]
             for label, x, phase, mid, rc in cases:
                 r = run_hook("gpu-vm-1", phase, "begin", x, d.sock)
                 eq(r.rc, rc, "%s: hook exit: %r" % (label, r))

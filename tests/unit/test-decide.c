@@ -129,9 +129,13 @@ static void test_prepare_bad_xml(void **state) {
         decision_done(&d);
 }
 
-/* migrate begin: an unmarked domain passes with its XML on stdout; a
- * marked one (migratable="no") is refused under every policy, naming the
- * policy the mark was written for. */
+/* migrate begin: an unmarked domain passes with its XML on stdout.  A
+ * marked one planned under migration: same-topology comes in on a host
+ * with the same topology (here: the same host) and keeps its XML; one
+ * whose mark says migratable="no" (planned under migration: refuse) is
+ * refused under every policy as before, naming the policy the mark was
+ * written for; a destination whose policy says migration: refuse refuses
+ * it with that reason. */
 static void test_migrate(void **state) {
         (void) state;
         for (size_t i = 0; i < ELEMENTSOF(policies); i++) {
@@ -147,6 +151,21 @@ static void test_migrate(void **state) {
                 const char *marked_by = streq(policies[i], "off") ? "require" : policies[i];
                 _cleanup_free_ char *marked = fake_vm_planned(host, marked_by);
                 _cleanup_free_ char *in_policy = xasprintf("(pcinuma policy %s)", marked_by);
+                assert_true(has(marked, "migratable=\"yes\""));
+                decide(pol, "migrate", "begin", marked, false, &d);
+                assert_int_equal(d.verdict, DECIDE_ALLOW);
+                assert_int_equal(d.exit_code, 0);
+                assert_string_equal(d.out, marked);
+                assert_true(has(d.message, "host device 0000:10:00.0 is 0000:10:00.0 on this host"));
+                assert_int_equal(d.n_remap, 4);
+                assert_string_equal(d.remap[3], "0000:70:00.0 -> 0000:70:00.0");
+                assert_true(d.has_mode);
+                assert_string_equal(policy_mode_to_string(d.mode), marked_by);
+                decision_done(&d);
+
+                /* The mark of a domain planned under migration: refuse. */
+                char *at = strstr(marked, "migratable=\"yes\"");
+                memcpy(at, "migratable=\"no\" ", strlen("migratable=\"no\" "));
                 decide(pol, "migrate", "begin", marked, false, &d);
                 assert_int_equal(d.verdict, DECIDE_REFUSE);
                 assert_int_equal(d.exit_code, 1);
@@ -158,6 +177,20 @@ static void test_migrate(void **state) {
                 assert_string_equal(policy_mode_to_string(d.mode), marked_by);
                 decision_done(&d);
         }
+
+        /* This host's policy refuses. */
+        _cleanup_free_ char *marked = fake_vm_planned(host, "require");
+        _cleanup_free_ char *err = NULL;
+        _cleanup_policy_ struct policy *refuse = NULL;
+        const char *json = "{\"default\": {\"policy\": \"require\", \"migration\": \"refuse\"}}";
+        assert_int_equal(policy_parse(json, strlen(json), "t.json", &refuse, &err), 0);
+        struct decision d;
+        decide(refuse, "migrate", "begin", marked, false, &d);
+        assert_int_equal(d.verdict, DECIDE_REFUSE);
+        assert_null(d.out);
+        assert_true(has(d.message, "refusing incoming migration of domain " FAKE_VM_NAME));
+        assert_true(has(d.message, "(migration: refuse)"));
+        decision_done(&d);
 }
 
 /* restore begin: a saved guest's layout must not change; the XML passes

@@ -165,7 +165,11 @@ static void test_build_and_match(void **state) {
         struct mark b;
         mark_build(r->plan, r->base, &b);
         assert_string_equal(b.policy, "require");
-        assert_string_equal(b.migratable, "no");
+        assert_string_equal(b.migratable, "yes");     /* migration: same-topology, the default */
+        assert_non_null(b.fingerprint);
+        assert_int_equal(strlen(b.fingerprint), 64);
+        assert_non_null(b.devices[0].position);
+        assert_string_equal(b.devices[0].vendor_device, "0000:0000");  /* the fake host gives no ids */
         assert_int_equal(b.n_expanders, 4);
         assert_int_equal(b.n_devices, 4);
         assert_string_equal(b.devices[0].host, "0000:10:00.0");

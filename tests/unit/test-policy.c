@@ -242,6 +242,16 @@ static void test_feature_switches(void **state) {
                            SRC ": default.mmio64: expected \"auto\" or \"off\", not 'on'");
         assert_parse_error("{\"rules\": [{\"match\": {\"name\": \"a\"}, \"policy\": \"off\", \"managed\": true}]}",
                            SRC ": rules[0].managed: expected a string, got boolean");
+        /* "migration": same-topology by default; a rule may refuse. */
+        assert_true(d->def.migration_same_topology);
+        _cleanup_policy_ struct policy *mg = parse_ok(
+                "{\"rules\": [{\"match\": {\"name\": \"a\"}, \"policy\": \"require\", \"migration\": \"refuse\"}]}");
+        assert_true(mg->def.migration_same_topology);
+        assert_false(mg->rules[0].settings.migration_same_topology);
+        _cleanup_policy_ struct policy *mg2 = parse_ok("{\"default\": {\"migration\": \"refuse\"}}");
+        assert_false(mg2->def.migration_same_topology);
+        assert_parse_error("{\"default\": {\"migration\": \"never\"}}",
+                           SRC ": default.migration: expected \"same-topology\" or \"refuse\", not 'never'");
         assert_parse_error("{\"vfio_variant_drivers\": [\"\"]}",
                            SRC ": vfio_variant_drivers[0]: expected a non-empty string");
         /* json-c would keep the last of two equal keys: refused instead. */

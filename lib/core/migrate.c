@@ -1,0 +1,491 @@
+/* Migration gated on topology (migrate.h): positions for the mark, the
+ * mapping of an incoming domain's devices to this host's, and the rewrite
+ * of its hostdev sources and mark.  Pure. */
+#include "migrate.h"
+
+#include <string.h>
+
+/* --- annotating a plan ----------------------------------------------------- */
+
+/* The fingerprint digest and every counted device's position, computed
+ * once per host map (hostmap_derived()). */
+struct positions {
+        char digest[SHA256_HEX_SIZE];
+        char **pos;                     /* per h->devices[i]; NULL: not counted */
+        size_t n;
+};
+
+static void positions_free(void *v) {
+        struct positions *p = v;
+        for (size_t i = 0; i < p->n; i++)
+                free(p->pos[i]);
+        free(p->pos);
+        free(p);
+}
+
+static void *positions_compute(const struct hostmap *h) {
+        _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(h);
+        struct positions *p = xcalloc(1, sizeof(*p));
+        memcpy(p->digest, f->digest, sizeof(p->digest));
+        p->n = h->n_devices;
+        p->pos = xcalloc(p->n ? p->n : 1, sizeof(char *));
+        for (size_t g = 0; g < f->n_groups; g++)
+                for (size_t j = 0; j < f->groups[g].n_devices; j++) {
+                        size_t i = f->groups[g].devices[j];
+                        p->pos[i] = fingerprint_position(f, h, i);
+                }
+        return p;
+}
+
+void migrate_annotate(struct plan *p, const struct domain *d, const struct hostmap *h) {
+        const struct positions *ps = hostmap_derived(h, positions_compute, positions_free);
+        free(p->fingerprint);
+        p->fingerprint = xstrdup(ps->digest);
+        for (size_t i = 0; i < p->n_devices; i++) {
+                struct plan_device *pd = &p->devices[i];
+                const struct domain_hostdev *hd = &d->hostdevs[pd->hostdev];
+                if (pd->action != PLAN_MOVE || hd->kind != DOMAIN_HOSTDEV_PCI)
+                        continue;
+                const struct hostmap_device *dev = hostmap_find_device(h, &hd->host);
+                if (!dev)
+                        continue;
+                size_t k = (size_t) (dev - h->devices);
+                free(pd->position);
+                pd->position = k < ps->n && ps->pos[k] ? xstrdup(ps->pos[k]) : NULL;
+                snprintf(pd->vendor_device, sizeof pd->vendor_device, "%04x:%04x", dev->vendor, dev->device);
+        }
+}
+
+/* --- the mapping ----------------------------------------------------------- */
+
+void migrate_map_done(struct migrate_map *m) {
+        for (size_t i = 0; i < m->n_pairs; i++) {
+                free(m->pairs[i].from);
+                free(m->pairs[i].to);
+                free(m->pairs[i].to_position);
+        }
+        free(m->pairs);
+        *m = (struct migrate_map) {0};
+}
+
+/* A position's items: "kind:digest@name", split at the '@'. */
+struct item {
+        char *key;                      /* "kind:digest" */
+        char *name;                     /* "kind@name": what it binds */
+};
+
+struct pos {
+        struct item *items;
+        size_t n;
+};
+
+static void pos_done(struct pos *p) {
+        for (size_t i = 0; i < p->n; i++) {
+                free(p->items[i].key);
+                free(p->items[i].name);
+        }
+        free(p->items);
+        *p = (struct pos) {0};
+}
+
+/* 0, or -1 when s is not a position. */
+static int pos_parse(const char *s, struct pos *ret) {
+        struct pos p = {0};
+        while (s && *s) {
+                const char *end = strchr(s, ' ');
+                size_t n = end ? (size_t) (end - s) : strlen(s);
+                const char *at = memchr(s, '@', n), *colon = memchr(s, ':', n);
+                if (!at || !colon || colon > at) {
+                        pos_done(&p);
+                        return -1;
+                }
+                struct item *it = GROW(p.items, p.n);
+                it->key = xstrndup(s, (size_t) (at - s));
+                it->name = xasprintf("%.*s@%.*s", (int) (colon - s), s, (int) (n - (size_t) (at - s) - 1), at + 1);
+                s = end ? end + 1 : NULL;
+        }
+        if (p.n == 0)
+                return -1;
+        *ret = p;
+        return 0;
+}
+
+struct dest {
+        size_t device;                  /* index into h->devices */
+        char *position;
+        struct pos pos;
+};
+
+struct search {
+        const struct mark *m;
+        struct pos *src;                /* per mark device */
+        struct dest *dst;
+        size_t n_dst;
+        size_t *choice;                 /* per mark device: index into dst */
+        bool *used;                     /* per dst */
+        /* bindings source name <-> destination name */
+        const char **bind_src, **bind_dst;
+        size_t n_bind;
+};
+
+static bool same_shape(const struct pos *a, const struct pos *b) {
+        if (a->n != b->n)
+                return false;
+        for (size_t i = 0; i < a->n; i++)
+                if (!streq(a->items[i].key, b->items[i].key))
+                        return false;
+        return true;
+}
+
+/* Bind the items of source position a to those of b; false (and nothing
+ * bound) when one side is already bound to something else. */
+static bool bind(struct search *s, const struct pos *a, const struct pos *b) {
+        size_t start = s->n_bind;
+        for (size_t i = 0; i < a->n; i++) {
+                const char *x = a->items[i].name, *y = b->items[i].name;
+                bool found = false, clash = false;
+                for (size_t k = 0; k < s->n_bind; k++) {
+                        bool sx = streq(s->bind_src[k], x), dy = streq(s->bind_dst[k], y);
+                        if (sx && dy)
+                                found = true;
+                        else if (sx || dy)
+                                clash = true;
+                }
+                if (clash) {
+                        s->n_bind = start;
+                        return false;
+                }
+                if (!found) {
+                        s->bind_src[s->n_bind] = x;
+                        s->bind_dst[s->n_bind] = y;
+                        s->n_bind++;
+                }
+        }
+        return true;
+}
+
+static bool search_from(struct search *s, size_t k) {
+        if (k == s->m->n_devices)
+                return true;
+        if (!s->m->devices[k].host)     /* not a PCI device: not mapped here */
+                return search_from(s, k + 1);
+        for (size_t j = 0; j < s->n_dst; j++) {
+                if (s->used[j] || !same_shape(&s->src[k], &s->dst[j].pos))
+                        continue;
+                size_t saved = s->n_bind;
+                if (!bind(s, &s->src[k], &s->dst[j].pos))
+                        continue;
+                s->used[j] = true;
+                s->choice[k] = j;
+                if (search_from(s, k + 1))
+                        return true;
+                s->used[j] = false;
+                s->n_bind = saved;
+        }
+        return false;
+}
+
+static char *node_list(const struct hostmap *h, const struct mark_device *md, bool same_driver) {
+        struct strbuf b = {0};
+        for (size_t i = 0; i < h->n_devices; i++) {
+                const struct hostmap_device *d = &h->devices[i];
+                char vd[10];
+                snprintf(vd, sizeof vd, "%04x:%04x", d->vendor, d->device);
+                if (!streq(vd, md->vendor_device) || (same_driver && !streq_ptr(d->driver, md->driver)))
+                        continue;
+                strbuf_printf(&b, "%s%s (node %d, driver %s)", b.len ? ", " : "", d->name, d->node,
+                              d->driver ? d->driver : "none");
+        }
+        return strbuf_steal(&b);
+}
+
+/* Why source device md has no device in its position here: the nearest
+ * difference. */
+static char *why_not(const struct hostmap *h, const struct mark_device *md, const struct pos *src,
+                     const struct dest *dst, size_t n_dst) {
+        const char *vd = md->vendor_device ? md->vendor_device : "?";
+        const char *drv = md->driver ? md->driver : "none";
+        _cleanup_free_ char *any = md->vendor_device ? node_list(h, md, false) : NULL;
+        if (!any || !*any)
+                return xasprintf("device %s (%s, driver %s, host node %d): this host has no %s device", md->host, vd, drv,
+                                 md->host_node, vd);
+        bool on_node = false, on_node_drv = false;
+        for (size_t i = 0; i < h->n_devices; i++) {
+                char v[10];
+                snprintf(v, sizeof v, "%04x:%04x", h->devices[i].vendor, h->devices[i].device);
+                if (!streq(v, vd) || h->devices[i].node != md->host_node)
+                        continue;
+                on_node = true;
+                on_node_drv |= streq_ptr(h->devices[i].driver, md->driver);
+        }
+        if (!on_node)
+                return xasprintf("device %s (%s, driver %s) was on host node %d; this host has no %s on that node, only %s",
+                                 md->host, vd, drv, md->host_node, vd, any);
+        if (!on_node_drv)
+                return xasprintf("device %s (%s, driver %s, host node %d): the driver differs: this host has %s", md->host,
+                                 vd, drv, md->host_node, any);
+        _cleanup_free_ char *same_drv = node_list(h, md, true);
+        /* Same node: the root complex (another set of devices beside it)
+         * or the switch tree differs.  Say at which level. */
+        size_t best = 0;
+        for (size_t j = 0; j < n_dst; j++) {
+                size_t l = 0;
+                while (l < src->n && l < dst[j].pos.n && streq(src->items[l].key, dst[j].pos.items[l].key))
+                        l++;
+                if (l > best)
+                        best = l;
+        }
+        const char *what = best == 0 ? "no root complex of this host on that node holds the same devices"
+                                     : "its place below the root complex (the switches and the devices beside it) differs";
+        return xasprintf("device %s (%s, driver %s, host node %d): %s: this host has %s", md->host, vd, drv, md->host_node,
+                         what, same_drv);
+}
+
+int migrate_map(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, struct migrate_map *ret,
+                char **ret_reason) {
+        int r = -1;
+        struct search s = { .m = m };
+        size_t n_items = 0;
+
+        s.src = xcalloc(m->n_devices ? m->n_devices : 1, sizeof(*s.src));
+        s.choice = xcalloc(m->n_devices ? m->n_devices : 1, sizeof(size_t));
+        for (size_t k = 0; k < m->n_devices; k++) {
+                const struct mark_device *md = &m->devices[k];
+                if (!md->host) {
+                        *ret_reason = xasprintf("mdev %s: mapping mdevs to this host's is not supported yet",
+                                                md->mdev ? md->mdev : "?");
+                        goto out;
+                }
+                if (!md->position || pos_parse(md->position, &s.src[k]) < 0) {
+                        *ret_reason = xasprintf("device %s: the mark records no position for it (planned by an "
+                                                "earlier pcinuma, or the host map did not know it)", md->host);
+                        goto out;
+                }
+                n_items += s.src[k].n;
+        }
+        for (size_t g = 0; g < f->n_groups; g++)
+                for (size_t j = 0; j < f->groups[g].n_devices; j++) {
+                        struct dest *d = GROW(s.dst, s.n_dst);
+                        *d = (struct dest) { .device = f->groups[g].devices[j] };
+                        d->position = fingerprint_position(f, h, d->device);
+                        if (!d->position || pos_parse(d->position, &d->pos) < 0)
+                                s.n_dst--, free(d->position);
+                }
+        s.used = xcalloc(s.n_dst ? s.n_dst : 1, sizeof(bool));
+        s.bind_src = xcalloc(n_items ? n_items : 1, sizeof(char *));
+        s.bind_dst = xcalloc(n_items ? n_items : 1, sizeof(char *));
+
+        /* Each device on its own first, for a reason that names every
+         * device that has no place here. */
+        struct strbuf why = {0};
+        for (size_t k = 0; k < m->n_devices; k++) {
+                bool any = false;
+                for (size_t j = 0; j < s.n_dst && !any; j++)
+                        any = same_shape(&s.src[k], &s.dst[j].pos);
+                if (!any) {
+                        _cleanup_free_ char *w = why_not(h, &m->devices[k], &s.src[k], s.dst, s.n_dst);
+                        strbuf_printf(&why, "%s%s", why.len ? "; " : "", w);
+                }
+        }
+        if (why.len) {
+                *ret_reason = strbuf_steal(&why);
+                goto out;
+        }
+        if (!search_from(&s, 0)) {
+                *ret_reason = xstrdup("every device has a place like its own on this host, but not together: devices that "
+                                      "share a root complex, switch or slot on the source host do not find the same here");
+                goto out;
+        }
+        struct migrate_map map = {0};
+        for (size_t k = 0; k < m->n_devices; k++) {
+                const struct dest *d = &s.dst[s.choice[k]];
+                const struct hostmap_device *dev = &h->devices[d->device];
+                *GROW(map.pairs, map.n_pairs) = (struct migrate_pair) {
+                        .from = xstrdup(m->devices[k].host), .to = xstrdup(dev->name),
+                        .to_socket = dev->node >= 0 ? hostmap_node_socket(h, dev->node) : -1,
+                        .to_position = xstrdup(d->position),
+                };
+        }
+        *ret = map;
+        r = 0;
+out:
+        for (size_t k = 0; k < m->n_devices; k++)
+                pos_done(&s.src[k]);
+        free(s.src);
+        for (size_t j = 0; j < s.n_dst; j++) {
+                free(s.dst[j].position);
+                pos_done(&s.dst[j].pos);
+        }
+        free(s.dst);
+        free(s.used);
+        free(s.choice);
+        free((void *) s.bind_src);
+        free((void *) s.bind_dst);
+        return r;
+}
+
+/* --- the incoming domain --------------------------------------------------- */
+
+void migrate_result_done(struct migrate_result *r) {
+        free(r->xml);
+        free(r->reason);
+        free(r->policy);
+        free(r->uuid);
+        migrate_map_done(&r->map);
+        *r = (struct migrate_result) {0};
+}
+
+static xmlNodePtr child_elem(xmlNodePtr n, const char *name) {
+        for (xmlNodePtr c = n ? n->children : NULL; c; c = c->next)
+                if (c->type == XML_ELEMENT_NODE && xmlStrEqual(c->name, (const xmlChar *) name))
+                        return c;
+        return NULL;
+}
+
+/* A hex attribute of 'width' digits ("0x003b"); width 0: decimal. */
+static void set_attr(xmlNodePtr e, const char *name, int width, unsigned v) {
+        char buf[16];
+        if (width > 0)
+                snprintf(buf, sizeof buf, "0x%0*x", width, v);
+        else
+                snprintf(buf, sizeof buf, "%u", v);
+        xmlSetProp(e, (const xmlChar *) name, (const xmlChar *) buf);
+}
+
+/* In the mark's subtree: every <device> and <managed> naming 'from' as its
+ * host names 'to' (with its socket and position here). */
+static void remap_mark(xmlNodePtr n, const struct migrate_pair *p) {
+        for (xmlNodePtr c = n->children; c; c = c->next) {
+                if (c->type != XML_ELEMENT_NODE)
+                        continue;
+                _cleanup_free_ char *host = xml_prop(c, "host");
+                if (host && streq(host, p->from) && (xmlStrEqual(c->name, (const xmlChar *) "device") ||
+                                                      xmlStrEqual(c->name, (const xmlChar *) "managed"))) {
+                        xmlSetProp(c, (const xmlChar *) "host", (const xmlChar *) p->to);
+                        if (xmlStrEqual(c->name, (const xmlChar *) "device")) {
+                                xmlSetProp(c, (const xmlChar *) "position", (const xmlChar *) p->to_position);
+                                if (xmlHasProp(c, (const xmlChar *) "host-socket")) {
+                                        if (p->to_socket >= 0)
+                                                set_attr(c, "host-socket", 0, (unsigned) p->to_socket);
+                                        else
+                                                xmlUnsetProp(c, (const xmlChar *) "host-socket");
+                                }
+                        }
+                }
+                remap_mark(c, p);
+        }
+}
+
+void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, const struct policy *pol,
+                      struct migrate_result *ret) {
+        struct migrate_result res = {0};
+        _cleanup_domain_ struct domain *dom = NULL;
+        _cleanup_free_ char *err = NULL;
+        _cleanup_(mark_done) struct mark mark = {0};
+        _cleanup_fingerprint_ struct fingerprint *f = NULL;
+
+        /* A domain XML that does not parse is libvirt's to reject. */
+        if (domain_parse(xml, len, &dom, &err) < 0 || !dom->mark) {
+                res.xml = xstrndup(xml, len);
+                goto done;
+        }
+        if (dom->uuid)
+                res.uuid = xstrdup(dom->uuid);
+        mark_parse_attrs(dom->mark, &mark);
+        if (mark.policy)
+                res.policy = xstrdup(mark.policy);
+        if (!mark.migratable || !streq(mark.migratable, "yes")) {
+                res.verdict = MIGRATE_REFUSE_MARKED;
+                goto done;
+        }
+        struct policy_settings s;
+        struct policy_subject subj = {
+                .name = dom->name, .uuid = dom->uuid, .tag = dom->policy_tag, .requested = dom->requested_policy,
+        };
+        if (pol)
+                policy_resolve(pol, &subj, &s, NULL);
+        else
+                s = policy_settings_default(POLICY_LEGACY);
+        if (!s.migration_same_topology) {
+                res.verdict = MIGRATE_REFUSE;
+                res.reason = xstrdup("this host's pcinuma policy refuses incoming planned domains (migration: refuse)");
+                goto done;
+        }
+        mark_done(&mark);
+        if (mark_parse(dom->mark, dom->devices, &mark, &err) < 0) {
+                res.verdict = MIGRATE_REFUSE;
+                res.reason = TAKE_PTR(err);
+                goto done;
+        }
+        /* Every PCI hostdev must be one the mark places. */
+        for (size_t i = 0; i < dom->n_hostdevs; i++) {
+                const struct domain_hostdev *hd = &dom->hostdevs[i];
+                char bdf[PCI_ADDR_STRLEN];
+                if (hd->kind != DOMAIN_HOSTDEV_PCI) {
+                        res.verdict = MIGRATE_REFUSE;
+                        res.reason = xasprintf("mdev %s: mapping mdevs to this host's is not supported yet", hd->mdev_uuid);
+                        goto done;
+                }
+                pci_addr_format(&hd->host, bdf);
+                bool known = false;
+                for (size_t k = 0; k < mark.n_devices && !known; k++)
+                        known = streq_ptr(mark.devices[k].host, bdf);
+                if (!known) {
+                        res.verdict = MIGRATE_REFUSE;
+                        res.reason = xasprintf("device %s: the pcinuma mark does not record it, so its place on the "
+                                               "source host is unknown", bdf);
+                        goto done;
+                }
+        }
+        f = fingerprint_new(h);
+        if (migrate_map(&mark, h, f, &res.map, &res.reason) < 0) {
+                res.verdict = MIGRATE_REFUSE;
+                goto done;
+        }
+        /* The hostdev sources (all at once: a device's new name may be
+         * another's old one), then the mark.  The guest side stays. */
+        xmlNodePtr *src = xcalloc(dom->n_hostdevs ? dom->n_hostdevs : 1, sizeof(xmlNodePtr));
+        const struct migrate_pair **to = xcalloc(dom->n_hostdevs ? dom->n_hostdevs : 1, sizeof(*to));
+        for (size_t i = 0; i < dom->n_hostdevs; i++) {
+                char bdf[PCI_ADDR_STRLEN];
+                pci_addr_format(&dom->hostdevs[i].host, bdf);
+                for (size_t k = 0; k < res.map.n_pairs; k++)
+                        if (streq(res.map.pairs[k].from, bdf))
+                                to[i] = &res.map.pairs[k];
+                src[i] = child_elem(child_elem(dom->hostdevs[i].elem, "source"), "address");
+        }
+        for (size_t i = 0; i < dom->n_hostdevs; i++) {
+                struct pci_addr a;
+                if (!src[i] || !to[i] || pci_addr_parse(to[i]->to, &a) < 0)
+                        continue;
+                set_attr(src[i], "domain", 4, a.domain);
+                set_attr(src[i], "bus", 2, a.bus);
+                set_attr(src[i], "slot", 2, a.slot);
+                set_attr(src[i], "function", 1, a.func);
+        }
+        /* Marks name the old devices; rename through temporaries so a
+         * swap of two names cannot collide. */
+        for (size_t k = 0; k < res.map.n_pairs; k++) {
+                _cleanup_free_ char *tmp = xasprintf("migrating-%zu", k);
+                struct migrate_pair p = res.map.pairs[k];
+                p.to = tmp;
+                remap_mark(dom->mark, &p);
+        }
+        for (size_t k = 0; k < res.map.n_pairs; k++) {
+                _cleanup_free_ char *tmp = xasprintf("migrating-%zu", k);
+                struct migrate_pair p = res.map.pairs[k];
+                p.from = tmp;
+                remap_mark(dom->mark, &p);
+        }
+        free(src);
+        free(to);
+        xmlSetProp(dom->mark, (const xmlChar *) "fingerprint", (const xmlChar *) f->digest);
+        if (domain_format(dom, &res.xml) < 0) {
+                res.verdict = MIGRATE_REFUSE;
+                res.reason = xstrdup("internal error: cannot format the rewritten domain XML");
+                goto done;
+        }
+        res.verdict = MIGRATE_ACCEPT;
+done:
+        *ret = res;
+}

@@ -1,0 +1,66 @@
+/* Migration gated on topology (docs/policy.md "migration", issue 17): what
+ * a plan records about where its devices sit (migrate_annotate(), for the
+ * mark), and the destination's decision on an incoming planned domain
+ * (migrate_incoming()): map each of its host devices to a device of this
+ * host in the same position (fingerprint_position()), then rewrite the
+ * hostdev sources and the mark, keeping the guest side; or refuse, naming
+ * the device and what differs.  Pure: no I/O, no globals. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "domain.h"
+#include "fingerprint.h"
+#include "hostmap.h"
+#include "mark.h"
+#include "planner.h"
+#include "policy.h"
+
+/* Fill p->fingerprint (h's digest) and each moved PCI device's position,
+ * vendor:device (from h), for the mark.  d is the domain p was made for. */
+void migrate_annotate(struct plan *p, const struct domain *d, const struct hostmap *h);
+
+/* One host device of the incoming domain and where it goes here. */
+struct migrate_pair {
+        char *from;                     /* the source host's BDF, as the mark names it */
+        char *to;                       /* this host's BDF */
+        int to_socket;                  /* its socket here, -1 unknown */
+        char *to_position;              /* its position here */
+};
+
+struct migrate_map {
+        struct migrate_pair *pairs;
+        size_t n_pairs;
+};
+void migrate_map_done(struct migrate_map *m);
+
+/* The pure mapping: each device m records (its position, vendor:device,
+ * driver) to a distinct device of h (whose fingerprint is f) in the same
+ * position, consistently (devices that share a root complex, switch or
+ * slot on the source share one here).  0 and *ret, or -1 with *ret_reason
+ * (malloc'ed: which device, what differs). */
+int migrate_map(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, struct migrate_map *ret,
+                char **ret_reason);
+
+enum migrate_verdict {
+        MIGRATE_PASS,                   /* no mark (or XML that does not parse): unchanged */
+        MIGRATE_ACCEPT,                 /* mapped: *xml is the rewritten domain */
+        MIGRATE_REFUSE_MARKED,          /* the mark says migratable="no" (as before issue 17) */
+        MIGRATE_REFUSE,                 /* *reason says why */
+};
+
+struct migrate_result {
+        enum migrate_verdict verdict;
+        char *xml;                      /* PASS, ACCEPT: the hook's stdout */
+        char *reason;                   /* REFUSE: one line, no newline */
+        char *policy;                   /* the mark's policy name, or NULL */
+        char *uuid;                     /* the domain's, or NULL */
+        struct migrate_map map;         /* ACCEPT: what went where */
+};
+void migrate_result_done(struct migrate_result *r);
+
+/* The destination's migrate-begin decision on xml under this host's map h
+ * and policy pol (whose "migration" setting for the domain decides). */
+void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, const struct policy *pol,
+                      struct migrate_result *ret);

@@ -1,0 +1,359 @@
+#!/usr/bin/env python3
+"""libvirt suite: migration gated on topology between three hosts on one
+machine (issue 17, part 3).
+
+    test_migrate.py --pcinumad P --pcinumactl P --hook P \
+        --mkfakesysfs P --hosts DIR --workdir DIR [-v]
+
+Three hosts A, B and C, each a private session libvirtd (with its own
+host_uuid: libvirt refuses to migrate to itself) and its own pcinumad on
+its own fixture host (--sysfs-root): fleet-a, fleet-b (the same topology,
+other bus numbers and host bridge names) and fleet-c (one GPU moved to the
+other socket).  The hook wrapper is installed in /etc/libvirt/hooks/qemu.d
+before any libvirtd starts (libvirt reads hooks only there and only at
+start), as in test_integration.py (pcinumatest.lvenv); it picks the pcinumad of the libvirtd
+that runs it by the HOME libvirt passes (each session has its own).
+
+Separate session daemons, not network namespaces: `virsh migrate --offline`
+is driven by the client, which talks to both daemons over their Unix
+sockets (Begin on the source, Prepare, where the destination runs its
+migrate hook, and Finish on the destination); no data goes between the
+daemons, so a veth pair between namespaces would carry nothing, and a
+session libvirtd reached over TCP needs libvirt's TLS or SSH transport set
+up for it, which tests nothing of pcinuma.  What makes the hosts distinct
+for pcinuma (host map, policy, socket, the libvirtd that calls the hook)
+is all there.
+
+Checks:
+* A domain with two GPUs and an RDMA NIC (one switch of node 0, one GPU of
+  node 1) defined on A is planned, its mark migratable="yes" with A's
+  fingerprint and each device's position.
+* The hook binary in migrate mode on B, given the live-migration XML
+  (`virsh dumpxml --migratable`) on stdin: exit 0, stdout the domain with
+  B's devices as hostdev sources, the guest side unchanged.
+* `virsh migrate --offline --persistent` A->B: accepted; B's definition
+  has B's devices (as fleet-b numbers them), the guest topology identical
+  to A's (controllers, guest addresses, cells), the mark with B's
+  fingerprint, and B's plan of it is idempotent (`pcinumactl plan` on B's
+  host prints it unchanged; the watcher leaves it alone).
+* A->C: refused by C's hook, naming the devices and what differs; the
+  domain is not on C.
+* B's policy with "migration": "refuse": A->B refused by B's hook; a
+  domain planned on A under "migration": "refuse" (marked migratable="no")
+  refused as before.
+
+Output: TAP-like "ok N - ..." lines; exit 1 on any failure, 77 when
+libvirtd or virsh is missing.
+"""
+
+import argparse
+import difflib
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid as uuidlib
+import xml.etree.ElementTree as ET
+
+from pcinumatest.lvenv import Daemon, LvSession, domain_xml, is_planned, write
+from pcinumatest.session import HookDir, SessionError, reachable_copy, require_tools
+from pcinumatest.tap import Tap
+
+VIRSH_TIMEOUT = 60
+NS = "urn:pcinuma:topology:1"
+MARK = "{%s}topology" % NS
+DEVICE = "{%s}device" % NS
+
+# fleet-a's devices: GPU and NIC of node 0's switch, a GPU of node 1's.
+DEVICES_A = ["0000:18:00.0", "0000:1c:00.0", "0000:9a:00.0"]
+
+
+def bdf_of(addr):
+    return "%04x:%02x:%02x.%x" % (int(addr.get("domain"), 0), int(addr.get("bus"), 0),
+                                  int(addr.get("slot"), 0), int(addr.get("function"), 0))
+
+
+def sources(xml):
+    root = ET.fromstring(xml)
+    return [bdf_of(hd.find("source/address")) for hd in root.findall("devices/hostdev")]
+
+
+def guest_side(xml):
+    """What the guest sees, without the host side: the domain with its
+    hostdev sources, the mark and libvirt's run-time-only bits removed,
+    as canonical text."""
+    root = ET.fromstring(xml)
+    for hd in root.findall("devices/hostdev"):
+        src = hd.find("source")
+        if src is not None:
+            hd.remove(src)
+    md = root.find("metadata")
+    if md is not None:
+        root.remove(md)
+    # libvirt keeps controllers in index order; pcinuma's rewrite leaves the
+    # pruned-and-restored ones where they were: the order is not topology.
+    devs = root.find("devices")
+    ctrls = devs.findall("controller")
+    if ctrls:
+        at = list(devs).index(ctrls[0])
+        for c in ctrls:
+            devs.remove(c)
+        for k, c in enumerate(sorted(ctrls, key=lambda c: (c.get("type") or "", int(c.get("index") or 0)))):
+            devs.insert(at + k, c)
+    for el in root.iter():
+        el.text = (el.text or "").strip() or None
+        el.tail = None
+    return ET.tostring(root, encoding="unicode")
+
+
+def mark_of(xml):
+    root = ET.fromstring(xml)
+    return root.find("metadata/" + MARK)
+
+
+class Test:
+    def __init__(self, a, tap):
+        self.a = a
+        self.tap = tap
+        self.tmp = None
+        self.hook = None
+        self.sess = {}
+        self.daemons = {}
+
+    def check(self, ok, what, diag=None, note=None):
+        return self.tap.check(bool(ok), what, diag, note)
+
+    def diag(self, text):
+        self.tap.diag(text)
+
+    # -- setup -----------------------------------------------------------
+    def policy(self, host, migration=None):
+        d = {"policy": "require"}
+        if migration:
+            d["migration"] = migration
+        write(os.path.join(self.tmp, "policy-%s.json" % host),
+              json.dumps({"default": d, "hook": {"timeout_ms": 10000, "on_unreachable": "allow"}}) + "\n")
+
+    def setup(self):
+        a = self.a
+        os.makedirs(a.workdir, exist_ok=True)
+        self.tmp = tempfile.mkdtemp(prefix="pcinuma-mig-", dir="/tmp")
+        os.chmod(self.tmp, 0o755)
+        self.hook_copy = reachable_copy(a.hook, self.tmp)
+        self.sysfs = {}
+        for h in "abc":
+            path = os.path.join(self.tmp, "sys-fleet-" + h)
+            r = subprocess.run([sys.executable, a.mkfakesysfs,
+                                os.path.join(a.hosts, "fleet-%s.json" % h), path],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+            if r.returncode != 0:
+                raise RuntimeError("mkfakesysfs fleet-%s: %s" % (h, r.stdout))
+            self.sysfs[h] = path
+            rundir = os.path.join(self.tmp, "run-" + h)
+            os.makedirs(rundir)
+            os.chmod(rundir, 0o755)
+            write(os.path.join(rundir, "hook.conf"), "socket = %s\ntimeout_ms = 10000\non_unreachable = allow\n"
+                  % os.path.join(rundir, "hook.sock"))
+            self.policy(h)
+        # The wrapper: HOME (each session's own) -> that host's pcinumad.
+        self.homes = os.path.join(self.tmp, "homes")
+        write(self.homes, "")
+        self.hook = HookDir("pcinuma-mig-" + secrets.token_hex(4))
+        self.hook.install(
+            "#!/bin/sh\n"
+            "# pcinuma migration test (%s); removed when the test ends\n"
+            "exec 3< %s || exit 0\n"
+            "while read -r h run <&3; do\n"
+            "  if [ \"$h\" = \"$HOME\" ]; then\n"
+            "    exec 3<&-\n"
+            "    PCINUMA_SOCKET=$run/hook.sock PCINUMA_HOOK_CONF=$run/hook.conf exec %s \"$@\"\n"
+            "  fi\n"
+            "done\n"
+            "exit 0\n" % (self.tmp, self.homes, self.hook_copy))
+        logdir = os.path.join(a.workdir, "logs")
+        os.makedirs(logdir, exist_ok=True)
+        for h in "abc":
+            s = LvSession(host_uuid=str(uuidlib.uuid4()))
+            self.sess[h] = s
+            rundir = os.path.join(self.tmp, "run-" + h)
+            with open(self.homes, "a") as f:
+                f.write("%s %s\n" % (s.home, rundir))
+            hostlog = os.path.join(logdir, h)
+            os.makedirs(hostlog, exist_ok=True)
+            d = Daemon(a, rundir, self.sysfs[h], os.path.join(self.tmp, "policy-%s.json" % h), s.uid, hostlog)
+            d.start(s.uri, wait_connected=True)
+            self.daemons[h] = d
+        self.check(True, "three session libvirtds, each with its own pcinumad on fleet-a, fleet-b, fleet-c")
+
+    def cleanup(self):
+        for s in self.sess.values():
+            try:
+                s.stop()
+            except Exception as e:   # noqa: BLE001
+                self.diag("stopping a libvirtd: %s" % e)
+        for d in self.daemons.values():
+            d.stop()
+            for p in d.logs:
+                self.diag("pcinumad log: %s" % p)
+        if self.hook is not None:
+            self.hook.remove()
+        if self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # -- helpers ---------------------------------------------------------
+    def wait_planned(self, h, name, timeout=5.0):
+        t0 = time.monotonic()
+        while True:
+            xml = self.sess[h].dumpxml(name)
+            if is_planned(xml) or time.monotonic() - t0 > timeout:
+                return xml
+            time.sleep(0.05)
+
+    def migrate(self, name, src, dst):
+        try:
+            r = self.sess[src].virsh("migrate", "--offline", "--persistent", name, self.sess[dst].uri,
+                                     timeout=VIRSH_TIMEOUT, quiet=False)
+            return r.returncode, (r.stdout + r.stderr).strip()
+        except subprocess.TimeoutExpired:
+            return None, "timed out"
+
+    def on(self, h, name):
+        return self.sess[h].virsh("dominfo", name).returncode == 0
+
+    def fingerprint(self, h):
+        r = subprocess.run([self.a.pcinumactl, "fingerprint", "--sysfs-root", self.sysfs[h]],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+        return r.stdout.split("\n", 1)[0].strip()
+
+    def run_hook(self, h, name, xml):
+        s = self.sess[h]
+        rundir = os.path.join(self.tmp, "run-" + h)
+        env = dict(s.env)
+        env["PCINUMA_SOCKET"] = os.path.join(rundir, "hook.sock")
+        env["PCINUMA_HOOK_CONF"] = os.path.join(rundir, "hook.conf")
+        return subprocess.run([self.hook_copy, name, "migrate", "begin", "-"], input=xml,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                              timeout=30, user=s.uid, group=s.gid, extra_groups=[])
+
+    # -- the cases -------------------------------------------------------
+    def run(self):
+        name = "mig-1"
+        self.sess["a"].define(domain_xml(name, DEVICES_A, memnodes={0: "0", 1: "1"}))
+        planned = self.wait_planned("a", name)
+        mk = mark_of(planned)
+        fp_a, fp_b, fp_c = self.fingerprint("a"), self.fingerprint("b"), self.fingerprint("c")
+        self.check(fp_a == fp_b and fp_a != fp_c, "fleet-a and fleet-b have one fingerprint, fleet-c another",
+                   "%s %s %s" % (fp_a, fp_b, fp_c))
+        devs = mk.findall(DEVICE) if mk is not None else []
+        self.check(is_planned(planned) and mk.get("migratable") == "yes" and mk.get("fingerprint") == fp_a
+                   and len(devs) == 3 and all(d.get("position") for d in devs),
+                   "A plans the domain: its mark says migratable=\"yes\" with A's fingerprint and each device's "
+                   "position", planned[-3000:])
+
+        # The hook in migrate mode on the live-migration XML, on B.
+        r = self.sess["a"].virsh("dumpxml", "--migratable", name)
+        live = r.stdout
+        h = self.run_hook("b", name, live)
+        srcs = sources(h.stdout) if h.returncode == 0 and h.stdout.strip() else []
+        self.check(h.returncode == 0 and len(srcs) == 3 and not set(srcs) & set(DEVICES_A)
+                   and guest_side(h.stdout) == guest_side(live),
+                   "the hook in migrate mode on B, on the live-migration XML: exit 0, stdout with B's devices "
+                   "as sources and the same guest side",
+                   "exit %d\nstderr: %s\nsources: %s" % (h.returncode, h.stderr, srcs))
+        self.diag("hook on B: %s" % h.stderr.strip().replace("\n", " | "))
+
+        # A -> B: accepted, remapped.
+        rc, out = self.migrate(name, "a", "b")
+        self.diag("virsh migrate %s a -> b: exit %s: %s" % (name, rc, out))
+        ok = rc == 0 and self.on("b", name)
+        self.check(ok, "virsh migrate --offline --persistent A->B (same topology): accepted", out)
+        if ok:
+            on_b = self.sess["b"].dumpxml(name)
+            got = sources(on_b)
+            mk_b = mark_of(on_b)
+            self.check(len(got) == 3 and not set(got) & set(DEVICES_A) and got == srcs,
+                       "A->B: B's definition has B's devices as hostdev sources (as the hook mapped them)",
+                       "A %s, B %s" % (DEVICES_A, got))
+            self.check(guest_side(on_b) == guest_side(planned),
+                       "A->B: the guest topology (controllers, guest addresses, cells) is identical",
+                       "\n".join(difflib.unified_diff(guest_side(planned).replace("><", ">\n<").split("\n"),
+                                                      guest_side(on_b).replace("><", ">\n<").split("\n"),
+                                                      "A", "B", lineterm="", n=1)))
+            self.check(mk_b is not None and mk_b.get("fingerprint") == fp_b and
+                       sorted(d.get("host") for d in mk_b.findall(DEVICE)) == sorted(got),
+                       "A->B: the mark has B's fingerprint and names B's devices", on_b[-2500:])
+            path = os.path.join(self.tmp, "on-b.xml")
+            write(path, on_b)
+            p = subprocess.run([self.a.pcinumactl, "plan", "--sysfs-root", self.sysfs["b"], "--policy", "require",
+                                path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+            self.check(p.returncode == 0 and p.stdout == on_b,
+                       "A->B: B's plan of the migrated definition changes nothing (idempotent)",
+                       "exit %d: %s" % (p.returncode, p.stderr))
+            time.sleep(1.0)
+            self.check(self.sess["b"].dumpxml(name) == on_b,
+                       "A->B: B's watcher leaves the migrated definition alone")
+            self.sess["b"].undefine(name)
+
+        # A -> C: refused, with the reason.
+        rc, out = self.migrate(name, "a", "c")
+        self.diag("virsh migrate %s a -> c: exit %s: %s" % (name, rc, out))
+        self.check(rc not in (0, None) and "refusing incoming migration" in out and
+                   "cannot give it the same topology" in out and re.search(r"device 0000:(18|1c|9a):00\.0", out)
+                   and not self.on("c", name),
+                   "virsh migrate A->C (a GPU moved to the other socket): refused by C's hook, naming the "
+                   "device and what differs", out)
+
+        # B under migration: refuse.
+        self.policy("b", "refuse")
+        self.daemons["b"].hup()
+        rc, out = self.migrate(name, "a", "b")
+        self.diag("virsh migrate %s a -> b (refuse): exit %s: %s" % (name, rc, out))
+        self.check(rc not in (0, None) and "migration: refuse" in out and not self.on("b", name),
+                   "migration: refuse on B: A->B refused by B's hook", out)
+        # Planned on A under migration: refuse: marked migratable="no".
+        self.policy("a", "refuse")
+        self.daemons["a"].hup()
+        self.sess["a"].define(domain_xml("mig-2", DEVICES_A, memnodes={0: "0", 1: "1"}))
+        p2 = self.wait_planned("a", "mig-2")
+        self.policy("b")
+        self.daemons["b"].hup()
+        rc, out = self.migrate("mig-2", "a", "b")
+        self.diag("virsh migrate mig-2 a -> b: exit %s: %s" % (rc, out))
+        self.check('migratable="no"' in p2 and rc not in (0, None) and 'migratable="no"' in out
+                   and not self.on("b", "mig-2"),
+                   "migration: refuse on A: the mark says migratable=\"no\" and A->B is refused as before", out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
+        ap.add_argument("--" + k, required=True)
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args()
+    require_tools(("libvirtd", "virsh"))
+    for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
+        setattr(a, k, os.path.abspath(getattr(a, k)))
+    tap = Tap(a.verbose)
+    if os.geteuid() != 0:
+        tap.check(False, "runs as root", "the hook goes to /etc/libvirt/hooks/qemu.d")
+        print("%d passed, %d failed" % (tap.passed, tap.failed))
+        return 1
+    t = Test(a, tap)
+    try:
+        t.setup()
+        t.run()
+    except (SessionError, RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        tap.check(False, "ran to the end", "%s: %s" % (type(e).__name__, e))
+    finally:
+        t.cleanup()
+    print("%d passed, %d failed" % (tap.passed, tap.failed))
+    return 1 if tap.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

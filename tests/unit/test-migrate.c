@@ -1,0 +1,413 @@
+/* Tests for lib/core/migrate: the mapping of an incoming domain's devices
+ * to a destination host's.  Host maps are built in memory (the builder is
+ * test-fingerprint.c's): a renumbered host accepts and remaps every device
+ * (devices that share a switch still share one, a VF stays beside its
+ * PF's VFs); a GPU moved to the other socket is refused naming it and the
+ * node; another driver is refused naming the driver; whole domains through
+ * migrate_incoming(): accepted and rewritten on a renumbered host (guest
+ * side unchanged, the destination's plan idempotent), refused under
+ * migration: refuse and for a mark that says migratable="no". */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "engine.h"
+#include "fake-vm.h"
+#include "fingerprint.h"
+#include "hostmap.h"
+#include "mark.h"
+#include "migrate.h"
+#include "pciaddr.h"
+
+/* One function of the test host.  Bus numbers are given for domain 0 and
+ * shifted by the builder to renumber the host. */
+struct dev_spec {
+        unsigned bus, slot, func;
+        int node;
+        uint32_t class;
+        uint16_t vendor, device;
+        const char *driver;
+        unsigned hb_bus;                  /* host bridge pci0000:<hb_bus> */
+        unsigned up[4];                   /* buses of the bridges above (each at slot 0 ... see up_slot) */
+        unsigned up_slot[4];
+        size_t n_up;
+        int pf_func;                      /* >= 0: a VF of function pf_func of its slot */
+};
+
+#define GPU 0x030200, 0x10de, 0x2330, "vfio-pci"
+#define NIC 0x020700, 0x15b3, 0x1021, "vfio-pci"
+#define VF  0x020700, 0x15b3, 0x101e, "vfio-pci"
+
+/* Two sockets, one node each.  Each node has root complex A: a root port,
+ * a switch with two GPUs and an RDMA NIC below its downstream ports; node 0
+ * has root complex B: a root port with a NIC on mlx5_core and two VFs on
+ * vfio-pci, and a system peripheral nobody passes through; node 1 has root
+ * complex C: an NVMe drive on nvme.  Bridges are listed too, as sysfs
+ * has them. */
+static const struct dev_spec host_a[] = {
+        /* node 0, pci0000:10 */
+        { 0x10, 1, 0, 0, 0x060400, 0x8086, 0x347a, "pcieport", 0x10, {0}, {0}, 0, -1 },
+        { 0x11, 0, 0, 0, 0x060400, 0x10b5, 0xc010, "pcieport", 0x10, {0x10}, {1}, 1, -1 },
+        { 0x12, 0, 0, 0, 0x060400, 0x10b5, 0xc010, "pcieport", 0x10, {0x10, 0x11}, {1, 0}, 2, -1 },
+        { 0x12, 1, 0, 0, 0x060400, 0x10b5, 0xc010, "pcieport", 0x10, {0x10, 0x11}, {1, 0}, 2, -1 },
+        { 0x12, 2, 0, 0, 0x060400, 0x10b5, 0xc010, "pcieport", 0x10, {0x10, 0x11}, {1, 0}, 2, -1 },
+        { 0x13, 0, 0, 0, GPU, 0x10, {0x10, 0x11, 0x12}, {1, 0, 0}, 3, -1 },
+        { 0x14, 0, 0, 0, GPU, 0x10, {0x10, 0x11, 0x12}, {1, 0, 1}, 3, -1 },
+        { 0x15, 0, 0, 0, NIC, 0x10, {0x10, 0x11, 0x12}, {1, 0, 2}, 3, -1 },
+        /* node 0, pci0000:30 */
+        { 0x30, 1, 0, 0, 0x060400, 0x8086, 0x347a, "pcieport", 0x30, {0}, {0}, 0, -1 },
+        { 0x31, 0, 0, 0, 0x020000, 0x15b3, 0x1017, "mlx5_core", 0x30, {0x30}, {1}, 1, -1 },
+        { 0x31, 0, 2, 0, VF, 0x30, {0x30}, {1}, 1, 0 },
+        { 0x31, 0, 3, 0, VF, 0x30, {0x30}, {1}, 1, 0 },
+        { 0x30, 2, 0, 0, 0x088000, 0x8086, 0x0b00, NULL, 0x30, {0}, {0}, 0, -1 },
+        /* node 1, pci0000:90 */
+        { 0x90, 1, 0, 1, 0x060400, 0x8086, 0x347a, "pcieport", 0x90, {0}, {0}, 0, -1 },
+        { 0x91, 0, 0, 1, 0x060400, 0x10b5, 0xc010, "pcieport", 0x90, {0x90}, {1}, 1, -1 },
+        { 0x92, 0, 0, 1, 0x060400, 0x10b5, 0xc010, "pcieport", 0x90, {0x90, 0x91}, {1, 0}, 2, -1 },
+        { 0x92, 1, 0, 1, 0x060400, 0x10b5, 0xc010, "pcieport", 0x90, {0x90, 0x91}, {1, 0}, 2, -1 },
+        { 0x92, 2, 0, 1, 0x060400, 0x10b5, 0xc010, "pcieport", 0x90, {0x90, 0x91}, {1, 0}, 2, -1 },
+        { 0x92, 3, 0, 1, 0x060400, 0x10b5, 0xc010, "pcieport", 0x90, {0x90, 0x91}, {1, 0}, 2, -1 },
+        { 0x93, 0, 0, 1, GPU, 0x90, {0x90, 0x91, 0x92}, {1, 0, 0}, 3, -1 },
+        { 0x94, 0, 0, 1, GPU, 0x90, {0x90, 0x91, 0x92}, {1, 0, 1}, 3, -1 },
+        { 0x95, 0, 0, 1, NIC, 0x90, {0x90, 0x91, 0x92}, {1, 0, 2}, 3, -1 },
+        /* node 1, pci0000:b0 */
+        { 0xb0, 1, 0, 1, 0x060400, 0x8086, 0x347a, "pcieport", 0xb0, {0}, {0}, 0, -1 },
+        { 0xb1, 0, 0, 1, 0x010802, 0x144d, 0xa80a, "nvme", 0xb0, {0xb0}, {1}, 1, -1 },
+};
+#define N_A ELEMENTSOF(host_a)
+
+/* How a build renumbers the host. */
+struct numbering {
+        uint32_t domain;
+        unsigned bus_shift;               /* added to every bus, mod 256 */
+        int socket_base;                  /* physical_package_id of node 0's socket */
+        bool reverse;                     /* add the devices in reverse order */
+        int slit_far;                     /* the distance between the nodes */
+};
+static const struct numbering plain = { 0, 0, 0, false, 21 };
+static const struct numbering renumbered = { 2, 0x60, 7, true, 21 };
+
+static struct pci_addr addr_of(const struct numbering *nb, unsigned bus, unsigned slot, unsigned func) {
+        struct pci_addr a = {
+                .domain = nb->domain,
+                .bus = (uint8_t) ((bus + nb->bus_shift) & 0xff),
+                .slot = (uint8_t) slot,
+                .func = (uint8_t) func,
+        };
+        return a;
+}
+
+static struct hostmap *build(const struct dev_spec *spec, size_t n, const struct numbering *nb) {
+        struct hostmap *h = hostmap_new();
+        for (int id = 0; id < 2; id++) {
+                struct hostmap_node *node = hostmap_add_node(h, id);
+                node->socket = nb->socket_base + id * 3;
+                for (unsigned c = 0; c < 8; c++)
+                        bitmap_set(&node->cpus, (unsigned) id * 8 + c);
+        }
+        const int d0[] = { 10, nb->slit_far }, d1[] = { nb->slit_far, 10 };
+        hostmap_set_distances(h, 0, d0, 2);
+        hostmap_set_distances(h, 1, d1, 2);
+        for (size_t k = 0; k < n; k++) {
+                const struct dev_spec *s = &spec[nb->reverse ? n - 1 - k : k];
+                struct pci_addr a = addr_of(nb, s->bus, s->slot, s->func);
+                struct hostmap_device *d = hostmap_add_device(h, &a);
+                d->sysfs_node = s->node;
+                d->class = s->class;
+                d->vendor = s->vendor;
+                d->device = s->device;
+                d->driver = s->driver ? xstrdup(s->driver) : NULL;
+                struct pci_addr hb = addr_of(nb, s->hb_bus, 0, 0);
+                d->host_bridge = xasprintf("pci%04x:%02x", hb.domain, hb.bus);
+                d->n_upstream = s->n_up;
+                d->upstream = s->n_up ? xcalloc(s->n_up, sizeof(*d->upstream)) : NULL;
+                for (size_t u = 0; u < s->n_up; u++)
+                        d->upstream[u] = addr_of(nb, s->up[u], s->up_slot[u], 0);
+                if (s->pf_func >= 0) {
+                        d->has_physfn = true;
+                        d->physfn = addr_of(nb, s->bus, s->slot, (unsigned) s->pf_func);
+                }
+                if (s->class == 0x020700 || s->class == 0x020000)
+                        d->bars[0] = (struct hostmap_bar) { HOSTMAP_BAR_MEM64, true, s->pf_func >= 0 ? 1u << 20 : 32u << 20 };
+                if ((s->class >> 16) == 0x03) {
+                        d->bars[0] = (struct hostmap_bar) { HOSTMAP_BAR_MEM32, false, 16u << 20 };
+                        d->bars[1] = (struct hostmap_bar) { HOSTMAP_BAR_MEM64, true, UINT64_C(64) << 30 };
+                }
+        }
+        /* The PF's VF count, as the reader sets it. */
+        for (size_t k = 0; k < n; k++)
+                if (spec[k].pf_func >= 0) {
+                        struct pci_addr pa = addr_of(nb, spec[k].bus, spec[k].slot, (unsigned) spec[k].pf_func);
+                        for (size_t i = 0; i < h->n_devices; i++)
+                                if (pci_addr_eq(&h->devices[i].addr, &pa))
+                                        h->devices[i].n_vfs++;
+                }
+        hostmap_finish(h);
+        return h;
+}
+
+/* A copy of host A to change. */
+static struct dev_spec *copy_a(void) {
+        struct dev_spec *s = xcalloc(N_A, sizeof(*s));
+        memcpy(s, host_a, sizeof(host_a));
+        return s;
+}
+
+static size_t find_spec(const struct dev_spec *s, unsigned bus, unsigned slot, unsigned func) {
+        for (size_t k = 0; k < N_A; k++)
+                if (s[k].bus == bus && s[k].slot == slot && s[k].func == func)
+                        return k;
+        fail_msg("no device %02x:%02x.%x in the spec", bus, slot, func);
+        return 0;
+}
+
+
+static bool has(const char *s, const char *sub) {
+        return s && strstr(s, sub);
+}
+
+/* The mark of a domain planned on host a using the given devices (BDFs on
+ * the plain numbering), as migrate_map() reads it. */
+static void mark_of(const struct hostmap *a, const char *const *bdfs, size_t n, struct mark *ret) {
+        _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(a);
+        struct mark m = {0};
+        for (size_t k = 0; k < n; k++) {
+                struct pci_addr pa;
+                assert_int_equal(pci_addr_parse(bdfs[k], &pa), 0);
+                const struct hostmap_device *d = hostmap_find_device(a, &pa);
+                assert_non_null(d);
+                *GROW(m.devices, m.n_devices) = (struct mark_device) {
+                        .host = xstrdup(bdfs[k]), .host_node = d->node, .host_socket = -1,
+                        .position = fingerprint_position(f, a, (size_t) (d - a->devices)),
+                        .vendor_device = xasprintf("%04x:%04x", d->vendor, d->device),
+                        .driver = d->driver ? xstrdup(d->driver) : NULL,
+                };
+                assert_non_null(m.devices[k].position);
+        }
+        *ret = m;
+}
+
+static int map_on(const struct hostmap *b, const struct mark *m, struct migrate_map *ret, char **reason) {
+        _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(b);
+        return migrate_map(m, b, f, ret, reason);
+}
+
+static const char *to_of(const struct migrate_map *map, const char *from) {
+        for (size_t i = 0; i < map->n_pairs; i++)
+                if (streq(map->pairs[i].from, from))
+                        return map->pairs[i].to;
+        fail_msg("%s not mapped", from);
+        return NULL;
+}
+
+/* GPU and NIC of one switch, a GPU of the other socket, a VF, the NVMe. */
+static const char *const used[] = { "0000:14:00.0", "0000:15:00.0", "0000:93:00.0", "0000:31:00.2", "0000:b1:00.0" };
+
+static void test_renumbered_accepted(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *a = build(host_a, N_A, &plain);
+        _cleanup_hostmap_ struct hostmap *b = build(host_a, N_A, &renumbered);
+        _cleanup_(mark_done) struct mark m = {0};
+        mark_of(a, used, ELEMENTSOF(used), &m);
+        struct migrate_map map = {0};
+        _cleanup_free_ char *reason = NULL;
+        assert_int_equal(map_on(b, &m, &map, &reason), 0);
+        assert_null(reason);
+        assert_int_equal(map.n_pairs, ELEMENTSOF(used));
+        /* Domain 2, buses + 0x60: the GPU to one of that switch's GPUs,
+         * the NIC to its NIC, the VF to one of the PF's VFs, each once. */
+        const char *gpu = to_of(&map, "0000:14:00.0");
+        assert_true(streq(gpu, "0002:73:00.0") || streq(gpu, "0002:74:00.0"));
+        assert_string_equal(to_of(&map, "0000:15:00.0"), "0002:75:00.0");
+        const char *gpu1 = to_of(&map, "0000:93:00.0");
+        assert_true(streq(gpu1, "0002:f3:00.0") || streq(gpu1, "0002:f4:00.0"));
+        const char *vf = to_of(&map, "0000:31:00.2");
+        assert_true(streq(vf, "0002:91:00.2") || streq(vf, "0002:91:00.3"));
+        assert_string_equal(to_of(&map, "0000:b1:00.0"), "0002:11:00.0");
+        for (size_t i = 0; i < map.n_pairs; i++) {
+                assert_non_null(map.pairs[i].to_position);
+                assert_true(has(map.pairs[i].to_position, "rc:"));
+        }
+        /* Socket ids follow the destination's (node 0: socket 7). */
+        assert_int_equal(map.pairs[0].to_socket, 7);
+        migrate_map_done(&map);
+
+        /* Both GPUs of one switch and the NIC: each GPU once. */
+        static const char *const two[] = { "0000:13:00.0", "0000:14:00.0", "0000:15:00.0" };
+        _cleanup_(mark_done) struct mark m2 = {0};
+        mark_of(a, two, ELEMENTSOF(two), &m2);
+        assert_int_equal(map_on(b, &m2, &map, &reason), 0);
+        assert_string_not_equal(to_of(&map, "0000:13:00.0"), to_of(&map, "0000:14:00.0"));
+        migrate_map_done(&map);
+}
+
+/* Host C: the GPU at 14:00.0 sits on the other socket, behind node 1's
+ * switch's fourth port. */
+static void test_moved_gpu_refused(void **state) {
+        (void) state;
+        _cleanup_free_ struct dev_spec *c = copy_a();
+        size_t k = find_spec(c, 0x14, 0, 0);
+        c[k] = (struct dev_spec) { 0x96, 0, 0, 1, GPU, 0x90, {0x90, 0x91, 0x92}, {1, 0, 3}, 3, -1 };
+        _cleanup_hostmap_ struct hostmap *a = build(host_a, N_A, &plain);
+        _cleanup_hostmap_ struct hostmap *hc = build(c, N_A, &renumbered);
+        static const char *const gpu[] = { "0000:14:00.0" };
+        _cleanup_(mark_done) struct mark m = {0};
+        mark_of(a, gpu, 1, &m);
+        struct migrate_map map = {0};
+        _cleanup_free_ char *reason = NULL;
+        assert_int_equal(map_on(hc, &m, &map, &reason), -1);
+        assert_int_equal(map.n_pairs, 0);
+        assert_true(has(reason, "device 0000:14:00.0 (10de:2330, driver vfio-pci, host node 0)"));
+        assert_true(has(reason, "no root complex of this host on that node holds the same devices"));
+        /* The groups C did not change still map: the NVMe, node 0's VF. */
+        static const char *const other[] = { "0000:b1:00.0", "0000:31:00.3" };
+        _cleanup_(mark_done) struct mark m2 = {0};
+        mark_of(a, other, 2, &m2);
+        assert_int_equal(map_on(hc, &m2, &map, &reason), 0);
+        migrate_map_done(&map);
+}
+
+/* Host D: node 0's RDMA NIC on mlx5_core instead of vfio-pci. */
+static void test_other_driver_refused(void **state) {
+        (void) state;
+        _cleanup_free_ struct dev_spec *d = copy_a();
+        d[find_spec(d, 0x15, 0, 0)].driver = "mlx5_core";
+        _cleanup_hostmap_ struct hostmap *a = build(host_a, N_A, &plain);
+        _cleanup_hostmap_ struct hostmap *hd = build(d, N_A, &plain);
+        static const char *const nic[] = { "0000:15:00.0" };
+        _cleanup_(mark_done) struct mark m = {0};
+        mark_of(a, nic, 1, &m);
+        struct migrate_map map = {0};
+        _cleanup_free_ char *reason = NULL;
+        assert_int_equal(map_on(hd, &m, &map, &reason), -1);
+        assert_true(has(reason, "device 0000:15:00.0 (15b3:1021, driver vfio-pci, host node 0): the driver differs"));
+        assert_true(has(reason, "0000:15:00.0 (node 0, driver mlx5_core)"));
+        /* A mark without positions (an earlier pcinuma's) is refused. */
+        free(m.devices[0].position);
+        m.devices[0].position = NULL;
+        free(reason);
+        reason = NULL;
+        assert_int_equal(map_on(a, &m, &map, &reason), -1);
+        assert_true(has(reason, "the mark records no position"));
+
+        /* An mdev: not mapped yet, refused naming it. */
+        _cleanup_(mark_done) struct mark mm = {0};
+        *GROW(mm.devices, mm.n_devices) = (struct mark_device) {
+                .mdev = xstrdup("4b20d080-1b54-4048-85b3-a6a62d165c01"), .host_node = 0, .host_socket = -1,
+        };
+        free(reason);
+        reason = NULL;
+        assert_int_equal(map_on(a, &mm, &map, &reason), -1);
+        assert_true(has(reason, "mdev 4b20d080-1b54-4048-85b3-a6a62d165c01: mapping mdevs to this host's is not supported yet"));
+}
+
+/* The fake VM's host with its GPUs on other buses. */
+static struct hostmap *fake_vm_host_renumbered(void) {
+        struct hostmap *h = fake_host_4n(fake_host_slit, fake_host_sockets);
+        fake_host_add_dev(h, "0000:18:00.0", 0, 0x030200);
+        fake_host_add_dev(h, "0000:38:00.0", 1, 0x030200);
+        fake_host_add_dev(h, "0000:58:00.0", 2, 0x030200);
+        fake_host_add_dev(h, "0000:78:00.0", 3, 0x030200);
+        hostmap_finish(h);
+        return h;
+}
+
+static struct policy *policy_of(const char *json) {
+        struct policy *p = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(policy_parse(json, strlen(json), "t.json", &p, &err), 0);
+        return p;
+}
+
+static void test_incoming(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *a = fake_vm_host();
+        _cleanup_hostmap_ struct hostmap *b = fake_vm_host_renumbered();
+        _cleanup_free_ char *planned = fake_vm_planned(a, "require");
+        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\"}}");
+
+        struct migrate_result r = {0};
+        migrate_incoming(planned, strlen(planned), b, pol, &r);
+        assert_int_equal(r.verdict, MIGRATE_ACCEPT);
+        assert_string_equal(r.policy, "require");
+        assert_int_equal(r.map.n_pairs, 4);
+        assert_string_equal(to_of(&r.map, "0000:10:00.0"), "0000:18:00.0");
+        assert_string_equal(to_of(&r.map, "0000:70:00.0"), "0000:78:00.0");
+        assert_true(has(r.xml, "<address domain=\"0x0000\" bus=\"0x18\" slot=\"0x00\" function=\"0x0\"/>"));
+        assert_false(has(r.xml, "bus=\"0x10\" slot=\"0x00\" function=\"0x0\"/>"));
+        assert_true(has(r.xml, "host=\"0000:38:00.0\""));
+        assert_false(has(r.xml, "host=\"0000:30:00.0\""));
+        _cleanup_fingerprint_ struct fingerprint *fb = fingerprint_new(b);
+        _cleanup_free_ char *fp = xasprintf("fingerprint=\"%s\"", fb->digest);
+        assert_true(has(r.xml, fp));
+        /* The guest side is the plan's: the destination's plan of the
+         * migrated XML changes nothing, and only the source lines and the
+         * mark differ from the input. */
+        _cleanup_(engine_result_freep) struct engine_result *e = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(engine_plan(r.xml, strlen(r.xml), b, pol, NULL, &e, &err), 0);
+        assert_true(e->already_planned);
+        assert_string_equal(e->xml, r.xml);
+        _cleanup_free_ char *in = xstrdup(planned), *out = xstrdup(r.xml);
+        char *sa = NULL, *sb = NULL;
+        char *la = strtok_r(in, "\n", &sa), *lb = strtok_r(out, "\n", &sb);
+        size_t differ = 0;
+        for (; la && lb; la = strtok_r(NULL, "\n", &sa), lb = strtok_r(NULL, "\n", &sb))
+                if (!streq(la, lb)) {
+                        differ++;
+                        assert_true(has(la, "<address domain=\"0x0000\" bus=") || has(la, "pcinuma:"));
+                }
+        assert_null(la);
+        assert_null(lb);
+        assert_int_equal(differ, 4 + 4);          /* the sources and the mark's devices (the digest is the same) */
+        migrate_result_done(&r);
+
+        /* Under migration: refuse on the destination. */
+        _cleanup_policy_ struct policy *refuse = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"refuse\"}}");
+        migrate_incoming(planned, strlen(planned), b, refuse, &r);
+        assert_int_equal(r.verdict, MIGRATE_REFUSE);
+        assert_true(has(r.reason, "migration: refuse"));
+        assert_null(r.xml);
+        migrate_result_done(&r);
+
+        /* Planned under migration: refuse: marked migratable="no". */
+        _cleanup_(engine_result_freep) struct engine_result *pr = NULL;
+        assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), a, refuse, NULL, &pr, &err), 0);
+        assert_true(has(pr->xml, "migratable=\"no\""));
+        migrate_incoming(pr->xml, strlen(pr->xml), b, pol, &r);
+        assert_int_equal(r.verdict, MIGRATE_REFUSE_MARKED);
+        migrate_result_done(&r);
+
+        /* No mark: passes unchanged. */
+        migrate_incoming(fake_vm_xml, strlen(fake_vm_xml), b, pol, &r);
+        assert_int_equal(r.verdict, MIGRATE_PASS);
+        assert_string_equal(r.xml, fake_vm_xml);
+        migrate_result_done(&r);
+
+        /* A destination lacking a GPU on node 3: refused, naming it. */
+        struct hostmap *c = fake_host_4n(fake_host_slit, fake_host_sockets);
+        fake_host_add_dev(c, "0000:18:00.0", 0, 0x030200);
+        fake_host_add_dev(c, "0000:38:00.0", 1, 0x030200);
+        fake_host_add_dev(c, "0000:58:00.0", 2, 0x030200);
+        fake_host_add_dev(c, "0000:78:00.0", 2, 0x030200);
+        hostmap_finish(c);
+        migrate_incoming(planned, strlen(planned), c, pol, &r);
+        assert_int_equal(r.verdict, MIGRATE_REFUSE);
+        assert_true(has(r.reason, "; device 0000:70:00.0 (0000:0000, driver none) was on host node 3; this host has no 0000:0000 on that node"));
+        /* node 2's root complex has one GPU more here: named too */
+        assert_true(has(r.reason, "device 0000:50:00.0 (0000:0000, driver none, host node 2): no root complex"));
+        migrate_result_done(&r);
+        hostmap_free(c);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_renumbered_accepted),
+                cmocka_unit_test(test_moved_gpu_refused),
+                cmocka_unit_test(test_other_driver_refused),
+                cmocka_unit_test(test_incoming),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
