@@ -133,6 +133,25 @@ static struct json_object *fingerprint_json(const struct hostmap *h, const struc
         return o;
 }
 
+struct fingerprint_opts {
+        const char *root;
+        bool json;
+};
+
+static bool fingerprint_option(void *data, int c, const char *arg) {
+        struct fingerprint_opts *o = data;
+        switch (c) {
+        case CTL_OPT_SYSFS_ROOT:
+                o->root = arg;
+                return true;
+        case 'j':
+                o->json = true;
+                return true;
+        default:
+                return false;
+        }
+}
+
 int ctl_fingerprint(int argc, char **argv) {
         static const struct option opts[] = {
                 CTL_OPTION_SYSFS_ROOT,
@@ -140,49 +159,24 @@ int ctl_fingerprint(int argc, char **argv) {
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
-        const char *root = ctl_default_sysfs_root();
-        bool json = false;
-        int c;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
-                switch (c) {
-                case CTL_OPT_SYSFS_ROOT:
-                        root = optarg;
-                        break;
-                case 'j':
-                        json = true;
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return 0;
-                default:
-                        usage(stderr);
-                        return CTL_EXIT_BAD_INPUT;
-                }
-        }
-        if (optind != argc) {
-                ctl_error(0, WHO, "unexpected argument '%s'", argv[optind]);
-                usage(stderr);
-                return CTL_EXIT_BAD_INPUT;
-        }
+        struct fingerprint_opts o = { .root = ctl_default_sysfs_root() };
+        int r = ctl_parse_args(argc, argv, WHO, opts, usage, fingerprint_option, &o, NULL, NULL);
+        if (r >= 0)
+                return r;
+        const char *root = o.root;
 
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_free_ char *err = NULL;
-        int r = hostmap_load_path(root, &h, &err);
-        if (r < 0) {
-                /* The loader's message names the root too; say it once. */
-                const char *reason = err ? err : strerror(-r);
-                _cleanup_free_ char *prefix = xasprintf("sysfs root '%s': ", root);
-                if (strncmp(reason, prefix, strlen(prefix)) == 0)
-                        reason += strlen(prefix);
-                return ctl_error(CTL_EXIT_BAD_INPUT, WHO, "cannot read host map from '%s': %s", root, reason);
-        }
+        r = hostmap_load_path(root, &h, &err);
+        if (r < 0)
+                return ctl_error(CTL_EXIT_BAD_INPUT, WHO, "cannot read host map from '%s': %s", root,
+                                 ctl_hostmap_load_reason(root, r, err));
         ctl_print_hostmap_warnings(WHO, h);
 
         _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(h);
-        if (json) {
-                _cleanup_json_ struct json_object *o = fingerprint_json(h, f);
-                puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+        if (o.json) {
+                _cleanup_json_ struct json_object *jo = fingerprint_json(h, f);
+                puts(json_object_to_json_string_ext(jo, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                                                            JSON_C_TO_STRING_NOSLASHESCAPE));
         } else
                 print_text(h, f);

@@ -342,12 +342,8 @@ const char *root = ctl_default_sysfs_root();
 
         r = nccl ? hostmap_load_for_plan(root, &h, &error) : hostmap_load_path(root, &h, &error);
         if (r < 0) {
-                /* The loader's message names the root too; say it once. */
-                const char *reason = error ? error : strerror(-r);
-                _cleanup_free_ char *prefix = xasprintf("sysfs root '%s': ", root);
-                if (strncmp(reason, prefix, strlen(prefix)) == 0)
-                        reason += strlen(prefix);
-                fprintf(stderr, "pcinumactl: cannot read host map from '%s': %s\n", root, reason);
+                fprintf(stderr, "pcinumactl: cannot read host map from '%s': %s\n", root,
+                        ctl_hostmap_load_reason(root, r, error));
                 return CTL_EXIT_BAD_INPUT;
         }
 

@@ -76,6 +76,47 @@ bool ctl_plan_args_option(struct ctl_plan_args *a, int c, const char *arg) {
         }
 }
 
+int ctl_parse_args(int argc, char **argv, const char *who, const struct option *opts, void (*usage)(FILE *f),
+                   ctl_option_fn option, void *data, struct ctl_plan_args *a, const char *count_error) {
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+                if (a && ctl_plan_args_option(a, c, optarg))
+                        continue;
+                if (c == 'h') {
+                        usage(stdout);
+                        return 0;
+                }
+                if (c == '?' || c == ':' || !option || !option(data, c, optarg)) {
+                        usage(stderr);
+                        return CTL_EXIT_BAD_INPUT;
+                }
+        }
+        if (!a) {
+                if (optind == argc)
+                        return -1;
+                ctl_error(0, who, "unexpected argument '%s'", argv[optind]);
+                usage(stderr);
+                return CTL_EXIT_BAD_INPUT;
+        }
+        if (optind != argc - 1) {
+                if (count_error)
+                        ctl_error(0, who, "%s", count_error);
+                usage(stderr);
+                return CTL_EXIT_BAD_INPUT;
+        }
+        a->input = argv[optind];
+        return -1;
+}
+
+const char *ctl_hostmap_load_reason(const char *root, int r, const char *err) {
+        const char *reason = err ? err : strerror(-r);
+        _cleanup_free_ char *prefix = xasprintf("sysfs root '%s': ", root);
+        if (strncmp(reason, prefix, strlen(prefix)) == 0)
+                reason += strlen(prefix);
+        return reason;
+}
+
 int ctl_plan_input(const struct ctl_plan_args *a, struct hostmap **ret_h, struct engine_result **ret_res) {
         const char *policy_file = a->policy_file;
         if (a->policy_name && policy_file)
