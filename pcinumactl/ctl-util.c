@@ -53,6 +53,24 @@ int ctl_read_input(const char *path, size_t max, char **ret, size_t *ret_len, ch
         return 0;
 }
 
+char *ctl_device_path(const struct hostmap_device *d) {
+        struct strbuf b = {0};
+        char name[PCI_ADDR_STRLEN];
+
+        if (!d->host_bridge)
+                return xstrdup("unknown");
+        strbuf_append(&b, d->host_bridge);
+        for (size_t i = 0; i < d->n_upstream; i++)
+                strbuf_printf(&b, " > %s", pci_addr_format(&d->upstream[i], name));
+        return strbuf_steal(&b);
+}
+
+struct json_object *ctl_json_hex(unsigned v, int width) {
+        char buf[16];
+        snprintf(buf, sizeof(buf), "0x%0*x", width, v);
+        return json_object_new_string(buf);
+}
+
 void ctl_print_hostmap_warnings(const char *who, const struct hostmap *h) {
         for (size_t i = 0; i < h->n_warnings; i++)
                 fprintf(stderr, "%s: warning: sysfs %s\n", who, h->warnings[i]);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <getopt.h>
+#include <json.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -52,6 +53,14 @@ const char *ctl_input_name(const char *path);
  * owned by the caller) and *ret_len; on failure a negative errno and a
  * message in *ret_error naming the input. */
 int ctl_read_input(const char *path, size_t max, char **ret, size_t *ret_len, char **ret_error);
+
+struct hostmap_device;
+/* A device's place: its host bridge and the bridges above it, as
+ * "pci0000:00 > 0000:00:01.0 > ..." ("unknown" without a host bridge). */
+char *ctl_device_path(const struct hostmap_device *d);
+
+/* v as a JSON string "0x" and width hex digits. */
+struct json_object *ctl_json_hex(unsigned v, int width);
 
 struct hostmap;
 /* "<who>: warning: sysfs <what>" on stderr for each sysfs file the host
