@@ -102,6 +102,17 @@ static void print_device_text(const struct hostmap_device *d) {
                 printf("\n");
 }
 
+/* "  node N:" (or "  none:") before the first entry of a group. */
+static void print_group_header(int group, bool *printed) {
+        if (*printed)
+                return;
+        if (group >= 0)
+                printf("  node %d:\n", group);
+        else
+                printf("  none:\n");
+        *printed = true;
+}
+
 static void print_text(const struct hostmap *h) {
         char parent[PCI_ADDR_STRLEN];
 
@@ -135,26 +146,14 @@ static void print_text(const struct hostmap *h) {
                         const struct hostmap_device *d = &h->devices[i];
                         if (hostmap_device_is_bridge(d) || !in_group(h, d->node, group))
                                 continue;
-                        if (!header) {
-                                if (group >= 0)
-                                        printf("  node %d:\n", group);
-                                else
-                                        printf("  none:\n");
-                                header = true;
-                        }
+                        print_group_header(group, &header);
                         print_device_text(d);
                 }
                 for (size_t i = 0; i < h->n_mdevs; i++) {
                         const struct hostmap_mdev *m = &h->mdevs[i];
                         if (!in_group(h, m->node, group))
                                 continue;
-                        if (!header) {
-                                if (group >= 0)
-                                        printf("  node %d:\n", group);
-                                else
-                                        printf("  none:\n");
-                                header = true;
-                        }
+                        print_group_header(group, &header);
                         printf("    mdev %s  type %s  parent %s\n", m->uuid, m->type ? m->type : "unknown",
                                pci_addr_format(&m->parent, parent));
                 }
