@@ -14,14 +14,9 @@
 #include "ctl.h"
 #include "fingerprint.h"
 #include "hostmap.h"
+#include "protocol.h" /* _cleanup_json_ */
 
 #define WHO "pcinumactl fingerprint"
-
-static inline void json_object_putp(struct json_object **o) {
-        if (*o)
-                (void) json_object_put(*o);
-}
-#define _cleanup_json_ _cleanup_(json_object_putp)
 
 static void usage(FILE *f) {
         fprintf(f, "Usage: pcinumactl fingerprint [--sysfs-root DIR] [--json]\n\n"
@@ -34,18 +29,6 @@ static void usage(FILE *f) {
                    "  --json            print JSON instead of text\n"
                    "  -h, --help        show this help\n\n"
                    "Exit status: 0 printed, 1 the output could not be written, 2 bad input or usage.\n");
-}
-
-static char *device_path(const struct hostmap_device *d) {
-        struct strbuf b = {0};
-        char name[PCI_ADDR_STRLEN];
-
-        if (!d->host_bridge)
-                return xstrdup("unknown");
-        strbuf_append(&b, d->host_bridge);
-        for (size_t i = 0; i < d->n_upstream; i++)
-                strbuf_printf(&b, " > %s", pci_addr_format(&d->upstream[i], name));
-        return strbuf_steal(&b);
 }
 
 static void print_text(const struct hostmap *h, const struct fingerprint *f) {
@@ -74,7 +57,7 @@ static void print_text(const struct hostmap *h, const struct fingerprint *f) {
                        g->host_bridge ? g->host_bridge : "unknown (no sysfs paths)", g->digest);
                 for (size_t i = 0; i < g->n_devices; i++) {
                         const struct hostmap_device *d = &h->devices[g->devices[i]];
-                        _cleanup_free_ char *path = device_path(d);
+                        _cleanup_free_ char *path = ctl_device_path(d);
                         char pf[PCI_ADDR_STRLEN];
                         printf("    %s  %s [%04x:%04x]  driver %s", d->name, hostmap_class_name(d->class), d->vendor,
                                d->device, d->driver ? d->driver : "none");
@@ -85,12 +68,6 @@ static void print_text(const struct hostmap *h, const struct fingerprint *f) {
                         printf("\n        path: %s\n", path);
                 }
         }
-}
-
-static struct json_object *json_hex(unsigned v, int width) {
-        char buf[16];
-        snprintf(buf, sizeof(buf), "0x%0*x", width, v);
-        return json_object_new_string(buf);
 }
 
 static struct json_object *fingerprint_json(const struct hostmap *h, const struct fingerprint *f) {
@@ -113,9 +90,9 @@ static struct json_object *fingerprint_json(const struct hostmap *h, const struc
                         const struct hostmap_device *d = &h->devices[g->devices[i]];
                         struct json_object *dobj = json_object_new_object();
                         json_object_object_add(dobj, "bdf", json_object_new_string(d->name));
-                        json_object_object_add(dobj, "vendor", json_hex(d->vendor, 4));
-                        json_object_object_add(dobj, "device", json_hex(d->device, 4));
-                        json_object_object_add(dobj, "class", json_hex(d->class, 6));
+                        json_object_object_add(dobj, "vendor", ctl_json_hex(d->vendor, 4));
+                        json_object_object_add(dobj, "device", ctl_json_hex(d->device, 4));
+                        json_object_object_add(dobj, "class", ctl_json_hex(d->class, 6));
                         json_object_object_add(dobj, "driver", d->driver ? json_object_new_string(d->driver) : NULL);
                         json_object_object_add(dobj, "physfn",
                                                d->has_physfn ? json_object_new_string(pci_addr_format(&d->physfn, buf)) : NULL);
@@ -133,6 +110,25 @@ static struct json_object *fingerprint_json(const struct hostmap *h, const struc
         return o;
 }
 
+struct fingerprint_opts {
+        const char *root;
+        bool json;
+};
+
+static bool fingerprint_option(void *data, int c, const char *arg) {
+        struct fingerprint_opts *o = data;
+        switch (c) {
+        case CTL_OPT_SYSFS_ROOT:
+                o->root = arg;
+                return true;
+        case 'j':
+                o->json = true;
+                return true;
+        default:
+                return false;
+        }
+}
+
 int ctl_fingerprint(int argc, char **argv) {
         static const struct option opts[] = {
                 CTL_OPTION_SYSFS_ROOT,
@@ -140,49 +136,24 @@ int ctl_fingerprint(int argc, char **argv) {
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
-        const char *root = ctl_default_sysfs_root();
-        bool json = false;
-        int c;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
-                switch (c) {
-                case CTL_OPT_SYSFS_ROOT:
-                        root = optarg;
-                        break;
-                case 'j':
-                        json = true;
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return 0;
-                default:
-                        usage(stderr);
-                        return CTL_EXIT_BAD_INPUT;
-                }
-        }
-        if (optind != argc) {
-                ctl_error(0, WHO, "unexpected argument '%s'", argv[optind]);
-                usage(stderr);
-                return CTL_EXIT_BAD_INPUT;
-        }
+        struct fingerprint_opts o = { .root = ctl_default_sysfs_root() };
+        int r = ctl_parse_args(argc, argv, WHO, opts, usage, fingerprint_option, &o, NULL, NULL);
+        if (r >= 0)
+                return r;
+        const char *root = o.root;
 
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_free_ char *err = NULL;
-        int r = hostmap_load_path(root, &h, &err);
-        if (r < 0) {
-                /* The loader's message names the root too; say it once. */
-                const char *reason = err ? err : strerror(-r);
-                _cleanup_free_ char *prefix = xasprintf("sysfs root '%s': ", root);
-                if (strncmp(reason, prefix, strlen(prefix)) == 0)
-                        reason += strlen(prefix);
-                return ctl_error(CTL_EXIT_BAD_INPUT, WHO, "cannot read host map from '%s': %s", root, reason);
-        }
+        r = hostmap_load_path(root, &h, &err);
+        if (r < 0)
+                return ctl_error(CTL_EXIT_BAD_INPUT, WHO, "cannot read host map from '%s': %s", root,
+                                 ctl_hostmap_load_reason(root, r, err));
         ctl_print_hostmap_warnings(WHO, h);
 
         _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(h);
-        if (json) {
-                _cleanup_json_ struct json_object *o = fingerprint_json(h, f);
-                puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+        if (o.json) {
+                _cleanup_json_ struct json_object *jo = fingerprint_json(h, f);
+                puts(json_object_to_json_string_ext(jo, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                                                            JSON_C_TO_STRING_NOSLASHESCAPE));
         } else
                 print_text(h, f);

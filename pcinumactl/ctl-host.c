@@ -14,12 +14,7 @@
 #include "ctl-util.h"
 #include "ctl.h"
 #include "hostmap.h"
-
-static inline void json_object_putp(struct json_object **o) {
-        if (*o)
-                (void) json_object_put(*o);
-}
-#define _cleanup_json_ _cleanup_(json_object_putp)
+#include "protocol.h" /* _cleanup_json_ */
 
 static void host_usage(FILE *f) {
         fprintf(f,
@@ -66,18 +61,6 @@ static void format_size(uint64_t size, char *buf, size_t n) {
                 snprintf(buf, n, "%" PRIu64 "%c", size, units[u]);
 }
 
-static char *device_path(const struct hostmap_device *d) {
-        struct strbuf b = {0};
-        char name[PCI_ADDR_STRLEN];
-
-        if (!d->host_bridge)
-                return xstrdup("unknown");
-        strbuf_append(&b, d->host_bridge);
-        for (size_t i = 0; i < d->n_upstream; i++)
-                strbuf_printf(&b, " > %s", pci_addr_format(&d->upstream[i], name));
-        return strbuf_steal(&b);
-}
-
 /* The groups are the map's nodes in id order, then "none"; a device whose
  * node is not in the map (a broken numa_node value) goes with "none". */
 static bool in_group(const struct hostmap *h, int node, int group) {
@@ -88,7 +71,7 @@ static bool in_group(const struct hostmap *h, int node, int group) {
 
 static void print_device_text(const struct hostmap_device *d) {
         char pf[PCI_ADDR_STRLEN];
-        _cleanup_free_ char *path = device_path(d);
+        _cleanup_free_ char *path = ctl_device_path(d);
 
         printf("    %s  %s [%04x:%04x]", d->name, hostmap_class_name(d->class), d->vendor, d->device);
         printf("  driver %s", d->driver ? d->driver : "none");
@@ -117,6 +100,17 @@ static void print_device_text(const struct hostmap_device *d) {
         }
         if (any)
                 printf("\n");
+}
+
+/* "  node N:" (or "  none:") before the first entry of a group. */
+static void print_group_header(int group, bool *printed) {
+        if (*printed)
+                return;
+        if (group >= 0)
+                printf("  node %d:\n", group);
+        else
+                printf("  none:\n");
+        *printed = true;
 }
 
 static void print_text(const struct hostmap *h) {
@@ -152,36 +146,18 @@ static void print_text(const struct hostmap *h) {
                         const struct hostmap_device *d = &h->devices[i];
                         if (hostmap_device_is_bridge(d) || !in_group(h, d->node, group))
                                 continue;
-                        if (!header) {
-                                if (group >= 0)
-                                        printf("  node %d:\n", group);
-                                else
-                                        printf("  none:\n");
-                                header = true;
-                        }
+                        print_group_header(group, &header);
                         print_device_text(d);
                 }
                 for (size_t i = 0; i < h->n_mdevs; i++) {
                         const struct hostmap_mdev *m = &h->mdevs[i];
                         if (!in_group(h, m->node, group))
                                 continue;
-                        if (!header) {
-                                if (group >= 0)
-                                        printf("  node %d:\n", group);
-                                else
-                                        printf("  none:\n");
-                                header = true;
-                        }
+                        print_group_header(group, &header);
                         printf("    mdev %s  type %s  parent %s\n", m->uuid, m->type ? m->type : "unknown",
                                pci_addr_format(&m->parent, parent));
                 }
         }
-}
-
-static struct json_object *json_hex(unsigned v, int width) {
-        char buf[16];
-        snprintf(buf, sizeof(buf), "0x%0*x", width, v);
-        return json_object_new_string(buf);
 }
 
 static struct json_object *device_json(const struct hostmap_device *d) {
@@ -189,10 +165,10 @@ static struct json_object *device_json(const struct hostmap_device *d) {
         char buf[PCI_ADDR_STRLEN];
 
         json_object_object_add(o, "bdf", json_object_new_string(d->name));
-        json_object_object_add(o, "class", json_hex(d->class, 6));
+        json_object_object_add(o, "class", ctl_json_hex(d->class, 6));
         json_object_object_add(o, "class_name", json_object_new_string(hostmap_class_name(d->class)));
-        json_object_object_add(o, "vendor", json_hex(d->vendor, 4));
-        json_object_object_add(o, "device", json_hex(d->device, 4));
+        json_object_object_add(o, "vendor", ctl_json_hex(d->vendor, 4));
+        json_object_object_add(o, "device", ctl_json_hex(d->device, 4));
         json_object_object_add(o, "node", json_object_new_int(d->node));
         json_object_object_add(o, "sysfs_node", json_object_new_int(d->sysfs_node));
         json_object_object_add(o, "driver", d->driver ? json_object_new_string(d->driver) : NULL);
@@ -342,12 +318,8 @@ const char *root = ctl_default_sysfs_root();
 
         r = nccl ? hostmap_load_for_plan(root, &h, &error) : hostmap_load_path(root, &h, &error);
         if (r < 0) {
-                /* The loader's message names the root too; say it once. */
-                const char *reason = error ? error : strerror(-r);
-                _cleanup_free_ char *prefix = xasprintf("sysfs root '%s': ", root);
-                if (strncmp(reason, prefix, strlen(prefix)) == 0)
-                        reason += strlen(prefix);
-                fprintf(stderr, "pcinumactl: cannot read host map from '%s': %s\n", root, reason);
+                fprintf(stderr, "pcinumactl: cannot read host map from '%s': %s\n", root,
+                        ctl_hostmap_load_reason(root, r, error));
                 return CTL_EXIT_BAD_INPUT;
         }
 

@@ -28,6 +28,13 @@ static void usage(FILE *f) {
                    "could not be written, 2 bad input.\n");
 }
 
+static bool cpu_option(void *data, int c, const char *arg) {
+        if (c != 'c')
+                return false;
+        *(const char **) data = arg;
+        return true;
+}
+
 int ctl_nccl_topo(int argc, char **argv) {
         static const struct option opts[] = {
                 CTL_OPTION_SYSFS_ROOT,
@@ -39,35 +46,16 @@ int ctl_nccl_topo(int argc, char **argv) {
         };
         struct ctl_plan_args a = { .who = "pcinumactl nccl-topo", .root = ctl_default_sysfs_root() };
         const char *cpu_spec = NULL;
-        int c;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
-                if (ctl_plan_args_option(&a, c, optarg))
-                        continue;
-                switch (c) {
-                case 'c':
-                        cpu_spec = optarg;
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return 0;
-                default:
-                        usage(stderr);
-                        return CTL_EXIT_BAD_INPUT;
-                }
-        }
-        if (optind != argc - 1) {
-                usage(stderr);
-                return CTL_EXIT_BAD_INPUT;
-        }
+        int r = ctl_parse_args(argc, argv, a.who, opts, usage, cpu_option, &cpu_spec, &a, NULL);
+        if (r >= 0)
+                return r;
         struct ctl_cpu cpu = {0};
         if (cpu_spec && ctl_cpu_parse(a.who, cpu_spec, &cpu) < 0)
                 return CTL_EXIT_BAD_INPUT;
 
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_engine_result_ struct engine_result *res = NULL;
-        a.input = argv[optind];
-        int r = ctl_plan_input(&a, &h, &res);
+        r = ctl_plan_input(&a, &h, &res);
         if (r != 0)
                 return r;
         struct nccltopo_cpu guest_cpu;

@@ -29,6 +29,13 @@ static void usage(FILE *f) {
                 "Exit status: 0 planned or unchanged, 1 refused by the policy, 2 bad input.\n");
 }
 
+static bool format_option(void *data, int c, const char *arg) {
+        if (c != 'F')
+                return false;
+        *(const char **) data = arg;
+        return true;
+}
+
 int ctl_plan(int argc, char **argv) {
         static const struct option opts[] = {
                 CTL_OPTION_SYSFS_ROOT,
@@ -40,35 +47,16 @@ int ctl_plan(int argc, char **argv) {
         };
         struct ctl_plan_args a = { .who = who, .root = ctl_default_sysfs_root() };
         const char *format = "xml";
-        int c;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
-                if (ctl_plan_args_option(&a, c, optarg))
-                        continue;
-                switch (c) {
-                case 'F':
-                        format = optarg;
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return 0;
-                default:
-                        usage(stderr);
-                        return CTL_EXIT_BAD_INPUT;
-                }
-        }
-        if (optind != argc - 1) {
-                ctl_error(CTL_EXIT_BAD_INPUT, who, "expected one FILE (or - for standard input)");
-                usage(stderr);
-                return CTL_EXIT_BAD_INPUT;
-        }
+        int r = ctl_parse_args(argc, argv, who, opts, usage, format_option, &format, &a,
+                               "expected one FILE (or - for standard input)");
+        if (r >= 0)
+                return r;
         if (!streq(format, "xml") && !streq(format, "explain") && !streq(format, "json"))
                 return ctl_error(CTL_EXIT_BAD_INPUT, who, "unknown format '%s' (expected xml, explain or json)", format);
 
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_engine_result_ struct engine_result *res = NULL;
-        a.input = argv[optind];
-        int r = ctl_plan_input(&a, &h, &res);
+        r = ctl_plan_input(&a, &h, &res);
         if (r != 0)
                 return r;
 

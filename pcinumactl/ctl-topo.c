@@ -58,29 +58,13 @@ int ctl_topo(int argc, char **argv) {
                 { NULL, 0, NULL, 0 },
         };
         struct ctl_plan_args a = { .who = "pcinumactl topo", .root = ctl_default_sysfs_root() };
-        int c;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
-                if (ctl_plan_args_option(&a, c, optarg))
-                        continue;
-                switch (c) {
-                case 'h':
-                        usage(stdout);
-                        return 0;
-                default:
-                        usage(stderr);
-                        return CTL_EXIT_BAD_INPUT;
-                }
-        }
-        if (optind != argc - 1) {
-                usage(stderr);
-                return CTL_EXIT_BAD_INPUT;
-        }
+        int r = ctl_parse_args(argc, argv, a.who, opts, usage, NULL, NULL, &a, NULL);
+        if (r >= 0)
+                return r;
 
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_engine_result_ struct engine_result *res = NULL;
-        a.input = argv[optind];
-        int r = ctl_plan_input(&a, &h, &res);
+        r = ctl_plan_input(&a, &h, &res);
         if (r != 0)
                 return r;
         planner_fidelity(res->plan);

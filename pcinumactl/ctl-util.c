@@ -53,6 +53,24 @@ int ctl_read_input(const char *path, size_t max, char **ret, size_t *ret_len, ch
         return 0;
 }
 
+char *ctl_device_path(const struct hostmap_device *d) {
+        struct strbuf b = {0};
+        char name[PCI_ADDR_STRLEN];
+
+        if (!d->host_bridge)
+                return xstrdup("unknown");
+        strbuf_append(&b, d->host_bridge);
+        for (size_t i = 0; i < d->n_upstream; i++)
+                strbuf_printf(&b, " > %s", pci_addr_format(&d->upstream[i], name));
+        return strbuf_steal(&b);
+}
+
+struct json_object *ctl_json_hex(unsigned v, int width) {
+        char buf[16];
+        snprintf(buf, sizeof(buf), "0x%0*x", width, v);
+        return json_object_new_string(buf);
+}
+
 void ctl_print_hostmap_warnings(const char *who, const struct hostmap *h) {
         for (size_t i = 0; i < h->n_warnings; i++)
                 fprintf(stderr, "%s: warning: sysfs %s\n", who, h->warnings[i]);
@@ -74,6 +92,47 @@ bool ctl_plan_args_option(struct ctl_plan_args *a, int c, const char *arg) {
         default:
                 return false;
         }
+}
+
+int ctl_parse_args(int argc, char **argv, const char *who, const struct option *opts, void (*usage)(FILE *f),
+                   ctl_option_fn option, void *data, struct ctl_plan_args *a, const char *count_error) {
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+                if (a && ctl_plan_args_option(a, c, optarg))
+                        continue;
+                if (c == 'h') {
+                        usage(stdout);
+                        return 0;
+                }
+                if (c == '?' || c == ':' || !option || !option(data, c, optarg)) {
+                        usage(stderr);
+                        return CTL_EXIT_BAD_INPUT;
+                }
+        }
+        if (!a) {
+                if (optind == argc)
+                        return -1;
+                ctl_error(0, who, "unexpected argument '%s'", argv[optind]);
+                usage(stderr);
+                return CTL_EXIT_BAD_INPUT;
+        }
+        if (optind != argc - 1) {
+                if (count_error)
+                        ctl_error(0, who, "%s", count_error);
+                usage(stderr);
+                return CTL_EXIT_BAD_INPUT;
+        }
+        a->input = argv[optind];
+        return -1;
+}
+
+const char *ctl_hostmap_load_reason(const char *root, int r, const char *err) {
+        const char *reason = err ? err : strerror(-r);
+        _cleanup_free_ char *prefix = xasprintf("sysfs root '%s': ", root);
+        if (strncmp(reason, prefix, strlen(prefix)) == 0)
+                reason += strlen(prefix);
+        return reason;
 }
 
 int ctl_plan_input(const struct ctl_plan_args *a, struct hostmap **ret_h, struct engine_result **ret_res) {

@@ -5,8 +5,10 @@
 #pragma once
 
 #include <getopt.h>
+#include <json.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "paths.h"
 #include "util.h"
@@ -52,6 +54,14 @@ const char *ctl_input_name(const char *path);
  * message in *ret_error naming the input. */
 int ctl_read_input(const char *path, size_t max, char **ret, size_t *ret_len, char **ret_error);
 
+struct hostmap_device;
+/* A device's place: its host bridge and the bridges above it, as
+ * "pci0000:00 > 0000:00:01.0 > ..." ("unknown" without a host bridge). */
+char *ctl_device_path(const struct hostmap_device *d);
+
+/* v as a JSON string "0x" and width hex digits. */
+struct json_object *ctl_json_hex(unsigned v, int width);
+
 struct hostmap;
 /* "<who>: warning: sysfs <what>" on stderr for each sysfs file the host
  * map reader could not make sense of, and a count of those it dropped. */
@@ -72,6 +82,26 @@ struct ctl_plan_args {
  * returned it (c, optarg), in a.  Returns false for any other option,
  * which the verb handles itself. */
 bool ctl_plan_args_option(struct ctl_plan_args *a, int c, const char *arg);
+
+/* A verb's own option: getopt_long's value and optarg; true if the verb
+ * took it, false for a bad option. */
+typedef bool (*ctl_option_fn)(void *data, int c, const char *arg);
+
+/* Run getopt_long over a verb's arguments with opts (the verb's table,
+ * shared options included).  With a, --sysfs-root, --policy and
+ * --policy-file go into it and the verb takes exactly one FILE|- (into
+ * a->input; a wrong count prints count_error, if not NULL, then the usage
+ * on stderr); without a, no argument (an extra one is "unexpected
+ * argument").  Every other option goes to option (NULL: none).  -h/--help
+ * prints the usage on stdout and returns 0; a bad option prints it on
+ * stderr and returns CTL_EXIT_BAD_INPUT.  Returns -1 when the verb goes on. */
+int ctl_parse_args(int argc, char **argv, const char *who, const struct option *opts, void (*usage)(FILE *f),
+                   ctl_option_fn option, void *data, struct ctl_plan_args *a, const char *count_error);
+
+/* What to print after "cannot read host map from '<root>': " for a failed
+ * hostmap_load_*() (r, err): the loader's message without its own
+ * "sysfs root '<root>': " prefix, so the root is named once. */
+const char *ctl_hostmap_load_reason(const char *root, int r, const char *err);
 
 struct engine_result;
 /* Load the policy, the domain XML and the host map, and plan.  On error,

@@ -156,6 +156,19 @@ static bool parse_uint_simple(const char *s, int base, uint64_t *ret) {
         return true;
 }
 
+/* What strtoull()/strtoll() (errno cleared before) said, from s to end:
+ * -ERANGE, -EINVAL for no number or anything but white space after it,
+ * else 0. */
+static int strto_result(const char *s, const char *end) {
+        if (errno == ERANGE)
+                return -ERANGE;
+        if (errno || end == s)
+                return -EINVAL;
+        while (*end == ' ' || *end == '\t' || *end == '\n')
+                end++;
+        return *end ? -EINVAL : 0;
+}
+
 int parse_uint(const char *s, int base, uint64_t max, uint64_t *ret) {
         if (!s)
                 return -EINVAL;
@@ -173,14 +186,9 @@ int parse_uint(const char *s, int base, uint64_t max, uint64_t *ret) {
         errno = 0;
         char *end = NULL;
         unsigned long long v = strtoull(s, &end, base);
-        if (errno == ERANGE)
-                return -ERANGE;
-        if (errno || end == s)
-                return -EINVAL;
-        while (*end == ' ' || *end == '\t' || *end == '\n')
-                end++;
-        if (*end)
-                return -EINVAL;
+        int r = strto_result(s, end);
+        if (r < 0)
+                return r;
         if (v > max)
                 return -ERANGE;
         *ret = v;
@@ -197,14 +205,9 @@ int parse_int(const char *s, int base, int64_t min, int64_t max, int64_t *ret) {
         errno = 0;
         char *end = NULL;
         long long v = strtoll(s, &end, base);
-        if (errno == ERANGE)
-                return -ERANGE;
-        if (errno || end == s)
-                return -EINVAL;
-        while (*end == ' ' || *end == '\t' || *end == '\n')
-                end++;
-        if (*end)
-                return -EINVAL;
+        int r = strto_result(s, end);
+        if (r < 0)
+                return r;
         if (v < min || v > max)
                 return -ERANGE;
         *ret = v;

@@ -79,6 +79,14 @@ char *xvasprintf(const char *fmt, va_list ap) _printf_(1, 0);
 void *grow_array(void *array_ptr, size_t *n, size_t size);
 #define GROW(array, n) ((__typeof__(*(array)) *) grow_array(&(array), &(n), sizeof(*(array))))
 
+/* Free array (of n elements) and leave it empty, ready to GROW() again. */
+#define CLEAR_ARRAY(array, n) \
+        do { \
+                free(array); \
+                (array) = NULL; \
+                (n) = 0; \
+        } while (0)
+
 /* Set *ret_error to a formatted message (if ret_error is non-NULL) and
  * return 'err', which must be a negative errno.  Used by the pure modules,
  * which report errors to their caller instead of logging. */

@@ -186,28 +186,16 @@ static void model_clear(struct domain *d) {
                 bitmap_done(&d->cells[i].cpus);
                 bitmap_done(&d->cells[i].host_nodes);
         }
-        free(d->cells);
-        d->cells = NULL;
-        d->n_cells = 0;
-        free(d->hostdevs);
-        d->hostdevs = NULL;
-        d->n_hostdevs = 0;
-        free(d->controllers);
-        d->controllers = NULL;
-        d->n_controllers = 0;
-        free(d->pci_uses);
-        d->pci_uses = NULL;
-        d->n_pci_uses = 0;
+        CLEAR_ARRAY(d->cells, d->n_cells);
+        CLEAR_ARRAY(d->hostdevs, d->n_hostdevs);
+        CLEAR_ARRAY(d->controllers, d->n_controllers);
+        CLEAR_ARRAY(d->pci_uses, d->n_pci_uses);
         for (size_t i = 0; i < d->n_vcpupins; i++)
                 bitmap_done(&d->vcpupins[i].cpuset);
-        free(d->vcpupins);
-        d->vcpupins = NULL;
-        d->n_vcpupins = 0;
+        CLEAR_ARRAY(d->vcpupins, d->n_vcpupins);
         for (size_t i = 0; i < d->n_memnodes; i++)
                 bitmap_done(&d->memnodes[i].nodeset);
-        free(d->memnodes);
-        d->memnodes = NULL;
-        d->n_memnodes = 0;
+        CLEAR_ARRAY(d->memnodes, d->n_memnodes);
         bitmap_done(&d->vcpu_cpuset);
         bitmap_done(&d->numatune_memory);
         d->has_vcpu_cpuset = d->has_numatune_memory = false;

@@ -858,6 +858,18 @@ static void scan_parallel(const struct reader *rd, struct hostmap *h, int device
         }
 }
 
+/* fdopendir(fd), or NULL with errno set and fd closed: the directory owns
+ * fd either way. */
+static DIR *fdopendir_or_close(int fd) {
+        DIR *dir = fdopendir(fd);
+        if (!dir) {
+                int e = errno;
+                (void) close(fd);
+                errno = e;
+        }
+        return dir;
+}
+
 static int read_pci_devices(const struct reader *rd, struct hostmap *h, int devices_fd) {
         _cleanup_closedir_ DIR *dir = NULL;
         _cleanup_free_ struct pci_entry *entries = NULL;
@@ -867,12 +879,9 @@ static int read_pci_devices(const struct reader *rd, struct hostmap *h, int devi
         fd = openat(devices_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        dir = fdopendir(fd);
-        if (!dir) {
-                int r = -errno;
-                (void) close(fd);
-                return r;
-        }
+        dir = fdopendir_or_close(fd);
+        if (!dir)
+                return -errno;
 
         for (struct dirent *de; (de = readdir(dir));) {
                 struct pci_addr a;
@@ -918,11 +927,9 @@ static void read_mdevs(const struct reader *rd, struct hostmap *h) {
         int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         if (dfd < 0)
                 return;
-        dir = fdopendir(dfd);
-        if (!dir) {
-                (void) close(dfd);
+        dir = fdopendir_or_close(dfd);
+        if (!dir)
                 return;
-        }
 
         for (struct dirent *de; (de = readdir(dir));) {
                 _cleanup_free_ char *target = NULL, *type = NULL;
@@ -1083,12 +1090,9 @@ static int read_nodes(const struct reader *rd, struct hostmap *h, struct cpu_pac
                                      open_error_text(fd));
                 return fd;
         }
-        dir = fdopendir(fd);
-        if (!dir) {
-                int r = -errno;
-                (void) close(fd);
-                return r;
-        }
+        dir = fdopendir_or_close(fd);
+        if (!dir)
+                return -errno;
 
         for (struct dirent *de; (de = readdir(dir));) {
                 int r;
@@ -1144,11 +1148,9 @@ static void synthesize_node(const struct reader *rd, struct hostmap *h, struct c
         int fd = open_beneath(rd, cp->fd, ".", O_RDONLY | O_DIRECTORY);
         if (fd < 0)
                 return;
-        _cleanup_closedir_ DIR *dir = fdopendir(fd);
-        if (!dir) {
-                (void) close(fd);
+        _cleanup_closedir_ DIR *dir = fdopendir_or_close(fd);
+        if (!dir)
                 return;
-        }
         for (struct dirent *de; (de = readdir(dir));) {
                 int cpu = parse_numbered(de->d_name, "cpu", CPU_MAX);
                 if (cpu >= 0)

@@ -40,15 +40,9 @@ const char *plan_action_to_string(enum plan_action a) {
 static void clear_layout(struct plan *p) {
         for (size_t i = 0; i < p->n_pxbs; i++)
                 free(p->pxbs[i].host_nodes);
-        free(p->pxbs);
-        p->pxbs = NULL;
-        p->n_pxbs = 0;
-        free(p->ports);
-        p->ports = NULL;
-        p->n_ports = 0;
-        free(p->pruned);
-        p->pruned = NULL;
-        p->n_pruned = 0;
+        CLEAR_ARRAY(p->pxbs, p->n_pxbs);
+        CLEAR_ARRAY(p->ports, p->n_ports);
+        CLEAR_ARRAY(p->pruned, p->n_pruned);
 }
 
 struct plan *plan_free(struct plan *p) {

@@ -78,16 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
         if (size > 1024 * 1024)
                 return 0;
-        if (size > 0 && data[0] > 1) {
-                framed = xmalloc(size + PROTO_HEADER_SIZE);
-                framed[0] = (uint8_t) (size >> 24);
-                framed[1] = (uint8_t) (size >> 16);
-                framed[2] = (uint8_t) (size >> 8);
-                framed[3] = (uint8_t) size;
-                memcpy(framed + PROTO_HEADER_SIZE, data, size);
-                data = framed;
-                size += PROTO_HEADER_SIZE;
-        }
+        framed = fuzz_frame_input(&data, &size);
 
         struct proto_decoder dec = {0};
         struct stream s = {0};

@@ -1,13 +1,17 @@
 /* Shared by the fuzz targets (tests/fuzz/fuzz-*.c): the libFuzzer entry point,
  * which tests/fuzz/replay-main.c also calls when the targets are built
  * without libFuzzer (to replay the committed corpora as ordinary tests),
- * and a small in-memory host map for the targets that need one. */
+ * a small in-memory host map for the targets that need one, and the
+ * framing of the protocol targets' inputs. */
 #pragma once
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "hostmap.h"
+#include "protocol.h"
+#include "util.h"
 
 /* A fuzz target must return 0 and must not keep the input. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -20,3 +24,23 @@ struct hostmap *fuzz_sample_hostmap(void);
 /* Abort with a message: a property the target checks does not hold.  The
  * fuzzer reports the abort as a crash with the input that caused it. */
 _Noreturn void fuzz_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The protocol targets' inputs (fuzz-protocol, fuzz-wproto): one whose
+ * first byte is more than 1 is a bare payload and gets the big-endian
+ * length header in front, so most inputs reach the decoder as one whole
+ * frame.  Then points *data and *size at the framed copy and returns it
+ * (the caller frees it); else leaves them and returns NULL. */
+static inline uint8_t *fuzz_frame_input(const uint8_t **data, size_t *size) {
+        size_t n = *size;
+        if (n == 0 || (*data)[0] <= 1)
+                return NULL;
+        uint8_t *framed = xmalloc(n + PROTO_HEADER_SIZE);
+        framed[0] = (uint8_t) (n >> 24);
+        framed[1] = (uint8_t) (n >> 16);
+        framed[2] = (uint8_t) (n >> 8);
+        framed[3] = (uint8_t) n;
+        memcpy(framed + PROTO_HEADER_SIZE, *data, n);
+        *data = framed;
+        *size = n + PROTO_HEADER_SIZE;
+        return framed;
+}

@@ -22,16 +22,14 @@ groups; fleet-c (a GPU moved to the other socket) has another digest, and
 exactly its two switch groups (pci0000:15 and pci0000:97 on both hosts)
 differ.  Bad input: exit 2 naming the root or the argument.  TAP output."""
 
-import argparse
 import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 
+from pcinumatest.fixtures import build_host, golden_host_args, work_dir
 from pcinumatest.tap import Tap
 
 ARGS = None
@@ -79,7 +77,7 @@ def counts(d):
 def one_host(hostfile, work, digests):
     name = os.path.basename(hostfile)[:-5]
     tree = os.path.join(work, name)
-    subprocess.run([sys.executable, ARGS.mkfakesysfs, hostfile, tree], check=True, stdout=subprocess.DEVNULL)
+    build_host(ARGS.mkfakesysfs, hostfile, tree)
     t = ctl("fingerprint", "--sysfs-root", tree)
     j = ctl("fingerprint", "--sysfs-root", tree, "--json")
     again = ctl("fingerprint", "--sysfs-root", tree)
@@ -208,13 +206,7 @@ def bad_input(work):
 
 def main():
     global ARGS
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pcinumactl", required=True)
-    ap.add_argument("--mkfakesysfs", required=True)
-    ap.add_argument("--hosts", required=True)
-    ap.add_argument("--golden", required=True, help="tests/golden-fingerprint")
-    ap.add_argument("--update", action="store_true", help="rewrite digests.txt")
-    ARGS = ap.parse_args()
+    ARGS = golden_host_args(__doc__.splitlines()[0], "tests/golden-fingerprint", "rewrite digests.txt")
     path = os.path.join(ARGS.golden, "digests.txt")
     digests = {}
     if os.path.exists(path):
@@ -224,9 +216,8 @@ def main():
                     host, digest = line.split()
                     digests[host] = digest
     hosts = sorted(f for f in os.listdir(ARGS.hosts) if f.endswith(".json"))
-    work = tempfile.mkdtemp(prefix="pcinuma-fingerprint-")
     fps = {}
-    try:
+    with work_dir("pcinuma-fingerprint-") as work:
         for h in hosts:
             fps[h[:-5]] = one_host(os.path.join(ARGS.hosts, h), work, digests)
         if not ARGS.update:
@@ -234,8 +225,6 @@ def main():
             TAP.check(not extra, "digests.txt names no host that is not a fixture", " ".join(extra))
         fleet(fps)
         bad_input(work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     if ARGS.update:
         os.makedirs(ARGS.golden, exist_ok=True)
         with open(path, "w") as f:

@@ -32,17 +32,15 @@ through every GPU and RDMA NIC of the host, one guest cell per host node
     saying why.
 TAP output."""
 
-import argparse
 import glob
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import xml.etree.ElementTree as ET
 
+from pcinumatest.fixtures import build_host, golden_host_args, work_dir
 from pcinumatest.tap import Tap
 
 ARGS = None
@@ -300,7 +298,7 @@ def golden(name, kind, text):
 def one_host(hostfile, work):
     name = os.path.basename(hostfile)[:-5]
     tree = os.path.join(work, name)
-    subprocess.run([sys.executable, ARGS.mkfakesysfs, hostfile, tree], check=True, stdout=subprocess.DEVNULL)
+    build_host(ARGS.mkfakesysfs, hostfile, tree)
     r = ctl("host", "--sysfs-root", tree, "--json")
     host = json.loads(r.stdout)
     xml_in, devs = make_domain(host)
@@ -414,21 +412,12 @@ def bad_input(work):
 
 def main():
     global ARGS
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pcinumactl", required=True)
-    ap.add_argument("--mkfakesysfs", required=True)
-    ap.add_argument("--hosts", required=True)
-    ap.add_argument("--golden", required=True, help="tests/golden-nccl")
-    ap.add_argument("--update", action="store_true", help="rewrite the golden files")
-    ARGS = ap.parse_args()
+    ARGS = golden_host_args(__doc__.splitlines()[0], "tests/golden-nccl", "rewrite the golden files")
     hosts = sorted(glob.glob(os.path.join(ARGS.hosts, "*.json")))
-    work = tempfile.mkdtemp(prefix="pcinuma-nccl-")
-    try:
+    with work_dir("pcinuma-nccl-") as work:
         for h in hosts:
             one_host(h, work)
         bad_input(work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     print("1..%d" % TAP.n)
     return 1 if TAP.failed else 0
 

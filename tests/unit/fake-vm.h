@@ -5,6 +5,7 @@
  * through without guest addresses. */
 #pragma once
 
+#include "engine.h"
 #include "fake-host.h"
 #include "policy.h"
 
@@ -29,43 +30,55 @@ static inline struct hostmap *fake_vm_host(void) {
         "      </source>\n" \
         "    </hostdev>\n"
 
+/* The q35 machine type and its features, from inside <os> to </features>. */
+#define FAKE_VM_OS_FEATURES \
+        "    <type arch='x86_64' machine='pc-q35-7.2'>hvm</type>\n" \
+        "  </os>\n" \
+        "  <features>\n" \
+        "    <acpi/>\n" \
+        "    <apic/>\n" \
+        "  </features>\n"
+
+/* The fixture domain from after <uuid> to the pcie-root controller, and
+ * from after the devices to the end: the four cells on nodes 0-3. */
+#define FAKE_VM_XML_BODY \
+        "  <memory unit='MiB'>4096</memory>\n" \
+        "  <vcpu placement='static'>8</vcpu>\n" \
+        "  <os>\n" \
+        FAKE_VM_OS_FEATURES \
+        "  <cpu mode='host-passthrough'>\n" \
+        "    <numa>\n" \
+        "      <cell id='0' cpus='0-1' memory='512' unit='MiB'/>\n" \
+        "      <cell id='1' cpus='2-3' memory='512' unit='MiB'/>\n" \
+        "      <cell id='2' cpus='4-5' memory='512' unit='MiB'/>\n" \
+        "      <cell id='3' cpus='6-7' memory='512' unit='MiB'/>\n" \
+        "    </numa>\n" \
+        "  </cpu>\n" \
+        "  <numatune>\n" \
+        "    <memnode cellid='0' mode='strict' nodeset='0'/>\n" \
+        "    <memnode cellid='1' mode='strict' nodeset='1'/>\n" \
+        "    <memnode cellid='2' mode='strict' nodeset='2'/>\n" \
+        "    <memnode cellid='3' mode='strict' nodeset='3'/>\n" \
+        "  </numatune>\n" \
+        "  <devices>\n" \
+        "    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n" \
+        "    <controller type='pci' index='0' model='pcie-root'/>\n"
+
+#define FAKE_VM_XML_TAIL \
+        "    <memballoon model='virtio'/>\n" \
+        "  </devices>\n" \
+        "</domain>\n"
+
 static const char fake_vm_xml[] =
         "<domain type='kvm'>\n"
         "  <name>" FAKE_VM_NAME "</name>\n"
         "  <uuid>" FAKE_VM_UUID "</uuid>\n"
-        "  <memory unit='MiB'>4096</memory>\n"
-        "  <vcpu placement='static'>8</vcpu>\n"
-        "  <os>\n"
-        "    <type arch='x86_64' machine='pc-q35-7.2'>hvm</type>\n"
-        "  </os>\n"
-        "  <features>\n"
-        "    <acpi/>\n"
-        "    <apic/>\n"
-        "  </features>\n"
-        "  <cpu mode='host-passthrough'>\n"
-        "    <numa>\n"
-        "      <cell id='0' cpus='0-1' memory='512' unit='MiB'/>\n"
-        "      <cell id='1' cpus='2-3' memory='512' unit='MiB'/>\n"
-        "      <cell id='2' cpus='4-5' memory='512' unit='MiB'/>\n"
-        "      <cell id='3' cpus='6-7' memory='512' unit='MiB'/>\n"
-        "    </numa>\n"
-        "  </cpu>\n"
-        "  <numatune>\n"
-        "    <memnode cellid='0' mode='strict' nodeset='0'/>\n"
-        "    <memnode cellid='1' mode='strict' nodeset='1'/>\n"
-        "    <memnode cellid='2' mode='strict' nodeset='2'/>\n"
-        "    <memnode cellid='3' mode='strict' nodeset='3'/>\n"
-        "  </numatune>\n"
-        "  <devices>\n"
-        "    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n"
-        "    <controller type='pci' index='0' model='pcie-root'/>\n"
+        FAKE_VM_XML_BODY
         FAKE_VM_HOSTDEV("0x10")
         FAKE_VM_HOSTDEV("0x30")
         FAKE_VM_HOSTDEV("0x50")
         FAKE_VM_HOSTDEV("0x70")
-        "    <memballoon model='virtio'/>\n"
-        "  </devices>\n"
-        "</domain>\n";
+        FAKE_VM_XML_TAIL;
 
 /* A policy file whose default is 'mode' (a policy_mode_to_string() name). */
 static inline struct policy *fake_vm_policy(const char *mode) {

@@ -12,7 +12,7 @@
 #include "hostmap.h"
 #include "util.h"
 
-#include "fake-host.h"
+#include "fake-vm.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -94,12 +94,7 @@ static const char full_xml[] =
         "    <memnode cellid='0' mode='strict' nodeset='1'/>\n"
         "  </numatune>\n"
         "  <os firmware='efi'>\n"
-        "    <type arch='x86_64' machine='pc-q35-7.2'>hvm</type>\n"
-        "  </os>\n"
-        "  <features>\n"
-        "    <acpi/>\n"
-        "    <apic/>\n"
-        "  </features>\n"
+        FAKE_VM_OS_FEATURES
         "  <cpu mode='host-passthrough'>\n"
         "    <numa>\n"
         "      <cell id='0' cpus='0-1' memory='2' unit='GiB'/>\n"

@@ -11,22 +11,7 @@
 #include "engine.h"
 #include "util.h"
 
-#include "fake-vm.h"
-
-static const char *const policies[] = FAKE_VM_POLICIES;
-static struct hostmap *host;
-
-static int group_setup(void **state) {
-        (void) state;
-        host = fake_vm_host();
-        return 0;
-}
-
-static int group_teardown(void **state) {
-        (void) state;
-        host = hostmap_free(host);
-        return 0;
-}
+#include "fake-vm-group.h"
 
 static struct engine_result *plan_forced(const char *xml, const char *mode) {
         enum policy_mode m;

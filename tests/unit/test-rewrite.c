@@ -18,7 +18,7 @@
 #include "rewrite.h"
 #include "util.h"
 
-#include "fake-host.h"
+#include "fake-vm.h"
 
 #define MDEV_UUID "4b20d080-1b54-4048-85b3-a6a62d165c01"
 
@@ -77,46 +77,14 @@ static char *make_xml(const char *metadata, const char *devices) {
                 "  <name>rw-test</name>\n"
                 "  <uuid>0b7a5b3e-8d4c-4a3f-9c55-1d7b2f1e6a01</uuid>\n"
                 "%s"
-                "  <memory unit='MiB'>4096</memory>\n"
-                "  <vcpu placement='static'>8</vcpu>\n"
-                "  <os>\n"
-                "    <type arch='x86_64' machine='pc-q35-7.2'>hvm</type>\n"
-                "  </os>\n"
-                "  <features>\n"
-                "    <acpi/>\n"
-                "    <apic/>\n"
-                "  </features>\n"
-                "  <cpu mode='host-passthrough'>\n"
-                "    <numa>\n"
-                "      <cell id='0' cpus='0-1' memory='512' unit='MiB'/>\n"
-                "      <cell id='1' cpus='2-3' memory='512' unit='MiB'/>\n"
-                "      <cell id='2' cpus='4-5' memory='512' unit='MiB'/>\n"
-                "      <cell id='3' cpus='6-7' memory='512' unit='MiB'/>\n"
-                "    </numa>\n"
-                "  </cpu>\n"
-                "  <numatune>\n"
-                "    <memnode cellid='0' mode='strict' nodeset='0'/>\n"
-                "    <memnode cellid='1' mode='strict' nodeset='1'/>\n"
-                "    <memnode cellid='2' mode='strict' nodeset='2'/>\n"
-                "    <memnode cellid='3' mode='strict' nodeset='3'/>\n"
-                "  </numatune>\n"
-                "  <devices>\n"
-                "    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n"
-                "    <controller type='pci' index='0' model='pcie-root'/>\n"
+                FAKE_VM_XML_BODY
                 "%s"
-                "    <memballoon model='virtio'/>\n"
-                "  </devices>\n"
-                "</domain>\n",
+                FAKE_VM_XML_TAIL,
                 metadata, devices);
         return dq(s);
 }
 
-#define HOSTDEV(bus) \
-        "    <hostdev mode='subsystem' type='pci' managed='yes'>\n" \
-        "      <source>\n" \
-        "        <address domain='0x0000' bus='" bus "' slot='0x00' function='0x0'/>\n" \
-        "      </source>\n" \
-        "    </hostdev>\n"
+#define HOSTDEV(bus) FAKE_VM_HOSTDEV(bus)
 #define HOSTDEV_AT(bus, gaddr) \
         "    <hostdev mode='subsystem' type='pci' managed='yes'>\n" \
         "      <source>\n" \

@@ -3,10 +3,14 @@ from tests/fixtures/hosts/*.json, the real sysfs snapshots of
 tests/fixtures/real-sysfs/*.tar.bz2 (hwloc's), and `pcinumactl host
 --json` over either.  Python 3 standard library only."""
 
+import argparse
+import contextlib
 import glob
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 
 class FixtureError(RuntimeError):
@@ -26,6 +30,34 @@ def mkfakesysfs(script, desc, outdir, timeout=120):
     if p.returncode != 0:
         raise FixtureError("mkfakesysfs %s failed (%d): %s" % (desc, p.returncode, p.stdout))
     return outdir
+
+
+def build_host(script, hostfile, tree):
+    """Build the tree of fixture host hostfile in tree with mkfakesysfs.py
+    (script), its output dropped; a failure raises CalledProcessError."""
+    subprocess.run([sys.executable, script, hostfile, tree], check=True, stdout=subprocess.DEVNULL)
+
+
+def golden_host_args(description, golden_help, update_help):
+    """The command line of a golden test over the fixture hosts:
+    --pcinumactl, --mkfakesysfs, --hosts, --golden and --update."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--pcinumactl", required=True)
+    ap.add_argument("--mkfakesysfs", required=True)
+    ap.add_argument("--hosts", required=True)
+    ap.add_argument("--golden", required=True, help=golden_help)
+    ap.add_argument("--update", action="store_true", help=update_help)
+    return ap.parse_args()
+
+
+@contextlib.contextmanager
+def work_dir(prefix):
+    """A temporary directory for the host trees, removed afterwards."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def snapshot_names(snapshots_dir):
