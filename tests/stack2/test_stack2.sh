@@ -217,7 +217,14 @@ else
         exit 1
     fi
     # a throwaway test system: no daemons started by package scripts, no
-    # fsync per file, no translations
+    # fsync per file, no translations, no initramfs for the kernel (the
+    # guest suite boots /boot/vmlinuz-* with an initramfs of its own)
+    if ! chroot "$root" dpkg-divert --quiet --local --rename --add /usr/sbin/update-initramfs ||
+            ! ln -s /bin/true "$root/usr/sbin/update-initramfs"; then
+        notok "update-initramfs diverted in the chroot"
+        summary
+        exit 1
+    fi
     printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
     chmod 755 "$root/usr/sbin/policy-rc.d"
     echo force-unsafe-io >"$root/etc/dpkg/dpkg.cfg.d/pcinuma-stack2"
@@ -282,11 +289,10 @@ if [ -f "$testlog" ]; then
 import json, sys
 for line in open(sys.argv[1]):
     t = json.loads(line)
-    print("%s\t%s (suite %s) on libvirt 11 / QEMU 10: %s (%.0f s)"
+    print("%s\t%s on libvirt 11 / QEMU 10: %s (%.0f s)"
           % ("ok" if t["result"] in ("OK", "EXPECTEDFAIL") else
              "skip" if t["result"] == "SKIP" else "fail",
-             t["name"], ",".join(s.split(":")[-1] for s in t.get("suite", [])),
-             t["result"], t.get("duration", 0)))
+             t["name"], t["result"], t.get("duration", 0)))
 PY
     while IFS="$(printf '\t')" read -r verdict text; do
         case $verdict in
