@@ -33,12 +33,21 @@
 #                  [--fresh]
 #     --fresh   debootstrap anew even when the cached chroot's stamp matches
 # Environment: PCINUMA_STACK2_TIMEOUT (seconds for the build and the
-# suites inside, default 1800).
+# suites inside, default 1800); PCINUMA_STACK2_GUEST_CASES (the guest
+# suite's cases to run, default 'bcdefg', all but (a): see below; empty
+# runs them all).
 set -u
 
 source=""
 workdir=""
 suites="libvirt daemon guest"
+# The guest suite's cases on this stack: all but (a).  QEMU 10.0.2 under
+# TCG aborts while case (a)'s guest boots (4 vCPUs, 4 pxb-pcie, 16
+# virtio-net stand-ins): "iotlb_to_section: Assertion `section_index <
+# d->map.sections_nb' failed" in system/physmem.c, the domain shut off
+# before the kernel prints a line (docs/install.md, "Tested versions").
+# Its path-fidelity checks run on (f) and (g) here, and (a) on stack 1.
+guest_cases=${PCINUMA_STACK2_GUEST_CASES-bcdefg}
 fresh=0
 while [ $# -gt 0 ]; do
     case $1 in
@@ -275,17 +284,20 @@ fi
 [ -n "$mounts" ] || mount_all || { notok "mounted /proc, /sys, /dev, /run in the chroot"; summary; exit 1; }
 inside_log=$workdir/inside.log
 echo "# building and running the suites ($suites) in the chroot (output: $inside_log)"
+echo "# the guest suite's cases here: ${guest_cases:-all} (PCINUMA_STACK2_GUEST_CASES; empty: all)"
 t=$(now)
 rc=0
 # shellcheck disable=SC2086
 in_chroot "$cmd_timeout" sh -c 'cd /root/pcinuma && exec tests/stack2/inside.sh "$@"' sh \
-    /root/build-stack2 $suites >"$inside_log" 2>&1 || rc=$?
+    /root/build-stack2 "$guest_cases" $suites >"$inside_log" 2>&1 || rc=$?
 secs=$(( $(now) - t ))
 grep '^stack2: ' "$inside_log" | sed 's/^stack2: /# /'
-testlog=$root/root/build-stack2/meson-logs/testlog.json
-if [ -f "$testlog" ]; then
-    cp "$testlog" "$root/root/build-stack2/meson-logs/testlog.txt" "$workdir/" 2>/dev/null
-    python3 - "$testlog" <<'PY' >"$workdir/results.txt"
+logs=$root/root/build-stack2/meson-logs
+rm -f "$workdir/results.txt" "$workdir"/testlog.* "$workdir"/guestlog.*
+for l in testlog guestlog; do
+    [ -f "$logs/$l.json" ] || continue
+    cp "$logs/$l.json" "$logs/$l.txt" "$workdir/" 2>/dev/null
+    python3 - "$logs/$l.json" <<'PY' >>"$workdir/results.txt"
 import json, sys
 for line in open(sys.argv[1]):
     t = json.loads(line)
@@ -294,6 +306,8 @@ for line in open(sys.argv[1]):
              "skip" if t["result"] == "SKIP" else "fail",
              t["name"], t["result"], t.get("duration", 0)))
 PY
+done
+if [ -f "$workdir/results.txt" ]; then
     while IFS="$(printf '\t')" read -r verdict text; do
         case $verdict in
             ok) ok "$text" ;;
