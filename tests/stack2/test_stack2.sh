@@ -16,8 +16,8 @@
 #      outside git, everything but build*/);
 #   3. /proc, /sys, /dev (with /dev/pts) and a tmpfs on /run mounted;
 #      tests/stack2/inside.sh, as root in the chroot, prints the versions,
-#      builds pcinuma and runs 'meson test --suite libvirt --suite daemon
-#      --suite guest' there.  libvirtd runs in session mode as an
+#      builds pcinuma and runs 'meson test --suite libvirt --suite daemon'
+#      and the guest suite's cases b-g there.  libvirtd runs in session mode as an
 #      unprivileged user (tests/libvirt/session.py), domains under TCG.
 # Everything mounted is unmounted, and every process left in the chroot
 # killed, on every exit path; the chroot stays (unmounted) for the next run.
@@ -258,8 +258,8 @@ if [ "$provision" = 1 ]; then
 fi
 
 # (2) the source tree, as it is now
-t=$(now)
 rm -rf "$root/root/pcinuma" "$root/root/build-stack2" "$root/root/build-stack2".*.log
+t=$(now)
 mkdir -p "$root/root/pcinuma"
 if git -C "$source" rev-parse --verify -q HEAD >/dev/null 2>&1; then
     how="the files git knows, as they are in the tree"
