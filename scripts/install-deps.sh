@@ -23,6 +23,14 @@ PKGS="gcc meson ninja-build pkg-config python3
       git ca-certificates debootstrap
       build-essential debhelper dpkg-dev"
 
+# --list: print the list, one package a line, and install nothing (the
+# second-stack check, tests/stack2/test_stack2.sh, installs it in a chroot).
+if [ "${1:-}" = --list ]; then
+    # shellcheck disable=SC2086
+    printf '%s\n' $PKGS
+    exit 0
+fi
+
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps: must run as root to install packages with apt" >&2
     exit 1

@@ -8,7 +8,10 @@
 #   1. build/ (PCINUMA_BUILDDIR): every suite.  This includes the 'valgrind'
 #      suite: the daemon suite once more with pcinumad under
 #      'valgrind --leak-check=full --errors-for-leak-kinds=definite
-#      --error-exitcode=99' (tests/meson.build).
+#      --error-exitcode=99' (tests/meson.build), and the 'stack2' suite:
+#      the libvirt, daemon and guest suites once more against libvirt 11
+#      and QEMU 10, in a bookworm-backports chroot under build/stack2
+#      (tests/stack2/test_stack2.sh; needs root and the apt mirror).
 #   2. build-asan/ (PCINUMA_ASAN_BUILDDIR): the same sources built with
 #      -Db_sanitize=address,undefined and -fno-sanitize-recover=all, then
 #      the unit, golden and daemon suites with leak detection on and every

@@ -10,7 +10,8 @@
 #
 # The mirror is the machine's own: the first enabled 'deb' source of its
 # apt configuration (/etc/apt/sources.list, sources.list.d/*.list and
-# deb822 *.sources), preferring one that carries bookworm itself.  When no
+# deb822 *.sources), preferring one that carries bookworm itself
+# (tests/fresh/apt-mirror.py, shared with tests/stack2/).  When no
 # mirror answers, the check is skipped (exit 77) with a loud message; when
 # a mirror answers, any later failure (debootstrap, apt, build, demo)
 # fails it.  Everything is mounted and unmounted by this script, on every
@@ -79,47 +80,7 @@ done
 git -C "$top" rev-parse --verify -q HEAD >/dev/null || skip "$top is not a git clone with a commit"
 
 # The mirror from this machine's apt configuration; never a name of ours.
-mirror=$(python3 - "$suite" <<'PY'
-import glob, re, sys
-suite = sys.argv[1]
-found = []                       # (uri, suites) in apt's order
-def add(uri, suites, comps):
-    if "main" in comps and re.match(r"(https?|file)://", uri):
-        found.append((uri.rstrip("/"), suites))
-def one_line(path):
-    for line in open(path, errors="replace"):
-        line = line.split("#", 1)[0].strip()
-        line = re.sub(r"\[[^]]*\]", " ", line).split()
-        if len(line) >= 4 and line[0] == "deb":
-            add(line[1], [line[2]], line[3:])
-def deb822(path):
-    for stanza in re.split(r"\n\s*\n", open(path, errors="replace").read()):
-        f = {}
-        key = None
-        for line in stanza.splitlines():
-            if line.startswith("#"):
-                continue
-            if line[:1] in (" ", "\t") and key:
-                f[key] += " " + line.strip()
-            elif ":" in line:
-                key, v = line.split(":", 1)
-                key = key.strip().lower()
-                f[key] = v.strip()
-        if f.get("enabled", "yes").lower() == "no" or "deb" not in f.get("types", "").split():
-            continue
-        for uri in f.get("uris", "").split():
-            add(uri, f.get("suites", "").split(), f.get("components", "").split())
-paths = glob.glob("/etc/apt/sources.list") + sorted(glob.glob("/etc/apt/sources.list.d/*.list"))
-for p in paths:
-    one_line(p)
-for p in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")):
-    deb822(p)
-# the release itself first, then any Debian-looking archive (not -security)
-best = [u for u, s in found if suite in s] + \
-       [u for u, s in found if not any("security" in x for x in s) and u.endswith("/debian")]
-print(best[0] if best else "")
-PY
-)
+mirror=$(python3 "$top/tests/fresh/apt-mirror.py" "$suite")
 if [ -z "$mirror" ]; then
     loud "no 'deb ... $suite main' source in this machine's apt configuration (/etc/apt/sources.list{,.d})"
     skip "no mirror in the apt configuration"

@@ -1,0 +1,75 @@
+#!/bin/sh
+# The second tested stack, the part that runs INSIDE the chroot that
+# tests/stack2/test_stack2.sh prepares (Debian 12 minbase with libvirt and
+# QEMU from bookworm-backports): as root, from the copied source tree
+# (the current directory), print the versions under test, create what
+# libvirt's packages installed without recommends do not (as
+# scripts/install-deps.sh does on the host), build pcinuma in a fresh
+# build directory and run the given meson suites there.
+#
+#   inside.sh BUILDDIR GUEST_CASES SUITE...
+#
+# GUEST_CASES: the guest suite's cases to run (its --filter, e.g.
+# 'bcdefg'); empty runs them all.  The guest suite then runs on its own,
+# logged as BUILDDIR/meson-logs/guestlog.*, the others in testlog.*.
+# Prints 'stack2: ...' lines for the outer script; exits non-zero when
+# the build or a meson test run fails.
+set -u
+
+builddir=$1
+guest_cases=$2
+shift 2
+
+echo "stack2: libvirt: $(libvirtd --version 2>&1)"
+virsh -c test:///default version 2>&1 | sed 's/^/stack2: virsh version: /'
+echo "stack2: qemu: $(qemu-system-x86_64 --version 2>&1 | head -n 1)"
+dpkg-query -W -f='stack2: package: ${Package} ${Version}\n' \
+    libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev \
+    qemu-system-x86 qemu-utils linux-image-amd64 meson gcc 2>&1
+echo "stack2: kvm: $([ -w /dev/kvm ] && echo "/dev/kvm present (the suites use TCG anyway)" || echo "no usable /dev/kvm (the suites use TCG)")"
+
+# libvirt's packages, installed without recommends, do not create these.
+getent group kvm >/dev/null || groupadd -r kvm
+getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu
+getent passwd libvirt-qemu >/dev/null ||
+    useradd -r -g libvirt-qemu -G kvm -d /var/lib/libvirt -s /usr/sbin/nologin libvirt-qemu
+mkdir -p /var/log/libvirt /var/run/libvirt
+
+rm -rf "$builddir"
+if ! meson setup "$builddir" >"$builddir.setup.log" 2>&1; then
+    cat "$builddir.setup.log"
+    echo "stack2: meson setup FAILED"
+    exit 1
+fi
+if ! ninja -C "$builddir" >"$builddir.ninja.log" 2>&1; then
+    tail -n 60 "$builddir.ninja.log"
+    echo "stack2: build FAILED (-Werror against libvirt $(libvirtd --version 2>&1 | awk '{print $NF}'))"
+    exit 1
+fi
+echo "stack2: built ($(grep -c . "$builddir.ninja.log") ninja lines, no error)"
+
+args=""
+guest=0
+for s in "$@"; do
+    if [ "$s" = guest ] && [ -n "$guest_cases" ]; then
+        guest=1
+    else
+        args="$args --suite $s"
+    fi
+done
+rc=0
+if [ -n "$args" ]; then
+    echo "stack2: meson test$args"
+    # shellcheck disable=SC2086
+    meson test -C "$builddir" --print-errorlogs --num-processes "$(nproc)" $args || rc=$?
+    echo "stack2: meson test exit $rc"
+fi
+if [ "$guest" = 1 ]; then
+    echo "stack2: meson test --suite guest --test-args=--filter=$guest_cases"
+    grc=0
+    meson test -C "$builddir" --print-errorlogs --logbase guestlog --suite guest \
+        "--test-args=--filter=$guest_cases" || grc=$?
+    echo "stack2: meson test (guest cases $guest_cases) exit $grc"
+    [ "$grc" -eq 0 ] || rc=$grc
+fi
+exit "$rc"
