@@ -14,6 +14,7 @@
  * - the result plans (sample host, policy require), and the plan reverts.
  * ASan and UBSan (the libFuzzer build) catch what the checks do not. */
 #include "fuzz.h"
+#include "xml-names.h"
 
 #include <libxml/parser.h>
 
@@ -24,27 +25,10 @@
 
 static struct hostmap *host;
 
-/* Every element and attribute name is either unprefixed or bound to a
- * declared namespace: libxml2 keeps an undeclared "qemu:x" as a plain name
- * with the colon in it.  (domain_parse() refuses a document with such a
- * namespace error since the first runs of this target, so every input that
- * gets this far declares its prefixes; the check of the input stays, to
- * say so if that changes.)  Returns the first offending name, or NULL. */
-static const char *undeclared_name(xmlNodePtr n) {
-        for (; n; n = n->next) {
-                if (n->type != XML_ELEMENT_NODE)
-                        continue;
-                if (strchr((const char *) n->name, ':') || (n->ns && !n->ns->href))
-                        return (const char *) n->name;
-                for (xmlAttrPtr a = n->properties; a; a = a->next)
-                        if (strchr((const char *) a->name, ':'))
-                                return (const char *) a->name;
-                const char *c = undeclared_name(n->children);
-                if (c)
-                        return c;
-        }
-        return NULL;
-}
+/* undeclared_name() (xml-names.h): domain_parse() refuses a document with
+ * a namespace error since the first runs of this target, so every input
+ * that gets this far declares its prefixes; the check of the input stays,
+ * to say so if that changes. */
 
 /* Did the input declare every prefix it uses?  Only then must the output. */
 static bool input_declared;

@@ -37,6 +37,7 @@
 #include "util.h"
 
 #include "fake-host.h"
+#include "xml-names.h"
 
 #define QEMU_URI "http://libvirt.org/schemas/domain/qemu/1.0"
 #define N_GENERATED 3000
@@ -112,21 +113,6 @@ static char *c14n(const char *xml) {
         return r;
 }
 
-static const char *undeclared_name(xmlNodePtr n) {
-        for (; n; n = n->next) {
-                if (n->type != XML_ELEMENT_NODE)
-                        continue;
-                if (strchr((const char *) n->name, ':') || (n->ns && !n->ns->href))
-                        return (const char *) n->name;
-                for (xmlAttrPtr a = n->properties; a; a = a->next)
-                        if (strchr((const char *) a->name, ':'))
-                                return (const char *) a->name;
-                const char *c = undeclared_name(n->children);
-                if (c)
-                        return c;
-        }
-        return NULL;
-}
 
 /* Well-formed, every prefix declared, a domain pcinuma reads; with or
  * without a mark as 'marked' says. */
