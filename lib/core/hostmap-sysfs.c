@@ -1287,26 +1287,26 @@ int hostmap_load_links_path(const char *root, struct hostmap *h, char **ret_erro
                 if (!need[i])
                         continue;
 
-                snprintf(path, sizeof(path), "bus/pci/devices/%s/current_link_speed", d->name);
+                snprintf(path, sizeof(path), "bus/pci/devices/%s/max_link_speed", d->name);
                 n = read_attr_at(&rd, rootfd, path, buf, sizeof(buf));
                 if (n >= 0) {
                         if (link_speed_ok(buf) && (size_t) n < sizeof(d->link_speed))
                                 memcpy(d->link_speed, buf, (size_t) n + 1);
                         else if (!streq(buf, "Unknown"))
-                                warn_garbage(h, d->name, "current_link_speed", buf, "is not a link speed ('N GT/s')");
+                                warn_garbage(h, d->name, "max_link_speed", buf, "is not a link speed ('N GT/s')");
                 } else if (n != -ENOENT)
-                        warn_unreadable(h, d->name, "current_link_speed", (int) n);
+                        warn_unreadable(h, d->name, "max_link_speed", (int) n);
 
                 uint64_t w;
-                snprintf(path, sizeof(path), "bus/pci/devices/%s/current_link_width", d->name);
+                snprintf(path, sizeof(path), "bus/pci/devices/%s/max_link_width", d->name);
                 n = read_attr_at(&rd, rootfd, path, buf, sizeof(buf));
                 if (n >= 0) {
                         if (parse_uint(buf, 10, 32, &w) >= 0 && w > 0)
                                 d->link_width = (unsigned) w;
                         else if (!streq(buf, "Unknown"))
-                                warn_garbage(h, d->name, "current_link_width", buf, "is not a link width (1 to 32)");
+                                warn_garbage(h, d->name, "max_link_width", buf, "is not a link width (1 to 32)");
                 } else if (n != -ENOENT)
-                        warn_unreadable(h, d->name, "current_link_width", (int) n);
+                        warn_unreadable(h, d->name, "max_link_width", (int) n);
         }
         return 0;
 }

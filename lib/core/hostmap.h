@@ -57,8 +57,10 @@ struct hostmap_device {
         char *host_bridge;
         struct pci_addr *upstream;
         size_t n_upstream;
-        /* The link as it trained (current_link_speed, e.g. "16.0 GT/s
-         * PCIe", and current_link_width); "" and 0 when unknown.  Read only
+        /* The link's speed and width (max_link_speed, e.g. "16.0 GT/s
+         * PCIe", and max_link_width: what NCCL itself reads on a host;
+         * current_link_speed drops while a GPU idles, so a file made from it
+         * would change with the GPU's load); "" and 0 when unknown.  Read only
          * by hostmap_load_links*(), for the NCCL topology file: the hook's
          * and the watcher's scans do not need them. */
         char link_speed[24];
@@ -136,9 +138,9 @@ int hostmap_load(int rootfd, struct hostmap **ret, char **ret_error);
 /* Same, opening 'root' (a path) first. */
 int hostmap_load_path(const char *root, struct hostmap **ret, char **ret_error);
 
-/* Add the trained link (current_link_speed and current_link_width) of
- * each GPU and RDMA NIC (nccltopo_wanted()) and of the bridges above it to h, read under root as hostmap_load() reads (never
- * outside it).  A missing file leaves the link unknown; a value that is
+/* Add the link (max_link_speed and max_link_width) of each GPU and RDMA
+ * NIC (nccltopo_wanted()) and of the bridges above it to h, read under
+ * root as hostmap_load() reads (never outside it).  A missing file leaves the link unknown; a value that is
  * not a speed ("N GT/s", "N GT/s PCIe") or a width (1 to 32) is a warning
  * in h and leaves it unknown ("Unknown", as the kernel writes for a link
  * that is down, too).  Returns 0, or a negative errno with *ret_error set

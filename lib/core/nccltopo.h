@@ -18,7 +18,8 @@
  *     guest and to the host's path for the host.  Siblings are ordered by
  *     busid, as NCCL keeps them.
  *   - link_speed and link_width come from the host device (its
- *     current_link_speed and current_link_width): in a guest, QEMU's ports
+ *     max_link_speed and max_link_width, as NCCL reads them on a host; not
+ *     current_link_speed, which drops while a GPU idles): in a guest, QEMU's ports
  *     report their own, which is what misleads NCCL.  An attribute that is
  *     unknown is left out, and NCCL then reads it from sysfs.
  * <gpu> and <nic> elements are not written: NCCL adds them from NVML and

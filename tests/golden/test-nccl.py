@@ -18,8 +18,9 @@ through every GPU and RDMA NIC of the host, one guest cell per host node
   - against oracles computed here: the host file nests each device as
     NCCL does from its real sysfs path (the bridge two levels up, a device
     less than two levels below its host bridge under the <cpu> of its
-    node), and every device carries its own current_link_speed and
-    current_link_width files' values; the guest file holds exactly the
+    node), and every device carries its own max_link_speed and
+    max_link_width files' values (the fixtures' GPUs idle at a lower
+    current_link_speed, which must not be used); the guest file holds exactly the
     planned devices at the guest BDFs `pcinumactl plan --format json`
     predicts, each under the <cpu> of its guest cell, with the cell's CPUs
     as affinity and the host device's link;
@@ -227,7 +228,7 @@ def check_host(name, tree, host, text, devs):
             chain.append(want)
         for k in chain[:-1]:
             attrs = m[k][1]
-            sp, w = read(tree, k, "current_link_speed"), read(tree, k, "current_link_width")
+            sp, w = read(tree, k, "max_link_speed"), read(tree, k, "max_link_width")
             if attrs.get("link_speed") != sp or attrs.get("link_width") != w:
                 probs.append("%s: link %s x%s, sysfs says %s x%s" % (k, attrs.get("link_speed"),
                                                                       attrs.get("link_width"), sp, w))
@@ -269,7 +270,7 @@ def check_guest(name, tree, text, plan, xml_in):
         if str(d.get("guest_cell")) != cell:
             probs.append("%s (host %s) under cpu %s, plan puts it in cell %s" % (b, h, cell, d.get("guest_cell")))
         a = m[b][1]
-        sp, w = read(tree, h, "current_link_speed"), read(tree, h, "current_link_width")
+        sp, w = read(tree, h, "max_link_speed"), read(tree, h, "max_link_width")
         if a.get("link_speed") != sp or a.get("link_width") != w:
             probs.append("%s: link %s x%s, host %s has %s x%s" % (b, a.get("link_speed"), a.get("link_width"), h, sp, w))
     for n, attrs in cpus.items():
@@ -391,13 +392,13 @@ def bad_input(work):
            "bad input: malformed XML -> exit 2 naming standard input", r.stderr)
     # A link speed file with garbage: a warning naming the file, the attribute left out.
     gpu = os.path.realpath(os.path.join(tree, "bus/pci/devices/0000:13:00.0"))
-    with open(os.path.join(gpu, "current_link_speed"), "w") as f:
+    with open(os.path.join(gpu, "max_link_speed"), "w") as f:
         f.write("fast\n")
     r = ctl("host", "--sysfs-root", tree, "--nccl-topo", "--cpu", "none")
     m, _ = flatten(r.stdout) if r.returncode == 0 else ({}, {})
-    TAP.check(r.returncode == 0 and "0000:13:00.0/current_link_speed: 'fast'" in r.stderr
+    TAP.check(r.returncode == 0 and "0000:13:00.0/max_link_speed: 'fast'" in r.stderr
            and "link_speed" not in m.get("0000:13:00.0", (None, {"link_speed": 1}))[1],
-           "bad input: a garbage current_link_speed is a warning naming the file, and left out", r.stderr)
+           "bad input: a garbage max_link_speed is a warning naming the file, and left out", r.stderr)
     # --cpu none: no CPU identity; the default: this machine's arch.
     r = ctl("host", "--sysfs-root", tree, "--nccl-topo", "--cpu", "none")
     cpu_tags = re.findall(r"<cpu [^>]*>", r.stdout)
