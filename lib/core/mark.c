@@ -669,6 +669,10 @@ bool mark_matches(const struct mark *m, const struct plan *p, const struct domai
                 return false;
         if (p->pcihole64_kib ? cur->pcihole64_kib != p->pcihole64_kib : (m->pcie_root_created || m->pcihole64_original))
                 return false;
+        /* migration: the mark says what the policy answers now (a mark
+         * from before, or from the other setting, is planned again). */
+        if (!m->migratable || !streq(m->migratable, p->settings.migration_same_topology ? "yes" : "no"))
+                return false;
         /* The NCCL topology file: given or not, and the same text. */
         if (!!p->nccl_arg != !!m->nccl_topology_sha256)
                 return false;

@@ -352,15 +352,17 @@ static void set_attr(xmlNodePtr e, const char *name, int width, unsigned v) {
         xmlSetProp(e, (const xmlChar *) name, (const xmlChar *) buf);
 }
 
-/* In the mark's subtree: every <device> and <managed> naming 'from' as its
- * host names 'to' (with its socket and position here). */
+/* In the mark's subtree: every <device>, <managed> and <clique> naming
+ * 'from' as its host names 'to' (a device with its socket and position
+ * here), so that the destination's plan matches the mark. */
 static void remap_mark(xmlNodePtr n, const struct migrate_pair *p) {
         for (xmlNodePtr c = n->children; c; c = c->next) {
                 if (c->type != XML_ELEMENT_NODE)
                         continue;
                 _cleanup_free_ char *host = xml_prop(c, "host");
                 if (host && streq(host, p->from) && (xmlStrEqual(c->name, (const xmlChar *) "device") ||
-                                                      xmlStrEqual(c->name, (const xmlChar *) "managed"))) {
+                                                      xmlStrEqual(c->name, (const xmlChar *) "managed") ||
+                                                      xmlStrEqual(c->name, (const xmlChar *) "clique"))) {
                         xmlSetProp(c, (const xmlChar *) "host", (const xmlChar *) p->to);
                         if (xmlStrEqual(c->name, (const xmlChar *) "device")) {
                                 xmlSetProp(c, (const xmlChar *) "position", (const xmlChar *) p->to_position);

@@ -210,6 +210,8 @@ char *recheck_settings_key(const struct policy_settings *s, const struct policy 
                 strbuf_append(&b, " gpudirect_clique=auto");
         if (!s->nccl_topology)
                 strbuf_append(&b, " nccl_topology=off");
+        if (!s->migration_same_topology)
+                strbuf_append(&b, " migration=refuse");
         /* The variant driver names matter only to managed: auto. */
         if (s->managed_auto && p)
                 for (size_t i = 0; i < p->n_variant_drivers; i++)

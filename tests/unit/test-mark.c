@@ -194,6 +194,15 @@ static void test_build_and_match(void **state) {
         assert_true(mark_matches(&m, r->plan, r->base, cur));
         assert_true(mark_matches(&b, r->plan, r->base, cur));
 
+        /* A mark from before migration: same-topology (migratable="no")
+         * does not match the default policy's plan, so it is planned again. */
+        free(m.migratable);
+        m.migratable = xstrdup("no");
+        assert_false(mark_matches(&m, r->plan, r->base, cur));
+        free(m.migratable);
+        m.migratable = xstrdup("yes");
+        assert_true(mark_matches(&m, r->plan, r->base, cur));
+
         m.devices[0].guest_cell = 2;
         assert_false(mark_matches(&m, r->plan, r->base, cur));
         m.devices[0].guest_cell = -1;
