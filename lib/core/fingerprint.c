@@ -46,7 +46,8 @@ static int cmp_str(const void *a, const void *b) {
 
 /* Sort items and append them joined by ','; frees them. */
 static void append_sorted(struct strbuf *b, char **items, size_t n) {
-        qsort(items, n, sizeof(*items), cmp_str);
+        if (n > 1)
+                qsort(items, n, sizeof(*items), cmp_str);
         for (size_t i = 0; i < n; i++) {
                 if (i > 0)
                         strbuf_append(b, ",");
@@ -303,7 +304,8 @@ struct fingerprint *fingerprint_new(const struct hostmap *h) {
         }
         for (size_t k = 0; k < f->n_groups; k++)
                 group_describe(&c, &f->groups[k]);
-        qsort(f->groups, f->n_groups, sizeof(*f->groups), group_cmp);
+        if (f->n_groups > 1)
+                qsort(f->groups, f->n_groups, sizeof(*f->groups), group_cmp);
 
         struct strbuf b = {0};
         strbuf_printf(&b, "pcinuma topology fingerprint %d\n", FINGERPRINT_VERSION);

@@ -16,7 +16,11 @@ static char *payload_of(const char *frame, size_t len) {
         size_t n = ((size_t) (uint8_t) frame[0] << 24) | ((size_t) (uint8_t) frame[1] << 16) |
                    ((size_t) (uint8_t) frame[2] << 8) | (uint8_t) frame[3];
         assert_int_equal(n, len - PROTO_HEADER_SIZE);
-        return xstrndup(frame + PROTO_HEADER_SIZE, n);
+        /* The payload is not NUL-terminated: copy exactly n bytes. */
+        char *s = xmalloc(n + 1);
+        memcpy(s, frame + PROTO_HEADER_SIZE, n);
+        s[n] = 0;
+        return s;
 }
 
 /* Check the encoded frame's payload, then decode it into *ret. */
