@@ -23,21 +23,6 @@ static struct fingerprint *fp_of(const struct dev_spec *spec, size_t n, const st
         return f;
 }
 
-/* A copy of host A to change. */
-static struct dev_spec *copy_a(void) {
-        struct dev_spec *s = xcalloc(N_A, sizeof(*s));
-        memcpy(s, host_a, sizeof(host_a));
-        return s;
-}
-
-static size_t find_spec(const struct dev_spec *s, unsigned bus, unsigned slot, unsigned func) {
-        for (size_t k = 0; k < N_A; k++)
-                if (s[k].bus == bus && s[k].slot == slot && s[k].func == func)
-                        return k;
-        fail_msg("no device %02x:%02x.%x in the spec", bus, slot, func);
-        return 0;
-}
-
 /* The host bridge names (on a's host) of a's groups whose digest b does
  * not have (as a multiset), joined by ' '. */
 static char *changed_groups(const struct fingerprint *a, const struct fingerprint *b) {
