@@ -96,31 +96,13 @@ work=$(mktemp -d /var/tmp/pcinuma-fresh.XXXXXX)
 root=$work/root
 mounts=""          # what we mounted, newest first
 
-in_root_pids() {   # processes whose root is our tree (started by our chroot)
-    for p in /proc/[0-9]*; do
-        r=$(readlink "$p/root" 2>/dev/null) || continue
-        case $r in "$root"|"$root"/*) echo "${p#/proc/}" ;; esac
-    done
-}
+# in_root_pids, unmount_all, mounted_under_root
+. "$top/tests/lib/chroot.sh"
 
 cleanup() {
     trap '' INT TERM HUP
-    pids=$(in_root_pids)
-    if [ -n "$pids" ]; then
-        echo "# stopping what the chroot left running: $(echo "$pids" | tr "\n" " ")"
-        # shellcheck disable=SC2086
-        kill -TERM $pids 2>/dev/null
-        sleep 2
-        pids=$(in_root_pids)
-        # shellcheck disable=SC2086
-        [ -z "$pids" ] || kill -KILL $pids 2>/dev/null
-        sleep 1
-    fi
-    for m in $mounts; do
-        umount -R "$m" 2>/dev/null || umount -R -l "$m" 2>/dev/null ||
-            echo "# cleanup: cannot unmount $m"
-    done
-    if awk -v r="$root" '$2 == r || index($2, r "/") == 1 { found = 1 } END { exit !found }' /proc/mounts; then
+    unmount_all
+    if mounted_under_root; then
         echo "# cleanup: something is still mounted under $root; NOT removing $work" >&2
     elif [ "$keep" = 1 ]; then
         echo "# tree kept: $root"
