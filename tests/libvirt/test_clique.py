@@ -37,28 +37,11 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-from pcinumatest.session import Session, SessionError, require_tools  # noqa
+from pcinumatest.session import require_tools, start_session  # noqa
+from pcinumatest.tap import Tap  # noqa
 
 PCINUMA_NS = "urn:pcinuma:topology:1"
 PROP = "x-nv-gpudirect-clique"
-
-
-class Tap:
-    def __init__(self):
-        self.n = self.passed = self.failed = 0
-
-    def check(self, cond, what, diag=""):
-        self.n += 1
-        if cond:
-            self.passed += 1
-            print("ok %d - %s" % (self.n, what))
-        else:
-            self.failed += 1
-            print("not ok %d - %s" % (self.n, what))
-            for line in str(diag).rstrip().splitlines():
-                print("#   " + line)
-        sys.stdout.flush()
-        return cond
 
 
 def for_virsh(xml):
@@ -130,11 +113,8 @@ def main():
                    and os.path.isfile(os.path.join(a.cases, d, "input.xml")))
     tap.check(len(cases) >= 1, "golden cases gpudirect-clique-* exist", a.cases)
 
-    try:
-        session = Session()
-    except SessionError as e:
-        tap.check(False, "private session libvirtd starts", str(e))
-        print("%d passed, %d failed" % (tap.passed, tap.failed))
+    session = start_session(tap)
+    if session is None:
         return 1
     hosts = {}
     try:

@@ -49,7 +49,7 @@ import time
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
 
-from pcinumatest.session import Session, SessionError, require_tools, find_tool
+from pcinumatest.session import SessionError, require_tools, find_tool, start_session
 from pcinumatest.tap import Tap
 from pcinumatest.xmlcmp import compare
 
@@ -417,14 +417,9 @@ def main():
                     (not a.filter or a.filter in d):
                 cases.append(cd)
 
-    try:
-        session = Session()
-    except SessionError as e:
-        tap.check(False, "private session libvirtd starts", str(e))
-        print("%d passed, %d failed" % (tap.passed, tap.failed))
+    session = start_session(tap)
+    if session is None:
         return 1
-    tap.check(True, "private session libvirtd starts",
-              note="as %s in %s" % (session.user, session.tmp))
     if not os.access(a.pcinumactl, os.X_OK) and cases:
         tap.diag("warning: %s is not executable" % a.pcinumactl)
 

@@ -438,6 +438,21 @@ class Session:
         return False
 
 
+def start_session(tap, **kwargs):
+    """Start a private session libvirtd for a suite and record it as the
+    check "private session libvirtd starts" on tap (a pcinumatest.tap.Tap).
+    Returns the Session, or None after printing the suite's closing
+    "N passed, M failed" line when it did not start (the caller exits 1)."""
+    try:
+        s = Session(**kwargs)
+    except SessionError as e:
+        tap.check(False, "private session libvirtd starts", str(e))
+        print("%d passed, %d failed" % (tap.passed, tap.failed))
+        return None
+    tap.check(True, "private session libvirtd starts",
+              note="as %s in %s" % (s.user, s.tmp))
+    return s
+
 if __name__ == "__main__":
     # Smoke test: start, print version, stop.
     require_tools()
