@@ -18,7 +18,7 @@ that runs it by the HOME libvirt passes (each session has its own).
 Two modes (--transport; auto, the default, takes the first that works):
 
 * netns: each libvirtd runs in its own network namespace (pcinumatest.netns:
-  started as root through `ip netns exec`, then setpriv to the session
+  started as root through `nsenter --net`, then setpriv to the session
   user), with its own address; A is linked to B and to C by veth pairs
   (10.231.1.0/24 and 10.231.2.0/24, no bridge), and each libvirtd also
   listens on TCP there (no TLS, auth_tcp "none": a private test network).
@@ -31,8 +31,8 @@ Two modes (--transport; auto, the default, takes the first that works):
   pcinumad by HOME.  Namespaces and links carry the test's pid in their
   names; they are deleted on every exit path (and a killed run's are
   reaped by the next), and the last check is that none is left.
-* unix: when namespaces cannot be made (not root, no `ip`, `ip netns add`
-  or `ip netns exec` fails, as in a chroot without a usable /run or /sys),
+* unix: when namespaces cannot be made (not root, no `ip` or `nsenter`,
+  `ip netns add` fails, as where /run/netns cannot be made or mounted),
   the test says so in a loud line and falls back to three session
   daemons on Unix sockets: `virsh migrate --offline --persistent NAME
   qemu+unix:///session?socket=...` is then driven by the client, which

@@ -1,7 +1,7 @@
 """Network namespaces linked by veth pairs, for tests that need hosts with
 their own network address on one machine (tests/libvirt/test_migrate.py).
 
-Stdlib and iproute2 (`ip`) only; needs root.
+Stdlib, iproute2 (`ip`) and util-linux (`nsenter`); needs root.
 
     from pcinumatest.netns import Net, NetnsUnavailable
     net = Net(["a", "b", "c"], [("a", "b"), ("a", "c")])
@@ -9,7 +9,7 @@ Stdlib and iproute2 (`ip`) only; needs root.
         net.setup()              # NetnsUnavailable: why namespaces cannot be used
     except NetnsUnavailable as e: ...
     net.addr("b", "a")           # B's address on its link to A: "10.231.1.2"
-    net.exec_prefix("b")         # ["ip", "netns", "exec", NAME]: run argv in B's namespace
+    net.exec_prefix("b")         # ["nsenter", "--net=/run/netns/NAME"]: run argv in B's namespace
     net.counters("a", "b")       # (rx, tx) bytes of A's end of the A-B link
     s = NetnsSession(net, "b", net.addr("b", "a"), host_uuid=...)
                                  # a session libvirtd in B's namespace, also on TCP
@@ -25,6 +25,12 @@ setpriv --pdeathsig).  Link k (from 1) is the subnet 10.231.k.0/24, its
 first host .1 and its second host .2.  IPv6 is left off the links
 (addrgenmode none), so the byte counters move only with what the test
 sends (and ARP).
+
+What runs in a namespace is entered with `nsenter --net`, which changes
+only the network namespace, not `ip netns exec` or `ip -n`: those also
+unshare the mount namespace to remount /sys, and that fails in a chroot
+("mount --make-rslave /" failed: Invalid argument, / not being a mount
+point there), where `ip netns add` and nsenter work.
 """
 
 import json
@@ -38,6 +44,7 @@ from pcinumatest.lvenv import LvSession
 from pcinumatest.session import find_tool
 
 PREFIX = "pcnx"
+NETNS_DIR = "/var/run/netns"     # where 'ip netns add' puts its names
 SUBNET = "10.231.%d.%d"
 
 
@@ -61,6 +68,7 @@ class Net:
         self.links = [tuple(l) for l in links]
         self.tag = tag or "%s%d" % (PREFIX, os.getpid())
         self.ip = find_tool("ip")
+        self.nsenter = find_tool("nsenter")
         self.made_ns = []
         self.made_links = []
 
@@ -83,15 +91,17 @@ class Net:
         return SUBNET % (k, n)
 
     def exec_prefix(self, h):
-        return [self.ip, "netns", "exec", self.ns(h)]
+        return [self.nsenter, "--net=" + os.path.join(NETNS_DIR, self.ns(h))]
 
     # -- running ip ------------------------------------------------------
-    def _ip(self, *args, check=True):
-        r = subprocess.run([self.ip] + list(args), stdout=subprocess.PIPE,
+    def _ip(self, *args, check=True, h=None):
+        """ip ARGS, in host h's namespace when h is given."""
+        argv = (self.exec_prefix(h) if h else []) + [self.ip] + list(args)
+        r = subprocess.run(argv, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, timeout=30)
         if check and r.returncode != 0:
-            raise NetnsUnavailable("'ip %s' failed (exit %d): %s"
-                                   % (" ".join(args), r.returncode, r.stderr.strip()))
+            raise NetnsUnavailable("'%s' failed (exit %d): %s"
+                                   % (" ".join(argv), r.returncode, r.stderr.strip()))
         return r
 
     def _ns_names(self):
@@ -142,28 +152,23 @@ class Net:
             raise NetnsUnavailable("not root")
         if not self.ip:
             raise NetnsUnavailable("no 'ip' (iproute2) on PATH")
+        if not self.nsenter:
+            raise NetnsUnavailable("no 'nsenter' (util-linux) on PATH")
         self.reap_stale()
         try:
             for h in self.hosts:
                 self._ip("netns", "add", self.ns(h))
                 self.made_ns.append(self.ns(h))
-                self._ip("-n", self.ns(h), "link", "set", "lo", "up")
+                self._ip("link", "set", "lo", "up", h=h)
             for x, y in self.links:
                 ix, iy = self.ifname(x, y), self.ifname(y, x)
                 self._ip("link", "add", ix, "type", "veth", "peer", "name", iy)
                 self.made_links.append(ix)
                 for h, i, p in ((x, ix, y), (y, iy, x)):
                     self._ip("link", "set", i, "netns", self.ns(h))
-                    self._ip("-n", self.ns(h), "link", "set", i, "addrgenmode", "none")
-                    self._ip("-n", self.ns(h), "addr", "add", self.addr(h, p) + "/24", "dev", i)
-                    self._ip("-n", self.ns(h), "link", "set", i, "up")
-            # 'ip netns exec' must work too (it remounts /sys in a new
-            # mount namespace, which a chroot without /sys cannot do).
-            r = subprocess.run(self.exec_prefix(self.hosts[0]) + ["true"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, timeout=30)
-            if r.returncode != 0:
-                raise NetnsUnavailable("'ip netns exec %s true' failed (exit %d): %s"
-                                       % (self.ns(self.hosts[0]), r.returncode, r.stderr.strip()))
+                    self._ip("link", "set", i, "addrgenmode", "none", h=h)
+                    self._ip("addr", "add", self.addr(h, p) + "/24", "dev", i, h=h)
+                    self._ip("link", "set", i, "up", h=h)
         except (NetnsUnavailable, OSError, subprocess.TimeoutExpired):
             self.teardown()
             raise
@@ -187,14 +192,14 @@ class Net:
     # -- observing -------------------------------------------------------
     def counters(self, h, peer):
         """(rx_bytes, tx_bytes) of h's end of the link to peer."""
-        r = self._ip("-n", self.ns(h), "-s", "-j", "link", "show", "dev", self.ifname(h, peer))
+        r = self._ip("-s", "-j", "link", "show", "dev", self.ifname(h, peer), h=h)
         st = json.loads(r.stdout)[0]["stats64"]
         return st["rx"]["bytes"], st["tx"]["bytes"]
 
 
 class NetnsSession(LvSession):
     """An LvSession whose libvirtd runs in host h's namespace (started by
-    root through 'ip netns exec', then setpriv to the session user) and
+    root through nsenter, then setpriv to the session user) and
     also listens on TCP at listen_addr, port 16509, without TLS or
     authentication: what `virsh migrate --p2p` from another host's
     libvirtd reaches as tcp_uri.  Its Unix socket (the filesystem is
