@@ -10,6 +10,9 @@
 #   debootstrap            the fresh-machine check itself
 #   groff-base, strace     the man page check (groff -ww); the system-call
 #                          count of the host-map benchmark
+#   iproute2               the migration test's network namespaces and veth
+#                          pairs (tests/libvirt/test_migrate.py; without
+#                          it that test falls back to Unix sockets)
 # clang is not listed: the test command builds with the default cc, and
 # the libFuzzer targets are built only with CC=clang (docs/fuzzing.md).
 set -eu
@@ -19,7 +22,7 @@ PKGS="gcc meson ninja-build pkg-config python3
       libxml2-utils libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu
       qemu-system-x86 qemu-utils
       linux-image-amd64 busybox-static cpio
-      sudo procps systemd valgrind bzip2 groff-base strace
+      sudo procps systemd valgrind bzip2 groff-base strace iproute2
       git ca-certificates debootstrap
       build-essential debhelper dpkg-dev"
 

@@ -3,7 +3,8 @@
 machine (issue 17, part 3).
 
     test_migrate.py --pcinumad P --pcinumactl P --hook P \
-        --mkfakesysfs P --hosts DIR --workdir DIR [-v]
+        --mkfakesysfs P --hosts DIR --workdir DIR \
+        [--transport auto|netns|unix] [-v]
 
 Three hosts A, B and C, each a private session libvirtd (with its own
 host_uuid: libvirt refuses to migrate to itself) and its own pcinumad on
@@ -14,15 +15,31 @@ before any libvirtd starts (libvirt reads hooks only there and only at
 start), as in test_integration.py (pcinumatest.lvenv); it picks the pcinumad of the libvirtd
 that runs it by the HOME libvirt passes (each session has its own).
 
-Separate session daemons, not network namespaces: `virsh migrate --offline`
-is driven by the client, which talks to both daemons over their Unix
-sockets (Begin on the source, Prepare, where the destination runs its
-migrate hook, and Finish on the destination); no data goes between the
-daemons, so a veth pair between namespaces would carry nothing, and a
-session libvirtd reached over TCP needs libvirt's TLS or SSH transport set
-up for it, which tests nothing of pcinuma.  What makes the hosts distinct
-for pcinuma (host map, policy, socket, the libvirtd that calls the hook)
-is all there.
+Two modes (--transport; auto, the default, takes the first that works):
+
+* netns: each libvirtd runs in its own network namespace (pcinumatest.netns:
+  started as root through `nsenter --net`, then setpriv to the session
+  user), with its own address; A is linked to B and to C by veth pairs
+  (10.231.1.0/24 and 10.231.2.0/24, no bridge), and each libvirtd also
+  listens on TCP there (no TLS, auth_tcp "none": a private test network).
+  `virsh migrate --offline --persistent --p2p NAME qemu+tcp://ADDR/session`
+  asks A's libvirtd to migrate, and A's libvirtd itself talks to the
+  destination over the veth (Prepare, where the destination runs its
+  migrate hook, and Finish).  The veth's byte counters show that the
+  domain went over it.  virsh and pcinumad reach each libvirtd on its Unix
+  socket (the filesystem is shared), and the hook wrapper still picks the
+  pcinumad by HOME.  Namespaces and links carry the test's pid in their
+  names; they are deleted on every exit path (and a killed run's are
+  reaped by the next), and the last check is that none is left.
+* unix: when namespaces cannot be made (not root, no `ip` or `nsenter`,
+  `ip netns add` fails, as where /run/netns cannot be made or mounted),
+  the test says so in a loud line and falls back to three session
+  daemons on Unix sockets: `virsh migrate --offline --persistent NAME
+  qemu+unix:///session?socket=...` is then driven by the client, which
+  talks to both daemons.  What makes the hosts distinct for pcinuma (host
+  map, policy, socket, the libvirtd that calls the hook) is all there
+  still; only the network path between the daemons is not tested.
+  --transport netns fails instead of falling back.
 
 Checks:
 * A domain with two GPUs and an RDMA NIC (one switch of node 0, one GPU of
@@ -31,7 +48,9 @@ Checks:
 * The hook binary in migrate mode on B, given the live-migration XML
   (`virsh dumpxml --migratable`) on stdin: exit 0, stdout the domain with
   B's devices as hostdev sources, the guest side unchanged.
-* `virsh migrate --offline --persistent` A->B: accepted; B's definition
+* `virsh migrate --offline --persistent` A->B: accepted (netns: over the
+  A-B veth, whose counters grew by at least the domain's XML, and A->C
+  over the A-C veth); B's definition
   has B's devices (as fleet-b numbers them), the guest topology identical
   to A's (controllers, guest addresses, cells), the mark with B's
   fingerprint, and B's plan of it is idempotent (`pcinumactl plan` on B's
@@ -61,6 +80,7 @@ import uuid as uuidlib
 import xml.etree.ElementTree as ET
 
 from pcinumatest.lvenv import Daemon, LvSession, domain_xml, is_planned, write
+from pcinumatest.netns import Net, NetnsSession, NetnsUnavailable
 from pcinumatest.session import HookDir, SessionError, reachable_copy, require_tools
 from pcinumatest.tap import Tap
 
@@ -71,6 +91,10 @@ DEVICE = "{%s}device" % NS
 
 # fleet-a's devices: GPU and NIC of node 0's switch, a GPU of node 1's.
 DEVICES_A = ["0000:18:00.0", "0000:1c:00.0", "0000:9a:00.0"]
+
+# netns mode: A linked to B and to C; each host listens on its first link.
+LINKS = [("a", "b"), ("a", "c")]
+LISTEN_PEER = {"a": "b", "b": "a", "c": "a"}
 
 
 def bdf_of(addr):
@@ -124,6 +148,7 @@ class Test:
         self.hook = None
         self.sess = {}
         self.daemons = {}
+        self.net = None
 
     def check(self, ok, what, diag=None, note=None):
         return self.tap.check(bool(ok), what, diag, note)
@@ -139,9 +164,33 @@ class Test:
         write(os.path.join(self.tmp, "policy-%s.json" % host),
               json.dumps({"default": d, "hook": {"timeout_ms": 10000, "on_unreachable": "allow"}}) + "\n")
 
+    def setup_net(self):
+        if self.a.transport == "unix":
+            self.fallback("--transport unix")
+            return
+        net = Net("abc", LINKS)
+        try:
+            net.setup()
+        except NetnsUnavailable as e:
+            if self.a.transport == "netns":
+                raise RuntimeError("network namespaces: %s" % e)
+            self.fallback(str(e))
+            return
+        self.net = net
+        self.check(True, "network namespaces %s linked by veth pairs %s"
+                   % (", ".join(net.ns(h) for h in "abc"),
+                      ", ".join("%s-%s (%s, %s)" % (x, y, net.addr(x, y), net.addr(y, x)) for x, y in LINKS)))
+
+    def fallback(self, why):
+        line = ("#### NO NETWORK NAMESPACES (%s): falling back to three session libvirtds on Unix sockets; "
+                "the migrations do not cross a network ####" % why)
+        print(line, flush=True)
+        print(line, file=sys.stderr, flush=True)
+
     def setup(self):
         a = self.a
         os.makedirs(a.workdir, exist_ok=True)
+        self.setup_net()
         self.tmp = tempfile.mkdtemp(prefix="pcinuma-mig-", dir="/tmp")
         os.chmod(self.tmp, 0o755)
         self.hook_copy = reachable_copy(a.hook, self.tmp)
@@ -178,7 +227,10 @@ class Test:
         logdir = os.path.join(a.workdir, "logs")
         os.makedirs(logdir, exist_ok=True)
         for h in "abc":
-            s = LvSession(host_uuid=str(uuidlib.uuid4()))
+            if self.net:
+                s = NetnsSession(self.net, h, self.net.addr(h, LISTEN_PEER[h]), host_uuid=str(uuidlib.uuid4()))
+            else:
+                s = LvSession(host_uuid=str(uuidlib.uuid4()))
             self.sess[h] = s
             rundir = os.path.join(self.tmp, "run-" + h)
             with open(self.homes, "a") as f:
@@ -188,7 +240,8 @@ class Test:
             d = Daemon(a, rundir, self.sysfs[h], os.path.join(self.tmp, "policy-%s.json" % h), s.uid, hostlog)
             d.start(s.uri, wait_connected=True)
             self.daemons[h] = d
-        self.check(True, "three session libvirtds, each with its own pcinumad on fleet-a, fleet-b, fleet-c")
+        self.check(True, "three session libvirtds%s, each with its own pcinumad on fleet-a, fleet-b, fleet-c"
+                   % (", each in its namespace" if self.net else " on Unix sockets"))
 
     def cleanup(self):
         for s in self.sess.values():
@@ -204,6 +257,10 @@ class Test:
             self.hook.remove()
         if self.tmp:
             shutil.rmtree(self.tmp, ignore_errors=True)
+        if self.net is not None:
+            self.net.teardown()
+            left = self.net.leftovers()
+            self.check(not left, "teardown: no namespace or link of this run is left", " ".join(left))
 
     # -- helpers ---------------------------------------------------------
     def wait_planned(self, h, name, timeout=5.0):
@@ -215,12 +272,36 @@ class Test:
             time.sleep(0.05)
 
     def migrate(self, name, src, dst):
+        """netns: --p2p to the destination's TCP address (src's libvirtd
+        connects to it over the veth); unix: the client to both sockets."""
+        if self.net:
+            args = ["--p2p", name, self.sess[dst].tcp_uri]
+        else:
+            args = [name, self.sess[dst].uri]
         try:
-            r = self.sess[src].virsh("migrate", "--offline", "--persistent", name, self.sess[dst].uri,
+            r = self.sess[src].virsh("migrate", "--offline", "--persistent", *args,
                                      timeout=VIRSH_TIMEOUT, quiet=False)
             return r.returncode, (r.stdout + r.stderr).strip()
         except subprocess.TimeoutExpired:
             return None, "timed out"
+
+    def crossed(self, src, dst, before, size, what):
+        """netns: src's end of the src-dst veth sent, and dst's end
+        received, at least size bytes since before (counters())."""
+        if not self.net:
+            return
+        after = self.counters(src, dst)
+        sent, got = after[0] - before[0], after[1] - before[1]
+        self.check(sent >= size and got >= size,
+                   "%s went over the %s-%s veth: %s's end sent %d bytes, %s's received %d (the domain's "
+                   "XML is %d)" % (what, src.upper(), dst.upper(), src.upper(), sent, dst.upper(), got, size),
+                   "counters before %s, after %s" % (before, after))
+
+    def counters(self, src, dst):
+        """(bytes src's end sent, bytes dst's end received) on the src-dst veth."""
+        if not self.net:
+            return None
+        return self.net.counters(src, dst)[1], self.net.counters(dst, src)[0]
 
     def on(self, h, name):
         return self.sess[h].virsh("dominfo", name).returncode == 0
@@ -268,10 +349,13 @@ class Test:
         self.diag("hook on B: %s" % h.stderr.strip().replace("\n", " | "))
 
         # A -> B: accepted, remapped.
+        before = self.counters("a", "b")
         rc, out = self.migrate(name, "a", "b")
         self.diag("virsh migrate %s a -> b: exit %s: %s" % (name, rc, out))
         ok = rc == 0 and self.on("b", name)
-        self.check(ok, "virsh migrate --offline --persistent A->B (same topology): accepted", out)
+        self.check(ok, "virsh migrate --offline --persistent%s A->B (same topology): accepted"
+                   % (" --p2p" if self.net else ""), out)
+        self.crossed("a", "b", before, len(live), "A->B")
         if ok:
             on_b = self.sess["b"].dumpxml(name)
             got = sources(on_b)
@@ -300,7 +384,9 @@ class Test:
             self.sess["b"].undefine(name)
 
         # A -> C: refused, with the reason.
+        before = self.counters("a", "c")
         rc, out = self.migrate(name, "a", "c")
+        self.crossed("a", "c", before, len(live), "A->C")
         self.diag("virsh migrate %s a -> c: exit %s: %s" % (name, rc, out))
         self.check(rc not in (0, None) and "refusing incoming migration" in out and
                    "cannot give it the same topology" in out and re.search(r"device 0000:(18|1c|9a):00\.0", out)
@@ -333,6 +419,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
         ap.add_argument("--" + k, required=True)
+    ap.add_argument("--transport", choices=("auto", "netns", "unix"), default="auto",
+                    help="netns: each libvirtd in its network namespace, --p2p over veth pairs; unix: session "
+                    "daemons on Unix sockets; auto: netns when possible, else unix, said loudly")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
     require_tools(("libvirtd", "virsh"))

@@ -19,7 +19,7 @@ import uuid as uuidlib
 import xml.etree.ElementTree as ET
 
 from pcinumatest.daemon import pcinumad_argv
-from pcinumatest.session import HookDir, Session, reachable_copy
+from pcinumatest.session import HookDir, Session, _die_with_parent, reachable_copy
 from pcinumatest.xmlcmp import compare
 
 
@@ -332,7 +332,7 @@ class Daemon:
                               libvirt_uri=uri,
                               extra=["--allow-uid", str(self.allow_uid)] + self.extra),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                start_new_session=True)
+                start_new_session=True, preexec_fn=_die_with_parent)
         finally:
             log.close()
         self.uri = uri

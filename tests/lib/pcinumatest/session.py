@@ -174,7 +174,13 @@ class HookDir:
 
 
 class Session:
-    """A private session-mode libvirtd.  One per test run."""
+    """A private session-mode libvirtd.  One per test run.
+
+    A subclass may set launch_prefix (argv run before setpriv, e.g. 'ip
+    netns exec NS', as root) and daemon_args (appended to libvirtd's)."""
+
+    launch_prefix = ()
+    daemon_args = ()
 
     def __init__(self, user=DEFAULT_USER, home=DEFAULT_HOME, timeout=60,
                  start=True, verbose=False):
@@ -309,6 +315,7 @@ class Session:
             else:
                 argv = [self.libvirtd]
                 kw = dict(preexec_fn=_die_with_parent, **self._demote_kwargs())
+            argv = list(self.launch_prefix) + argv + list(self.daemon_args)
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=out,
                 stderr=subprocess.STDOUT, env=self.env, cwd=self.tmp,
