@@ -126,6 +126,7 @@ struct search {
         /* bindings source name <-> destination name */
         const char **bind_src, **bind_dst;
         size_t n_bind;
+        size_t steps, budget;           /* candidates tried; the most to try */
 };
 
 static bool same_shape(const struct pos *a, const struct pos *b) {
@@ -164,6 +165,8 @@ static bool bind(struct search *s, const struct pos *a, const struct pos *b) {
         return true;
 }
 
+/* Depth first, one mark device after the other; false when no mapping
+ * exists or when the budget ran out (s->steps > s->budget). */
 static bool search_from(struct search *s, size_t k) {
         if (k == s->m->n_devices)
                 return true;
@@ -172,6 +175,8 @@ static bool search_from(struct search *s, size_t k) {
         for (size_t j = 0; j < s->n_dst; j++) {
                 if (s->used[j] || !same_shape(&s->src[k], &s->dst[j].pos))
                         continue;
+                if (++s->steps > s->budget)
+                        return false;
                 size_t saved = s->n_bind;
                 if (!bind(s, &s->src[k], &s->dst[j].pos))
                         continue;
@@ -241,11 +246,11 @@ static char *why_not(const struct hostmap *h, const struct mark_device *md, cons
                          what, same_drv);
 }
 
-int migrate_map(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, struct migrate_map *ret,
-                char **ret_reason) {
+int migrate_map_budget(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, size_t budget,
+                       struct migrate_map *ret, char **ret_reason) {
         int r = -1;
-        struct search s = { .m = m };
-        size_t n_items = 0;
+        struct search s = { .m = m, .budget = budget };
+        size_t n_items = 0, n_pci = 0;
 
         s.src = xcalloc(m->n_devices ? m->n_devices : 1, sizeof(*s.src));
         s.choice = xcalloc(m->n_devices ? m->n_devices : 1, sizeof(size_t));
@@ -262,6 +267,7 @@ int migrate_map(const struct mark *m, const struct hostmap *h, const struct fing
                         goto out;
                 }
                 n_items += s.src[k].n;
+                n_pci++;
         }
         for (size_t g = 0; g < f->n_groups; g++)
                 for (size_t j = 0; j < f->groups[g].n_devices; j++) {
@@ -271,6 +277,13 @@ int migrate_map(const struct mark *m, const struct hostmap *h, const struct fing
                         if (!d->position || pos_parse(d->position, &d->pos) < 0)
                                 s.n_dst--, free(d->position);
                 }
+        /* Each device needs one of its own: this also bounds the search's
+         * depth by this host's devices, whatever a mark holds. */
+        if (n_pci > s.n_dst) {
+                *ret_reason = xasprintf("the mark records %zu host devices; this host has only %zu passthrough-capable "
+                                        "devices", n_pci, s.n_dst);
+                goto out;
+        }
         s.used = xcalloc(s.n_dst ? s.n_dst : 1, sizeof(bool));
         s.bind_src = xcalloc(n_items ? n_items : 1, sizeof(char *));
         s.bind_dst = xcalloc(n_items ? n_items : 1, sizeof(char *));
@@ -291,7 +304,14 @@ int migrate_map(const struct mark *m, const struct hostmap *h, const struct fing
                 *ret_reason = strbuf_steal(&why);
                 goto out;
         }
-        if (!search_from(&s, 0)) {
+        bool found = search_from(&s, 0);
+        if (!found && s.steps > s.budget) {
+                *ret_reason = xasprintf("the mapping gave up after trying %zu placements (the limit, MIGRATE_MAP_BUDGET): "
+                                        "too many of this host's devices are in the same positions as the mark's to try "
+                                        "every combination; nothing was mapped", s.budget);
+                goto out;
+        }
+        if (!found) {
                 *ret_reason = xstrdup("every device has a place like its own on this host, but not together: devices that "
                                       "share a root complex, switch or slot on the source host do not find the same here");
                 goto out;
@@ -490,4 +510,9 @@ void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, cons
         res.verdict = MIGRATE_ACCEPT;
 done:
         *ret = res;
+}
+
+int migrate_map(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, struct migrate_map *ret,
+                char **ret_reason) {
+        return migrate_map_budget(m, h, f, MIGRATE_MAP_BUDGET, ret, ret_reason);
 }

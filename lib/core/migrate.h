@@ -43,6 +43,23 @@ void migrate_map_done(struct migrate_map *m);
 int migrate_map(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, struct migrate_map *ret,
                 char **ret_reason);
 
+/* The most placements (a mark device tried on a destination device in the
+ * same position) migrate_map() tries before it refuses.  The search
+ * backtracks, and a forged or huge mark whose devices each have many
+ * equally placed candidates here could otherwise keep the daemon (root,
+ * the one hook answer libvirt waits for) busy for ever.  A real host's
+ * mapping takes about one placement per device plus a few retries; each
+ * placement costs at most a few thousand string comparisons, so the limit
+ * is well under a second.  Beyond it the migration is refused, saying
+ * so.  (A mark with more PCI devices than this host has
+ * passthrough-capable ones is refused before any search, which also
+ * bounds the search's depth.) */
+#define MIGRATE_MAP_BUDGET 100000
+
+/* migrate_map() with another limit than MIGRATE_MAP_BUDGET (for tests). */
+int migrate_map_budget(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, size_t budget,
+                       struct migrate_map *ret, char **ret_reason);
+
 enum migrate_verdict {
         MIGRATE_PASS,                   /* no mark (or XML that does not parse): unchanged */
         MIGRATE_ACCEPT,                 /* mapped: *xml is the rewritten domain */

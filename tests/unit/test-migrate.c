@@ -6,7 +6,9 @@
  * node; another driver is refused naming the driver; whole domains through
  * migrate_incoming(): accepted and rewritten on a renumbered host (guest
  * side unchanged, the destination's plan idempotent), refused under
- * migration: refuse and for a mark that says migratable="no". */
+ * migration: refuse and for a mark that says migratable="no"; the
+ * search's budget (a forged mark that would take a million placements is
+ * refused at MIGRATE_MAP_BUDGET, naming the limit). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -163,6 +165,98 @@ static void test_other_driver_refused(void **state) {
         assert_true(has(reason, "mdev 4b20d080-1b54-4048-85b3-a6a62d165c01: mapping mdevs to this host's is not supported yet"));
 }
 
+/* A host whose node 0 root complex holds n_gpus GPUs, each below a root
+ * port of its own, and a NIC on node 1: every GPU is in a position like
+ * every other's. */
+static struct hostmap *many_gpus(size_t n_gpus) {
+        struct dev_spec *s = xcalloc(2 * n_gpus + 2, sizeof(*s));
+        size_t n = 0;
+        for (unsigned i = 0; i < n_gpus; i++) {
+                s[n++] = (struct dev_spec) { 0x10, i + 1, 0, 0, 0x060400, 0x8086, 0x347a, "pcieport", 0x10, {0}, {0}, 0, -1 };
+                s[n++] = (struct dev_spec) { 0x11 + i, 0, 0, 0, GPU, 0x10, {0x10}, {i + 1}, 1, -1 };
+        }
+        s[n++] = (struct dev_spec) { 0x90, 1, 0, 1, 0x060400, 0x8086, 0x347a, "pcieport", 0x90, {0}, {0}, 0, -1 };
+        s[n++] = (struct dev_spec) { 0x91, 0, 0, 1, NIC, 0x90, {0x90}, {1}, 1, -1 };
+        struct hostmap *h = build(s, n, &plain);
+        free(s);
+        return h;
+}
+
+/* A forged device beside the mark's first: its position with another root
+ * port and slot (0000:10:1f.0, 0000:3f:00), so that it is in the same
+ * position as every GPU but needs a root port of its own. */
+static void forge_one(struct mark *m, unsigned i) {
+        const struct mark_device *d0 = &m->devices[0];
+        _cleanup_free_ char *host = xasprintf("0000:%02x:00.0", 0x30 + i);
+        _cleanup_free_ char *rp = xasprintf("@0000:10:%02x.0", 0x18 + i), *slot = xasprintf("@0000:%02x:00", 0x30 + i);
+        struct strbuf b = {0};
+        for (const char *p = d0->position; *p;) {
+                if (strncmp(p, "@0000:10:01.0", 13) == 0) {
+                        strbuf_append(&b, rp);
+                        p += 13;
+                } else if (strncmp(p, "@0000:11:00", 11) == 0 && (p[11] == 0 || p[11] == ' ')) {
+                        strbuf_append(&b, slot);
+                        p += 11;
+                } else
+                        strbuf_appendn(&b, p++, 1);
+        }
+        *GROW(m->devices, m->n_devices) = (struct mark_device) {
+                .host = xstrdup(host), .host_node = 0, .host_socket = -1, .position = strbuf_steal(&b),
+                .vendor_device = xstrdup(m->devices[0].vendor_device), .driver = xstrdup(m->devices[0].driver),
+        };
+}
+
+/* The search has a budget: a forged mark with one GPU more than this host
+ * has, in the same position as all of them, would take about e * 9!
+ * (a million) placements to refuse; it is refused once MIGRATE_MAP_BUDGET
+ * placements are tried, saying so.  A real mark takes one placement per
+ * device. */
+static void test_search_budget(void **state) {
+        (void) state;
+        enum { N = 9 };
+        _cleanup_hostmap_ struct hostmap *h = many_gpus(N);
+        const char *bdfs[N];
+        char names[N][PCI_ADDR_STRLEN];
+        for (unsigned i = 0; i < N; i++) {
+                snprintf(names[i], sizeof names[i], "0000:%02x:00.0", 0x11 + i);
+                bdfs[i] = names[i];
+        }
+        _cleanup_(mark_done) struct mark m = {0};
+        mark_of(h, bdfs, N, &m);
+        _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(h);
+        struct migrate_map map = {0};
+        _cleanup_free_ char *reason = NULL;
+        /* The genuine mark: N placements, not one fewer. */
+        assert_int_equal(migrate_map_budget(&m, h, f, N, &map, &reason), 0);
+        assert_int_equal(map.n_pairs, N);
+        migrate_map_done(&map);
+        assert_int_equal(migrate_map_budget(&m, h, f, N - 1, &map, &reason), -1);
+        assert_true(has(reason, "gave up after trying 8 placements (the limit, MIGRATE_MAP_BUDGET)"));
+        assert_int_equal(map.n_pairs, 0);
+
+        /* One forged GPU more: the limit, not an exhaustive search. */
+        forge_one(&m, 0);
+        free(reason);
+        reason = NULL;
+        assert_int_equal(migrate_map(&m, h, f, &map, &reason), -1);
+        assert_true(has(reason, "gave up after trying 100000 placements"));
+        assert_int_equal(map.n_pairs, 0);
+        /* With room for the whole search, the same mark is refused as
+         * not placeable together: the budget is what stopped it above. */
+        free(reason);
+        reason = NULL;
+        assert_int_equal(migrate_map_budget(&m, h, f, SIZE_MAX, &map, &reason), -1);
+        assert_true(has(reason, "but not together"));
+
+        /* More PCI devices than this host has capable ones: refused before
+         * any search. */
+        forge_one(&m, 1);
+        free(reason);
+        reason = NULL;
+        assert_int_equal(migrate_map_budget(&m, h, f, 0, &map, &reason), -1);
+        assert_true(has(reason, "the mark records 11 host devices; this host has only 10 passthrough-capable devices"));
+}
+
 /* The fake VM's host with its GPUs on other buses. */
 static struct hostmap *fake_vm_host_renumbered(void) {
         struct hostmap *h = fake_host_4n(fake_host_slit, fake_host_sockets);
@@ -268,6 +362,7 @@ int main(void) {
                 cmocka_unit_test(test_moved_gpu_refused),
                 cmocka_unit_test(test_other_driver_refused),
                 cmocka_unit_test(test_incoming),
+                cmocka_unit_test(test_search_budget),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
