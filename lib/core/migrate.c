@@ -190,13 +190,16 @@ static bool search_from(struct search *s, size_t k) {
         return false;
 }
 
+/* This host's devices of md's vendor:device (and, with same_driver, of its
+ * driver's kind, fingerprint_driver_kind()). */
 static char *node_list(const struct hostmap *h, const struct mark_device *md, bool same_driver) {
         struct strbuf b = {0};
         for (size_t i = 0; i < h->n_devices; i++) {
                 const struct hostmap_device *d = &h->devices[i];
                 char vd[10];
                 snprintf(vd, sizeof vd, "%04x:%04x", d->vendor, d->device);
-                if (!streq(vd, md->vendor_device) || (same_driver && !streq_ptr(d->driver, md->driver)))
+                if (!streq(vd, md->vendor_device) ||
+                    (same_driver && !streq(fingerprint_driver_kind(d->driver), fingerprint_driver_kind(md->driver))))
                         continue;
                 strbuf_printf(&b, "%s%s (node %d, driver %s)", b.len ? ", " : "", d->name, d->node,
                               d->driver ? d->driver : "none");
@@ -221,14 +224,15 @@ static char *why_not(const struct hostmap *h, const struct mark_device *md, cons
                 if (!streq(v, vd) || h->devices[i].node != md->host_node)
                         continue;
                 on_node = true;
-                on_node_drv |= streq_ptr(h->devices[i].driver, md->driver);
+                on_node_drv |= streq(fingerprint_driver_kind(h->devices[i].driver), fingerprint_driver_kind(md->driver));
         }
         if (!on_node)
                 return xasprintf("device %s (%s, driver %s) was on host node %d; this host has no %s on that node, only %s",
                                  md->host, vd, drv, md->host_node, vd, any);
         if (!on_node_drv)
-                return xasprintf("device %s (%s, driver %s, host node %d): the driver differs: this host has %s", md->host,
-                                 vd, drv, md->host_node, any);
+                return xasprintf("device %s (%s, driver %s, host node %d): the driver's kind differs (each VFIO "
+                                 "variant driver is a kind of its own; vfio-pci, a host driver and none are one): "
+                                 "this host has %s", md->host, vd, drv, md->host_node, any);
         _cleanup_free_ char *same_drv = node_list(h, md, true);
         /* Same node: the root complex (another set of devices beside it)
          * or the switch tree differs.  Say at which level. */

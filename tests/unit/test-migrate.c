@@ -3,7 +3,8 @@
  * test-fingerprint.c's): a renumbered host accepts and remaps every device
  * (devices that share a switch still share one, a VF stays beside its
  * PF's VFs); a GPU moved to the other socket is refused naming it and the
- * node; another driver is refused naming the driver; whole domains through
+ * node; another kind of driver (a VFIO variant driver) is refused naming
+ * it, a host driver where the source had vfio-pci is not; whole domains through
  * migrate_incoming(): accepted and rewritten on a renumbered host (guest
  * side unchanged, the destination's plan idempotent), refused under
  * migration: refuse and for a mark that says migratable="no"; the
@@ -131,21 +132,48 @@ static void test_moved_gpu_refused(void **state) {
         migrate_map_done(&map);
 }
 
-/* Host D: node 0's RDMA NIC on mlx5_core instead of vfio-pci. */
+/* Host D: node 0's RDMA NIC on the VFIO variant driver mlx5_vfio_pci
+ * instead of vfio-pci: another kind of driver, refused.  On its host
+ * driver mlx5_core (and a GPU on nvidia): the same kind, mapped. */
 static void test_other_driver_refused(void **state) {
         (void) state;
         _cleanup_free_ struct dev_spec *d = copy_a();
-        d[find_spec(d, 0x15, 0, 0)].driver = "mlx5_core";
+        d[find_spec(d, 0x15, 0, 0)].driver = "mlx5_vfio_pci";
         _cleanup_hostmap_ struct hostmap *a = build(host_a, N_A, &plain);
         _cleanup_hostmap_ struct hostmap *hd = build(d, N_A, &plain);
-        static const char *const nic[] = { "0000:15:00.0" };
+        static const char *const nic[] = { "0000:15:00.0", "0000:14:00.0" };
         _cleanup_(mark_done) struct mark m = {0};
-        mark_of(a, nic, 1, &m);
+        mark_of(a, nic, 2, &m);
         struct migrate_map map = {0};
         _cleanup_free_ char *reason = NULL;
         assert_int_equal(map_on(hd, &m, &map, &reason), -1);
-        assert_true(has(reason, "device 0000:15:00.0 (15b3:1021, driver vfio-pci, host node 0): the driver differs"));
-        assert_true(has(reason, "0000:15:00.0 (node 0, driver mlx5_core)"));
+        assert_true(has(reason, "device 0000:15:00.0 (15b3:1021, driver vfio-pci, host node 0): the driver's kind differs"));
+        assert_true(has(reason, "0000:15:00.0 (node 0, driver mlx5_vfio_pci)"));
+        /* The GPU beside it is refused too: its root complex holds another NIC. */
+        assert_true(has(reason, "device 0000:14:00.0 (10de:2330, driver vfio-pci, host node 0): no root complex"));
+        /* The same kind: a host driver where the source had vfio-pci. */
+        _cleanup_free_ struct dev_spec *e = copy_a();
+        e[find_spec(e, 0x15, 0, 0)].driver = "mlx5_core";
+        e[find_spec(e, 0x14, 0, 0)].driver = "nvidia";
+        _cleanup_hostmap_ struct hostmap *he = build(e, N_A, &renumbered);
+        free(reason);
+        reason = NULL;
+        assert_int_equal(map_on(he, &m, &map, &reason), 0);
+        assert_string_equal(to_of(&map, "0000:15:00.0"), "0002:75:00.0");
+        const char *gpu = to_of(&map, "0000:14:00.0");
+        assert_true(streq(gpu, "0002:73:00.0") || streq(gpu, "0002:74:00.0"));
+        migrate_map_done(&map);
+        /* And back: a mark made on the host drivers maps onto vfio-pci. */
+        _cleanup_(mark_done) struct mark me = {0};
+        _cleanup_hostmap_ struct hostmap *he_plain = build(e, N_A, &plain);
+        mark_of(he_plain, nic, 2, &me);
+        assert_int_equal(map_on(a, &me, &map, &reason), 0);
+        migrate_map_done(&map);
+        m.n_devices = 1;        /* (mark_done frees only what n_devices counts) */
+        free(m.devices[1].host);
+        free(m.devices[1].position);
+        free(m.devices[1].vendor_device);
+        free(m.devices[1].driver);
         /* A mark without positions (an earlier pcinuma's) is refused. */
         free(m.devices[0].position);
         m.devices[0].position = NULL;
