@@ -309,6 +309,24 @@ static char *why_not(const struct hostmap *h, const struct mark_device *md, cons
                          what, same_drv);
 }
 
+/* Reorder dst[0..n) (stably) so that the parents of h's mdevs come last. */
+static void prefer_without_mdevs(const struct hostmap *h, struct dest *dst, size_t n) {
+        if (h->n_mdevs == 0 || n == 0)
+                return;
+        struct dest *out = xcalloc(n, sizeof(*out));
+        size_t k = 0;
+        for (int pass = 0; pass < 2; pass++)
+                for (size_t j = 0; j < n; j++) {
+                        bool parent = false;
+                        for (size_t i = 0; i < h->n_mdevs && !parent; i++)
+                                parent = pci_addr_eq(&h->mdevs[i].parent, &h->devices[dst[j].device].addr);
+                        if (parent == (pass == 1))
+                                out[k++] = dst[j];
+                }
+        memcpy(dst, out, n * sizeof(*dst));
+        free(out);
+}
+
 /* Why mdev md has no mdev here whose parent is in its parent's position:
  * no mdev of its type, or where this host's are. */
 static char *why_not_mdev(const struct search *s, const struct mark_device *md) {
@@ -373,6 +391,10 @@ int migrate_map_budget(const struct mark *m, const struct hostmap *h, const stru
                         if (!d->position || pos_parse(d->position, &d->pos) < 0)
                                 s.n_dst--, free(d->position);
                 }
+        /* Devices that hold mdevs last: a GPU whose vendor driver has
+         * created vGPUs cannot be passed through whole while they exist,
+         * so the first-fit search prefers one that has none. */
+        prefer_without_mdevs(h, s.dst, s.n_dst);
         /* This host's mdevs whose parent has a position. */
         for (size_t i = 0; i < h->n_mdevs; i++) {
                 const struct hostmap_device *parent = hostmap_find_device(h, &h->mdevs[i].parent);

@@ -11,7 +11,8 @@
  * search's budget (a forged mark that would take a million placements is
  * refused at MIGRATE_MAP_BUDGET, naming the limit); mdevs mapped to mdevs
  * of their type on a parent in the same position (consistently, distinct)
- * or refused naming the mdev, and a whole domain with a vGPU migrated. */
+ * or refused naming the mdev, and a whole domain with a vGPU migrated; a
+ * device without mdevs preferred to one with. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -371,6 +372,31 @@ static void test_mdev_mapped(void **state) {
         migrate_map_done(&map);
 }
 
+/* A GPU goes to a GPU of the same place that holds no mdevs when there is
+ * one (B's 0002:73:00.0, first in address order, has a vGPU): a
+ * preference, not a refusal (with vGPUs on both, both still map). */
+static void test_prefers_gpu_without_mdevs(void **state) {
+        (void) state;
+        _cleanup_free_ struct dev_spec *s = gpus_on_nvidia();
+        static const struct mdev_spec on73[] = { { UB(1), 0x13, 0, 0, "nvidia-63" } };
+        static const struct mdev_spec on_both[] = { { UB(1), 0x13, 0, 0, "nvidia-63" }, { UB(2), 0x14, 0, 0, "nvidia-63" } };
+        _cleanup_hostmap_ struct hostmap *a = build(s, N_A, &plain);
+        _cleanup_hostmap_ struct hostmap *b = build_mdevs(s, N_A, &renumbered, on73, 1);
+        _cleanup_hostmap_ struct hostmap *b2 = build_mdevs(s, N_A, &renumbered, on_both, 2);
+        static const char *const gpu[] = { "0000:13:00.0" }, *const two[] = { "0000:13:00.0", "0000:14:00.0" };
+        _cleanup_(mark_done) struct mark m = {0}, m2 = {0};
+        mark_of(a, gpu, 1, &m);
+        mark_of(a, two, 2, &m2);
+        struct migrate_map map = {0};
+        _cleanup_free_ char *reason = NULL;
+        assert_int_equal(map_on(b, &m, &map, &reason), 0);
+        assert_string_equal(to_of(&map, "0000:13:00.0"), "0002:74:00.0");
+        migrate_map_done(&map);
+        assert_int_equal(map_on(b2, &m2, &map, &reason), 0);
+        assert_int_equal(map.n_pairs, 2);
+        migrate_map_done(&map);
+}
+
 static void test_mdev_refused(void **state) {
         (void) state;
         _cleanup_free_ struct dev_spec *s = gpus_on_nvidia();
@@ -605,6 +631,7 @@ int main(void) {
                 cmocka_unit_test(test_search_budget),
                 cmocka_unit_test(test_mdev_mapped),
                 cmocka_unit_test(test_mdev_refused),
+                cmocka_unit_test(test_prefers_gpu_without_mdevs),
                 cmocka_unit_test(test_incoming_mdev),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
