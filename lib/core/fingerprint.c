@@ -27,6 +27,15 @@ bool fingerprint_device_counts(const struct hostmap_device *d) {
         }
 }
 
+const char *fingerprint_driver_kind(const char *driver) {
+        /* The kernel's vfio-pci variants are named <vendor>_vfio_pci (as
+         * planner_is_vfio_variant() reads them without a policy). */
+        size_t l = driver ? strlen(driver) : 0;
+        if (l > 9 && streq(driver + l - 9, "_vfio_pci"))
+                return driver;
+        return "vfio-pci";
+}
+
 /* Driver names are the kernel's ([a-z0-9_-]), but a capture may hold
  * anything: escape what could pass for the text's own syntax. */
 static void append_escaped(struct strbuf *b, const char *s) {
@@ -98,11 +107,10 @@ static const char *bar_type(const struct hostmap_bar *bar) {
 static char *describe_function(const struct ctx *c, const struct hostmap_device *d) {
         struct strbuf b = {0};
 
+        /* The driver's kind, not its name: a managed device is on its host
+         * driver while idle and on vfio-pci while its guest runs. */
         strbuf_printf(&b, "dev(%04x:%04x class %06x driver ", d->vendor, d->device, d->class);
-        if (d->driver && *d->driver)
-                append_escaped(&b, d->driver);
-        else
-                strbuf_append(&b, "-");
+        append_escaped(&b, fingerprint_driver_kind(d->driver));
         /* The BARs size the guest's 64-bit MMIO window and decide the I/O
          * port budget (planner.c), so they are part of the place. */
         const char *sep = " bars ";

@@ -4,7 +4,7 @@
  * (ids, CPU counts, which nodes share a socket, SLIT distances) and the
  * passthrough-capable devices grouped by node and root complex, each root
  * complex as the tree of bridges and switches down to the devices, with
- * vendor:device, class, driver, BARs and VFs.  It leaves out whatever
+ * vendor:device, class, driver kind, BARs and VFs.  It leaves out whatever
  * numbers the host happened to give: BDFs, host bridge names, IOMMU group
  * numbers, socket ids, the CPU numbers themselves.  Siblings in the tree
  * are sorted by their own description, so two hosts whose devices sit in
@@ -52,6 +52,19 @@ struct fingerprint {
  * whatever its class (so an NVSwitch, class 0680, counts on vfio-pci).  VFs are judged like any
  * other function. */
 bool fingerprint_device_counts(const struct hostmap_device *d);
+
+/* The kind of driver a device is bound to, which is what the fingerprint
+ * and the migration mapping compare (not the name): a VFIO variant driver
+ * (<vendor>_vfio_pci: mlx5_vfio_pci, hisi_acc_vfio_pci, pds_vfio_pci,
+ * virtio_vfio_pci, nvgrace_gpu_vfio_pci...) is a kind of its own, since it
+ * decides what the guest gets (live migration support, device memory);
+ * it is returned as it is.  Every other driver (vfio-pci, a host driver
+ * such as nvidia or mlx5_core, none: NULL or "") is the plain kind,
+ * "vfio-pci": a managed device is on its host driver while idle and on
+ * vfio-pci while its guest runs, and which VMs run must not change the
+ * fingerprint.  A driver the policy names in vfio_variant_drivers is not
+ * known here (the fingerprint does not depend on the policy): plain. */
+const char *fingerprint_driver_kind(const char *driver);
 
 /* The fingerprint of a finished host map.  Never fails (allocation aborts);
  * the caller owns the result (free with fingerprint_free). */

@@ -37,6 +37,7 @@ void mark_done(struct mark *m) {
                 free(m->devices[i].position);
                 free(m->devices[i].vendor_device);
                 free(m->devices[i].driver);
+                free(m->devices[i].mdev_type);
         }
         free(m->devices);
         for (size_t i = 0; i < m->n_controllers; i++)
@@ -99,6 +100,7 @@ void mark_build(const struct plan *p, const struct domain *d, struct mark *ret) 
                         .position = pd->position ? xstrdup(pd->position) : NULL,
                         .vendor_device = pd->vendor_device[0] ? xstrdup(pd->vendor_device) : NULL,
                         .driver = pd->driver[0] ? xstrdup(pd->driver) : NULL,
+                        .mdev_type = mdev && pd->mdev_type ? xstrdup(pd->mdev_type) : NULL,
                 };
         }
         /* Ports that carry no device themselves: a guest switch's root
@@ -183,6 +185,7 @@ static void write_device(const struct mark_device *md, xmlNodePtr e) {
         set_prop(e, "original-address", md->original_address);
         set_prop(e, "vendor-device", md->vendor_device);
         set_prop(e, "driver", md->driver);
+        set_prop(e, "mdev-type", md->mdev_type);
         set_prop(e, "position", md->position);
 }
 
@@ -556,7 +559,7 @@ static int parse_device(xmlNodePtr c, int controller, struct mark *m, char **ret
                 .host_socket = int_prop(c, "host-socket", 10), .guest_cell = int_prop(c, "guest-cell", 10),
                 .controller = controller, .original_address = TAKE_PTR(orig),
                 .position = xml_prop(c, "position"), .vendor_device = xml_prop(c, "vendor-device"),
-                .driver = xml_prop(c, "driver"),
+                .driver = xml_prop(c, "driver"), .mdev_type = xml_prop(c, "mdev-type"),
         };
         return 0;
 }

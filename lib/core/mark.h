@@ -41,6 +41,7 @@ struct mark_device {                    /* <pcinuma:device>: a moved device */
         char *position;                 /* its place in the fingerprint (fingerprint_position()), or NULL */
         char *vendor_device;            /* "10de:2330", or NULL */
         char *driver;                   /* its host driver, or NULL */
+        char *mdev_type;                /* an mdev's mdev_type name (position, vendor_device: its parent's), or NULL */
 };
 
 struct mark_controller {                /* <pcinuma:controller>: a port with no device of its own */

@@ -4,6 +4,7 @@
 #include "migrate.h"
 
 #include <string.h>
+#include <strings.h>
 
 /* --- annotating a plan ----------------------------------------------------- */
 
@@ -37,6 +38,21 @@ static void *positions_compute(const struct hostmap *h) {
         return p;
 }
 
+/* An mdev: its type, and its parent's position and vendor:device. */
+static void annotate_mdev(struct plan_device *pd, const struct domain_hostdev *hd, const struct hostmap *h,
+                          const struct positions *ps) {
+        const struct hostmap_mdev *m = hostmap_find_mdev(h, hd->mdev_uuid);
+        const struct hostmap_device *parent = m ? hostmap_find_device(h, &m->parent) : NULL;
+        if (!parent)
+                return;
+        size_t k = (size_t) (parent - h->devices);
+        free(pd->position);
+        pd->position = k < ps->n && ps->pos[k] ? xstrdup(ps->pos[k]) : NULL;
+        free(pd->mdev_type);
+        pd->mdev_type = m->type ? xstrdup(m->type) : NULL;
+        snprintf(pd->vendor_device, sizeof pd->vendor_device, "%04x:%04x", parent->vendor, parent->device);
+}
+
 void migrate_annotate(struct plan *p, const struct domain *d, const struct hostmap *h) {
         const struct positions *ps = hostmap_derived(h, positions_compute, positions_free);
         free(p->fingerprint);
@@ -44,6 +60,8 @@ void migrate_annotate(struct plan *p, const struct domain *d, const struct hostm
         for (size_t i = 0; i < p->n_devices; i++) {
                 struct plan_device *pd = &p->devices[i];
                 const struct domain_hostdev *hd = &d->hostdevs[pd->hostdev];
+                if (pd->action == PLAN_MOVE && hd->kind == DOMAIN_HOSTDEV_MDEV)
+                        annotate_mdev(pd, hd, h, ps);
                 if (pd->action != PLAN_MOVE || hd->kind != DOMAIN_HOSTDEV_PCI)
                         continue;
                 const struct hostmap_device *dev = hostmap_find_device(h, &hd->host);
@@ -116,16 +134,29 @@ struct dest {
         struct pos pos;
 };
 
+/* An mdev of this host whose parent the fingerprint counts. */
+struct mdest {
+        size_t mdev;                    /* index into h->mdevs */
+        size_t device;                  /* its parent, index into h->devices */
+        const char *position;           /* the parent's (its dest's) */
+        struct pos pos;
+};
+
 struct search {
         const struct mark *m;
-        struct pos *src;                /* per mark device */
+        struct pos *src;                /* per mark device (an mdev's: its parent's) */
         struct dest *dst;
         size_t n_dst;
-        size_t *choice;                 /* per mark device: index into dst */
+        struct mdest *mdst;
+        size_t n_mdst;
+        const struct hostmap *h;
+        size_t *choice;                 /* per mark device: index into dst, or mdst for an mdev */
         bool *used;                     /* per dst */
+        bool *mused;                    /* per mdst */
         /* bindings source name <-> destination name */
         const char **bind_src, **bind_dst;
         size_t n_bind;
+        size_t steps, budget;           /* candidates tried; the most to try */
 };
 
 static bool same_shape(const struct pos *a, const struct pos *b) {
@@ -164,34 +195,70 @@ static bool bind(struct search *s, const struct pos *a, const struct pos *b) {
         return true;
 }
 
+static bool is_mdev(const struct mark_device *md) {
+        return !md->host;
+}
+
+/* Candidate j of mark device k (below s->n_dst, or s->n_mdst for an
+ * mdev): its position, or NULL when it is not one (an mdev of another
+ * type). */
+static const struct pos *candidate(const struct search *s, size_t k, size_t j) {
+        const struct mark_device *md = &s->m->devices[k];
+        if (!is_mdev(md))
+                return &s->dst[j].pos;
+        const char *type = s->h->mdevs[s->mdst[j].mdev].type;
+        return type && md->mdev_type && streq(type, md->mdev_type) ? &s->mdst[j].pos : NULL;
+}
+
+static bool has_candidate(const struct search *s, size_t k) {
+        size_t n = is_mdev(&s->m->devices[k]) ? s->n_mdst : s->n_dst;
+        for (size_t j = 0; j < n; j++) {
+                const struct pos *p = candidate(s, k, j);
+                if (p && same_shape(&s->src[k], p))
+                        return true;
+        }
+        return false;
+}
+
+/* Depth first, one mark device after the other: a PCI device to a
+ * device, an mdev to an mdev of its type whose parent binds like the
+ * other devices (same names, same places); false when no mapping exists
+ * or when the budget ran out (s->steps > s->budget). */
 static bool search_from(struct search *s, size_t k) {
         if (k == s->m->n_devices)
                 return true;
-        if (!s->m->devices[k].host)     /* not a PCI device: not mapped here */
-                return search_from(s, k + 1);
-        for (size_t j = 0; j < s->n_dst; j++) {
-                if (s->used[j] || !same_shape(&s->src[k], &s->dst[j].pos))
+        bool mdev = is_mdev(&s->m->devices[k]);
+        size_t n = mdev ? s->n_mdst : s->n_dst;
+        bool *used = mdev ? s->mused : s->used;
+        for (size_t j = 0; j < n; j++) {
+                const struct pos *p = used[j] ? NULL : candidate(s, k, j);
+                if (!p || !same_shape(&s->src[k], p))
                         continue;
+                if (++s->steps > s->budget)
+                        return false;
                 size_t saved = s->n_bind;
-                if (!bind(s, &s->src[k], &s->dst[j].pos))
+                if (!bind(s, &s->src[k], p))
                         continue;
-                s->used[j] = true;
+                used[j] = true;
                 s->choice[k] = j;
                 if (search_from(s, k + 1))
                         return true;
-                s->used[j] = false;
+                used[j] = false;
                 s->n_bind = saved;
         }
         return false;
 }
 
+/* This host's devices of md's vendor:device (and, with same_driver, of its
+ * driver's kind, fingerprint_driver_kind()). */
 static char *node_list(const struct hostmap *h, const struct mark_device *md, bool same_driver) {
         struct strbuf b = {0};
         for (size_t i = 0; i < h->n_devices; i++) {
                 const struct hostmap_device *d = &h->devices[i];
                 char vd[10];
                 snprintf(vd, sizeof vd, "%04x:%04x", d->vendor, d->device);
-                if (!streq(vd, md->vendor_device) || (same_driver && !streq_ptr(d->driver, md->driver)))
+                if (!streq(vd, md->vendor_device) ||
+                    (same_driver && !streq(fingerprint_driver_kind(d->driver), fingerprint_driver_kind(md->driver))))
                         continue;
                 strbuf_printf(&b, "%s%s (node %d, driver %s)", b.len ? ", " : "", d->name, d->node,
                               d->driver ? d->driver : "none");
@@ -216,14 +283,15 @@ static char *why_not(const struct hostmap *h, const struct mark_device *md, cons
                 if (!streq(v, vd) || h->devices[i].node != md->host_node)
                         continue;
                 on_node = true;
-                on_node_drv |= streq_ptr(h->devices[i].driver, md->driver);
+                on_node_drv |= streq(fingerprint_driver_kind(h->devices[i].driver), fingerprint_driver_kind(md->driver));
         }
         if (!on_node)
                 return xasprintf("device %s (%s, driver %s) was on host node %d; this host has no %s on that node, only %s",
                                  md->host, vd, drv, md->host_node, vd, any);
         if (!on_node_drv)
-                return xasprintf("device %s (%s, driver %s, host node %d): the driver differs: this host has %s", md->host,
-                                 vd, drv, md->host_node, any);
+                return xasprintf("device %s (%s, driver %s, host node %d): the driver's kind differs (each VFIO "
+                                 "variant driver is a kind of its own; vfio-pci, a host driver and none are one): "
+                                 "this host has %s", md->host, vd, drv, md->host_node, any);
         _cleanup_free_ char *same_drv = node_list(h, md, true);
         /* Same node: the root complex (another set of devices beside it)
          * or the switch tree differs.  Say at which level. */
@@ -241,27 +309,79 @@ static char *why_not(const struct hostmap *h, const struct mark_device *md, cons
                          what, same_drv);
 }
 
-int migrate_map(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, struct migrate_map *ret,
-                char **ret_reason) {
+/* Reorder dst[0..n) (stably) so that the parents of h's mdevs come last. */
+static void prefer_without_mdevs(const struct hostmap *h, struct dest *dst, size_t n) {
+        if (h->n_mdevs == 0 || n == 0)
+                return;
+        struct dest *out = xcalloc(n, sizeof(*out));
+        size_t k = 0;
+        for (int pass = 0; pass < 2; pass++)
+                for (size_t j = 0; j < n; j++) {
+                        bool parent = false;
+                        for (size_t i = 0; i < h->n_mdevs && !parent; i++)
+                                parent = pci_addr_eq(&h->mdevs[i].parent, &h->devices[dst[j].device].addr);
+                        if (parent == (pass == 1))
+                                out[k++] = dst[j];
+                }
+        memcpy(dst, out, n * sizeof(*dst));
+        free(out);
+}
+
+/* Why mdev md has no mdev here whose parent is in its parent's position:
+ * no mdev of its type, or where this host's are. */
+static char *why_not_mdev(const struct search *s, const struct mark_device *md) {
+        const char *vd = md->vendor_device ? md->vendor_device : "?";
+        struct strbuf b = {0};
+        for (size_t i = 0; i < s->h->n_mdevs; i++) {
+                const struct hostmap_mdev *o = &s->h->mdevs[i];
+                if (!o->type || !streq(o->type, md->mdev_type))
+                        continue;
+                char parent[PCI_ADDR_STRLEN];
+                strbuf_printf(&b, "%s%s (parent %s, node %d)", b.len ? ", " : "", o->uuid,
+                              pci_addr_format(&o->parent, parent), o->node);
+        }
+        _cleanup_free_ char *list = strbuf_steal(&b);
+        if (!list || !*list)
+                return xasprintf("mdev %s (type %s, parent %s on host node %d): this host has no mdev of type %s "
+                                 "(create one on a parent in the same place first)", md->mdev, md->mdev_type, vd,
+                                 md->host_node, md->mdev_type);
+        return xasprintf("mdev %s (type %s, parent %s on host node %d): no mdev of that type here has its parent in "
+                         "the same place (node, root complex, switches, devices beside it); this host has %s",
+                         md->mdev, md->mdev_type, vd, md->host_node, list);
+}
+
+int migrate_map_budget(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, size_t budget,
+                       struct migrate_map *ret, char **ret_reason) {
         int r = -1;
-        struct search s = { .m = m };
-        size_t n_items = 0;
+        struct search s = { .m = m, .h = h, .budget = budget };
+        size_t n_items = 0, n_pci = 0, n_mdev = 0;
 
         s.src = xcalloc(m->n_devices ? m->n_devices : 1, sizeof(*s.src));
         s.choice = xcalloc(m->n_devices ? m->n_devices : 1, sizeof(size_t));
         for (size_t k = 0; k < m->n_devices; k++) {
                 const struct mark_device *md = &m->devices[k];
-                if (!md->host) {
-                        *ret_reason = xasprintf("mdev %s: mapping mdevs to this host's is not supported yet",
-                                                md->mdev ? md->mdev : "?");
+                if (is_mdev(md) && !md->mdev) {
+                        *ret_reason = xstrdup("the mark records a device with neither a host BDF nor an mdev UUID");
+                        goto out;
+                }
+                if (is_mdev(md) && !md->mdev_type) {
+                        *ret_reason = xasprintf("mdev %s: the mark records no mdev type for it (planned by an earlier "
+                                                "pcinuma, or the host map did not know it)", md->mdev);
                         goto out;
                 }
                 if (!md->position || pos_parse(md->position, &s.src[k]) < 0) {
-                        *ret_reason = xasprintf("device %s: the mark records no position for it (planned by an "
-                                                "earlier pcinuma, or the host map did not know it)", md->host);
+                        *ret_reason = is_mdev(md)
+                                ? xasprintf("mdev %s: the mark records no position for its parent device (planned by "
+                                            "an earlier pcinuma, or the fingerprint does not count its parent)", md->mdev)
+                                : xasprintf("device %s: the mark records no position for it (planned by an "
+                                            "earlier pcinuma, or the host map did not know it)", md->host);
                         goto out;
                 }
                 n_items += s.src[k].n;
+                if (is_mdev(md))
+                        n_mdev++;
+                else
+                        n_pci++;
         }
         for (size_t g = 0; g < f->n_groups; g++)
                 for (size_t j = 0; j < f->groups[g].n_devices; j++) {
@@ -271,7 +391,37 @@ int migrate_map(const struct mark *m, const struct hostmap *h, const struct fing
                         if (!d->position || pos_parse(d->position, &d->pos) < 0)
                                 s.n_dst--, free(d->position);
                 }
+        /* Devices that hold mdevs last: a GPU whose vendor driver has
+         * created vGPUs cannot be passed through whole while they exist,
+         * so the first-fit search prefers one that has none. */
+        prefer_without_mdevs(h, s.dst, s.n_dst);
+        /* This host's mdevs whose parent has a position. */
+        for (size_t i = 0; i < h->n_mdevs; i++) {
+                const struct hostmap_device *parent = hostmap_find_device(h, &h->mdevs[i].parent);
+                for (size_t j = 0; parent && j < s.n_dst; j++) {
+                        if (s.dst[j].device != (size_t) (parent - h->devices))
+                                continue;
+                        struct mdest *md = GROW(s.mdst, s.n_mdst);
+                        *md = (struct mdest) { .mdev = i, .device = s.dst[j].device, .position = s.dst[j].position };
+                        if (pos_parse(md->position, &md->pos) < 0)
+                                s.n_mdst--;
+                        break;
+                }
+        }
+        /* Each device needs one of its own: this also bounds the search's
+         * depth by this host's devices, whatever a mark holds. */
+        if (n_pci > s.n_dst) {
+                *ret_reason = xasprintf("the mark records %zu host devices; this host has only %zu passthrough-capable "
+                                        "devices", n_pci, s.n_dst);
+                goto out;
+        }
+        if (n_mdev > s.n_mdst) {
+                *ret_reason = xasprintf("the mark records %zu mdevs; this host has only %zu mdevs on devices the "
+                                        "fingerprint counts", n_mdev, s.n_mdst);
+                goto out;
+        }
         s.used = xcalloc(s.n_dst ? s.n_dst : 1, sizeof(bool));
+        s.mused = xcalloc(s.n_mdst ? s.n_mdst : 1, sizeof(bool));
         s.bind_src = xcalloc(n_items ? n_items : 1, sizeof(char *));
         s.bind_dst = xcalloc(n_items ? n_items : 1, sizeof(char *));
 
@@ -279,31 +429,40 @@ int migrate_map(const struct mark *m, const struct hostmap *h, const struct fing
          * device that has no place here. */
         struct strbuf why = {0};
         for (size_t k = 0; k < m->n_devices; k++) {
-                bool any = false;
-                for (size_t j = 0; j < s.n_dst && !any; j++)
-                        any = same_shape(&s.src[k], &s.dst[j].pos);
-                if (!any) {
-                        _cleanup_free_ char *w = why_not(h, &m->devices[k], &s.src[k], s.dst, s.n_dst);
-                        strbuf_printf(&why, "%s%s", why.len ? "; " : "", w);
-                }
+                if (has_candidate(&s, k))
+                        continue;
+                _cleanup_free_ char *w = is_mdev(&m->devices[k]) ? why_not_mdev(&s, &m->devices[k])
+                                                                 : why_not(h, &m->devices[k], &s.src[k], s.dst, s.n_dst);
+                strbuf_printf(&why, "%s%s", why.len ? "; " : "", w);
         }
         if (why.len) {
                 *ret_reason = strbuf_steal(&why);
                 goto out;
         }
-        if (!search_from(&s, 0)) {
+        bool found = search_from(&s, 0);
+        if (!found && s.steps > s.budget) {
+                *ret_reason = xasprintf("the mapping gave up after trying %zu placements (the limit, MIGRATE_MAP_BUDGET): "
+                                        "too many of this host's devices are in the same positions as the mark's to try "
+                                        "every combination; nothing was mapped", s.budget);
+                goto out;
+        }
+        if (!found) {
                 *ret_reason = xstrdup("every device has a place like its own on this host, but not together: devices that "
-                                      "share a root complex, switch or slot on the source host do not find the same here");
+                                      "share a root complex, switch or slot on the source host (or mdevs that share a "
+                                      "parent) do not find the same here");
                 goto out;
         }
         struct migrate_map map = {0};
         for (size_t k = 0; k < m->n_devices; k++) {
-                const struct dest *d = &s.dst[s.choice[k]];
-                const struct hostmap_device *dev = &h->devices[d->device];
+                bool mdev = is_mdev(&m->devices[k]);
+                const struct dest *d = mdev ? NULL : &s.dst[s.choice[k]];
+                const struct mdest *md = mdev ? &s.mdst[s.choice[k]] : NULL;
+                const struct hostmap_device *dev = &h->devices[mdev ? md->device : d->device];
                 *GROW(map.pairs, map.n_pairs) = (struct migrate_pair) {
-                        .from = xstrdup(m->devices[k].host), .to = xstrdup(dev->name),
+                        .from = xstrdup(mdev ? m->devices[k].mdev : m->devices[k].host),
+                        .to = xstrdup(mdev ? h->mdevs[md->mdev].uuid : dev->name), .mdev = mdev,
                         .to_socket = dev->node >= 0 ? hostmap_node_socket(h, dev->node) : -1,
-                        .to_position = xstrdup(d->position),
+                        .to_position = xstrdup(mdev ? md->position : d->position),
                 };
         }
         *ret = map;
@@ -312,12 +471,16 @@ out:
         for (size_t k = 0; k < m->n_devices; k++)
                 pos_done(&s.src[k]);
         free(s.src);
+        for (size_t j = 0; j < s.n_mdst; j++)
+                pos_done(&s.mdst[j].pos);
+        free(s.mdst);
         for (size_t j = 0; j < s.n_dst; j++) {
                 free(s.dst[j].position);
                 pos_done(&s.dst[j].pos);
         }
         free(s.dst);
         free(s.used);
+        free(s.mused);
         free(s.choice);
         free((void *) s.bind_src);
         free((void *) s.bind_dst);
@@ -354,16 +517,19 @@ static void set_attr(xmlNodePtr e, const char *name, int width, unsigned v) {
 
 /* In the mark's subtree: every <device>, <managed> and <clique> naming
  * 'from' as its host names 'to' (a device with its socket and position
- * here), so that the destination's plan matches the mark. */
+ * here), so that the destination's plan matches the mark; for an mdev,
+ * the <device> naming it as its mdev. */
 static void remap_mark(xmlNodePtr n, const struct migrate_pair *p) {
+        const char *attr = p->mdev ? "mdev" : "host";
         for (xmlNodePtr c = n->children; c; c = c->next) {
                 if (c->type != XML_ELEMENT_NODE)
                         continue;
-                _cleanup_free_ char *host = xml_prop(c, "host");
-                if (host && streq(host, p->from) && (xmlStrEqual(c->name, (const xmlChar *) "device") ||
-                                                      xmlStrEqual(c->name, (const xmlChar *) "managed") ||
-                                                      xmlStrEqual(c->name, (const xmlChar *) "clique"))) {
-                        xmlSetProp(c, (const xmlChar *) "host", (const xmlChar *) p->to);
+                _cleanup_free_ char *host = xml_prop(c, attr);
+                bool named = host && (p->mdev ? strcasecmp(host, p->from) == 0 : streq(host, p->from));
+                if (named && (xmlStrEqual(c->name, (const xmlChar *) "device") ||
+                              (!p->mdev && (xmlStrEqual(c->name, (const xmlChar *) "managed") ||
+                                            xmlStrEqual(c->name, (const xmlChar *) "clique"))))) {
+                        xmlSetProp(c, (const xmlChar *) attr, (const xmlChar *) p->to);
                         if (xmlStrEqual(c->name, (const xmlChar *) "device")) {
                                 xmlSetProp(c, (const xmlChar *) "position", (const xmlChar *) p->to_position);
                                 if (xmlHasProp(c, (const xmlChar *) "host-socket")) {
@@ -419,23 +585,22 @@ void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, cons
                 res.reason = TAKE_PTR(err);
                 goto done;
         }
-        /* Every PCI hostdev must be one the mark places. */
+        /* Every hostdev must be one the mark places. */
         for (size_t i = 0; i < dom->n_hostdevs; i++) {
                 const struct domain_hostdev *hd = &dom->hostdevs[i];
                 char bdf[PCI_ADDR_STRLEN];
-                if (hd->kind != DOMAIN_HOSTDEV_PCI) {
-                        res.verdict = MIGRATE_REFUSE;
-                        res.reason = xasprintf("mdev %s: mapping mdevs to this host's is not supported yet", hd->mdev_uuid);
-                        goto done;
-                }
-                pci_addr_format(&hd->host, bdf);
+                bool mdev = hd->kind == DOMAIN_HOSTDEV_MDEV;
+                if (!mdev)
+                        pci_addr_format(&hd->host, bdf);
                 bool known = false;
                 for (size_t k = 0; k < mark.n_devices && !known; k++)
-                        known = streq_ptr(mark.devices[k].host, bdf);
+                        known = mdev ? mark.devices[k].mdev && strcasecmp(mark.devices[k].mdev, hd->mdev_uuid) == 0
+                                     : streq_ptr(mark.devices[k].host, bdf);
                 if (!known) {
                         res.verdict = MIGRATE_REFUSE;
-                        res.reason = xasprintf("device %s: the pcinuma mark does not record it, so its place on the "
-                                               "source host is unknown", bdf);
+                        res.reason = xasprintf("%s %s: the pcinuma mark does not record it, so its place on the "
+                                               "source host is unknown", mdev ? "mdev" : "device",
+                                               mdev ? hd->mdev_uuid : bdf);
                         goto done;
                 }
         }
@@ -449,15 +614,24 @@ void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, cons
         xmlNodePtr *src = xcalloc(dom->n_hostdevs ? dom->n_hostdevs : 1, sizeof(xmlNodePtr));
         const struct migrate_pair **to = xcalloc(dom->n_hostdevs ? dom->n_hostdevs : 1, sizeof(*to));
         for (size_t i = 0; i < dom->n_hostdevs; i++) {
+                const struct domain_hostdev *hd = &dom->hostdevs[i];
+                bool mdev = hd->kind == DOMAIN_HOSTDEV_MDEV;
                 char bdf[PCI_ADDR_STRLEN];
-                pci_addr_format(&dom->hostdevs[i].host, bdf);
-                for (size_t k = 0; k < res.map.n_pairs; k++)
-                        if (streq(res.map.pairs[k].from, bdf))
-                                to[i] = &res.map.pairs[k];
-                src[i] = child_elem(child_elem(dom->hostdevs[i].elem, "source"), "address");
+                if (!mdev)
+                        pci_addr_format(&hd->host, bdf);
+                for (size_t k = 0; k < res.map.n_pairs; k++) {
+                        const struct migrate_pair *p = &res.map.pairs[k];
+                        if (mdev ? p->mdev && strcasecmp(p->from, hd->mdev_uuid) == 0 : !p->mdev && streq(p->from, bdf))
+                                to[i] = p;
+                }
+                src[i] = child_elem(child_elem(hd->elem, "source"), "address");
         }
         for (size_t i = 0; i < dom->n_hostdevs; i++) {
                 struct pci_addr a;
+                if (src[i] && to[i] && to[i]->mdev) {
+                        xmlSetProp(src[i], (const xmlChar *) "uuid", (const xmlChar *) to[i]->to);
+                        continue;
+                }
                 if (!src[i] || !to[i] || pci_addr_parse(to[i]->to, &a) < 0)
                         continue;
                 set_attr(src[i], "domain", 4, a.domain);
@@ -490,4 +664,9 @@ void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, cons
         res.verdict = MIGRATE_ACCEPT;
 done:
         *ret = res;
+}
+
+int migrate_map(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, struct migrate_map *ret,
+                char **ret_reason) {
+        return migrate_map_budget(m, h, f, MIGRATE_MAP_BUDGET, ret, ret_reason);
 }

@@ -2,7 +2,8 @@
  * a plan records about where its devices sit (migrate_annotate(), for the
  * mark), and the destination's decision on an incoming planned domain
  * (migrate_incoming()): map each of its host devices to a device of this
- * host in the same position (fingerprint_position()), then rewrite the
+ * host in the same position (fingerprint_position()) and each mdev to an
+ * mdev of its type on a parent in its parent's position, then rewrite the
  * hostdev sources and the mark, keeping the guest side; or refuse, naming
  * the device and what differs.  Pure: no I/O, no globals. */
 #pragma once
@@ -18,15 +19,18 @@
 #include "policy.h"
 
 /* Fill p->fingerprint (h's digest) and each moved PCI device's position,
- * vendor:device (from h), for the mark.  d is the domain p was made for. */
+ * vendor:device (from h), for the mark; for a moved mdev its mdev_type and
+ * its parent's position and vendor:device.  d is the domain p was made
+ * for. */
 void migrate_annotate(struct plan *p, const struct domain *d, const struct hostmap *h);
 
-/* One host device of the incoming domain and where it goes here. */
+/* One host device (or mdev) of the incoming domain and where it goes here. */
 struct migrate_pair {
-        char *from;                     /* the source host's BDF, as the mark names it */
-        char *to;                       /* this host's BDF */
-        int to_socket;                  /* its socket here, -1 unknown */
-        char *to_position;              /* its position here */
+        char *from;                     /* the source host's BDF (an mdev's UUID), as the mark names it */
+        char *to;                       /* this host's BDF (mdev UUID) */
+        bool mdev;
+        int to_socket;                  /* its socket here (an mdev's parent's), -1 unknown */
+        char *to_position;              /* its position here (an mdev's parent's) */
 };
 
 struct migrate_map {
@@ -36,12 +40,34 @@ struct migrate_map {
 void migrate_map_done(struct migrate_map *m);
 
 /* The pure mapping: each device m records (its position, vendor:device,
- * driver) to a distinct device of h (whose fingerprint is f) in the same
- * position, consistently (devices that share a root complex, switch or
- * slot on the source share one here).  0 and *ret, or -1 with *ret_reason
- * (malloc'ed: which device, what differs). */
+ * driver kind) to a distinct device of h (whose fingerprint is f) in the
+ * same position, consistently (devices that share a root complex, switch
+ * or slot on the source share one here); each mdev m records (its
+ * mdev_type, its parent's position) to a distinct existing mdev of h of
+ * that type whose parent is in that position, consistently with the
+ * devices (a parent beside a passed-through NIC on the source is beside
+ * its destination here; mdevs that share a parent share one here).
+ * 0 and *ret, or -1 with *ret_reason (malloc'ed: which device or mdev,
+ * what differs). */
 int migrate_map(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, struct migrate_map *ret,
                 char **ret_reason);
+
+/* The most placements (a mark device tried on a destination device in the
+ * same position) migrate_map() tries before it refuses.  The search
+ * backtracks, and a forged or huge mark whose devices each have many
+ * equally placed candidates here could otherwise keep the daemon (root,
+ * the one hook answer libvirt waits for) busy for ever.  A real host's
+ * mapping takes about one placement per device plus a few retries; each
+ * placement costs at most a few thousand string comparisons, so the limit
+ * is well under a second.  Beyond it the migration is refused, saying
+ * so.  (A mark with more PCI devices than this host has
+ * passthrough-capable ones is refused before any search, which also
+ * bounds the search's depth.) */
+#define MIGRATE_MAP_BUDGET 100000
+
+/* migrate_map() with another limit than MIGRATE_MAP_BUDGET (for tests). */
+int migrate_map_budget(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, size_t budget,
+                       struct migrate_map *ret, char **ret_reason);
 
 enum migrate_verdict {
         MIGRATE_PASS,                   /* no mark (or XML that does not parse): unchanged */

@@ -52,6 +52,7 @@ struct plan *plan_free(struct plan *p) {
                 free(p->devices[i].reason);
                 free(p->devices[i].host_up);
                 free(p->devices[i].position);
+                free(p->devices[i].mdev_type);
         }
         free(p->fingerprint);
         free(p->devices);

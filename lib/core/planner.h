@@ -49,9 +49,11 @@ struct plan_device {
         uint64_t mmio64_size;           /* its 64-bit BARs, each rounded up to a power of two */
         uint64_t mmio64_align;          /* its largest 64-bit BAR (a power of two) */
         /* For migration (migrate.h, filled by migrate_annotate()): its
-         * fingerprint position and "vendor:device", NULL/"" when unknown. */
+         * fingerprint position and "vendor:device", NULL/"" when unknown;
+         * for an mdev, its parent's, and its mdev_type name. */
         char *position;
         char vendor_device[10];
+        char *mdev_type;
 };
 
 struct plan_pxb {

@@ -60,6 +60,9 @@ Checks:
 * B's policy with "migration": "refuse": A->B refused by B's hook; a
   domain planned on A under "migration": "refuse" (marked migratable="no")
   refused as before.
+* A domain with an mdev (a vGPU of node 1's GPU on A): its mark records the
+  mdev's type and its parent's position; A->B goes to B's mdev of that
+  type on node 1's GPU, named in the source and the mark.
 
 Output: TAP-like "ok N - ..." lines; exit 1 on any failure, 77 when
 libvirtd or virsh is missing.
@@ -91,6 +94,9 @@ DEVICE = "{%s}device" % NS
 
 # fleet-a's devices: GPU and NIC of node 0's switch, a GPU of node 1's.
 DEVICES_A = ["0000:18:00.0", "0000:1c:00.0", "0000:9a:00.0"]
+# fleet-a's mdev (on node 1's GPU 9b:00.0) and fleet-b's on node 1's (c6:00.0).
+MDEV_A = "a0000000-0000-4000-8000-00000000009b"
+MDEV_B = "b0000000-0000-4000-8000-0000000000c6"
 
 # netns mode: A linked to B and to C; each host listens on its first link.
 LINKS = [("a", "b"), ("a", "c")]
@@ -413,6 +419,28 @@ class Test:
         self.check('migratable="no"' in p2 and rc not in (0, None) and 'migratable="no"' in out
                    and not self.on("b", "mig-2"),
                    "migration: refuse on A: the mark says migratable=\"no\" and A->B is refused as before", out)
+
+        # A vGPU: A's nvidia-63 mdev on node 1's GPU goes to B's nvidia-63
+        # on node 1's GPU (not to the one of node 0).
+        self.policy("a")
+        self.daemons["a"].hup()
+        mdev_xml = ("    <hostdev mode='subsystem' type='mdev' model='vfio-pci'>\n"
+                    "      <source>\n        <address uuid='%s'/>\n      </source>\n    </hostdev>\n" % MDEV_A)
+        self.sess["a"].define(domain_xml("mig-3", (), memnodes={0: "0", 1: "1"}, extra_devices=mdev_xml))
+        p3 = self.wait_planned("a", "mig-3")
+        mk3 = mark_of(p3)
+        d3 = mk3.findall(DEVICE) if mk3 is not None else []
+        self.check(len(d3) == 1 and d3[0].get("mdev") == MDEV_A and d3[0].get("mdev-type") == "nvidia-63"
+                   and d3[0].get("position"), "A plans a domain with an mdev: the mark records its type and "
+                   "its parent's position", p3[-2000:])
+        rc, out = self.migrate("mig-3", "a", "b")
+        self.diag("virsh migrate mig-3 a -> b: exit %s: %s" % (rc, out))
+        on_b = self.sess["b"].dumpxml("mig-3") if rc == 0 and self.on("b", "mig-3") else ""
+        uuids = [a.get("uuid") for a in ET.fromstring(on_b).findall("devices/hostdev/source/address")] if on_b else []
+        mk_b = mark_of(on_b) if on_b else None
+        self.check(uuids == [MDEV_B] and mk_b is not None and [d.get("mdev") for d in mk_b.findall(DEVICE)] == [MDEV_B],
+                   "virsh migrate A->B with an mdev: accepted, B's definition uses B's nvidia-63 mdev of the GPU in "
+                   "the same place, and its mark names it", "%s\n%s" % (out, on_b[-2000:]))
 
 
 def main():

@@ -2,7 +2,8 @@
  * memory: a two-socket host of GPUs, NICs and VFs behind switches
  * (host_a), with a builder that can renumber it (other domain, buses,
  * host bridge names, socket ids, enumeration order) so that "the same
- * topology with other numbers" is one call.  Include after cmocka.h. */
+ * topology with other numbers" is one call, with mdevs if asked.  Include
+ * after cmocka.h. */
 #pragma once
 
 #include <stdbool.h>
@@ -92,7 +93,15 @@ static inline struct pci_addr addr_of(const struct numbering *nb, unsigned bus, 
         return a;
 }
 
-static inline struct hostmap *build(const struct dev_spec *spec, size_t n, const struct numbering *nb) {
+/* An mdev of the test host: its parent on the plain numbering. */
+struct mdev_spec {
+        const char *uuid;
+        unsigned bus, slot, func;
+        const char *type;
+};
+
+static inline struct hostmap *build_mdevs(const struct dev_spec *spec, size_t n, const struct numbering *nb,
+                                          const struct mdev_spec *mdevs, size_t n_mdevs) {
         struct hostmap *h = hostmap_new();
         for (int id = 0; id < 2; id++) {
                 struct hostmap_node *node = hostmap_add_node(h, id);
@@ -137,8 +146,16 @@ static inline struct hostmap *build(const struct dev_spec *spec, size_t n, const
                                 if (pci_addr_eq(&h->devices[i].addr, &pa))
                                         h->devices[i].n_vfs++;
                 }
+        for (size_t k = 0; k < n_mdevs; k++) {
+                struct pci_addr pa = addr_of(nb, mdevs[k].bus, mdevs[k].slot, mdevs[k].func);
+                hostmap_add_mdev(h, mdevs[k].uuid, &pa)->type = xstrdup(mdevs[k].type);
+        }
         hostmap_finish(h);
         return h;
+}
+
+static inline struct hostmap *build(const struct dev_spec *spec, size_t n, const struct numbering *nb) {
+        return build_mdevs(spec, n, nb, NULL, 0);
 }
 
 /* A copy of host A to change. */

@@ -1,9 +1,10 @@
 /* Tests for lib/core/fingerprint: host maps built in memory, the same host
  * renumbered (other buses, domain, host bridge names, socket ids, another
  * enumeration order) gives the same digest and groups; a device moved to
- * the other socket, another driver, another vendor:device, another SLIT
- * distance each give another digest, and exactly the groups that changed
- * get other group digests; which devices count. */
+ * the other socket, a VFIO variant driver, another vendor:device, another
+ * SLIT distance each give another digest, and exactly the groups that
+ * changed get other group digests; a host driver instead of vfio-pci does
+ * not (driver kinds); which devices count. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -109,7 +110,7 @@ static void test_canonical(void **state) {
                          "bridge{dev(10de:2330 class 030200 driver vfio-pci bars 0:m32:0x1000000;1:m64p:0x1000000000)},"
                          "bridge{dev(15b3:1021 class 020700 driver vfio-pci bars 0:m64p:0x2000000)}}}}";
         /* The VFs inside their PF (which counts too: class 02). */
-        const char *vf = "node 0 rc{bridge{dev(15b3:1017 class 020000 driver mlx5_core bars 0:m64p:0x2000000 vfs{"
+        const char *vf = "node 0 rc{bridge{dev(15b3:1017 class 020000 driver vfio-pci bars 0:m64p:0x2000000 vfs{"
                          "dev(15b3:101e class 020700 driver vfio-pci bars 0:m64p:0x100000),"
                          "dev(15b3:101e class 020700 driver vfio-pci bars 0:m64p:0x100000)})}}";
         bool have_sw = false, have_vf = false;
@@ -193,19 +194,43 @@ static void test_moved_device(void **state) {
         free(s);
 }
 
-/* A NIC behind a root port on another driver: its group changes, no other. */
+/* Drivers count by kind (fingerprint_driver_kind()): a NIC on mlx5_core
+ * instead of vfio-pci, a GPU on nvidia, a PF with no driver give the same
+ * digest (a managed device changes driver with its guest); the NIC on
+ * the VFIO variant driver mlx5_vfio_pci changes its group, no other. */
 static void test_other_driver(void **state) {
         (void) state;
         struct dev_spec *s = copy_a();
         s[find_spec(s, 0x95, 0, 0)].driver = "mlx5_core";
+        s[find_spec(s, 0x93, 0, 0)].driver = "nvidia";
+        s[find_spec(s, 0x31, 0, 0)].driver = NULL;
         struct fingerprint *a = fp_of(host_a, N_A, &plain);
         struct fingerprint *b = fp_of(s, N_A, &plain);
-        assert_string_not_equal(a->digest, b->digest);
-        _cleanup_free_ char *changed = changed_groups(a, b);
+        assert_string_equal(a->canonical, b->canonical);
+        assert_string_equal(a->digest, b->digest);
+        s[find_spec(s, 0x95, 0, 0)].driver = "mlx5_vfio_pci";
+        struct fingerprint *c = fp_of(s, N_A, &plain);
+        assert_string_not_equal(a->digest, c->digest);
+        _cleanup_free_ char *changed = changed_groups(a, c);
         assert_string_equal(changed, "pci0000:90");
+        assert_non_null(strstr(c->canonical, "class 020700 driver mlx5_vfio_pci bars"));
         fingerprint_free(a);
         fingerprint_free(b);
+        fingerprint_free(c);
         free(s);
+}
+
+static void test_driver_kind(void **state) {
+        (void) state;
+        static const char *const plain_kind[] = { "vfio-pci", "nvidia", "mlx5_core", "nvme", "", "acme_vgpu_passthru",
+                                                  "vfio_pci_core" };
+        for (size_t i = 0; i < ELEMENTSOF(plain_kind); i++)
+                assert_string_equal(fingerprint_driver_kind(plain_kind[i]), "vfio-pci");
+        assert_string_equal(fingerprint_driver_kind(NULL), "vfio-pci");
+        static const char *const variants[] = { "mlx5_vfio_pci", "hisi_acc_vfio_pci", "pds_vfio_pci", "virtio_vfio_pci",
+                                                "nvgrace_gpu_vfio_pci" };
+        for (size_t i = 0; i < ELEMENTSOF(variants); i++)
+                assert_string_equal(fingerprint_driver_kind(variants[i]), variants[i]);
 }
 
 /* The NVMe drive is another model: its group changes, no other. */
@@ -342,6 +367,7 @@ int main(void) {
                 cmocka_unit_test(test_permuted_ports_same),
                 cmocka_unit_test(test_moved_device),
                 cmocka_unit_test(test_other_driver),
+                cmocka_unit_test(test_driver_kind),
                 cmocka_unit_test(test_other_model),
                 cmocka_unit_test(test_other_distance),
                 cmocka_unit_test(test_what_counts),

@@ -3,10 +3,16 @@
  * test-fingerprint.c's): a renumbered host accepts and remaps every device
  * (devices that share a switch still share one, a VF stays beside its
  * PF's VFs); a GPU moved to the other socket is refused naming it and the
- * node; another driver is refused naming the driver; whole domains through
+ * node; another kind of driver (a VFIO variant driver) is refused naming
+ * it, a host driver where the source had vfio-pci is not; whole domains through
  * migrate_incoming(): accepted and rewritten on a renumbered host (guest
  * side unchanged, the destination's plan idempotent), refused under
- * migration: refuse and for a mark that says migratable="no". */
+ * migration: refuse and for a mark that says migratable="no"; the
+ * search's budget (a forged mark that would take a million placements is
+ * refused at MIGRATE_MAP_BUDGET, naming the limit); mdevs mapped to mdevs
+ * of their type on a parent in the same position (consistently, distinct)
+ * or refused naming the mdev, and a whole domain with a vGPU migrated; a
+ * device without mdevs preferred to one with. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -129,21 +135,48 @@ static void test_moved_gpu_refused(void **state) {
         migrate_map_done(&map);
 }
 
-/* Host D: node 0's RDMA NIC on mlx5_core instead of vfio-pci. */
+/* Host D: node 0's RDMA NIC on the VFIO variant driver mlx5_vfio_pci
+ * instead of vfio-pci: another kind of driver, refused.  On its host
+ * driver mlx5_core (and a GPU on nvidia): the same kind, mapped. */
 static void test_other_driver_refused(void **state) {
         (void) state;
         _cleanup_free_ struct dev_spec *d = copy_a();
-        d[find_spec(d, 0x15, 0, 0)].driver = "mlx5_core";
+        d[find_spec(d, 0x15, 0, 0)].driver = "mlx5_vfio_pci";
         _cleanup_hostmap_ struct hostmap *a = build(host_a, N_A, &plain);
         _cleanup_hostmap_ struct hostmap *hd = build(d, N_A, &plain);
-        static const char *const nic[] = { "0000:15:00.0" };
+        static const char *const nic[] = { "0000:15:00.0", "0000:14:00.0" };
         _cleanup_(mark_done) struct mark m = {0};
-        mark_of(a, nic, 1, &m);
+        mark_of(a, nic, 2, &m);
         struct migrate_map map = {0};
         _cleanup_free_ char *reason = NULL;
         assert_int_equal(map_on(hd, &m, &map, &reason), -1);
-        assert_true(has(reason, "device 0000:15:00.0 (15b3:1021, driver vfio-pci, host node 0): the driver differs"));
-        assert_true(has(reason, "0000:15:00.0 (node 0, driver mlx5_core)"));
+        assert_true(has(reason, "device 0000:15:00.0 (15b3:1021, driver vfio-pci, host node 0): the driver's kind differs"));
+        assert_true(has(reason, "0000:15:00.0 (node 0, driver mlx5_vfio_pci)"));
+        /* The GPU beside it is refused too: its root complex holds another NIC. */
+        assert_true(has(reason, "device 0000:14:00.0 (10de:2330, driver vfio-pci, host node 0): no root complex"));
+        /* The same kind: a host driver where the source had vfio-pci. */
+        _cleanup_free_ struct dev_spec *e = copy_a();
+        e[find_spec(e, 0x15, 0, 0)].driver = "mlx5_core";
+        e[find_spec(e, 0x14, 0, 0)].driver = "nvidia";
+        _cleanup_hostmap_ struct hostmap *he = build(e, N_A, &renumbered);
+        free(reason);
+        reason = NULL;
+        assert_int_equal(map_on(he, &m, &map, &reason), 0);
+        assert_string_equal(to_of(&map, "0000:15:00.0"), "0002:75:00.0");
+        const char *gpu = to_of(&map, "0000:14:00.0");
+        assert_true(streq(gpu, "0002:73:00.0") || streq(gpu, "0002:74:00.0"));
+        migrate_map_done(&map);
+        /* And back: a mark made on the host drivers maps onto vfio-pci. */
+        _cleanup_(mark_done) struct mark me = {0};
+        _cleanup_hostmap_ struct hostmap *he_plain = build(e, N_A, &plain);
+        mark_of(he_plain, nic, 2, &me);
+        assert_int_equal(map_on(a, &me, &map, &reason), 0);
+        migrate_map_done(&map);
+        m.n_devices = 1;        /* (mark_done frees only what n_devices counts) */
+        free(m.devices[1].host);
+        free(m.devices[1].position);
+        free(m.devices[1].vendor_device);
+        free(m.devices[1].driver);
         /* A mark without positions (an earlier pcinuma's) is refused. */
         free(m.devices[0].position);
         m.devices[0].position = NULL;
@@ -152,7 +185,8 @@ static void test_other_driver_refused(void **state) {
         assert_int_equal(map_on(a, &m, &map, &reason), -1);
         assert_true(has(reason, "the mark records no position"));
 
-        /* An mdev: not mapped yet, refused naming it. */
+        /* An mdev the mark records no type for (an earlier pcinuma's):
+         * refused naming it. */
         _cleanup_(mark_done) struct mark mm = {0};
         *GROW(mm.devices, mm.n_devices) = (struct mark_device) {
                 .mdev = xstrdup("4b20d080-1b54-4048-85b3-a6a62d165c01"), .host_node = 0, .host_socket = -1,
@@ -160,7 +194,256 @@ static void test_other_driver_refused(void **state) {
         free(reason);
         reason = NULL;
         assert_int_equal(map_on(a, &mm, &map, &reason), -1);
-        assert_true(has(reason, "mdev 4b20d080-1b54-4048-85b3-a6a62d165c01: mapping mdevs to this host's is not supported yet"));
+        assert_true(has(reason, "mdev 4b20d080-1b54-4048-85b3-a6a62d165c01: the mark records no mdev type"));
+}
+
+/* A host whose node 0 root complex holds n_gpus GPUs, each below a root
+ * port of its own, and a NIC on node 1: every GPU is in a position like
+ * every other's. */
+static struct hostmap *many_gpus(size_t n_gpus) {
+        struct dev_spec *s = xcalloc(2 * n_gpus + 2, sizeof(*s));
+        size_t n = 0;
+        for (unsigned i = 0; i < n_gpus; i++) {
+                s[n++] = (struct dev_spec) { 0x10, i + 1, 0, 0, 0x060400, 0x8086, 0x347a, "pcieport", 0x10, {0}, {0}, 0, -1 };
+                s[n++] = (struct dev_spec) { 0x11 + i, 0, 0, 0, GPU, 0x10, {0x10}, {i + 1}, 1, -1 };
+        }
+        s[n++] = (struct dev_spec) { 0x90, 1, 0, 1, 0x060400, 0x8086, 0x347a, "pcieport", 0x90, {0}, {0}, 0, -1 };
+        s[n++] = (struct dev_spec) { 0x91, 0, 0, 1, NIC, 0x90, {0x90}, {1}, 1, -1 };
+        struct hostmap *h = build(s, n, &plain);
+        free(s);
+        return h;
+}
+
+/* A forged device beside the mark's first: its position with another root
+ * port and slot (0000:10:1f.0, 0000:3f:00), so that it is in the same
+ * position as every GPU but needs a root port of its own. */
+static void forge_one(struct mark *m, unsigned i) {
+        const struct mark_device *d0 = &m->devices[0];
+        _cleanup_free_ char *host = xasprintf("0000:%02x:00.0", 0x30 + i);
+        _cleanup_free_ char *rp = xasprintf("@0000:10:%02x.0", 0x18 + i), *slot = xasprintf("@0000:%02x:00", 0x30 + i);
+        struct strbuf b = {0};
+        for (const char *p = d0->position; *p;) {
+                if (strncmp(p, "@0000:10:01.0", 13) == 0) {
+                        strbuf_append(&b, rp);
+                        p += 13;
+                } else if (strncmp(p, "@0000:11:00", 11) == 0 && (p[11] == 0 || p[11] == ' ')) {
+                        strbuf_append(&b, slot);
+                        p += 11;
+                } else
+                        strbuf_appendn(&b, p++, 1);
+        }
+        *GROW(m->devices, m->n_devices) = (struct mark_device) {
+                .host = xstrdup(host), .host_node = 0, .host_socket = -1, .position = strbuf_steal(&b),
+                .vendor_device = xstrdup(m->devices[0].vendor_device), .driver = xstrdup(m->devices[0].driver),
+        };
+}
+
+/* The search has a budget: a forged mark with one GPU more than this host
+ * has, in the same position as all of them, would take about e * 9!
+ * (a million) placements to refuse; it is refused once MIGRATE_MAP_BUDGET
+ * placements are tried, saying so.  A real mark takes one placement per
+ * device. */
+static void test_search_budget(void **state) {
+        (void) state;
+        enum { N = 9 };
+        _cleanup_hostmap_ struct hostmap *h = many_gpus(N);
+        const char *bdfs[N];
+        char names[N][PCI_ADDR_STRLEN];
+        for (unsigned i = 0; i < N; i++) {
+                snprintf(names[i], sizeof names[i], "0000:%02x:00.0", 0x11 + i);
+                bdfs[i] = names[i];
+        }
+        _cleanup_(mark_done) struct mark m = {0};
+        mark_of(h, bdfs, N, &m);
+        _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(h);
+        struct migrate_map map = {0};
+        _cleanup_free_ char *reason = NULL;
+        /* The genuine mark: N placements, not one fewer. */
+        assert_int_equal(migrate_map_budget(&m, h, f, N, &map, &reason), 0);
+        assert_int_equal(map.n_pairs, N);
+        migrate_map_done(&map);
+        assert_int_equal(migrate_map_budget(&m, h, f, N - 1, &map, &reason), -1);
+        assert_true(has(reason, "gave up after trying 8 placements (the limit, MIGRATE_MAP_BUDGET)"));
+        assert_int_equal(map.n_pairs, 0);
+
+        /* One forged GPU more: the limit, not an exhaustive search. */
+        forge_one(&m, 0);
+        free(reason);
+        reason = NULL;
+        assert_int_equal(migrate_map(&m, h, f, &map, &reason), -1);
+        assert_true(has(reason, "gave up after trying 100000 placements"));
+        assert_int_equal(map.n_pairs, 0);
+        /* With room for the whole search, the same mark is refused as
+         * not placeable together: the budget is what stopped it above. */
+        free(reason);
+        reason = NULL;
+        assert_int_equal(migrate_map_budget(&m, h, f, SIZE_MAX, &map, &reason), -1);
+        assert_true(has(reason, "but not together"));
+
+        /* More PCI devices than this host has capable ones: refused before
+         * any search. */
+        forge_one(&m, 1);
+        free(reason);
+        reason = NULL;
+        assert_int_equal(migrate_map_budget(&m, h, f, 0, &map, &reason), -1);
+        assert_true(has(reason, "the mark records 11 host devices; this host has only 10 passthrough-capable devices"));
+}
+
+/* --- mdevs ----------------------------------------------------------------- */
+
+#define UA(n) "aaaaaaaa-0000-4000-8000-00000000000" #n
+#define UB(n) "bbbbbbbb-0000-4000-8000-00000000000" #n
+
+/* Host A's GPUs on nvidia with vGPUs: two nvidia-63 on 13:00.0 (node 0,
+ * beside the switch's NIC), one nvidia-63 and one nvidia-64 on 93:00.0
+ * (node 1). */
+static const struct mdev_spec mdevs_a[] = {
+        { UA(1), 0x13, 0, 0, "nvidia-63" }, { UA(2), 0x13, 0, 0, "nvidia-63" },
+        { UA(3), 0x93, 0, 0, "nvidia-63" }, { UA(4), 0x93, 0, 0, "nvidia-64" },
+};
+/* Host B (renumbered) has its own: on 14:00.0 (the other GPU of node 0's
+ * switch) and 94:00.0. */
+static const struct mdev_spec mdevs_b[] = {
+        { UB(1), 0x14, 0, 0, "nvidia-63" }, { UB(2), 0x14, 0, 0, "nvidia-63" },
+        { UB(3), 0x94, 0, 0, "nvidia-64" }, { UB(4), 0x94, 0, 0, "nvidia-63" },
+};
+
+static struct dev_spec *gpus_on_nvidia(void) {
+        struct dev_spec *s = copy_a();
+        for (size_t k = 0; k < N_A; k++)
+                if ((s[k].class >> 16) == 0x03)
+                        s[k].driver = "nvidia";
+        return s;
+}
+
+/* Add mdev 'uuid' of host a to mark m, as migrate_annotate() records it. */
+static void add_mdev(const struct hostmap *a, const char *uuid, struct mark *m) {
+        _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(a);
+        const struct hostmap_mdev *md = hostmap_find_mdev(a, uuid);
+        assert_non_null(md);
+        const struct hostmap_device *p = hostmap_find_device(a, &md->parent);
+        assert_non_null(p);
+        *GROW(m->devices, m->n_devices) = (struct mark_device) {
+                .mdev = xstrdup(uuid), .host_node = p->node, .host_socket = -1, .mdev_type = xstrdup(md->type),
+                .position = fingerprint_position(f, a, (size_t) (p - a->devices)),
+                .vendor_device = xasprintf("%04x:%04x", p->vendor, p->device),
+        };
+        assert_non_null(m->devices[m->n_devices - 1].position);
+}
+
+static const struct migrate_pair *pair_of(const struct migrate_map *map, const char *from) {
+        for (size_t i = 0; i < map->n_pairs; i++)
+                if (streq(map->pairs[i].from, from))
+                        return &map->pairs[i];
+        fail_msg("%s not mapped", from);
+        return NULL;
+}
+
+/* mdevs map to mdevs of their type whose parent is in the parent's
+ * position, consistently with the devices (the NIC beside the parent on
+ * A is beside the new parent on B) and distinct; two mdevs of one parent
+ * go to two mdevs of one parent. */
+static void test_mdev_mapped(void **state) {
+        (void) state;
+        _cleanup_free_ struct dev_spec *s = gpus_on_nvidia();
+        _cleanup_hostmap_ struct hostmap *a = build_mdevs(s, N_A, &plain, mdevs_a, ELEMENTSOF(mdevs_a));
+        _cleanup_hostmap_ struct hostmap *b = build_mdevs(s, N_A, &renumbered, mdevs_b, ELEMENTSOF(mdevs_b));
+        static const char *const nic[] = { "0000:15:00.0" };
+        _cleanup_(mark_done) struct mark m = {0};
+        mark_of(a, nic, 1, &m);
+        add_mdev(a, UA(1), &m);
+        add_mdev(a, UA(2), &m);
+        add_mdev(a, UA(3), &m);
+        struct migrate_map map = {0};
+        _cleanup_free_ char *reason = NULL;
+        assert_int_equal(map_on(b, &m, &map, &reason), 0);
+        assert_null(reason);
+        assert_int_equal(map.n_pairs, 4);
+        assert_string_equal(to_of(&map, "0000:15:00.0"), "0002:75:00.0");
+        const struct migrate_pair *p1 = pair_of(&map, UA(1)), *p2 = pair_of(&map, UA(2)), *p3 = pair_of(&map, UA(3));
+        assert_true(p1->mdev && p2->mdev && p3->mdev);
+        assert_false(map.pairs[0].mdev);
+        assert_true(streq(p1->to, UB(1)) || streq(p1->to, UB(2)));
+        assert_true(streq(p2->to, UB(1)) || streq(p2->to, UB(2)));
+        assert_string_not_equal(p1->to, p2->to);
+        assert_string_equal(p3->to, UB(4));             /* the nvidia-63 of node 1, not the nvidia-64 */
+        assert_true(has(p1->to_position, "rc:") && has(p1->to_position, "@pci0002:70 "));   /* the parent's, on B */
+        assert_int_equal(p3->to_socket, 10);            /* node 1's socket on B (7 + 3) */
+        migrate_map_done(&map);
+}
+
+/* A GPU goes to a GPU of the same place that holds no mdevs when there is
+ * one (B's 0002:73:00.0, first in address order, has a vGPU): a
+ * preference, not a refusal (with vGPUs on both, both still map). */
+static void test_prefers_gpu_without_mdevs(void **state) {
+        (void) state;
+        _cleanup_free_ struct dev_spec *s = gpus_on_nvidia();
+        static const struct mdev_spec on73[] = { { UB(1), 0x13, 0, 0, "nvidia-63" } };
+        static const struct mdev_spec on_both[] = { { UB(1), 0x13, 0, 0, "nvidia-63" }, { UB(2), 0x14, 0, 0, "nvidia-63" } };
+        _cleanup_hostmap_ struct hostmap *a = build(s, N_A, &plain);
+        _cleanup_hostmap_ struct hostmap *b = build_mdevs(s, N_A, &renumbered, on73, 1);
+        _cleanup_hostmap_ struct hostmap *b2 = build_mdevs(s, N_A, &renumbered, on_both, 2);
+        static const char *const gpu[] = { "0000:13:00.0" }, *const two[] = { "0000:13:00.0", "0000:14:00.0" };
+        _cleanup_(mark_done) struct mark m = {0}, m2 = {0};
+        mark_of(a, gpu, 1, &m);
+        mark_of(a, two, 2, &m2);
+        struct migrate_map map = {0};
+        _cleanup_free_ char *reason = NULL;
+        assert_int_equal(map_on(b, &m, &map, &reason), 0);
+        assert_string_equal(to_of(&map, "0000:13:00.0"), "0002:74:00.0");
+        migrate_map_done(&map);
+        assert_int_equal(map_on(b2, &m2, &map, &reason), 0);
+        assert_int_equal(map.n_pairs, 2);
+        migrate_map_done(&map);
+}
+
+static void test_mdev_refused(void **state) {
+        (void) state;
+        _cleanup_free_ struct dev_spec *s = gpus_on_nvidia();
+        _cleanup_hostmap_ struct hostmap *a = build_mdevs(s, N_A, &plain, mdevs_a, ELEMENTSOF(mdevs_a));
+        struct migrate_map map = {0};
+        _cleanup_free_ char *reason = NULL;
+
+        /* No nvidia-64 on node 0 of B: refused naming the mdev, its type,
+         * and where B's are. */
+        static const struct mdev_spec b64[] = { { UB(3), 0x94, 0, 0, "nvidia-64" }, { UB(1), 0x14, 0, 0, "nvidia-63" } };
+        static const struct mdev_spec a64[] = { { UA(5), 0x14, 0, 0, "nvidia-64" } };
+        _cleanup_hostmap_ struct hostmap *a2 = build_mdevs(s, N_A, &plain, a64, 1);
+        _cleanup_hostmap_ struct hostmap *b = build_mdevs(s, N_A, &renumbered, b64, 2);
+        _cleanup_(mark_done) struct mark m = {0};
+        add_mdev(a2, UA(5), &m);
+        assert_int_equal(map_on(b, &m, &map, &reason), -1);
+        assert_int_equal(map.n_pairs, 0);
+        assert_true(has(reason, "mdev " UA(5) " (type nvidia-64, parent 10de:2330 on host node 0): no mdev of that type "
+                                "here has its parent in the same place"));
+        assert_true(has(reason, "this host has " UB(3) " (parent 0002:f4:00.0, node 1)"));
+
+        /* A type B has none of. */
+        free(m.devices[0].mdev_type);
+        m.devices[0].mdev_type = xstrdup("nvidia-99");
+        free(reason);
+        reason = NULL;
+        assert_int_equal(map_on(b, &m, &map, &reason), -1);
+        assert_true(has(reason, "mdev " UA(5) " (type nvidia-99, parent 10de:2330 on host node 0): this host has no "
+                                "mdev of type nvidia-99"));
+
+        /* Two mdevs of one parent, and B has one on each of two parents:
+         * each has a place, not together. */
+        static const struct mdev_spec split[] = { { UB(1), 0x13, 0, 0, "nvidia-63" }, { UB(2), 0x14, 0, 0, "nvidia-63" } };
+        _cleanup_hostmap_ struct hostmap *b2 = build_mdevs(s, N_A, &renumbered, split, 2);
+        _cleanup_(mark_done) struct mark m2 = {0};
+        add_mdev(a, UA(1), &m2);
+        add_mdev(a, UA(2), &m2);
+        free(reason);
+        reason = NULL;
+        assert_int_equal(map_on(b2, &m2, &map, &reason), -1);
+        assert_true(has(reason, "but not together"));
+        /* ... and three where B has two: refused before searching. */
+        add_mdev(a, UA(3), &m2);
+        free(reason);
+        reason = NULL;
+        assert_int_equal(map_on(b2, &m2, &map, &reason), -1);
+        assert_true(has(reason, "the mark records 3 mdevs; this host has only 2"));
 }
 
 /* The fake VM's host with its GPUs on other buses. */
@@ -262,12 +545,94 @@ static void test_incoming(void **state) {
         hostmap_free(c);
 }
 
+/* A whole domain with a vGPU on node 0's GPU (and the other three GPUs
+ * passed through): the mark records its type and its parent's position;
+ * on the renumbered host it goes to the nvidia-63 mdev of node 0's GPU
+ * (not to the one of node 1), its <source> uuid and the mark are
+ * rewritten, and the destination's plan changes nothing. */
+static void test_incoming_mdev(void **state) {
+        (void) state;
+        static const char xml[] =
+                "<domain type='kvm'>\n"
+                "  <name>" FAKE_VM_NAME "</name>\n"
+                "  <uuid>" FAKE_VM_UUID "</uuid>\n"
+                FAKE_VM_XML_BODY
+                "    <hostdev mode='subsystem' type='mdev' model='vfio-pci'>\n"
+                "      <source>\n"
+                "        <address uuid='" UA(1) "'/>\n"
+                "      </source>\n"
+                "    </hostdev>\n"
+                FAKE_VM_HOSTDEV("0x30")
+                FAKE_VM_HOSTDEV("0x50")
+                FAKE_VM_HOSTDEV("0x70")
+                FAKE_VM_XML_TAIL;
+        struct pci_addr p;
+        _cleanup_hostmap_ struct hostmap *a = fake_host_4n(fake_host_slit, fake_host_sockets);
+        fake_host_add_dev(a, "0000:10:00.0", 0, 0x030200);
+        fake_host_add_dev(a, "0000:30:00.0", 1, 0x030200);
+        fake_host_add_dev(a, "0000:50:00.0", 2, 0x030200);
+        fake_host_add_dev(a, "0000:70:00.0", 3, 0x030200);
+        assert_int_equal(pci_addr_parse("0000:10:00.0", &p), 0);
+        hostmap_add_mdev(a, UA(1), &p)->type = xstrdup("nvidia-63");
+        hostmap_finish(a);
+        _cleanup_hostmap_ struct hostmap *b = fake_host_4n(fake_host_slit, fake_host_sockets);
+        fake_host_add_dev(b, "0000:18:00.0", 0, 0x030200);
+        fake_host_add_dev(b, "0000:38:00.0", 1, 0x030200);
+        fake_host_add_dev(b, "0000:58:00.0", 2, 0x030200);
+        fake_host_add_dev(b, "0000:78:00.0", 3, 0x030200);
+        assert_int_equal(pci_addr_parse("0000:38:00.0", &p), 0);
+        hostmap_add_mdev(b, UB(2), &p)->type = xstrdup("nvidia-63");
+        assert_int_equal(pci_addr_parse("0000:18:00.0", &p), 0);
+        hostmap_add_mdev(b, UB(1), &p)->type = xstrdup("nvidia-63");
+        hostmap_finish(b);
+        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\"}}");
+        _cleanup_(engine_result_freep) struct engine_result *e = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(engine_plan(xml, strlen(xml), a, pol, NULL, &e, &err), 0);
+        assert_true(has(e->xml, "mdev=\"" UA(1) "\""));
+        assert_true(has(e->xml, "mdev-type=\"nvidia-63\""));
+
+        struct migrate_result r = {0};
+        migrate_incoming(e->xml, strlen(e->xml), b, pol, &r);
+        if (r.verdict != MIGRATE_ACCEPT)
+                fail_msg("refused: %s", strna(r.reason));
+        assert_int_equal(r.map.n_pairs, 4);
+        assert_string_equal(to_of(&r.map, UA(1)), UB(1));
+        assert_true(has(r.xml, "<address uuid=\"" UB(1) "\"/>"));
+        assert_true(has(r.xml, "mdev=\"" UB(1) "\""));
+        assert_false(has(r.xml, UA(1)));
+        _cleanup_(engine_result_freep) struct engine_result *e2 = NULL;
+        assert_int_equal(engine_plan(r.xml, strlen(r.xml), b, pol, NULL, &e2, &err), 0);
+        assert_true(e2->already_planned);
+        migrate_result_done(&r);
+
+        /* Without an nvidia-63 on node 0's GPU: refused naming the mdev. */
+        _cleanup_hostmap_ struct hostmap *c = fake_host_4n(fake_host_slit, fake_host_sockets);
+        fake_host_add_dev(c, "0000:18:00.0", 0, 0x030200);
+        fake_host_add_dev(c, "0000:38:00.0", 1, 0x030200);
+        fake_host_add_dev(c, "0000:58:00.0", 2, 0x030200);
+        fake_host_add_dev(c, "0000:78:00.0", 3, 0x030200);
+        assert_int_equal(pci_addr_parse("0000:38:00.0", &p), 0);
+        hostmap_add_mdev(c, UB(2), &p)->type = xstrdup("nvidia-63");
+        hostmap_finish(c);
+        migrate_incoming(e->xml, strlen(e->xml), c, pol, &r);
+        assert_int_equal(r.verdict, MIGRATE_REFUSE);
+        assert_true(has(r.reason, "mdev " UA(1) " (type nvidia-63, parent 0000:0000 on host node 0): no mdev of that type"));
+        assert_null(r.xml);
+        migrate_result_done(&r);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_renumbered_accepted),
                 cmocka_unit_test(test_moved_gpu_refused),
                 cmocka_unit_test(test_other_driver_refused),
                 cmocka_unit_test(test_incoming),
+                cmocka_unit_test(test_search_budget),
+                cmocka_unit_test(test_mdev_mapped),
+                cmocka_unit_test(test_mdev_refused),
+                cmocka_unit_test(test_prefers_gpu_without_mdevs),
+                cmocka_unit_test(test_incoming_mdev),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
