@@ -539,6 +539,8 @@ static void log_decision(const struct decision *d) {
                 log_fields_add(&f, "PCINUMA_GUEST_CELL", "%d", pd->cell);
         }
         log_fidelity(&f, d->result ? d->result->plan : NULL);
+        if (d->result && d->result->stale_mark)
+                log_fields_add(&f, "PCINUMA_STALE_MARK", "%s", d->result->stale_mark);
         for (size_t i = 0; i < d->n_remap; i++)
                 log_fields_add(&f, "PCINUMA_REMAP", "%s", d->remap[i]);
 
@@ -719,6 +721,8 @@ void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struc
                 log_fields_add(&p.fields, "PCINUMA_GUEST_CELL", "%d", pl->devices[i].cell);
         }
         log_fidelity(&p.fields, r->plan);
+        if (r->stale_mark)
+                log_fields_add(&p.fields, "PCINUMA_STALE_MARK", "%s", r->stale_mark);
 
         redefine_decide(r, NULL, &dec);
         remember(m, r, &dec);

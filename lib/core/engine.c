@@ -19,6 +19,7 @@ struct engine_result *engine_result_free(struct engine_result *r) {
         free(r->policy_origin);
         free(r->revert_warning);
         free(r->mismatch);
+        free(r->stale_mark);
         free(r);
         return NULL;
 }
@@ -136,15 +137,20 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
                  * names: a policy change that places every device where
                  * it is (another mode with the same outcome, a renamed
                  * rule) must not redefine the domain (issue 13). */
-                if (cur->mark && mark_matches(&old, res->plan, res->base, cur) && planner_matches(cur, res->base, res->plan)) {
+                res->stale_mark = cur->mark ? mark_mismatch(&old, res->plan, res->base, cur) : NULL;
+                const char *stale = res->stale_mark;
+                if (cur->mark && !stale && planner_matches(cur, res->base, res->plan)) {
                         res->xml = xstrndup(xml, len);
                         res->already_planned = true;
                         break;
                 }
+                /* Where the devices sit first; when they sit as planned,
+                 * which part of the mark is stale. */
                 res->mismatch = planner_mismatch(cur, res->base, res->plan);
                 if (!res->mismatch)
-                        res->mismatch = xasprintf("the pcinuma mark is missing or stale (it was written for policy %s)",
-                                                  old.policy ? old.policy : "none");
+                        res->mismatch = cur->mark ? xasprintf("the pcinuma mark is stale (written for policy %s): %s",
+                                                              old.policy ? old.policy : "none", stale ? stale : "?")
+                                                  : xstrdup("the pcinuma mark is missing");
                 /* Apply to a fresh copy so res->base stays the unplanned
                  * domain the plan's indexes refer to. */
                 _cleanup_domain_ struct domain *out = NULL;
@@ -293,6 +299,8 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
         if (p->reason)
                 strbuf_printf(&b, " (%s)", p->reason);
         strbuf_append(&b, "\n");
+        if (r->stale_mark)
+                strbuf_printf(&b, "stale mark:  %s\n", r->stale_mark);
 
         if (p->n_devices) {
                 const char *hdr[] = { "DEVICE", "CLASS", "HOST-NODE", "SOCKET", "GUEST-CELL", "GUEST-BDF", "CONTROLLER", "DECISION" };
@@ -444,6 +452,7 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
         json_object_object_add(o, "changed", json_object_new_boolean(r->changed));
         json_object_object_add(o, "already_planned", json_object_new_boolean(r->already_planned));
         json_object_object_add(o, "reverted", json_object_new_boolean(r->reverted));
+        json_add_str(o, "stale_mark", r->stale_mark);
 
         json_object *cells = json_object_new_array();
         for (size_t i = 0; i < d->n_cells; i++) {

@@ -645,58 +645,139 @@ int mark_parse(xmlNodePtr node, xmlNodePtr devices, struct mark *ret, char **ret
 
 /* --- matcher --------------------------------------------------------------- */
 
-/* Does the mark name device hd as moved to guest cell 'cell'? */
-static bool mark_has_move(const struct mark *m, const struct domain_hostdev *hd, int cell) {
-        char pci[PCI_ADDR_STRLEN];
+/* The mark's record of device hd, or NULL. */
+static const struct mark_device *mark_device_of(const struct mark *m, const struct domain_hostdev *hd, char pci[PCI_ADDR_STRLEN]) {
         bool mdev = hd->kind == DOMAIN_HOSTDEV_MDEV;
         const char *want = mdev ? hd->mdev_uuid : pci_addr_format(&hd->host, pci);
         for (size_t i = 0; i < m->n_devices; i++) {
                 const char *id = mdev ? m->devices[i].mdev : m->devices[i].host;
-                if (id && strcasecmp(id, want) == 0 && m->devices[i].guest_cell >= 0 && m->devices[i].guest_cell == cell)
-                        return true;
+                if (id && want && strcasecmp(id, want) == 0)
+                        return &m->devices[i];
         }
-        return false;
+        return NULL;
 }
 
-/* A device removed from the domain since, or one that now goes elsewhere,
- * means the topology must be planned afresh. */
-bool mark_matches(const struct mark *m, const struct plan *p, const struct domain *base, const struct domain *cur) {
-        size_t n_moved = 0, n_switch_ports = 0;
-        for (size_t i = 0; i < p->n_ports; i++)
-                n_switch_ports += p->ports[i].device < 0;
-        /* The feature switches' marks. */
-        if (!!m->distances != p->add_distances || m->n_controllers != n_switch_ports || m->n_managed != p->n_managed)
-                return false;
-        if (p->pcihole64_kib ? cur->pcihole64_kib != p->pcihole64_kib : (m->pcie_root_created || m->pcihole64_original))
-                return false;
-        /* migration: the mark says what the policy answers now (a mark
-         * from before, or from the other setting, is planned again). */
-        if (!m->migratable || !streq(m->migratable, p->settings.migration_same_topology ? "yes" : "no"))
-                return false;
-        /* The NCCL topology file: given or not, and the same text. */
-        if (!!p->nccl_arg != !!m->nccl_topology_sha256)
-                return false;
-        if (p->nccl_arg) {
-                char hex[SHA256_HEX_SIZE];
-                if (!streq(m->nccl_topology_sha256, sha256_hex(p->nccl_arg, strlen(p->nccl_arg), hex)))
-                        return false;
-        }
-        /* gpudirect_clique: the same GPUs with the same ids, in order. */
-        if (m->n_cliques != p->n_cliques)
-                return false;
-        for (size_t i = 0; i < p->n_cliques; i++)
-                if (!m->cliques[i].host || strcasecmp(m->cliques[i].host, p->devices[p->cliques[i].device].name) != 0 ||
-                    m->cliques[i].id != (int) p->cliques[i].id)
-                        return false;
+/* The device set: every device the plan moves, in its cell, and nothing
+ * else.  NULL when it agrees. */
+static char *devices_mismatch(const struct mark *m, const struct plan *p, const struct domain *base) {
+        size_t n_moved = 0;
         for (size_t i = 0; i < p->n_devices; i++) {
                 const struct plan_device *pd = &p->devices[i];
                 if (pd->action != PLAN_MOVE)
                         continue;
                 n_moved++;
-                if (!mark_has_move(m, &base->hostdevs[pd->hostdev], pd->cell))
-                        return false;
+                char pci[PCI_ADDR_STRLEN];
+                const struct mark_device *md = mark_device_of(m, &base->hostdevs[pd->hostdev], pci);
+                if (!md)
+                        return xasprintf("device set differs: the plan moves %s to guest cell %d, the mark does not list it",
+                                         pd->name, pd->cell);
+                if (md->guest_cell < 0 || md->guest_cell != pd->cell)
+                        return xasprintf("device set differs: %s: guest cell %d in the mark, %d planned", pd->name,
+                                         md->guest_cell, pd->cell);
         }
-        return m->n_devices == n_moved && m->n_expanders == p->n_pxbs;
+        if (m->n_devices != n_moved) {
+                /* A device the mark moves and the plan does not. */
+                for (size_t k = 0; k < m->n_devices; k++) {
+                        const struct mark_device *md = &m->devices[k];
+                        const char *id = md->host ? md->host : md->mdev;
+                        bool planned = false;
+                        for (size_t i = 0; i < p->n_devices && !planned && id; i++) {
+                                const struct plan_device *pd = &p->devices[i];
+                                const char *name = md->mdev && strncmp(pd->name, "mdev ", 5) == 0 ? pd->name + 5 : pd->name;
+                                planned = pd->action == PLAN_MOVE && strcasecmp(name, id) == 0;
+                        }
+                        if (!planned)
+                                return xasprintf("device set differs: the mark lists %s%s, the plan does not move it",
+                                                 md->mdev ? "mdev " : "", id ? id : "a device without a name");
+                }
+                return xasprintf("device set differs: %zu devices in the mark, %zu planned", m->n_devices, n_moved);
+        }
+        if (m->n_expanders != p->n_pxbs)
+                return xasprintf("expander buses: %zu in the mark, %zu planned", m->n_expanders, p->n_pxbs);
+        return NULL;
+}
+
+/* gpudirect_clique: the same GPUs with the same ids, in order. */
+static char *cliques_mismatch(const struct mark *m, const struct plan *p) {
+        for (size_t i = 0; i < p->n_cliques; i++) {
+                const char *gpu = p->devices[p->cliques[i].device].name;
+                const struct mark_clique *mc = NULL;
+                for (size_t k = 0; k < m->n_cliques && !mc; k++)
+                        if (m->cliques[k].host && strcasecmp(m->cliques[k].host, gpu) == 0)
+                                mc = &m->cliques[k];
+                if (!mc)
+                        return xasprintf("GPUDirect clique of %s: none in the mark, %u planned", gpu, p->cliques[i].id);
+                if (mc->id != (int) p->cliques[i].id)
+                        return xasprintf("GPUDirect clique of %s: %d in the mark, %u planned", gpu, mc->id, p->cliques[i].id);
+        }
+        for (size_t k = 0; k < m->n_cliques; k++) {
+                bool planned = false;
+                for (size_t i = 0; i < p->n_cliques && !planned; i++)
+                        planned = m->cliques[k].host && strcasecmp(m->cliques[k].host, p->devices[p->cliques[i].device].name) == 0;
+                if (!planned)
+                        return xasprintf("GPUDirect clique of %s: %d in the mark, none planned",
+                                         m->cliques[k].host ? m->cliques[k].host : "?", m->cliques[k].id);
+        }
+        /* The same records, but not one each in the plan's order. */
+        if (m->n_cliques != p->n_cliques)
+                return xasprintf("GPUDirect cliques: %zu records in the mark, %zu planned", m->n_cliques, p->n_cliques);
+        for (size_t i = 0; i < p->n_cliques; i++)
+                if (strcasecmp(m->cliques[i].host, p->devices[p->cliques[i].device].name) != 0)
+                        return xstrdup("GPUDirect cliques: the mark lists the GPUs in another order than the plan");
+        return NULL;
+}
+
+static const char *yes_no(bool b) {
+        return b ? "yes" : "no";
+}
+
+/* A device removed from the domain since, or one that now goes elsewhere,
+ * means the topology must be planned afresh.  The first difference found,
+ * in that order: devices, migration, NCCL file, cliques, other switches. */
+char *mark_mismatch(const struct mark *m, const struct plan *p, const struct domain *base, const struct domain *cur) {
+        char *why = devices_mismatch(m, p, base);
+        if (why)
+                return why;
+        /* migration: the mark says what the policy answers now (a mark
+         * from before, or from the other setting, is planned again). */
+        bool migratable = p->settings.migration_same_topology;
+        if (!m->migratable || !streq(m->migratable, yes_no(migratable)))
+                return xasprintf("migratable: mark says %s, policy migration=%s",
+                                 m->migratable ? m->migratable : "nothing (an earlier pcinuma)",
+                                 migratable ? "same-topology" : "refuse");
+        /* The NCCL topology file: given or not, and the same text. */
+        if (!!p->nccl_arg != !!m->nccl_topology_sha256)
+                return xasprintf("NCCL topology file: %s", p->nccl_arg ? "planned, not in the mark" : "in the mark, not planned");
+        if (p->nccl_arg) {
+                char hex[SHA256_HEX_SIZE];
+                sha256_hex(p->nccl_arg, strlen(p->nccl_arg), hex);
+                if (!streq(m->nccl_topology_sha256, hex))
+                        return xasprintf("NCCL topology file differs (sha256 %.16s..., planned %.16s...)", m->nccl_topology_sha256, hex);
+        }
+        why = cliques_mismatch(m, p);
+        if (why)
+                return why;
+        /* The other feature switches' marks. */
+        if (!!m->distances != p->add_distances)
+                return xasprintf("host distances: %s", p->add_distances ? "planned, not in the mark" : "in the mark, not planned");
+        size_t n_switch_ports = 0;
+        for (size_t i = 0; i < p->n_ports; i++)
+                n_switch_ports += p->ports[i].device < 0;
+        if (m->n_controllers != n_switch_ports)
+                return xasprintf("guest switch ports: %zu in the mark, %zu planned", m->n_controllers, n_switch_ports);
+        if (m->n_managed != p->n_managed)
+                return xasprintf("managed='no' hostdevs: %zu in the mark, %zu planned", m->n_managed, p->n_managed);
+        if (p->pcihole64_kib && cur->pcihole64_kib != p->pcihole64_kib)
+                return xasprintf("pcihole64: %llu KiB in the domain, %llu KiB planned", (unsigned long long) cur->pcihole64_kib,
+                                 (unsigned long long) p->pcihole64_kib);
+        if (!p->pcihole64_kib && (m->pcie_root_created || m->pcihole64_original))
+                return xstrdup("pcihole64: set by the mark, not planned");
+        return NULL;
+}
+
+bool mark_matches(const struct mark *m, const struct plan *p, const struct domain *base, const struct domain *cur) {
+        _cleanup_free_ char *why = mark_mismatch(m, p, base, cur);
+        return !why;
 }
 
 /* --- locator --------------------------------------------------------------- */

@@ -143,6 +143,14 @@ void mark_parse_attrs(xmlNodePtr node, struct mark *ret);
  * domain p was computed for, 'cur' the domain as it carries the mark. */
 bool mark_matches(const struct mark *m, const struct plan *p, const struct domain *base, const struct domain *cur);
 
+/* The same question, answered with the first part of m that does not
+ * describe p, as a phrase for the admin ("device set differs: ...",
+ * "migratable: mark says yes, policy migration=refuse", "NCCL topology
+ * file differs (sha256 ..., planned ...)", "GPUDirect clique of
+ * 0000:18:00.0: 2 in the mark, 1 planned", ...); NULL when m matches.
+ * malloc'ed. */
+char *mark_mismatch(const struct mark *m, const struct plan *p, const struct domain *base, const struct domain *cur);
+
 /* Locator: the mark of the domain whose root element is 'root', in its
  * first <metadata>, into *ret (NULL when there is none).  A mark in a
  * second <metadata>, or two marks, give -EINVAL with *ret_error. */

@@ -13,6 +13,8 @@
 #include "domain.h"
 #include "engine.h"
 #include "mark.h"
+#include "policy.h"
+#include "sha256.h"
 #include "util.h"
 
 #include "fake-vm.h"
@@ -229,6 +231,150 @@ static void test_build_and_match(void **state) {
         mark_done(&b);
 }
 
+/* The reason of a mismatch, checked and freed: it contains 'want'. */
+static void assert_reason(char *why, const char *want) {
+        if (!why || !strstr(why, want))
+                fail_msg("mismatch reason '%s' does not say '%s'", why ? why : "(none)", want);
+        free(why);
+}
+
+/* mark_mismatch() names the part of the mark that is stale: each part
+ * changed alone on a mark that matches gives its own phrase. */
+static void test_mismatch_reasons(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *h = fake_vm_host();
+        enum policy_mode mode = POLICY_REQUIRE;
+        _cleanup_(engine_result_freep) struct engine_result *r = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), h, NULL, &mode, &r, &err), 0);
+        assert_int_equal(r->verdict, PLAN_APPLY);
+        _cleanup_domain_ struct domain *cur = NULL;
+        assert_int_equal(domain_parse(r->xml, strlen(r->xml), &cur, &err), 0);
+        _cleanup_(mark_done) struct mark m = {0};
+        assert_int_equal(mark_parse(cur->mark, cur->devices, &m, &err), 0);
+        struct plan *p = r->plan;
+        assert_null(mark_mismatch(&m, p, r->base, cur));
+
+        /* Devices: another cell, one the mark lacks, one the plan does not move. */
+        m.devices[1].guest_cell = 3;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "device set differs: 0000:30:00.0: guest cell 3 in the mark, 1 planned");
+        m.devices[1].guest_cell = 1;
+        char *host = m.devices[1].host;
+        m.devices[1].host = (char *) "0000:31:00.0";
+        assert_reason(mark_mismatch(&m, p, r->base, cur),
+                      "device set differs: the plan moves 0000:30:00.0 to guest cell 1, the mark does not list it");
+        m.devices[1].host = host;
+        *GROW(m.devices, m.n_devices) = (struct mark_device) { .host = xstrdup("0000:99:00.0"), .guest_cell = 0 };
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "device set differs: the mark lists 0000:99:00.0, the plan does not move it");
+        free(m.devices[--m.n_devices].host);
+        m.n_expanders--;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "expander buses: 3 in the mark, 4 planned");
+        m.n_expanders++;
+        assert_null(mark_mismatch(&m, p, r->base, cur));
+
+        /* migratable against the policy's migration setting. */
+        p->settings.migration_same_topology = false;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "migratable: mark says yes, policy migration=refuse");
+        p->settings.migration_same_topology = true;
+        char *mig = m.migratable;
+        m.migratable = NULL;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "migratable: mark says nothing (an earlier pcinuma), policy migration=same-topology");
+        m.migratable = mig;
+
+        /* The NCCL topology file's SHA-256. */
+        char *sha = m.nccl_topology_sha256, *arg = p->nccl_arg;
+        m.nccl_topology_sha256 = (char *) "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+        p->nccl_arg = (char *) "name=opt/pcinuma/nccl-topo.xml,string=<system/>";
+        char hex[SHA256_HEX_SIZE];
+        sha256_hex(p->nccl_arg, strlen(p->nccl_arg), hex);
+        _cleanup_free_ char *want = xasprintf("NCCL topology file differs (sha256 0011223344556677..., planned %.16s...)", hex);
+        assert_reason(mark_mismatch(&m, p, r->base, cur), want);
+        m.nccl_topology_sha256 = NULL;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "NCCL topology file: planned, not in the mark");
+        p->nccl_arg = NULL;
+        m.nccl_topology_sha256 = (char *) "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "NCCL topology file: in the mark, not planned");
+        m.nccl_topology_sha256 = sha;
+        p->nccl_arg = arg;
+        assert_null(mark_mismatch(&m, p, r->base, cur));
+
+        /* GPUDirect cliques: another id, one planned and not marked, one
+         * marked and not planned. */
+        struct plan_clique *pc = p->cliques;
+        size_t npc = p->n_cliques;
+        struct plan_clique planned[] = { { .device = 0, .id = 1 }, { .device = 1, .id = 1 } };
+        p->cliques = planned;
+        p->n_cliques = 2;
+        struct mark_clique *mc = m.cliques;
+        size_t nmc = m.n_cliques;
+        struct mark_clique marked[] = { { .host = (char *) "0000:10:00.0", .id = 2 }, { .host = (char *) "0000:30:00.0", .id = 1 } };
+        m.cliques = marked;
+        m.n_cliques = 2;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "GPUDirect clique of 0000:10:00.0: 2 in the mark, 1 planned");
+        marked[0].id = 1;
+        assert_null(mark_mismatch(&m, p, r->base, cur));
+        m.n_cliques = 1;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "GPUDirect clique of 0000:30:00.0: none in the mark, 1 planned");
+        m.n_cliques = 2;
+        p->n_cliques = 1;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "GPUDirect clique of 0000:30:00.0: 1 in the mark, none planned");
+        p->n_cliques = 2;
+        marked[0].host = (char *) "0000:30:00.0";
+        marked[1].host = (char *) "0000:10:00.0";
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "GPUDirect cliques: the mark lists the GPUs in another order");
+        p->cliques = pc;
+        p->n_cliques = npc;
+        m.cliques = mc;
+        m.n_cliques = nmc;
+
+        /* The other switches: distances, switch ports, managed, pcihole64. */
+        char *dist = m.distances;
+        m.distances = p->add_distances ? NULL : (char *) "host";
+        assert_reason(mark_mismatch(&m, p, r->base, cur), p->add_distances ? "host distances: planned, not in the mark"
+                                                                          : "host distances: in the mark, not planned");
+        m.distances = dist;
+        m.n_controllers = 1;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "guest switch ports: 1 in the mark, 0 planned");
+        m.n_controllers = 0;
+        size_t nman = p->n_managed;
+        p->n_managed = nman + 1;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "managed='no' hostdevs:");
+        p->n_managed = nman;
+        uint64_t hole = p->pcihole64_kib;
+        p->pcihole64_kib = 1024;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "pcihole64:");
+        p->pcihole64_kib = hole;
+        assert_null(mark_mismatch(&m, p, r->base, cur));
+        assert_true(mark_matches(&m, p, r->base, cur));
+}
+
+/* The engine carries the reason: a stale mark's part is in stale_mark,
+ * in the mismatch the hook reports and in the explanation. */
+static void test_engine_stale_reason(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *h = fake_vm_host();
+        _cleanup_free_ char *err = NULL;
+        _cleanup_policy_ struct policy *same = NULL, *refuse = NULL;
+        static const char same_json[] = "{\"default\": {\"policy\": \"require\"}}";
+        static const char refuse_json[] = "{\"default\": {\"policy\": \"require\", \"migration\": \"refuse\"}}";
+        assert_int_equal(policy_parse(same_json, strlen(same_json), "a.json", &same, &err), 0);
+        assert_int_equal(policy_parse(refuse_json, strlen(refuse_json), "b.json", &refuse, &err), 0);
+        _cleanup_(engine_result_freep) struct engine_result *r = NULL, *again = NULL, *stale = NULL;
+        assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), h, same, NULL, &r, &err), 0);
+        assert_null(r->stale_mark);             /* no mark in the input */
+        assert_int_equal(engine_plan(r->xml, strlen(r->xml), h, same, NULL, &again, &err), 0);
+        assert_true(again->already_planned);
+        assert_null(again->stale_mark);
+        assert_int_equal(engine_plan(r->xml, strlen(r->xml), h, refuse, NULL, &stale, &err), 0);
+        assert_false(stale->already_planned);
+        assert_string_equal(stale->stale_mark, "migratable: mark says yes, policy migration=refuse");
+        assert_non_null(strstr(stale->mismatch, "the pcinuma mark is stale (written for policy require): migratable: mark says yes"));
+        _cleanup_free_ char *ex = engine_explain(stale, h);
+        assert_non_null(strstr(ex, "\nstale mark:  migratable: mark says yes, policy migration=refuse\n"));
+        _cleanup_free_ char *js = engine_json(stale, h);
+        assert_non_null(strstr(js, "\"stale_mark\": \"migratable: mark says yes, policy migration=refuse\""));
+}
+
 /* original-address: attributes with '%' and white space survive. */
 static void test_address_codec(void **state) {
         (void) state;
@@ -378,6 +524,8 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_round_trip),
                 cmocka_unit_test(test_build_and_match),
+                cmocka_unit_test(test_mismatch_reasons),
+                cmocka_unit_test(test_engine_stale_reason),
                 cmocka_unit_test(test_address_codec),
                 cmocka_unit_test(test_refusals),
                 cmocka_unit_test(test_accepts_valid_removed),
