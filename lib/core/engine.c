@@ -398,10 +398,14 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
                 for (size_t i = 0; i < p->n_managed; i++)
                         strbuf_printf(&b, "managed: %s is bound to the VFIO variant driver %s: managed='no', so libvirt does not rebind it\n",
                                       p->managed[i].name, p->managed[i].driver);
-                strbuf_append(&b, p->settings.migration_same_topology
-                                          ? "migration: same-topology: marked migratable=\"yes\"; a host with the same "
-                                            "topology for these devices accepts it\n"
-                                          : "migration: refuse: marked migratable=\"no\"\n");
+                _cleanup_free_ char *not_migratable = NULL;
+                if (!p->settings.migration_same_topology)
+                        strbuf_append(&b, "migration: refuse: marked migratable=\"no\"\n");
+                else if (mark_migratable(p, d, &not_migratable))
+                        strbuf_append(&b, "migration: same-topology: marked migratable=\"yes\"; a host with the same "
+                                          "topology for these devices accepts it\n");
+                else
+                        strbuf_printf(&b, "migration: same-topology, but marked migratable=\"no\": %s\n", not_migratable);
                 /* Only with the switch on: other plans' explanations stay as they were. */
                 if (p->clique_note)
                         strbuf_printf(&b, "%s\n", p->clique_note);
@@ -525,6 +529,12 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
         json_object_object_add(feat, "pcihole64_kib", p->pcihole64_kib ? json_object_new_int64((int64_t) p->pcihole64_kib) : NULL);
         json_add_str(feat, "mmio64", p->mmio64_note);
         json_add_str(feat, "migration", p->settings.migration_same_topology ? "same-topology" : "refuse");
+        if (r->verdict == PLAN_APPLY) {
+                _cleanup_free_ char *why = NULL;
+                bool migratable = mark_migratable(p, d, &why);
+                json_object_object_add(feat, "migratable", json_object_new_boolean(migratable));
+                json_add_str(feat, "migratable_reason", why);
+        }
         json_object_object_add(feat, "io_devices", json_object_new_int((int) p->io_devices));
         json_add_str(feat, "io_ports", p->io_note);
         json_add_str(feat, "nccl_topology", p->nccl_note);

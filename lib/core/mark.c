@@ -16,6 +16,7 @@ void mark_done(struct mark *m) {
         free(m->version);
         free(m->policy);
         free(m->migratable);
+        free(m->migratable_reason);
         free(m->metadata_created);
         free(m->single_function_slots);
         free(m->distances);
@@ -68,12 +69,31 @@ void mark_done(struct mark *m) {
 
 /* --- builder --------------------------------------------------------------- */
 
+bool mark_migratable(const struct plan *p, const struct domain *d, char **ret_why) {
+        if (!p->settings.migration_same_topology) {
+                if (ret_why)
+                        *ret_why = xstrdup("the policy says migration: refuse");
+                return false;
+        }
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                if (d->hostdevs[pd->hostdev].kind != DOMAIN_HOSTDEV_PCI || pd->action == PLAN_MOVE)
+                        continue;
+                if (ret_why)
+                        *ret_why = xasprintf("%s is not placed under an expander bus, so the mark records no position a "
+                                             "destination could map (%s)", pd->name, pd->reason ? pd->reason : "it stays on pcie.0");
+                return false;
+        }
+        return true;
+}
+
 void mark_build(const struct plan *p, const struct domain *d, struct mark *ret) {
         struct mark m = {0};
         m.version = xstrdup("1");
         m.policy = xstrdup(policy_mode_to_string(p->mode));
-        /* The policy's answer (docs/policy.md "migration"). */
-        m.migratable = xstrdup(p->settings.migration_same_topology ? "yes" : "no");
+        /* The policy's answer (docs/policy.md "migration"), "no" for a
+         * device the mark cannot place. */
+        m.migratable = xstrdup(mark_migratable(p, d, &m.migratable_reason) ? "yes" : "no");
         if (p->fingerprint)
                 m.fingerprint = xstrdup(p->fingerprint);
         if (p->add_distances)
@@ -151,6 +171,7 @@ static void write_attrs(const struct mark *m, xmlNodePtr mark) {
         set_prop(mark, "version", m->version);
         set_prop(mark, "policy", m->policy);
         set_prop(mark, "migratable", m->migratable);
+        set_prop(mark, "migratable-reason", m->migratable_reason);
         set_prop(mark, "metadata-created", m->metadata_created);
         set_prop(mark, "single-function-slots", m->single_function_slots);
         set_prop(mark, "distances", m->distances);
@@ -468,6 +489,7 @@ void mark_parse_attrs(xmlNodePtr node, struct mark *m) {
         m->version = xml_prop(node, "version");
         m->policy = xml_prop(node, "policy");
         m->migratable = xml_prop(node, "migratable");
+        m->migratable_reason = xml_prop(node, "migratable-reason");
         m->metadata_created = xml_prop(node, "metadata-created");
         m->single_function_slots = xml_prop(node, "single-function-slots");
         m->distances = xml_prop(node, "distances");
@@ -740,11 +762,16 @@ char *mark_mismatch(const struct mark *m, const struct plan *p, const struct dom
                 return why;
         /* migration: the mark says what the policy answers now (a mark
          * from before, or from the other setting, is planned again). */
-        bool migratable = p->settings.migration_same_topology;
-        if (!m->migratable || !streq(m->migratable, yes_no(migratable)))
-                return xasprintf("migratable: mark says %s, policy migration=%s",
-                                 m->migratable ? m->migratable : "nothing (an earlier pcinuma)",
-                                 migratable ? "same-topology" : "refuse");
+        _cleanup_free_ char *not_migratable = NULL;
+        bool migratable = mark_migratable(p, base, &not_migratable);
+        if (!m->migratable || !streq(m->migratable, yes_no(migratable))) {
+                const char *said = m->migratable ? m->migratable : "nothing (an earlier pcinuma)";
+                if (!p->settings.migration_same_topology)
+                        return xasprintf("migratable: mark says %s, policy migration=refuse", said);
+                if (!migratable)
+                        return xasprintf("migratable: mark says %s, the plan says no: %s", said, not_migratable);
+                return xasprintf("migratable: mark says %s, policy migration=same-topology", said);
+        }
         /* The NCCL topology file: given or not, and the same text. */
         if (!!p->nccl_arg != !!m->nccl_topology_sha256)
                 return xasprintf("NCCL topology file: %s", p->nccl_arg ? "planned, not in the mark" : "in the mark, not planned");

@@ -74,6 +74,7 @@ struct mark {
         char *version;
         char *policy;
         char *migratable;
+        char *migratable_reason;        /* with migratable="no": why (mark_migratable()), or NULL */
         char *metadata_created;         /* "yes": the rewrite created <metadata> */
         char *single_function_slots;
         char *distances;                /* "host" */
@@ -119,6 +120,15 @@ void mark_done(struct mark *m);
  * and positions, managed= values, the mmio64 switch's records) the caller
  * fills in afterwards; device k is the plan's k-th moved device. */
 void mark_build(const struct plan *p, const struct domain *d, struct mark *ret);
+
+/* Is a domain planned as p (for d) migratable, as its mark says it: the
+ * policy allows migration (migration: same-topology), and every PCI hostdev
+ * moves under an expander bus, where the mark records its position; one
+ * that stays on pcie.0 (no host node, a legacy policy's leftover, ...)
+ * has no position a destination could map, and its migrate hook would
+ * refuse it.  mdevs are the migration gate's to judge.  When false and
+ * ret_why is not NULL, *ret_why says why, naming the device (malloc'ed). */
+bool mark_migratable(const struct plan *p, const struct domain *d, char **ret_why);
 
 /* Writer: a new <pcinuma:topology> element in doc, not linked, holding m.
  * Each child goes after the text 'child_indent' (none when empty), and

@@ -10,7 +10,9 @@
 
 #include <libxml/parser.h>
 
+#include "decide.h"
 #include "domain.h"
+#include "migrate.h"
 #include "engine.h"
 #include "mark.h"
 #include "policy.h"
@@ -48,6 +50,7 @@ static void test_round_trip(void **state) {
         (void) state;
         struct mark m = {
                 .version = xstrdup("1"), .policy = xstrdup("socket"), .migratable = xstrdup("no"),
+                .migratable_reason = xstrdup("0000:3b:00.0 is not placed & \"why\""),
                 .metadata_created = xstrdup("yes"), .single_function_slots = xstrdup("0:1f 0:02"),
                 .distances = xstrdup("host"), .pcie_root_created = xstrdup("yes"),
                 .pcihole64_original = xstrdup("1024"), .pcihole64_original_unit = xstrdup("GiB"),
@@ -89,6 +92,7 @@ static void test_round_trip(void **state) {
         assert_string_equal(p.version, "1");
         assert_string_equal(p.policy, "socket");
         assert_string_equal(p.migratable, "no");
+        assert_string_equal(p.migratable_reason, "0000:3b:00.0 is not placed & \"why\"");
         assert_string_equal(p.metadata_created, "yes");
         assert_string_equal(p.single_function_slots, "0:1f 0:02");
         assert_string_equal(p.distances, "host");
@@ -375,6 +379,72 @@ static void test_engine_stale_reason(void **state) {
         assert_non_null(strstr(js, "\"stale_mark\": \"migratable: mark says yes, policy migration=refuse\""));
 }
 
+/* A PCI hostdev that stays on pcie.0 (here: one the host does not have,
+ * under legacy) has no position in the mark: the plan says
+ * migratable="no" and why, naming it; planning again matches; a mark
+ * that says "yes" for it is stale; the migrate hook refuses it as marked,
+ * with the mark's reason.  The same domain without it stays "yes". */
+static void test_migratable_device_stays(void **state) {
+        (void) state;
+        static const char xml[] =
+                "<domain type='kvm'>\n"
+                "  <name>" FAKE_VM_NAME "</name>\n"
+                "  <uuid>" FAKE_VM_UUID "</uuid>\n"
+                FAKE_VM_XML_BODY
+                FAKE_VM_HOSTDEV("0x10")
+                FAKE_VM_HOSTDEV("0x30")
+                FAKE_VM_HOSTDEV("0xee")
+                FAKE_VM_XML_TAIL;
+        _cleanup_hostmap_ struct hostmap *h = fake_vm_host();
+        _cleanup_policy_ struct policy *pol = fake_vm_policy("legacy");
+        _cleanup_(engine_result_freep) struct engine_result *r = NULL, *again = NULL, *stale = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(engine_plan(xml, strlen(xml), h, pol, NULL, &r, &err), 0);
+        assert_int_equal(r->verdict, PLAN_APPLY);
+        _cleanup_free_ char *why = NULL;
+        assert_false(mark_migratable(r->plan, r->base, &why));
+        assert_non_null(strstr(why, "0000:ee:00.0 is not placed under an expander bus"));
+        assert_non_null(strstr(r->xml, "migratable=\"no\" migratable-reason=\"0000:ee:00.0 is not placed"));
+        _cleanup_free_ char *ex = engine_explain(r, h);
+        assert_non_null(strstr(ex, "migration: same-topology, but marked migratable=\"no\": 0000:ee:00.0 is not placed"));
+
+        /* The match agrees with the builder. */
+        assert_int_equal(engine_plan(r->xml, strlen(r->xml), h, pol, NULL, &again, &err), 0);
+        assert_true(again->already_planned);
+        char *at = strstr(r->xml, "migratable=\"no\"");
+        assert_non_null(at);
+        _cleanup_free_ char *fixed = xasprintf("%.*smigratable=\"yes\"%s", (int) (at - r->xml), r->xml,
+                                               at + strlen("migratable=\"no\""));
+        assert_int_equal(engine_plan(fixed, strlen(fixed), h, pol, NULL, &stale, &err), 0);
+        assert_false(stale->already_planned);
+        assert_non_null(strstr(stale->stale_mark, "migratable: mark says yes, the plan says no: 0000:ee:00.0 is not placed"));
+
+        /* The gate refuses it as marked, saying why. */
+        struct migrate_result mr = {0};
+        migrate_incoming(r->xml, strlen(r->xml), h, pol, &mr);
+        assert_int_equal(mr.verdict, MIGRATE_REFUSE_MARKED);
+        assert_non_null(strstr(mr.reason, "0000:ee:00.0 is not placed"));
+        migrate_result_done(&mr);
+        struct proto_request req = {
+                .type = PROTO_REQUEST_HOOK,
+                .argv = { (char *) FAKE_VM_NAME, (char *) "migrate", (char *) "begin", (char *) "-" },
+                .xml = r->xml,
+                .xml_len = strlen(r->xml),
+        };
+        struct decision d;
+        decide_hook(&req, h, pol, false, &d);
+        assert_int_equal(d.verdict, DECIDE_REFUSE);
+        assert_non_null(strstr(d.message, "marked migratable=\"no\" (0000:ee:00.0 is not placed under an expander bus"));
+        decision_done(&d);
+
+        /* Every device placed: migratable. */
+        _cleanup_(engine_result_freep) struct engine_result *all = NULL;
+        assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), h, pol, NULL, &all, &err), 0);
+        assert_true(mark_migratable(all->plan, all->base, NULL));
+        assert_non_null(strstr(all->xml, "migratable=\"yes\""));
+        assert_null(strstr(all->xml, "migratable-reason"));
+}
+
 /* original-address: attributes with '%' and white space survive. */
 static void test_address_codec(void **state) {
         (void) state;
@@ -526,6 +596,7 @@ int main(void) {
                 cmocka_unit_test(test_build_and_match),
                 cmocka_unit_test(test_mismatch_reasons),
                 cmocka_unit_test(test_engine_stale_reason),
+                cmocka_unit_test(test_migratable_device_stays),
                 cmocka_unit_test(test_address_codec),
                 cmocka_unit_test(test_refusals),
                 cmocka_unit_test(test_accepts_valid_removed),
