@@ -147,10 +147,14 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
                 /* Where the devices sit first; when they sit as planned,
                  * which part of the mark is stale. */
                 res->mismatch = planner_mismatch(cur, res->base, res->plan);
-                if (!res->mismatch)
-                        res->mismatch = cur->mark ? xasprintf("the pcinuma mark is stale (written for policy %s): %s",
-                                                              old.policy ? old.policy : "none", stale ? stale : "?")
-                                                  : xstrdup("the pcinuma mark is missing");
+                if (!res->mismatch && !cur->mark)
+                        res->mismatch = xstrdup("the pcinuma mark is missing");
+                else if (!res->mismatch && stale)
+                        res->mismatch = xasprintf("the pcinuma mark is stale (written for policy %s): %s",
+                                                  old.policy ? old.policy : "none", stale);
+                else if (!res->mismatch)
+                        res->mismatch = xasprintf("its PCI controllers are not the plan's (its pcinuma mark, written for "
+                                                  "policy %s, is)", old.policy ? old.policy : "none");
                 /* Apply to a fresh copy so res->base stays the unplanned
                  * domain the plan's indexes refer to. */
                 _cleanup_domain_ struct domain *out = NULL;
