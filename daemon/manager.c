@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "mark.h"
 #include "protocol.h"
 #include "redefine.h"
 #include "server.h"
@@ -539,6 +540,8 @@ static void log_decision(const struct decision *d) {
                 log_fields_add(&f, "PCINUMA_GUEST_CELL", "%d", pd->cell);
         }
         log_fidelity(&f, d->result ? d->result->plan : NULL);
+        if (d->result && d->result->stale_mark)
+                log_fields_add(&f, "PCINUMA_STALE_MARK", "%s", d->result->stale_mark);
         for (size_t i = 0; i < d->n_remap; i++)
                 log_fields_add(&f, "PCINUMA_REMAP", "%s", d->remap[i]);
 
@@ -719,6 +722,13 @@ void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struc
                 log_fields_add(&p.fields, "PCINUMA_GUEST_CELL", "%d", pl->devices[i].cell);
         }
         log_fidelity(&p.fields, r->plan);
+        if (r->stale_mark)
+                log_fields_add(&p.fields, "PCINUMA_STALE_MARK", "%s", r->stale_mark);
+        /* A device the mark cannot place for migration (the policy's own
+         * migration: refuse needs no word). */
+        _cleanup_free_ char *not_migratable = NULL;
+        if (r->verdict == PLAN_APPLY && r->settings.migration_same_topology && !mark_migratable(pl, d, &not_migratable))
+                log_fields_add(&p.fields, "PCINUMA_NOT_MIGRATABLE", "%s", not_migratable);
 
         redefine_decide(r, NULL, &dec);
         remember(m, r, &dec);

@@ -149,9 +149,12 @@ static void decide_migrate(const struct proto_request *req, const struct hostmap
                 d->verdict = DECIDE_REFUSE;
                 d->message = xasprintf("pcinuma: refusing incoming migration of domain %s: its PCI topology was planned for "
                                        "the NUMA layout of the host it was defined on (pcinuma policy %s) and is marked "
-                                       "migratable=\"no\"; run 'pcinumactl revert' on its definition (or set its policy to "
+                                       "migratable=\"no\"%s%.*s%s; run 'pcinumactl revert' on its definition (or set its policy to "
                                        "off) on the source host first\n",
-                                       d->domain, policy ? policy : "?");
+                                       d->domain, policy ? policy : "?", m.reason ? " (" : "",
+                                       /* the mark's text, its first line only */
+                                       m.reason ? (int) strcspn(m.reason, "\r\n") : 0, m.reason ? m.reason : "",
+                                       m.reason ? ")" : "");
                 return;
         case MIGRATE_REFUSE:
                 d->verdict = DECIDE_REFUSE;

@@ -19,6 +19,7 @@ struct engine_result *engine_result_free(struct engine_result *r) {
         free(r->policy_origin);
         free(r->revert_warning);
         free(r->mismatch);
+        free(r->stale_mark);
         free(r);
         return NULL;
 }
@@ -136,15 +137,24 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
                  * names: a policy change that places every device where
                  * it is (another mode with the same outcome, a renamed
                  * rule) must not redefine the domain (issue 13). */
-                if (cur->mark && mark_matches(&old, res->plan, res->base, cur) && planner_matches(cur, res->base, res->plan)) {
+                res->stale_mark = cur->mark ? mark_mismatch(&old, res->plan, res->base, cur) : NULL;
+                const char *stale = res->stale_mark;
+                if (cur->mark && !stale && planner_matches(cur, res->base, res->plan)) {
                         res->xml = xstrndup(xml, len);
                         res->already_planned = true;
                         break;
                 }
+                /* Where the devices sit first; when they sit as planned,
+                 * which part of the mark is stale. */
                 res->mismatch = planner_mismatch(cur, res->base, res->plan);
-                if (!res->mismatch)
-                        res->mismatch = xasprintf("the pcinuma mark is missing or stale (it was written for policy %s)",
-                                                  old.policy ? old.policy : "none");
+                if (!res->mismatch && !cur->mark)
+                        res->mismatch = xstrdup("the pcinuma mark is missing");
+                else if (!res->mismatch && stale)
+                        res->mismatch = xasprintf("the pcinuma mark is stale (written for policy %s): %s",
+                                                  old.policy ? old.policy : "none", stale);
+                else if (!res->mismatch)
+                        res->mismatch = xasprintf("its PCI controllers are not the plan's (its pcinuma mark, written for "
+                                                  "policy %s, is)", old.policy ? old.policy : "none");
                 /* Apply to a fresh copy so res->base stays the unplanned
                  * domain the plan's indexes refer to. */
                 _cleanup_domain_ struct domain *out = NULL;
@@ -293,6 +303,8 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
         if (p->reason)
                 strbuf_printf(&b, " (%s)", p->reason);
         strbuf_append(&b, "\n");
+        if (r->stale_mark)
+                strbuf_printf(&b, "stale mark:  %s\n", r->stale_mark);
 
         if (p->n_devices) {
                 const char *hdr[] = { "DEVICE", "CLASS", "HOST-NODE", "SOCKET", "GUEST-CELL", "GUEST-BDF", "CONTROLLER", "DECISION" };
@@ -390,10 +402,14 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
                 for (size_t i = 0; i < p->n_managed; i++)
                         strbuf_printf(&b, "managed: %s is bound to the VFIO variant driver %s: managed='no', so libvirt does not rebind it\n",
                                       p->managed[i].name, p->managed[i].driver);
-                strbuf_append(&b, p->settings.migration_same_topology
-                                          ? "migration: same-topology: marked migratable=\"yes\"; a host with the same "
-                                            "topology for these devices accepts it\n"
-                                          : "migration: refuse: marked migratable=\"no\"\n");
+                _cleanup_free_ char *not_migratable = NULL;
+                if (!p->settings.migration_same_topology)
+                        strbuf_append(&b, "migration: refuse: marked migratable=\"no\"\n");
+                else if (mark_migratable(p, d, &not_migratable))
+                        strbuf_append(&b, "migration: same-topology: marked migratable=\"yes\"; a host with the same "
+                                          "topology for these devices accepts it\n");
+                else
+                        strbuf_printf(&b, "migration: same-topology, but marked migratable=\"no\": %s\n", not_migratable);
                 /* Only with the switch on: other plans' explanations stay as they were. */
                 if (p->clique_note)
                         strbuf_printf(&b, "%s\n", p->clique_note);
@@ -444,6 +460,7 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
         json_object_object_add(o, "changed", json_object_new_boolean(r->changed));
         json_object_object_add(o, "already_planned", json_object_new_boolean(r->already_planned));
         json_object_object_add(o, "reverted", json_object_new_boolean(r->reverted));
+        json_add_str(o, "stale_mark", r->stale_mark);
 
         json_object *cells = json_object_new_array();
         for (size_t i = 0; i < d->n_cells; i++) {
@@ -516,6 +533,12 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
         json_object_object_add(feat, "pcihole64_kib", p->pcihole64_kib ? json_object_new_int64((int64_t) p->pcihole64_kib) : NULL);
         json_add_str(feat, "mmio64", p->mmio64_note);
         json_add_str(feat, "migration", p->settings.migration_same_topology ? "same-topology" : "refuse");
+        if (r->verdict == PLAN_APPLY) {
+                _cleanup_free_ char *why = NULL;
+                bool migratable = mark_migratable(p, d, &why);
+                json_object_object_add(feat, "migratable", json_object_new_boolean(migratable));
+                json_add_str(feat, "migratable_reason", why);
+        }
         json_object_object_add(feat, "io_devices", json_object_new_int((int) p->io_devices));
         json_add_str(feat, "io_ports", p->io_note);
         json_add_str(feat, "nccl_topology", p->nccl_note);

@@ -22,6 +22,7 @@ struct engine_result {
         char *policy_origin;          /* where the policy came from */
         char *revert_warning;         /* what the in-memory revert could not restore exactly, or NULL */
         char *mismatch;               /* APPLY and not already planned: how the input differs from the plan */
+        char *stale_mark;             /* the input's mark does not describe the plan: which part (mark_mismatch()), or NULL */
 };
 
 /* Plan xml[0..len).  The policy comes from 'forced' when non-NULL, else

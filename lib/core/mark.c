@@ -16,6 +16,7 @@ void mark_done(struct mark *m) {
         free(m->version);
         free(m->policy);
         free(m->migratable);
+        free(m->migratable_reason);
         free(m->metadata_created);
         free(m->single_function_slots);
         free(m->distances);
@@ -69,12 +70,31 @@ void mark_done(struct mark *m) {
 
 /* --- builder --------------------------------------------------------------- */
 
+bool mark_migratable(const struct plan *p, const struct domain *d, char **ret_why) {
+        if (!p->settings.migration_same_topology) {
+                if (ret_why)
+                        *ret_why = xstrdup("the policy says migration: refuse");
+                return false;
+        }
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                if (d->hostdevs[pd->hostdev].kind != DOMAIN_HOSTDEV_PCI || pd->action == PLAN_MOVE)
+                        continue;
+                if (ret_why)
+                        *ret_why = xasprintf("%s is not placed under an expander bus, so the mark records no position a "
+                                             "destination could map (%s)", pd->name, pd->reason ? pd->reason : "it stays on pcie.0");
+                return false;
+        }
+        return true;
+}
+
 void mark_build(const struct plan *p, const struct domain *d, struct mark *ret) {
         struct mark m = {0};
         m.version = xstrdup("1");
         m.policy = xstrdup(policy_mode_to_string(p->mode));
-        /* The policy's answer (docs/policy.md "migration"). */
-        m.migratable = xstrdup(p->settings.migration_same_topology ? "yes" : "no");
+        /* The policy's answer (docs/policy.md "migration"), "no" for a
+         * device the mark cannot place. */
+        m.migratable = xstrdup(mark_migratable(p, d, &m.migratable_reason) ? "yes" : "no");
         if (p->fingerprint)
                 m.fingerprint = xstrdup(p->fingerprint);
         if (p->add_distances)
@@ -153,6 +173,7 @@ static void write_attrs(const struct mark *m, xmlNodePtr mark) {
         set_prop(mark, "version", m->version);
         set_prop(mark, "policy", m->policy);
         set_prop(mark, "migratable", m->migratable);
+        set_prop(mark, "migratable-reason", m->migratable_reason);
         set_prop(mark, "metadata-created", m->metadata_created);
         set_prop(mark, "single-function-slots", m->single_function_slots);
         set_prop(mark, "distances", m->distances);
@@ -471,6 +492,7 @@ void mark_parse_attrs(xmlNodePtr node, struct mark *m) {
         m->version = xml_prop(node, "version");
         m->policy = xml_prop(node, "policy");
         m->migratable = xml_prop(node, "migratable");
+        m->migratable_reason = xml_prop(node, "migratable-reason");
         m->metadata_created = xml_prop(node, "metadata-created");
         m->single_function_slots = xml_prop(node, "single-function-slots");
         m->distances = xml_prop(node, "distances");
@@ -648,58 +670,144 @@ int mark_parse(xmlNodePtr node, xmlNodePtr devices, struct mark *ret, char **ret
 
 /* --- matcher --------------------------------------------------------------- */
 
-/* Does the mark name device hd as moved to guest cell 'cell'? */
-static bool mark_has_move(const struct mark *m, const struct domain_hostdev *hd, int cell) {
-        char pci[PCI_ADDR_STRLEN];
+/* The mark's record of device hd, or NULL. */
+static const struct mark_device *mark_device_of(const struct mark *m, const struct domain_hostdev *hd, char pci[PCI_ADDR_STRLEN]) {
         bool mdev = hd->kind == DOMAIN_HOSTDEV_MDEV;
         const char *want = mdev ? hd->mdev_uuid : pci_addr_format(&hd->host, pci);
         for (size_t i = 0; i < m->n_devices; i++) {
                 const char *id = mdev ? m->devices[i].mdev : m->devices[i].host;
-                if (id && strcasecmp(id, want) == 0 && m->devices[i].guest_cell >= 0 && m->devices[i].guest_cell == cell)
-                        return true;
+                if (id && want && strcasecmp(id, want) == 0)
+                        return &m->devices[i];
         }
-        return false;
+        return NULL;
 }
 
-/* A device removed from the domain since, or one that now goes elsewhere,
- * means the topology must be planned afresh. */
-bool mark_matches(const struct mark *m, const struct plan *p, const struct domain *base, const struct domain *cur) {
-        size_t n_moved = 0, n_switch_ports = 0;
-        for (size_t i = 0; i < p->n_ports; i++)
-                n_switch_ports += p->ports[i].device < 0;
-        /* The feature switches' marks. */
-        if (!!m->distances != p->add_distances || m->n_controllers != n_switch_ports || m->n_managed != p->n_managed)
-                return false;
-        if (p->pcihole64_kib ? cur->pcihole64_kib != p->pcihole64_kib : (m->pcie_root_created || m->pcihole64_original))
-                return false;
-        /* migration: the mark says what the policy answers now (a mark
-         * from before, or from the other setting, is planned again). */
-        if (!m->migratable || !streq(m->migratable, p->settings.migration_same_topology ? "yes" : "no"))
-                return false;
-        /* The NCCL topology file: given or not, and the same text. */
-        if (!!p->nccl_arg != !!m->nccl_topology_sha256)
-                return false;
-        if (p->nccl_arg) {
-                char hex[SHA256_HEX_SIZE];
-                if (!streq(m->nccl_topology_sha256, sha256_hex(p->nccl_arg, strlen(p->nccl_arg), hex)))
-                        return false;
-        }
-        /* gpudirect_clique: the same GPUs with the same ids, in order. */
-        if (m->n_cliques != p->n_cliques)
-                return false;
-        for (size_t i = 0; i < p->n_cliques; i++)
-                if (!m->cliques[i].host || strcasecmp(m->cliques[i].host, p->devices[p->cliques[i].device].name) != 0 ||
-                    m->cliques[i].id != (int) p->cliques[i].id)
-                        return false;
+/* The device set: every device the plan moves, in its cell, and nothing
+ * else.  NULL when it agrees. */
+static char *devices_mismatch(const struct mark *m, const struct plan *p, const struct domain *base) {
+        size_t n_moved = 0;
         for (size_t i = 0; i < p->n_devices; i++) {
                 const struct plan_device *pd = &p->devices[i];
                 if (pd->action != PLAN_MOVE)
                         continue;
                 n_moved++;
-                if (!mark_has_move(m, &base->hostdevs[pd->hostdev], pd->cell))
-                        return false;
+                char pci[PCI_ADDR_STRLEN];
+                const struct mark_device *md = mark_device_of(m, &base->hostdevs[pd->hostdev], pci);
+                if (!md)
+                        return xasprintf("device set differs: the plan moves %s to guest cell %d, the mark does not list it",
+                                         pd->name, pd->cell);
+                if (md->guest_cell < 0 || md->guest_cell != pd->cell)
+                        return xasprintf("device set differs: %s: guest cell %d in the mark, %d planned", pd->name,
+                                         md->guest_cell, pd->cell);
         }
-        return m->n_devices == n_moved && m->n_expanders == p->n_pxbs;
+        if (m->n_devices != n_moved) {
+                /* A device the mark moves and the plan does not. */
+                for (size_t k = 0; k < m->n_devices; k++) {
+                        const struct mark_device *md = &m->devices[k];
+                        const char *id = md->host ? md->host : md->mdev;
+                        bool planned = false;
+                        for (size_t i = 0; i < p->n_devices && !planned && id; i++) {
+                                const struct plan_device *pd = &p->devices[i];
+                                const char *name = md->mdev && strncmp(pd->name, "mdev ", 5) == 0 ? pd->name + 5 : pd->name;
+                                planned = pd->action == PLAN_MOVE && strcasecmp(name, id) == 0;
+                        }
+                        if (!planned)
+                                return xasprintf("device set differs: the mark lists %s%s, the plan does not move it",
+                                                 md->mdev ? "mdev " : "", id ? id : "a device without a name");
+                }
+                return xasprintf("device set differs: %zu devices in the mark, %zu planned", m->n_devices, n_moved);
+        }
+        if (m->n_expanders != p->n_pxbs)
+                return xasprintf("expander buses: %zu in the mark, %zu planned", m->n_expanders, p->n_pxbs);
+        return NULL;
+}
+
+/* gpudirect_clique: the same GPUs with the same ids, in order. */
+static char *cliques_mismatch(const struct mark *m, const struct plan *p) {
+        for (size_t i = 0; i < p->n_cliques; i++) {
+                const char *gpu = p->devices[p->cliques[i].device].name;
+                const struct mark_clique *mc = NULL;
+                for (size_t k = 0; k < m->n_cliques && !mc; k++)
+                        if (m->cliques[k].host && strcasecmp(m->cliques[k].host, gpu) == 0)
+                                mc = &m->cliques[k];
+                if (!mc)
+                        return xasprintf("GPUDirect clique of %s: none in the mark, %u planned", gpu, p->cliques[i].id);
+                if (mc->id != (int) p->cliques[i].id)
+                        return xasprintf("GPUDirect clique of %s: %d in the mark, %u planned", gpu, mc->id, p->cliques[i].id);
+        }
+        for (size_t k = 0; k < m->n_cliques; k++) {
+                bool planned = false;
+                for (size_t i = 0; i < p->n_cliques && !planned; i++)
+                        planned = m->cliques[k].host && strcasecmp(m->cliques[k].host, p->devices[p->cliques[i].device].name) == 0;
+                if (!planned)
+                        return xasprintf("GPUDirect clique of %s: %d in the mark, none planned",
+                                         m->cliques[k].host ? m->cliques[k].host : "?", m->cliques[k].id);
+        }
+        /* The same records, but not one each in the plan's order. */
+        if (m->n_cliques != p->n_cliques)
+                return xasprintf("GPUDirect cliques: %zu records in the mark, %zu planned", m->n_cliques, p->n_cliques);
+        for (size_t i = 0; i < p->n_cliques; i++)
+                if (strcasecmp(m->cliques[i].host, p->devices[p->cliques[i].device].name) != 0)
+                        return xstrdup("GPUDirect cliques: the mark lists the GPUs in another order than the plan");
+        return NULL;
+}
+
+static const char *yes_no(bool b) {
+        return b ? "yes" : "no";
+}
+
+/* A device removed from the domain since, or one that now goes elsewhere,
+ * means the topology must be planned afresh.  The first difference found,
+ * in that order: devices, migration, NCCL file, cliques, other switches. */
+char *mark_mismatch(const struct mark *m, const struct plan *p, const struct domain *base, const struct domain *cur) {
+        char *why = devices_mismatch(m, p, base);
+        if (why)
+                return why;
+        /* migration: the mark says what the policy answers now (a mark
+         * from before, or from the other setting, is planned again). */
+        _cleanup_free_ char *not_migratable = NULL;
+        bool migratable = mark_migratable(p, base, &not_migratable);
+        if (!m->migratable || !streq(m->migratable, yes_no(migratable))) {
+                const char *said = m->migratable ? m->migratable : "nothing (an earlier pcinuma)";
+                if (!p->settings.migration_same_topology)
+                        return xasprintf("migratable: mark says %s, policy migration=refuse", said);
+                if (!migratable)
+                        return xasprintf("migratable: mark says %s, the plan says no: %s", said, not_migratable);
+                return xasprintf("migratable: mark says %s, policy migration=same-topology", said);
+        }
+        /* The NCCL topology file: given or not, and the same text. */
+        if (!!p->nccl_arg != !!m->nccl_topology_sha256)
+                return xasprintf("NCCL topology file: %s", p->nccl_arg ? "planned, not in the mark" : "in the mark, not planned");
+        if (p->nccl_arg) {
+                char hex[SHA256_HEX_SIZE];
+                sha256_hex(p->nccl_arg, strlen(p->nccl_arg), hex);
+                if (!streq(m->nccl_topology_sha256, hex))
+                        return xasprintf("NCCL topology file differs (sha256 %.16s..., planned %.16s...)", m->nccl_topology_sha256, hex);
+        }
+        why = cliques_mismatch(m, p);
+        if (why)
+                return why;
+        /* The other feature switches' marks. */
+        if (!!m->distances != p->add_distances)
+                return xasprintf("host distances: %s", p->add_distances ? "planned, not in the mark" : "in the mark, not planned");
+        size_t n_switch_ports = 0;
+        for (size_t i = 0; i < p->n_ports; i++)
+                n_switch_ports += p->ports[i].device < 0;
+        if (m->n_controllers != n_switch_ports)
+                return xasprintf("guest switch ports: %zu in the mark, %zu planned", m->n_controllers, n_switch_ports);
+        if (m->n_managed != p->n_managed)
+                return xasprintf("managed='no' hostdevs: %zu in the mark, %zu planned", m->n_managed, p->n_managed);
+        if (p->pcihole64_kib && cur->pcihole64_kib != p->pcihole64_kib)
+                return xasprintf("pcihole64: %llu KiB in the domain, %llu KiB planned", (unsigned long long) cur->pcihole64_kib,
+                                 (unsigned long long) p->pcihole64_kib);
+        if (!p->pcihole64_kib && (m->pcie_root_created || m->pcihole64_original))
+                return xstrdup("pcihole64: set by the mark, not planned");
+        return NULL;
+}
+
+bool mark_matches(const struct mark *m, const struct plan *p, const struct domain *base, const struct domain *cur) {
+        _cleanup_free_ char *why = mark_mismatch(m, p, base, cur);
+        return !why;
 }
 
 /* --- locator --------------------------------------------------------------- */

@@ -75,6 +75,7 @@ struct mark {
         char *version;
         char *policy;
         char *migratable;
+        char *migratable_reason;        /* with migratable="no": why (mark_migratable()), or NULL */
         char *metadata_created;         /* "yes": the rewrite created <metadata> */
         char *single_function_slots;
         char *distances;                /* "host" */
@@ -121,6 +122,15 @@ void mark_done(struct mark *m);
  * fills in afterwards; device k is the plan's k-th moved device. */
 void mark_build(const struct plan *p, const struct domain *d, struct mark *ret);
 
+/* Is a domain planned as p (for d) migratable, as its mark says it: the
+ * policy allows migration (migration: same-topology), and every PCI hostdev
+ * moves under an expander bus, where the mark records its position; one
+ * that stays on pcie.0 (no host node, a legacy policy's leftover, ...)
+ * has no position a destination could map, and its migrate hook would
+ * refuse it.  mdevs are the migration gate's to judge.  When false and
+ * ret_why is not NULL, *ret_why says why, naming the device (malloc'ed). */
+bool mark_migratable(const struct plan *p, const struct domain *d, char **ret_why);
+
 /* Writer: a new <pcinuma:topology> element in doc, not linked, holding m.
  * Each child goes after the text 'child_indent' (none when empty), and
  * 'end_indent' (when not empty) closes the list. */
@@ -143,6 +153,14 @@ void mark_parse_attrs(xmlNodePtr node, struct mark *ret);
  * switch ports, managed devices and feature switches?  'base' is the
  * domain p was computed for, 'cur' the domain as it carries the mark. */
 bool mark_matches(const struct mark *m, const struct plan *p, const struct domain *base, const struct domain *cur);
+
+/* The same question, answered with the first part of m that does not
+ * describe p, as a phrase for the admin ("device set differs: ...",
+ * "migratable: mark says yes, policy migration=refuse", "NCCL topology
+ * file differs (sha256 ..., planned ...)", "GPUDirect clique of
+ * 0000:18:00.0: 2 in the mark, 1 planned", ...); NULL when m matches.
+ * malloc'ed. */
+char *mark_mismatch(const struct mark *m, const struct plan *p, const struct domain *base, const struct domain *cur);
 
 /* Locator: the mark of the domain whose root element is 'root', in its
  * first <metadata>, into *ret (NULL when there is none).  A mark in a

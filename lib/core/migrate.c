@@ -564,6 +564,7 @@ void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, cons
                 res.policy = xstrdup(mark.policy);
         if (!mark.migratable || !streq(mark.migratable, "yes")) {
                 res.verdict = MIGRATE_REFUSE_MARKED;
+                res.reason = mark.migratable_reason ? xstrdup(mark.migratable_reason) : NULL;
                 goto done;
         }
         struct policy_settings s;

@@ -1176,6 +1176,7 @@ static int cmp_pci_addr(const struct pci_addr *a, const struct pci_addr *b) {
         return (x > y) - (x < y);
 }
 
+/* Only to gather the GPUs of one switch together. */
 static int cmp_clique_gpu(const void *a, const void *b) {
         const struct clique_gpu *x = a, *y = b;
         if (x->root != y->root)
@@ -1184,15 +1185,65 @@ static int cmp_clique_gpu(const void *a, const void *b) {
         return c ? c : (x->device > y->device) - (x->device < y->device);
 }
 
+/* A group of GPUs behind one switch, and what orders the groups. */
+struct clique_group {
+        size_t first, n;                /* gpus[first..first+n) */
+        int node;                       /* the GPUs' host node; -1: none */
+        char *below;                    /* what sits below its root port (clique_below()) */
+        size_t min_device;              /* its first device in the domain's order */
+};
+
+static int cmp_str(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* What sits below root port 'rp' of h, without bus numbers or drivers:
+ * each device's depth below the root port, vendor:device and class,
+ * sorted.  The fingerprint covers all of it; a driver is left out
+ * because libvirt rebinds a managed GPU at each start and stop. */
+static char *clique_below(const struct hostmap *h, const struct pci_addr *rp) {
+        char **items = NULL;
+        size_t n = 0;
+        for (size_t i = 0; i < h->n_devices; i++) {
+                const struct hostmap_device *o = &h->devices[i];
+                if (o->n_upstream > 0 && pci_addr_eq(&o->upstream[0], rp))
+                        *GROW(items, n) = xasprintf("%zu:%04x:%04x:%06x", o->n_upstream, o->vendor, o->device, o->class);
+        }
+        if (n > 1)
+                qsort(items, n, sizeof(*items), cmp_str);
+        struct strbuf b = {0};
+        for (size_t i = 0; i < n; i++) {
+                strbuf_printf(&b, "%s%s", i ? "," : "", items[i]);
+                free(items[i]);
+        }
+        free(items);
+        return b.len ? strbuf_steal(&b) : xstrdup("");
+}
+
+/* The groups' order: by host node (none last), then by what sits below
+ * their root port; all of it without bus numbers, so two hosts of one
+ * fingerprint agree on it.  Groups that look the same (twin switches) go
+ * by the domain's order of their GPUs, which a migration keeps. */
+static int cmp_clique_group(const void *a, const void *b) {
+        const struct clique_group *x = a, *y = b;
+        if (x->node != y->node) {
+                if (x->node < 0 || y->node < 0)
+                        return x->node < 0 ? 1 : -1;
+                return x->node < y->node ? -1 : 1;
+        }
+        int c = strcmp(x->below, y->below);
+        return c ? c : (x->min_device > y->min_device) - (x->min_device < y->min_device);
+}
+
 /* gpudirect_clique: auto (docs/planner.md, "GPUDirect cliques").  The
  * NVIDIA GPUs (PCI hostdevs; not mdevs) behind one host PCIe switch form a
  * clique: their peer-to-peer traffic turns in the switch and never reaches
  * the root complex, whose P2P support and ACS redirection the host map
  * does not know.  A GPU alone behind its switch, or on a root port without
- * a switch, gets no id.  Groups take ids 0, 1, ... in the order of their
- * switches' host addresses (root complex first), so the ids do not depend
- * on the order of the domain's hostdevs; past PLAN_CLIQUE_MAX groups the
- * rest get none, with a warning. */
+ * a switch, gets no id.  Groups take ids 0, 1, ... in an order that does
+ * not depend on bus numbers (cmp_clique_group()): a domain migrated to a
+ * host of the same fingerprint keeps ids that host's plan gives too.  Past
+ * PLAN_CLIQUE_MAX groups the rest get none, with a warning. */
 static void plan_cliques(const struct domain *d, const struct hostmap *h, struct plan *p) {
         if (!p->settings.gpudirect_clique_auto)
                 return;
@@ -1211,21 +1262,35 @@ static void plan_cliques(const struct domain *d, const struct hostmap *h, struct
         if (n > 1)
                 qsort(gpus, n, sizeof(*gpus), cmp_clique_gpu);
 
-        unsigned groups = 0, dropped = 0, in_cliques = 0;
+        _cleanup_free_ struct clique_group *groups = NULL;
+        size_t n_groups = 0;
         for (size_t i = 0; i < n;) {
                 size_t j = i + 1;
                 while (j < n && gpus[j].root == gpus[i].root && pci_addr_eq(&gpus[j].sw, &gpus[i].sw))
                         j++;
-                if (j - i > 1) {
-                        if (groups < PLAN_CLIQUE_MAX) {
-                                for (size_t k = i; k < j; k++)
-                                        *GROW(p->cliques, p->n_cliques) = (struct plan_clique) { .device = gpus[k].device, .id = groups };
-                                in_cliques += (unsigned) (j - i);
-                        } else
-                                dropped++;
-                        groups++;
-                }
+                if (j - i > 1)
+                        *GROW(groups, n_groups) = (struct clique_group) { .first = i, .n = j - i, .min_device = gpus[i].device };
                 i = j;
+        }
+        for (size_t g = 0; g < n_groups; g++) {
+                struct clique_group *cg = &groups[g];
+                const struct plan_device *pd = &p->devices[gpus[cg->first].device];
+                cg->node = pd->host_node >= 0 ? pd->host_node : -1;
+                /* (a switch GPU has its root port, upstream[0], in host_up) */
+                cg->below = n_groups > 1 ? clique_below(h, &pd->host_up[0]) : xstrdup("");
+        }
+        if (n_groups > 1)
+                qsort(groups, n_groups, sizeof(*groups), cmp_clique_group);
+
+        unsigned in_cliques = 0, dropped = 0;
+        for (size_t g = 0; g < n_groups; g++) {
+                if (g < PLAN_CLIQUE_MAX) {
+                        for (size_t k = groups[g].first; k < groups[g].first + groups[g].n; k++)
+                                *GROW(p->cliques, p->n_cliques) = (struct plan_clique) { .device = gpus[k].device, .id = (unsigned) g };
+                        in_cliques += (unsigned) groups[g].n;
+                } else
+                        dropped++;
+                free(groups[g].below);
         }
         /* Device order, for the rewrite and the mark. */
         for (size_t a = 1; a < p->n_cliques; a++)
@@ -1234,12 +1299,13 @@ static void plan_cliques(const struct domain *d, const struct hostmap *h, struct
                         p->cliques[b] = p->cliques[b - 1];
                         p->cliques[b - 1] = t;
                 }
+        unsigned n_g = (unsigned) n_groups;
         if (dropped)
                 add_warning(p, "gpudirect_clique: %u groups of GPUs behind one host switch, but QEMU's clique ids are 0-%d: "
-                            "the last %u groups get no clique id", groups, PLAN_CLIQUE_MAX - 1, dropped);
+                            "the last %u groups get no clique id", n_g, PLAN_CLIQUE_MAX - 1, dropped);
         if (p->n_cliques)
                 p->clique_note = xasprintf("gpudirect_clique: %u GPUs in %u cliques (NVIDIA GPUs behind one host switch share an id)",
-                                           in_cliques, groups < PLAN_CLIQUE_MAX ? groups : PLAN_CLIQUE_MAX);
+                                           in_cliques, n_g < PLAN_CLIQUE_MAX ? n_g : PLAN_CLIQUE_MAX);
         else
                 p->clique_note = xasprintf("gpudirect_clique: no clique: no two NVIDIA GPUs sit behind one host switch");
 }

@@ -20,8 +20,11 @@ static char *planned_summary(const struct engine_result *r) {
                 moved += pl->devices[i].action == PLAN_MOVE;
         /* Where each device went is in the PCINUMA_DEVICE /
          * PCINUMA_GUEST_CELL fields. */
-        return xasprintf("planned under policy %s: %zu device%s on %zu expander bus%s",
-                         mode, moved, moved == 1 ? "" : "s", pl->n_pxbs, pl->n_pxbs == 1 ? "" : "es");
+        /* A domain planned before: which part of its mark was stale
+         * (also in PCINUMA_STALE_MARK). */
+        return xasprintf("planned under policy %s: %zu device%s on %zu expander bus%s%s%s",
+                         mode, moved, moved == 1 ? "" : "s", pl->n_pxbs, pl->n_pxbs == 1 ? "" : "es",
+                         r->stale_mark ? "; its mark was stale: " : "", r->stale_mark ? r->stale_mark : "");
 }
 
 void redefine_decide(const struct engine_result *r, const char *error, struct redefine_decision *ret) {

@@ -19,7 +19,8 @@ nothing; a brief remove + add rechecks and redefines nothing; a device that
 stays gone is acted on once its grace period ends; a reload with the policy
 renamed (alias, rule names) rechecks nothing, one that changes one domain's
 mode rechecks that domain only (and redefines nothing when its placement
-is the same); a refused domain's summary comes at notice priority once,
+is the same), one that makes a domain's mark stale redefines it saying which
+part (PCINUMA_STALE_MARK); a refused domain's summary comes at notice priority once,
 then at debug on every recheck, until it changes; a change of the host's
 nodes rechecks every domain.  Ends with 'N passed, M failed'.
 """
@@ -339,6 +340,21 @@ def run(a):
         plans = e.since(m, "plan")
         check(rechecked(e, m) == ["vm-refused"] and len(plans) == 1 and plans[0]["prio"] == LOG_NOTICE,
               "a refusal whose summary changed is told again at notice priority", json.dumps(e.since(m)))
+
+        # 5b. vm-other under migration: refuse: its mark (migratable="yes")
+        # is stale, and the redefinition says which part
+        m = e.mark()
+        st = e.status()
+        e.write_policy({"default": {"policy": "legacy"},
+                        "rules": [{"match": {"name": "vm-other"}, "policy": "preferred", "migration": "refuse"},
+                                  {"match": {"name": "vm-refus*"}, "policy": "socket"}]})
+        hup(e, st)
+        plans = [x for x in e.since(m, "plan") if NAME[x["uuid"]] == "vm-other"]
+        stale = "migratable: mark says yes, policy migration=refuse"
+        check(len(plans) == 1 and plans[0]["redefine"] and ("its mark was stale: " + stale) in (plans[0]["summary"] or ""),
+              "a stale mark's redefinition says which part is stale", json.dumps(e.since(m)))
+        check(plans and ["PCINUMA_STALE_MARK", stale] in plans[0].get("fields", []),
+              "... and its journal fields have PCINUMA_STALE_MARK", json.dumps(plans))
 
         # 6. the host's nodes change (a SLIT edit, seen at SIGHUP): every domain
         m = e.mark()

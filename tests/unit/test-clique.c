@@ -187,7 +187,10 @@ static void test_groups(void **state) {
         hostmap_free(h);
 }
 
-/* The ids follow the host's switches, not the order of the hostdevs. */
+/* The ids follow what sits behind the host's switches, not their bus
+ * numbers nor the order of the hostdevs; twin switches (the same devices
+ * below them) go by the domain's order of their GPUs, which is all that
+ * tells them apart without bus numbers. */
 static void test_stable_order(void **state) {
         (void) state;
         size_t n;
@@ -196,14 +199,33 @@ static void test_stable_order(void **state) {
         const size_t rev[] = { 8, 7, 6, 5, 4, 3, 2, 1, 0 };
         _cleanup_free_ char *xml = make_domain(s, rev, n);
         struct plan *p = plan_with(h, xml, true, NULL);
-        assert_int_equal(clique_of(p, s[0].bdf), 0);
-        assert_int_equal(clique_of(p, s[1].bdf), 0);
-        assert_int_equal(clique_of(p, s[2].bdf), 1);
-        assert_int_equal(clique_of(p, s[3].bdf), 1);
+        /* switches 0 and 1 are twins: switch 1's GPUs come first now */
+        assert_int_equal(clique_of(p, s[2].bdf), 0);
+        assert_int_equal(clique_of(p, s[3].bdf), 0);
+        assert_int_equal(clique_of(p, s[0].bdf), 1);
+        assert_int_equal(clique_of(p, s[1].bdf), 1);
         /* Kept in device order for the rewrite and the mark. */
         for (size_t i = 1; i < p->n_cliques; i++)
                 assert_true(p->cliques[i - 1].device < p->cliques[i].device);
         plan_free(p);
+        hostmap_free(h);
+
+        /* Switch 1 with a third GPU: not twins; either order, the same ids. */
+        struct dev_spec t[5] = {
+                behind_switch(0, 0, NVIDIA, GPU_CLASS), behind_switch(0, 1, NVIDIA, GPU_CLASS),
+                behind_switch(1, 0, NVIDIA, GPU_CLASS), behind_switch(1, 1, NVIDIA, GPU_CLASS),
+                behind_switch(1, 2, NVIDIA, GPU_CLASS),
+        };
+        h = make_host(t, 5);
+        const size_t back[] = { 4, 3, 2, 1, 0 };
+        _cleanup_free_ char *fwd_xml = make_domain(t, NULL, 5), *back_xml = make_domain(t, back, 5);
+        struct plan *pf = plan_with(h, fwd_xml, true, NULL), *pb = plan_with(h, back_xml, true, NULL);
+        assert_int_equal(pf->n_cliques, 5);
+        assert_int_not_equal(clique_of(pf, t[0].bdf), clique_of(pf, t[2].bdf));
+        for (size_t i = 0; i < 5; i++)
+                assert_int_equal(clique_of(pf, t[i].bdf), clique_of(pb, t[i].bdf));
+        plan_free(pf);
+        plan_free(pb);
         hostmap_free(h);
 }
 

@@ -10,9 +10,13 @@
 
 #include <libxml/parser.h>
 
+#include "decide.h"
 #include "domain.h"
+#include "migrate.h"
 #include "engine.h"
 #include "mark.h"
+#include "policy.h"
+#include "sha256.h"
 #include "util.h"
 
 #include "fake-vm.h"
@@ -46,6 +50,7 @@ static void test_round_trip(void **state) {
         (void) state;
         struct mark m = {
                 .version = xstrdup("1"), .policy = xstrdup("socket"), .migratable = xstrdup("no"),
+                .migratable_reason = xstrdup("0000:3b:00.0 is not placed & \"why\""),
                 .metadata_created = xstrdup("yes"), .single_function_slots = xstrdup("0:1f 0:02"),
                 .distances = xstrdup("host"), .pcie_root_created = xstrdup("yes"),
                 .pcihole64_original = xstrdup("1024"), .pcihole64_original_unit = xstrdup("GiB"),
@@ -87,6 +92,7 @@ static void test_round_trip(void **state) {
         assert_string_equal(p.version, "1");
         assert_string_equal(p.policy, "socket");
         assert_string_equal(p.migratable, "no");
+        assert_string_equal(p.migratable_reason, "0000:3b:00.0 is not placed & \"why\"");
         assert_string_equal(p.metadata_created, "yes");
         assert_string_equal(p.single_function_slots, "0:1f 0:02");
         assert_string_equal(p.distances, "host");
@@ -227,6 +233,216 @@ static void test_build_and_match(void **state) {
 
         mark_done(&m);
         mark_done(&b);
+}
+
+/* The reason of a mismatch, checked and freed: it contains 'want'. */
+static void assert_reason(char *why, const char *want) {
+        if (!why || !strstr(why, want))
+                fail_msg("mismatch reason '%s' does not say '%s'", why ? why : "(none)", want);
+        free(why);
+}
+
+/* mark_mismatch() names the part of the mark that is stale: each part
+ * changed alone on a mark that matches gives its own phrase. */
+static void test_mismatch_reasons(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *h = fake_vm_host();
+        enum policy_mode mode = POLICY_REQUIRE;
+        _cleanup_(engine_result_freep) struct engine_result *r = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), h, NULL, &mode, &r, &err), 0);
+        assert_int_equal(r->verdict, PLAN_APPLY);
+        _cleanup_domain_ struct domain *cur = NULL;
+        assert_int_equal(domain_parse(r->xml, strlen(r->xml), &cur, &err), 0);
+        _cleanup_(mark_done) struct mark m = {0};
+        assert_int_equal(mark_parse(cur->mark, cur->devices, &m, &err), 0);
+        struct plan *p = r->plan;
+        assert_null(mark_mismatch(&m, p, r->base, cur));
+
+        /* Devices: another cell, one the mark lacks, one the plan does not move. */
+        m.devices[1].guest_cell = 3;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "device set differs: 0000:30:00.0: guest cell 3 in the mark, 1 planned");
+        m.devices[1].guest_cell = 1;
+        char *host = m.devices[1].host;
+        m.devices[1].host = (char *) "0000:31:00.0";
+        assert_reason(mark_mismatch(&m, p, r->base, cur),
+                      "device set differs: the plan moves 0000:30:00.0 to guest cell 1, the mark does not list it");
+        m.devices[1].host = host;
+        *GROW(m.devices, m.n_devices) = (struct mark_device) { .host = xstrdup("0000:99:00.0"), .guest_cell = 0 };
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "device set differs: the mark lists 0000:99:00.0, the plan does not move it");
+        free(m.devices[--m.n_devices].host);
+        m.n_expanders--;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "expander buses: 3 in the mark, 4 planned");
+        m.n_expanders++;
+        assert_null(mark_mismatch(&m, p, r->base, cur));
+
+        /* migratable against the policy's migration setting. */
+        p->settings.migration_same_topology = false;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "migratable: mark says yes, policy migration=refuse");
+        p->settings.migration_same_topology = true;
+        char *mig = m.migratable;
+        m.migratable = NULL;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "migratable: mark says nothing (an earlier pcinuma), policy migration=same-topology");
+        m.migratable = mig;
+
+        /* The NCCL topology file's SHA-256. */
+        char *sha = m.nccl_topology_sha256, *arg = p->nccl_arg;
+        m.nccl_topology_sha256 = (char *) "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+        p->nccl_arg = (char *) "name=opt/pcinuma/nccl-topo.xml,string=<system/>";
+        char hex[SHA256_HEX_SIZE];
+        sha256_hex(p->nccl_arg, strlen(p->nccl_arg), hex);
+        _cleanup_free_ char *want = xasprintf("NCCL topology file differs (sha256 0011223344556677..., planned %.16s...)", hex);
+        assert_reason(mark_mismatch(&m, p, r->base, cur), want);
+        m.nccl_topology_sha256 = NULL;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "NCCL topology file: planned, not in the mark");
+        p->nccl_arg = NULL;
+        m.nccl_topology_sha256 = (char *) "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "NCCL topology file: in the mark, not planned");
+        m.nccl_topology_sha256 = sha;
+        p->nccl_arg = arg;
+        assert_null(mark_mismatch(&m, p, r->base, cur));
+
+        /* GPUDirect cliques: another id, one planned and not marked, one
+         * marked and not planned. */
+        struct plan_clique *pc = p->cliques;
+        size_t npc = p->n_cliques;
+        struct plan_clique planned[] = { { .device = 0, .id = 1 }, { .device = 1, .id = 1 } };
+        p->cliques = planned;
+        p->n_cliques = 2;
+        struct mark_clique *mc = m.cliques;
+        size_t nmc = m.n_cliques;
+        struct mark_clique marked[] = { { .host = (char *) "0000:10:00.0", .id = 2 }, { .host = (char *) "0000:30:00.0", .id = 1 } };
+        m.cliques = marked;
+        m.n_cliques = 2;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "GPUDirect clique of 0000:10:00.0: 2 in the mark, 1 planned");
+        marked[0].id = 1;
+        assert_null(mark_mismatch(&m, p, r->base, cur));
+        m.n_cliques = 1;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "GPUDirect clique of 0000:30:00.0: none in the mark, 1 planned");
+        m.n_cliques = 2;
+        p->n_cliques = 1;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "GPUDirect clique of 0000:30:00.0: 1 in the mark, none planned");
+        p->n_cliques = 2;
+        marked[0].host = (char *) "0000:30:00.0";
+        marked[1].host = (char *) "0000:10:00.0";
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "GPUDirect cliques: the mark lists the GPUs in another order");
+        p->cliques = pc;
+        p->n_cliques = npc;
+        m.cliques = mc;
+        m.n_cliques = nmc;
+
+        /* The other switches: distances, switch ports, managed, pcihole64. */
+        char *dist = m.distances;
+        m.distances = p->add_distances ? NULL : (char *) "host";
+        assert_reason(mark_mismatch(&m, p, r->base, cur), p->add_distances ? "host distances: planned, not in the mark"
+                                                                          : "host distances: in the mark, not planned");
+        m.distances = dist;
+        m.n_controllers = 1;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "guest switch ports: 1 in the mark, 0 planned");
+        m.n_controllers = 0;
+        size_t nman = p->n_managed;
+        p->n_managed = nman + 1;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "managed='no' hostdevs:");
+        p->n_managed = nman;
+        uint64_t hole = p->pcihole64_kib;
+        p->pcihole64_kib = 1024;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "pcihole64:");
+        p->pcihole64_kib = hole;
+        assert_null(mark_mismatch(&m, p, r->base, cur));
+        assert_true(mark_matches(&m, p, r->base, cur));
+}
+
+/* The engine carries the reason: a stale mark's part is in stale_mark,
+ * in the mismatch the hook reports and in the explanation. */
+static void test_engine_stale_reason(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *h = fake_vm_host();
+        _cleanup_free_ char *err = NULL;
+        _cleanup_policy_ struct policy *same = NULL, *refuse = NULL;
+        static const char same_json[] = "{\"default\": {\"policy\": \"require\"}}";
+        static const char refuse_json[] = "{\"default\": {\"policy\": \"require\", \"migration\": \"refuse\"}}";
+        assert_int_equal(policy_parse(same_json, strlen(same_json), "a.json", &same, &err), 0);
+        assert_int_equal(policy_parse(refuse_json, strlen(refuse_json), "b.json", &refuse, &err), 0);
+        _cleanup_(engine_result_freep) struct engine_result *r = NULL, *again = NULL, *stale = NULL;
+        assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), h, same, NULL, &r, &err), 0);
+        assert_null(r->stale_mark);             /* no mark in the input */
+        assert_int_equal(engine_plan(r->xml, strlen(r->xml), h, same, NULL, &again, &err), 0);
+        assert_true(again->already_planned);
+        assert_null(again->stale_mark);
+        assert_int_equal(engine_plan(r->xml, strlen(r->xml), h, refuse, NULL, &stale, &err), 0);
+        assert_false(stale->already_planned);
+        assert_string_equal(stale->stale_mark, "migratable: mark says yes, policy migration=refuse");
+        assert_non_null(strstr(stale->mismatch, "the pcinuma mark is stale (written for policy require): migratable: mark says yes"));
+        _cleanup_free_ char *ex = engine_explain(stale, h);
+        assert_non_null(strstr(ex, "\nstale mark:  migratable: mark says yes, policy migration=refuse\n"));
+        _cleanup_free_ char *js = engine_json(stale, h);
+        assert_non_null(strstr(js, "\"stale_mark\": \"migratable: mark says yes, policy migration=refuse\""));
+}
+
+/* A PCI hostdev that stays on pcie.0 (here: one the host does not have,
+ * under legacy) has no position in the mark: the plan says
+ * migratable="no" and why, naming it; planning again matches; a mark
+ * that says "yes" for it is stale; the migrate hook refuses it as marked,
+ * with the mark's reason.  The same domain without it stays "yes". */
+static void test_migratable_device_stays(void **state) {
+        (void) state;
+        static const char xml[] =
+                "<domain type='kvm'>\n"
+                "  <name>" FAKE_VM_NAME "</name>\n"
+                "  <uuid>" FAKE_VM_UUID "</uuid>\n"
+                FAKE_VM_XML_BODY
+                FAKE_VM_HOSTDEV("0x10")
+                FAKE_VM_HOSTDEV("0x30")
+                FAKE_VM_HOSTDEV("0xee")
+                FAKE_VM_XML_TAIL;
+        _cleanup_hostmap_ struct hostmap *h = fake_vm_host();
+        _cleanup_policy_ struct policy *pol = fake_vm_policy("legacy");
+        _cleanup_(engine_result_freep) struct engine_result *r = NULL, *again = NULL, *stale = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(engine_plan(xml, strlen(xml), h, pol, NULL, &r, &err), 0);
+        assert_int_equal(r->verdict, PLAN_APPLY);
+        _cleanup_free_ char *why = NULL;
+        assert_false(mark_migratable(r->plan, r->base, &why));
+        assert_non_null(strstr(why, "0000:ee:00.0 is not placed under an expander bus"));
+        assert_non_null(strstr(r->xml, "migratable=\"no\" migratable-reason=\"0000:ee:00.0 is not placed"));
+        _cleanup_free_ char *ex = engine_explain(r, h);
+        assert_non_null(strstr(ex, "migration: same-topology, but marked migratable=\"no\": 0000:ee:00.0 is not placed"));
+
+        /* The match agrees with the builder. */
+        assert_int_equal(engine_plan(r->xml, strlen(r->xml), h, pol, NULL, &again, &err), 0);
+        assert_true(again->already_planned);
+        char *at = strstr(r->xml, "migratable=\"no\"");
+        assert_non_null(at);
+        _cleanup_free_ char *fixed = xasprintf("%.*smigratable=\"yes\"%s", (int) (at - r->xml), r->xml,
+                                               at + strlen("migratable=\"no\""));
+        assert_int_equal(engine_plan(fixed, strlen(fixed), h, pol, NULL, &stale, &err), 0);
+        assert_false(stale->already_planned);
+        assert_non_null(strstr(stale->stale_mark, "migratable: mark says yes, the plan says no: 0000:ee:00.0 is not placed"));
+
+        /* The gate refuses it as marked, saying why. */
+        struct migrate_result mr = {0};
+        migrate_incoming(r->xml, strlen(r->xml), h, pol, &mr);
+        assert_int_equal(mr.verdict, MIGRATE_REFUSE_MARKED);
+        assert_non_null(strstr(mr.reason, "0000:ee:00.0 is not placed"));
+        migrate_result_done(&mr);
+        struct proto_request req = {
+                .type = PROTO_REQUEST_HOOK,
+                .argv = { (char *) FAKE_VM_NAME, (char *) "migrate", (char *) "begin", (char *) "-" },
+                .xml = r->xml,
+                .xml_len = strlen(r->xml),
+        };
+        struct decision d;
+        decide_hook(&req, h, pol, false, &d);
+        assert_int_equal(d.verdict, DECIDE_REFUSE);
+        assert_non_null(strstr(d.message, "marked migratable=\"no\" (0000:ee:00.0 is not placed under an expander bus"));
+        decision_done(&d);
+
+        /* Every device placed: migratable. */
+        _cleanup_(engine_result_freep) struct engine_result *all = NULL;
+        assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), h, pol, NULL, &all, &err), 0);
+        assert_true(mark_migratable(all->plan, all->base, NULL));
+        assert_non_null(strstr(all->xml, "migratable=\"yes\""));
+        assert_null(strstr(all->xml, "migratable-reason"));
 }
 
 /* original-address: attributes with '%' and white space survive. */
@@ -378,6 +594,9 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_round_trip),
                 cmocka_unit_test(test_build_and_match),
+                cmocka_unit_test(test_mismatch_reasons),
+                cmocka_unit_test(test_engine_stale_reason),
+                cmocka_unit_test(test_migratable_device_stays),
                 cmocka_unit_test(test_address_codec),
                 cmocka_unit_test(test_refusals),
                 cmocka_unit_test(test_accepts_valid_removed),

@@ -69,6 +69,13 @@ static void test_planned(void **state) {
         redefine_decide(&f.r, NULL, &d);
         assert_string_equal(d.summary, "planned under policy require: 1 device on 1 expander bus");
         redefine_decision_done(&d);
+
+        /* planned again: which part of the old mark was stale */
+        f.r.stale_mark = (char *) "NCCL topology file: in the mark, not planned";
+        redefine_decide(&f.r, NULL, &d);
+        assert_string_equal(d.summary, "planned under policy require: 1 device on 1 expander bus; "
+                                       "its mark was stale: NCCL topology file: in the mark, not planned");
+        redefine_decision_done(&d);
 }
 
 static void test_reverted(void **state) {

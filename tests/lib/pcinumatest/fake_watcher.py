@@ -19,7 +19,7 @@ FAKE_WATCHER_MODE says:
 
 Everything it receives and does is appended, one JSON object a line, to
 $FAKE_WATCHER_DIR/events.jsonl: {"ev":"recheck","uuid":U|"*"},
-{"ev":"plan","uuid":U,"redefine":b,"prio":n,"summary":s,"error":s},
+{"ev":"plan","uuid":U,"redefine":b,"prio":n,"summary":s,"error":s,"fields":[[k,v],...]},
 {"ev":"define","uuid":U}, {"ev":"idle"} (all caught up).
 """
 import glob
@@ -109,7 +109,8 @@ def plan(path):
             break
         take(a)
     log(ev="plan", uuid=uuid_of(path), redefine=bool(a.get("redefine")), prio=a.get("prio"),
-        summary=a.get("summary"), error=a.get("error"), size=len(a.get("xml") or ""))
+        summary=a.get("summary"), error=a.get("error"), size=len(a.get("xml") or ""),
+        fields=a.get("fields") or [])
     if a.get("redefine") and a.get("xml"):
         with open(path + ".tmp", "w") as f:
             f.write(a["xml"])

@@ -1,0 +1,137 @@
+/* GPUDirect clique ids across a fleet: two hosts of one topology whose
+ * bus numbers order the GPUs' switches the other way round (fake-fleet.h's
+ * host A, and the same host with every bus moved by 0x80, so node 1's
+ * switch has the lower bus) give corresponding GPUs the same ids, and a
+ * domain planned on one and migrated to the other keeps ids the
+ * destination's plan gives too (its plan there changes nothing). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "engine.h"
+#include "hostmap.h"
+#include "migrate.h"
+#include "planner.h"
+#include "policy.h"
+
+#include "fake-fleet.h"
+
+/* Host A's buses + 0x80: node 0's GPU switch moves from bus 0x11 to 0x91,
+ * node 1's from 0x91 to 0x11. */
+static const struct numbering swapped = { 0, 0x80, 0, false, 21 };
+
+/* A domain with two cells on nodes 0 and 1 and four GPUs, given by bus
+ * (slot 0, function 0): two of node 0's switch, then two of node 1's. */
+static char *domain_xml(const unsigned bus[4]) {
+        struct strbuf b = {0};
+        strbuf_append(&b, "<domain type='kvm'>\n  <name>clique-fleet</name>\n"
+                          "  <uuid>5a1c7e2e-3f3b-4c55-9d0e-0c6f3c2b9a11</uuid>\n"
+                          "  <memory unit='MiB'>4096</memory>\n  <vcpu placement='static'>4</vcpu>\n"
+                          "  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>\n  </os>\n"
+                          "  <features>\n    <acpi/>\n  </features>\n"
+                          "  <cpu mode='host-passthrough'>\n    <numa>\n"
+                          "      <cell id='0' cpus='0-1' memory='2048' unit='MiB'/>\n"
+                          "      <cell id='1' cpus='2-3' memory='2048' unit='MiB'/>\n"
+                          "    </numa>\n  </cpu>\n"
+                          "  <numatune>\n    <memnode cellid='0' mode='strict' nodeset='0'/>\n"
+                          "    <memnode cellid='1' mode='strict' nodeset='1'/>\n  </numatune>\n"
+                          "  <devices>\n    <controller type='pci' index='0' model='pcie-root'/>\n");
+        for (size_t i = 0; i < 4; i++)
+                strbuf_printf(&b, "    <hostdev mode='subsystem' type='pci' managed='yes'>\n      <source>\n"
+                                  "        <address domain='0x0000' bus='0x%02x' slot='0x00' function='0x0'/>\n"
+                                  "      </source>\n    </hostdev>\n", bus[i]);
+        strbuf_append(&b, "  </devices>\n</domain>\n");
+        return strbuf_steal(&b);
+}
+
+static struct policy *clique_policy(void) {
+        static const char json[] = "{\"default\": {\"policy\": \"require\", \"gpudirect_clique\": \"auto\"}}";
+        struct policy *p = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(policy_parse(json, strlen(json), "clique.json", &p, &err), 0);
+        return p;
+}
+
+/* The clique id of device bdf in r's plan, or -1. */
+static int clique_of(const struct engine_result *r, const char *bdf) {
+        const struct plan *p = r->plan;
+        for (size_t i = 0; i < p->n_cliques; i++)
+                if (streq(p->devices[p->cliques[i].device].name, bdf))
+                        return (int) p->cliques[i].id;
+        return -1;
+}
+
+/* The hosts do order the switches the other way round by bus: node 0's
+ * GPUs have the lower buses on A, the higher on B. */
+static void test_hosts_order_differently(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *a = build(host_a, N_A, &plain);
+        _cleanup_hostmap_ struct hostmap *b = build(host_a, N_A, &swapped);
+        struct pci_addr a0, b0, a1, b1;
+        assert_int_equal(pci_addr_parse("0000:13:00.0", &a0), 0);
+        assert_int_equal(pci_addr_parse("0000:93:00.0", &a1), 0);
+        b0 = a1;
+        b1 = a0;
+        assert_int_equal(hostmap_find_device(a, &a0)->node, 0);
+        assert_int_equal(hostmap_find_device(a, &a1)->node, 1);
+        assert_int_equal(hostmap_find_device(b, &b0)->node, 0);
+        assert_int_equal(hostmap_find_device(b, &b1)->node, 1);
+}
+
+/* The same GPUs (by place) get the same ids on both hosts. */
+static void test_same_ids(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *a = build(host_a, N_A, &plain);
+        _cleanup_hostmap_ struct hostmap *b = build(host_a, N_A, &swapped);
+        _cleanup_policy_ struct policy *pol = clique_policy();
+        const unsigned on_a[4] = { 0x13, 0x14, 0x93, 0x94 }, on_b[4] = { 0x93, 0x94, 0x13, 0x14 };
+        _cleanup_free_ char *xa = domain_xml(on_a), *xb = domain_xml(on_b), *err = NULL;
+        _cleanup_(engine_result_freep) struct engine_result *ra = NULL, *rb = NULL;
+        assert_int_equal(engine_plan(xa, strlen(xa), a, pol, NULL, &ra, &err), 0);
+        assert_int_equal(engine_plan(xb, strlen(xb), b, pol, NULL, &rb, &err), 0);
+        assert_int_equal(ra->plan->n_cliques, 4);
+        assert_int_equal(rb->plan->n_cliques, 4);
+        /* node 0's switch first on both */
+        assert_int_equal(clique_of(ra, "0000:13:00.0"), 0);
+        assert_int_equal(clique_of(ra, "0000:93:00.0"), 1);
+        for (size_t i = 0; i < 4; i++) {
+                char da[PCI_ADDR_STRLEN], db[PCI_ADDR_STRLEN];
+                snprintf(da, sizeof da, "0000:%02x:00.0", on_a[i]);
+                snprintf(db, sizeof db, "0000:%02x:00.0", on_b[i]);
+                assert_int_equal(clique_of(ra, da), clique_of(rb, db));
+        }
+}
+
+/* Planned on A, migrated to B: B's plan of the migrated XML is the XML. */
+static void test_migrated_idempotent(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *a = build(host_a, N_A, &plain);
+        _cleanup_hostmap_ struct hostmap *b = build(host_a, N_A, &swapped);
+        _cleanup_policy_ struct policy *pol = clique_policy();
+        const unsigned on_a[4] = { 0x13, 0x14, 0x93, 0x94 };
+        _cleanup_free_ char *xa = domain_xml(on_a), *err = NULL;
+        _cleanup_(engine_result_freep) struct engine_result *ra = NULL, *rb = NULL;
+        assert_int_equal(engine_plan(xa, strlen(xa), a, pol, NULL, &ra, &err), 0);
+        assert_int_equal(ra->verdict, PLAN_APPLY);
+        assert_non_null(strstr(ra->xml, "x-nv-gpudirect-clique"));
+
+        struct migrate_result m = {0};
+        migrate_incoming(ra->xml, strlen(ra->xml), b, pol, &m);
+        assert_int_equal(m.verdict, MIGRATE_ACCEPT);
+        assert_int_equal(engine_plan(m.xml, strlen(m.xml), b, pol, NULL, &rb, &err), 0);
+        if (!rb->already_planned)
+                fail_msg("the destination's plan differs: %s", rb->stale_mark ? rb->stale_mark : strna(rb->mismatch));
+        assert_string_equal(rb->xml, m.xml);
+        migrate_result_done(&m);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_hosts_order_differently),
+                cmocka_unit_test(test_same_ids),
+                cmocka_unit_test(test_migrated_idempotent),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
