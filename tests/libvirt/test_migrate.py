@@ -141,6 +141,12 @@ def guest_side(xml):
     return ET.tostring(root, encoding="unicode")
 
 
+def shape(position):
+    """A mark's position without the names after each '@' (the host's own
+    bus numbers and bridge names, which differ between A and B)."""
+    return re.sub(r"@\S+", "", position or "") or None
+
+
 def mark_of(xml):
     root = ET.fromstring(xml)
     return root.find("metadata/" + MARK)
@@ -328,6 +334,20 @@ class Test:
                               timeout=30, user=s.uid, group=s.gid, extra_groups=[])
 
     # -- the cases -------------------------------------------------------
+    def idempotent_on(self, h, name, xml, what):
+        """h's plan of the migrated definition xml changes nothing, and h's
+        watcher leaves it alone."""
+        path = os.path.join(self.tmp, "on-%s-%s.xml" % (h, name))
+        write(path, xml)
+        p = subprocess.run([self.a.pcinumactl, "plan", "--sysfs-root", self.sysfs[h], "--policy", "require",
+                            path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        self.check(p.returncode == 0 and p.stdout == xml,
+                   "%s: %s's plan of the migrated definition changes nothing (idempotent)" % (what, h.upper()),
+                   "exit %d: %s" % (p.returncode, p.stderr))
+        time.sleep(1.0)
+        self.check(self.sess[h].dumpxml(name) == xml,
+                   "%s: %s's watcher leaves the migrated definition alone" % (what, h.upper()))
+
     def run(self):
         name = "mig-1"
         self.sess["a"].define(domain_xml(name, DEVICES_A, memnodes={0: "0", 1: "1"}))
@@ -377,16 +397,7 @@ class Test:
             self.check(mk_b is not None and mk_b.get("fingerprint") == fp_b and
                        sorted(d.get("host") for d in mk_b.findall(DEVICE)) == sorted(got),
                        "A->B: the mark has B's fingerprint and names B's devices", on_b[-2500:])
-            path = os.path.join(self.tmp, "on-b.xml")
-            write(path, on_b)
-            p = subprocess.run([self.a.pcinumactl, "plan", "--sysfs-root", self.sysfs["b"], "--policy", "require",
-                                path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
-            self.check(p.returncode == 0 and p.stdout == on_b,
-                       "A->B: B's plan of the migrated definition changes nothing (idempotent)",
-                       "exit %d: %s" % (p.returncode, p.stderr))
-            time.sleep(1.0)
-            self.check(self.sess["b"].dumpxml(name) == on_b,
-                       "A->B: B's watcher leaves the migrated definition alone")
+            self.idempotent_on("b", name, on_b, "A->B")
             self.sess["b"].undefine(name)
 
         # A -> C: refused, with the reason.
@@ -438,9 +449,17 @@ class Test:
         on_b = self.sess["b"].dumpxml("mig-3") if rc == 0 and self.on("b", "mig-3") else ""
         uuids = [a.get("uuid") for a in ET.fromstring(on_b).findall("devices/hostdev/source/address")] if on_b else []
         mk_b = mark_of(on_b) if on_b else None
-        self.check(uuids == [MDEV_B] and mk_b is not None and [d.get("mdev") for d in mk_b.findall(DEVICE)] == [MDEV_B],
+        db = mk_b.findall(DEVICE) if mk_b is not None else []
+        self.check(uuids == [MDEV_B] and [d.get("mdev") for d in db] == [MDEV_B]
+                   and db[0].get("mdev-type") == "nvidia-63" and d3 and shape(db[0].get("position")) == shape(d3[0].get("position"))
+                   and mk_b.get("fingerprint") == self.fingerprint("b"),
                    "virsh migrate A->B with an mdev: accepted, B's definition uses B's nvidia-63 mdev of the GPU in "
-                   "the same place, and its mark names it", "%s\n%s" % (out, on_b[-2000:]))
+                   "the same place; its mark names it, with its type, the same position (but for B's names) and B's fingerprint",
+                   "%s\nA's mark: %s\nB's mark: %s\nB's fingerprint: %s" % (
+                       out, ET.tostring(mk3, encoding="unicode") if mk3 is not None else None,
+                       ET.tostring(mk_b, encoding="unicode") if mk_b is not None else None, self.fingerprint("b")))
+        if on_b:
+            self.idempotent_on("b", "mig-3", on_b, "A->B with an mdev")
 
 
 def main():

@@ -6,7 +6,8 @@ Stdlib, iproute2 (`ip`) and util-linux (`nsenter`); needs root.
     from pcinumatest.netns import Net, NetnsUnavailable
     net = Net(["a", "b", "c"], [("a", "b"), ("a", "c")])
     try:
-        net.setup()              # NetnsUnavailable: why namespaces cannot be used
+        net.setup()              # NetnsUnavailable: why namespaces cannot be used here;
+                                 # NetnsError: they can, but setting them up failed (a failure)
     except NetnsUnavailable as e: ...
     net.addr("b", "a")           # B's address on its link to A: "10.231.1.2"
     net.exec_prefix("b")         # ["nsenter", "--net=/run/netns/NAME"]: run argv in B's namespace
@@ -46,6 +47,11 @@ from pcinumatest.session import find_tool
 PREFIX = "pcnx"
 NETNS_DIR = "/var/run/netns"     # where 'ip netns add' puts its names
 SUBNET = "10.231.%d.%d"
+
+
+class NetnsError(RuntimeError):
+    """Namespaces can be made here, but setting them up failed: a real
+    failure, not a reason to fall back."""
 
 
 class NetnsUnavailable(RuntimeError):
@@ -155,10 +161,20 @@ class Net:
         if not self.nsenter:
             raise NetnsUnavailable("no 'nsenter' (util-linux) on PATH")
         self.reap_stale()
+        # Only the first "ip netns add" may say that namespaces cannot be
+        # made here (NetnsUnavailable, the caller falls back); once one
+        # exists, any failure is the test's or the machine's fault and
+        # fails the run (NetnsError), never a quiet fallback.
+        try:
+            self._ip("netns", "add", self.ns(self.hosts[0]))
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise NetnsUnavailable("'ip netns add' failed: %s" % e)
+        self.made_ns.append(self.ns(self.hosts[0]))
         try:
             for h in self.hosts:
-                self._ip("netns", "add", self.ns(h))
-                self.made_ns.append(self.ns(h))
+                if self.ns(h) not in self.made_ns:
+                    self._ip("netns", "add", self.ns(h))
+                    self.made_ns.append(self.ns(h))
                 self._ip("link", "set", "lo", "up", h=h)
             for x, y in self.links:
                 ix, iy = self.ifname(x, y), self.ifname(y, x)
@@ -169,9 +185,9 @@ class Net:
                     self._ip("link", "set", i, "addrgenmode", "none", h=h)
                     self._ip("addr", "add", self.addr(h, p) + "/24", "dev", i, h=h)
                     self._ip("link", "set", i, "up", h=h)
-        except (NetnsUnavailable, OSError, subprocess.TimeoutExpired):
+        except (NetnsUnavailable, OSError, subprocess.TimeoutExpired) as e:
             self.teardown()
-            raise
+            raise NetnsError("setting up the namespaces and veth pairs: %s" % e)
 
     def teardown(self):
         for ns in self.made_ns:
