@@ -176,8 +176,9 @@ class HookDir:
 class Session:
     """A private session-mode libvirtd.  One per test run.
 
-    A subclass may set launch_prefix (argv run before setpriv, e.g. 'ip
-    netns exec NS', as root) and daemon_args (appended to libvirtd's)."""
+    A subclass may set launch_prefix (argv run before setpriv, as root;
+    pcinumatest.netns uses 'nsenter --net=/run/netns/NS') and daemon_args
+    (appended to libvirtd's)."""
 
     launch_prefix = ()
     daemon_args = ()
