@@ -21,7 +21,7 @@ static void decide(const struct policy *pol, const char *phase, const char *sub,
                 .xml = (char *) xml,
                 .xml_len = xml ? strlen(xml) : 0,
         };
-        decide_hook(&req, host, pol, updating, ret);
+        decide_hook(&req, host, pol, NULL, updating, ret);
 }
 
 static bool has(const char *s, const char *sub) {
@@ -239,7 +239,7 @@ static void test_not_utf8(void **state) {
                         .xml_not_utf8 = true, .xml_invalid_utf8 = 7,
                 };
                 struct decision d;
-                decide_hook(&req, host, pol, false, &d);
+                decide_hook(&req, host, pol, NULL, false, &d);
                 _cleanup_free_ char *want = xasprintf("pcinuma: refusing %s domain " FAKE_VM_NAME ": the domain XML is not valid UTF-8 (byte 7)\n",
                                                       phases[k][1]);
                 assert_int_equal(d.verdict, DECIDE_REFUSE);
