@@ -544,6 +544,8 @@ static void log_decision(const struct decision *d) {
                 log_fields_add(&f, "PCINUMA_STALE_MARK", "%s", d->result->stale_mark);
         for (size_t i = 0; i < d->n_remap; i++)
                 log_fields_add(&f, "PCINUMA_REMAP", "%s", d->remap[i]);
+        for (size_t i = 0; i < d->n_shared; i++)
+                log_fields_add(&f, "PCINUMA_SHARED_DEVICE", "%s", d->shared[i]);
 
         /* The message: the first line of what the hook prints, without
          * the "pcinuma: " prefix, or a summary. */
@@ -554,7 +556,7 @@ static void log_decision(const struct decision *d) {
                         s += 9;
                 first = xstrndup(s, strcspn(s, "\n"));
         }
-        int prio = d->verdict == DECIDE_REFUSE ? LOG_WARNING : d->verdict == DECIDE_WARN ? LOG_NOTICE : LOG_INFO;
+        int prio = d->verdict == DECIDE_REFUSE || d->n_shared ? LOG_WARNING : d->verdict == DECIDE_WARN ? LOG_NOTICE : LOG_INFO;
         if (first)
                 log_event(prio, event_message_id(d), &f, "%s", first);
         else if (d->verdict == DECIDE_ALLOW)
@@ -564,6 +566,23 @@ static void log_decision(const struct decision *d) {
         else
                 log_event(LOG_DEBUG, event_message_id(d), &f, "Domain %s: %s %s passed", d->domain, d->phase, d->subphase);
         log_fields_done(&f);
+}
+
+/* The devices each defined domain uses, as the recheck cache knows them
+ * (domains the watcher has looked at), for an incoming migration's
+ * mapping; the strings stay the cache's.  Caller frees ret->v. */
+static void devices_in_use(const struct recheck_cache *c, struct migrate_in_use *ret) {
+        size_t n = 0;
+        for (size_t i = 0; i < c->n; i++)
+                n += c->v[i].devices.n;
+        struct migrate_used *v = xcalloc(n ? n : 1, sizeof(*v));
+        size_t k = 0;
+        for (size_t i = 0; i < c->n; i++)
+                for (size_t j = 0; j < c->v[i].devices.n; j++)
+                        v[k++] = (struct migrate_used) {
+                                .id = c->v[i].devices.v[j], .uuid = c->v[i].uuid, .domain = c->v[i].name,
+                        };
+        *ret = (struct migrate_in_use) { .v = v, .n = k };
 }
 
 json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_uid, pid_t peer_pid) {
@@ -585,7 +604,11 @@ json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_
         } else {
                 struct decision d;
                 m->n_hook++;
-                decide_hook(&req, m->hostmap, m->policy, m->watcher != NULL, &d);
+                struct migrate_in_use in_use = {0};
+                if (streq(req.argv[1], "migrate"))
+                        devices_in_use(&m->cache, &in_use);
+                decide_hook(&req, m->hostmap, m->policy, &in_use, m->watcher != NULL, &d);
+                free((void *) in_use.v);
                 m->n_verdict[d.verdict]++;
                 log_decision(&d);
                 /* A start that found the layout out of date: make sure the

@@ -26,6 +26,9 @@ void decision_done(struct decision *d) {
         for (size_t i = 0; i < d->n_remap; i++)
                 free(d->remap[i]);
         free(d->remap);
+        for (size_t i = 0; i < d->n_shared; i++)
+                free(d->shared[i]);
+        free(d->shared);
         *d = (struct decision) {0};
 }
 
@@ -119,12 +122,12 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
  * same position (migrate.h); its hostdev sources and mark are rewritten,
  * its guest side kept. */
 static void decide_migrate(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
-                           struct decision *d) {
+                           const struct migrate_in_use *in_use, struct decision *d) {
         d->verdict = DECIDE_PASS;
         if (!req->xml)
                 return;
         _cleanup_(migrate_result_done) struct migrate_result m = {0};
-        migrate_incoming(req->xml, req->xml_len, h, pol, &m);
+        migrate_incoming(req->xml, req->xml_len, h, pol, in_use, &m);
         if (m.uuid)
                 d->uuid = xstrdup(m.uuid);
         const char *policy = m.policy;
@@ -139,6 +142,17 @@ static void decide_migrate(const struct proto_request *req, const struct hostmap
                         struct strbuf b = {0};
                         for (size_t i = 0; i < m.map.n_pairs; i++)
                                 *GROW(d->remap, d->n_remap) = xasprintf("%s -> %s", m.map.pairs[i].from, m.map.pairs[i].to);
+                        /* A device another domain uses too: first, so that
+                         * the journal entry's message is the warning. */
+                        for (size_t i = 0; i < m.map.n_pairs; i++) {
+                                const struct migrate_pair *p = &m.map.pairs[i];
+                                if (!p->used_by)
+                                        continue;
+                                *GROW(d->shared, d->n_shared) = xasprintf("%s %s", p->to, p->used_by);
+                                strbuf_printf(&b, "pcinuma: warning: domain %s: host device %s (for %s) is also used by "
+                                              "domain %s: no free device of this host is in its position; only one of "
+                                              "them can run at a time\n", d->domain, p->to, p->from, p->used_by);
+                        }
                         for (size_t i = 0; i < m.map.n_pairs; i++)
                                 strbuf_printf(&b, "pcinuma: domain %s: host device %s is %s on this host\n", d->domain,
                                               m.map.pairs[i].from, m.map.pairs[i].to);
@@ -166,7 +180,7 @@ static void decide_migrate(const struct proto_request *req, const struct hostmap
 }
 
 void decide_hook(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
-                 bool updating, struct decision *ret) {
+                 const struct migrate_in_use *in_use, bool updating, struct decision *ret) {
         struct decision d = {0};
         d.phase = req->argv[1];
         d.subphase = req->argv[2];
@@ -184,7 +198,7 @@ void decide_hook(const struct proto_request *req, const struct hostmap *h, const
         } else if (streq(d.phase, "prepare") && streq(d.subphase, "begin"))
                 decide_prepare(req, h, pol, updating, &d);
         else if (streq(d.phase, "migrate") && streq(d.subphase, "begin"))
-                decide_migrate(req, h, pol, &d);
+                decide_migrate(req, h, pol, in_use, &d);
         else if (streq(d.phase, "restore") && streq(d.subphase, "begin")) {
                 /* A saved guest's device layout must not change. */
                 d.verdict = DECIDE_PASS;

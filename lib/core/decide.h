@@ -5,6 +5,7 @@
 
 #include "engine.h"
 #include "hostmap.h"
+#include "migrate.h"
 #include "policy.h"
 #include "protocol.h"
 
@@ -29,6 +30,9 @@ struct decision {
         struct engine_result *result;   /* the plan, when one was made (for the log) */
         char **remap;                   /* migrate, accepted: "source BDF -> this host's BDF" each */
         size_t n_remap;
+        char **shared;                  /* migrate, accepted: "this host's BDF (mdev UUID) <the other domain>" for
+                                         * each device another domain uses too (no free one had its place) */
+        size_t n_shared;
 };
 
 const char *decide_verdict_to_string(enum decide_verdict v);
@@ -36,7 +40,9 @@ const char *decide_verdict_to_string(enum decide_verdict v);
 /* Decide a hook call.  Never fails: bad XML in a phase that needs it is a
  * refusal whose message names the problem. */
 /* 'updating' says whether a libvirt watcher will redefine the domain
- * (it changes what a refusal tells the user to do). */
+ * (it changes what a refusal tells the user to do); in_use (NULL: unknown)
+ * the devices of this host that defined domains use, for an incoming
+ * migration (migrate_incoming()). */
 void decide_hook(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
-                 bool updating, struct decision *ret);
+                 const struct migrate_in_use *in_use, bool updating, struct decision *ret);
 void decision_done(struct decision *d);

@@ -81,6 +81,7 @@ void migrate_map_done(struct migrate_map *m) {
                 free(m->pairs[i].from);
                 free(m->pairs[i].to);
                 free(m->pairs[i].to_position);
+                free(m->pairs[i].used_by);
         }
         free(m->pairs);
         *m = (struct migrate_map) {0};
@@ -132,6 +133,7 @@ struct dest {
         size_t device;                  /* index into h->devices */
         char *position;
         struct pos pos;
+        const struct migrate_used *taken;       /* another domain uses it, or NULL */
 };
 
 /* An mdev of this host whose parent the fingerprint counts. */
@@ -140,6 +142,7 @@ struct mdest {
         size_t device;                  /* its parent, index into h->devices */
         const char *position;           /* the parent's (its dest's) */
         struct pos pos;
+        const struct migrate_used *taken;
 };
 
 struct search {
@@ -157,6 +160,7 @@ struct search {
         const char **bind_src, **bind_dst;
         size_t n_bind;
         size_t steps, budget;           /* candidates tried; the most to try */
+        bool free_only;                 /* skip candidates another domain uses */
 };
 
 static bool same_shape(const struct pos *a, const struct pos *b) {
@@ -231,7 +235,8 @@ static bool search_from(struct search *s, size_t k) {
         size_t n = mdev ? s->n_mdst : s->n_dst;
         bool *used = mdev ? s->mused : s->used;
         for (size_t j = 0; j < n; j++) {
-                const struct pos *p = used[j] ? NULL : candidate(s, k, j);
+                const struct migrate_used *taken = mdev ? s->mdst[j].taken : s->dst[j].taken;
+                const struct pos *p = used[j] || (s->free_only && taken) ? NULL : candidate(s, k, j);
                 if (!p || !same_shape(&s->src[k], p))
                         continue;
                 if (++s->steps > s->budget)
@@ -327,6 +332,40 @@ static void prefer_without_mdevs(const struct hostmap *h, struct dest *dst, size
         free(out);
 }
 
+/* The entry of in_use naming id for a domain other than self, or NULL. */
+static const struct migrate_used *used_by_other(const struct migrate_in_use *in_use, const char *self, const char *id) {
+        for (size_t i = 0; in_use && i < in_use->n; i++) {
+                const struct migrate_used *u = &in_use->v[i];
+                if (u->id && strcasecmp(u->id, id) == 0 && !(self && u->uuid && strcasecmp(u->uuid, self) == 0))
+                        return u;
+        }
+        return NULL;
+}
+
+/* Reorder dst[0..n) (stably) so that the ones another domain uses come
+ * last. */
+static void prefer_free(struct dest *dst, size_t n) {
+        struct dest *out = xcalloc(n ? n : 1, sizeof(*out));
+        size_t k = 0;
+        for (int pass = 0; pass < 2; pass++)
+                for (size_t j = 0; j < n; j++)
+                        if (!dst[j].taken == (pass == 0))
+                                out[k++] = dst[j];
+        memcpy(dst, out, n * sizeof(*dst));
+        free(out);
+}
+
+static void prefer_free_mdevs(struct mdest *mdst, size_t n) {
+        struct mdest *out = xcalloc(n ? n : 1, sizeof(*out));
+        size_t k = 0;
+        for (int pass = 0; pass < 2; pass++)
+                for (size_t j = 0; j < n; j++)
+                        if (!mdst[j].taken == (pass == 0))
+                                out[k++] = mdst[j];
+        memcpy(mdst, out, n * sizeof(*mdst));
+        free(out);
+}
+
 /* Why mdev md has no mdev here whose parent is in its parent's position:
  * no mdev of its type, or where this host's are. */
 static char *why_not_mdev(const struct search *s, const struct mark_device *md) {
@@ -350,8 +389,9 @@ static char *why_not_mdev(const struct search *s, const struct mark_device *md) 
                          md->mdev, md->mdev_type, vd, md->host_node, list);
 }
 
-int migrate_map_budget(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, size_t budget,
-                       struct migrate_map *ret, char **ret_reason) {
+int migrate_map_budget(const struct mark *m, const struct hostmap *h, const struct fingerprint *f,
+                       const struct migrate_in_use *in_use, const char *self, size_t budget, struct migrate_map *ret,
+                       char **ret_reason) {
         int r = -1;
         struct search s = { .m = m, .h = h, .budget = budget };
         size_t n_items = 0, n_pci = 0, n_mdev = 0;
@@ -395,6 +435,14 @@ int migrate_map_budget(const struct mark *m, const struct hostmap *h, const stru
          * created vGPUs cannot be passed through whole while they exist,
          * so the first-fit search prefers one that has none. */
         prefer_without_mdevs(h, s.dst, s.n_dst);
+        /* And before both, the ones no other domain uses (the search takes
+         * those only when it finds no mapping without them). */
+        bool any_taken = false;
+        for (size_t j = 0; j < s.n_dst; j++) {
+                s.dst[j].taken = used_by_other(in_use, self, h->devices[s.dst[j].device].name);
+                any_taken |= s.dst[j].taken != NULL;
+        }
+        prefer_free(s.dst, s.n_dst);
         /* This host's mdevs whose parent has a position. */
         for (size_t i = 0; i < h->n_mdevs; i++) {
                 const struct hostmap_device *parent = hostmap_find_device(h, &h->mdevs[i].parent);
@@ -403,11 +451,17 @@ int migrate_map_budget(const struct mark *m, const struct hostmap *h, const stru
                                 continue;
                         struct mdest *md = GROW(s.mdst, s.n_mdst);
                         *md = (struct mdest) { .mdev = i, .device = s.dst[j].device, .position = s.dst[j].position };
-                        if (pos_parse(md->position, &md->pos) < 0)
+                        if (pos_parse(md->position, &md->pos) < 0) {
                                 s.n_mdst--;
+                                break;
+                        }
+                        _cleanup_free_ char *id = xasprintf("mdev:%s", strempty(h->mdevs[i].uuid));
+                        md->taken = used_by_other(in_use, self, id);
+                        any_taken |= md->taken != NULL;
                         break;
                 }
         }
+        prefer_free_mdevs(s.mdst, s.n_mdst);
         /* Each device needs one of its own: this also bounds the search's
          * depth by this host's devices, whatever a mark holds. */
         if (n_pci > s.n_dst) {
@@ -439,7 +493,14 @@ int migrate_map_budget(const struct mark *m, const struct hostmap *h, const stru
                 *ret_reason = strbuf_steal(&why);
                 goto out;
         }
+        /* Free devices only first; then, if that finds nothing, any (a
+         * failed search leaves nothing used or bound). */
+        s.free_only = true;
         bool found = search_from(&s, 0);
+        if (!found && any_taken && s.steps <= s.budget) {
+                s.free_only = false;
+                found = search_from(&s, 0);
+        }
         if (!found && s.steps > s.budget) {
                 *ret_reason = xasprintf("the mapping gave up after trying %zu placements (the limit, MIGRATE_MAP_BUDGET): "
                                         "too many of this host's devices are in the same positions as the mark's to try "
@@ -458,11 +519,13 @@ int migrate_map_budget(const struct mark *m, const struct hostmap *h, const stru
                 const struct dest *d = mdev ? NULL : &s.dst[s.choice[k]];
                 const struct mdest *md = mdev ? &s.mdst[s.choice[k]] : NULL;
                 const struct hostmap_device *dev = &h->devices[mdev ? md->device : d->device];
+                const struct migrate_used *taken = mdev ? md->taken : d->taken;
                 *GROW(map.pairs, map.n_pairs) = (struct migrate_pair) {
                         .from = xstrdup(mdev ? m->devices[k].mdev : m->devices[k].host),
                         .to = xstrdup(mdev ? h->mdevs[md->mdev].uuid : dev->name), .mdev = mdev,
                         .to_socket = dev->node >= 0 ? hostmap_node_socket(h, dev->node) : -1,
                         .to_position = xstrdup(mdev ? md->position : d->position),
+                        .used_by = taken ? xstrdup(taken->domain ? taken->domain : strempty(taken->uuid)) : NULL,
                 };
         }
         *ret = map;
@@ -545,7 +608,7 @@ static void remap_mark(xmlNodePtr n, const struct migrate_pair *p) {
 }
 
 void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, const struct policy *pol,
-                      struct migrate_result *ret) {
+                      const struct migrate_in_use *in_use, struct migrate_result *ret) {
         struct migrate_result res = {0};
         _cleanup_domain_ struct domain *dom = NULL;
         _cleanup_free_ char *err = NULL;
@@ -606,7 +669,7 @@ void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, cons
                 }
         }
         f = fingerprint_new(h);
-        if (migrate_map(&mark, h, f, &res.map, &res.reason) < 0) {
+        if (migrate_map(&mark, h, f, in_use, dom->uuid, &res.map, &res.reason) < 0) {
                 res.verdict = MIGRATE_REFUSE;
                 goto done;
         }
@@ -667,7 +730,7 @@ done:
         *ret = res;
 }
 
-int migrate_map(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, struct migrate_map *ret,
-                char **ret_reason) {
-        return migrate_map_budget(m, h, f, MIGRATE_MAP_BUDGET, ret, ret_reason);
+int migrate_map(const struct mark *m, const struct hostmap *h, const struct fingerprint *f,
+                const struct migrate_in_use *in_use, const char *self, struct migrate_map *ret, char **ret_reason) {
+        return migrate_map_budget(m, h, f, in_use, self, MIGRATE_MAP_BUDGET, ret, ret_reason);
 }

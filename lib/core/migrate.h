@@ -31,6 +31,8 @@ struct migrate_pair {
         bool mdev;
         int to_socket;                  /* its socket here (an mdev's parent's), -1 unknown */
         char *to_position;              /* its position here (an mdev's parent's) */
+        char *used_by;                  /* another domain here that uses 'to' too (no mapping of free devices
+                                         * existed), or NULL */
 };
 
 struct migrate_map {
@@ -38,6 +40,21 @@ struct migrate_map {
         size_t n_pairs;
 };
 void migrate_map_done(struct migrate_map *m);
+
+/* A device of this host that another defined domain uses (pcinumad's
+ * recheck cache, recheck.h): its id as recheck_ids spell it ("0000:3b:00.0",
+ * "mdev:<uuid>" in lower case), and that domain.  The strings are the
+ * caller's. */
+struct migrate_used {
+        const char *id;
+        const char *uuid;               /* the domain's; entries with the incoming domain's are ignored */
+        const char *domain;             /* its name, for messages (NULL: the uuid) */
+};
+
+struct migrate_in_use {
+        const struct migrate_used *v;
+        size_t n;
+};
 
 /* The pure mapping: each device m records (its position, vendor:device,
  * driver kind) to a distinct device of h (whose fingerprint is f) in the
@@ -47,10 +64,13 @@ void migrate_map_done(struct migrate_map *m);
  * that type whose parent is in that position, consistently with the
  * devices (a parent beside a passed-through NIC on the source is beside
  * its destination here; mdevs that share a parent share one here).
+ * Devices and mdevs in in_use (NULL: none; entries of domain 'self', the
+ * incoming one, do not count) are taken only when no mapping of free ones
+ * exists; each pair that got one says by whom (used_by).
  * 0 and *ret, or -1 with *ret_reason (malloc'ed: which device or mdev,
  * what differs). */
-int migrate_map(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, struct migrate_map *ret,
-                char **ret_reason);
+int migrate_map(const struct mark *m, const struct hostmap *h, const struct fingerprint *f,
+                const struct migrate_in_use *in_use, const char *self, struct migrate_map *ret, char **ret_reason);
 
 /* The most placements (a mark device tried on a destination device in the
  * same position) migrate_map() tries before it refuses.  The search
@@ -66,8 +86,9 @@ int migrate_map(const struct mark *m, const struct hostmap *h, const struct fing
 #define MIGRATE_MAP_BUDGET 100000
 
 /* migrate_map() with another limit than MIGRATE_MAP_BUDGET (for tests). */
-int migrate_map_budget(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, size_t budget,
-                       struct migrate_map *ret, char **ret_reason);
+int migrate_map_budget(const struct mark *m, const struct hostmap *h, const struct fingerprint *f,
+                       const struct migrate_in_use *in_use, const char *self, size_t budget, struct migrate_map *ret,
+                       char **ret_reason);
 
 enum migrate_verdict {
         MIGRATE_PASS,                   /* no mark (or XML that does not parse): unchanged */
@@ -87,6 +108,8 @@ struct migrate_result {
 void migrate_result_done(struct migrate_result *r);
 
 /* The destination's migrate-begin decision on xml under this host's map h
- * and policy pol (whose "migration" setting for the domain decides). */
+ * and policy pol (whose "migration" setting for the domain decides); the
+ * devices other domains use (in_use, NULL: unknown) are given only when no
+ * free ones in the same positions are (the map's used_by says so). */
 void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, const struct policy *pol,
-                      struct migrate_result *ret);
+                      const struct migrate_in_use *in_use, struct migrate_result *ret);

@@ -50,7 +50,7 @@ static void serve(json_object *o) {
                                 fuzz_fail("proto_request_parse() left argv[%zu] NULL", i);
                 if (req.type == PROTO_REQUEST_HOOK) {
                         struct decision d;
-                        decide_hook(&req, host, pol, req.xml_len % 2 == 0, &d);
+                        decide_hook(&req, host, pol, NULL, req.xml_len % 2 == 0, &d);
                         if (d.exit_code != (d.verdict == DECIDE_REFUSE))
                                 fuzz_fail("verdict %s with exit code %d", decide_verdict_to_string(d.verdict),
                                           d.exit_code);

@@ -63,6 +63,10 @@ Checks:
 * A domain with an mdev (a vGPU of node 1's GPU on A): its mark records the
   mdev's type and its parent's position; A->B goes to B's mdev of that
   type on node 1's GPU, named in the source and the mark.
+* B with a domain defined on the GPU A->B gave mig-1's first device: A->B
+  gives mig-1 the other GPU of that switch (pcinumad's recheck cache knows
+  B's domains' devices); with that one used too, B's hook accepts with a
+  warning naming the device and the domain that uses it.
 
 Output: TAP-like "ok N - ..." lines; exit 1 on any failure, 77 when
 libvirtd or virsh is missing.
@@ -460,6 +464,32 @@ class Test:
                        ET.tostring(mk_b, encoding="unicode") if mk_b is not None else None, self.fingerprint("b")))
         if on_b:
             self.idempotent_on("b", "mig-3", on_b, "A->B with an mdev")
+
+        # B already has a domain on the GPU A->B gave mig-1's first device
+        # (srcs[0]): mig-1 gets the other GPU of that switch.  With both
+        # used, it still comes in, and B's hook warns naming the domain.
+        if len(srcs) != 3:
+            self.check(False, "A->B with a device already used on B: the hook's first mapping is known", srcs)
+            return
+        self.sess["b"].define(domain_xml("mig-busy", [srcs[0]], memnodes={0: "0", 1: "1"}))
+        busy = self.wait_planned("b", "mig-busy")
+        rc, out = self.migrate(name, "a", "b")
+        self.diag("virsh migrate %s a -> b (%s used by mig-busy): exit %s: %s" % (name, srcs[0], rc, out))
+        got = sources(self.sess["b"].dumpxml(name)) if rc == 0 and self.on("b", name) else []
+        self.check(is_planned(busy) and len(got) == 3 and srcs[0] not in got and got[1:] == srcs[1:],
+                   "virsh migrate A->B while B's domain mig-busy uses %s: accepted, mig-1 gets the other GPU "
+                   "in that place" % srcs[0], "A->B sources %s, earlier %s\n%s" % (got, srcs, out))
+        if len(got) == 3:
+            self.sess["b"].undefine(name)
+            self.sess["b"].define(domain_xml("mig-busy-2", [got[0]], memnodes={0: "0", 1: "1"}))
+            self.wait_planned("b", "mig-busy-2")
+            h = self.run_hook("b", name, live)
+            both = sources(h.stdout) if h.returncode == 0 and h.stdout.strip() else []
+            self.check(h.returncode == 0 and len(both) == 3 and both[0] in (srcs[0], got[0])
+                       and re.search(r"warning: domain %s: host device %s \(for %s\) is also used by domain "
+                                     r"mig-busy(-2)?:" % (name, re.escape(both[0]), DEVICES_A[0]), h.stderr),
+                       "the hook on B with both GPUs of that place used: exit 0, a warning naming the device "
+                       "and the domain that uses it", "exit %d\nstderr: %s\nsources: %s" % (h.returncode, h.stderr, both))
 
 
 def main():

@@ -118,7 +118,7 @@ static void test_migrated_idempotent(void **state) {
         assert_non_null(strstr(ra->xml, "x-nv-gpudirect-clique"));
 
         struct migrate_result m = {0};
-        migrate_incoming(ra->xml, strlen(ra->xml), b, pol, &m);
+        migrate_incoming(ra->xml, strlen(ra->xml), b, pol, NULL, &m);
         assert_int_equal(m.verdict, MIGRATE_ACCEPT);
         assert_int_equal(engine_plan(m.xml, strlen(m.xml), b, pol, NULL, &rb, &err), 0);
         if (!rb->already_planned)

@@ -21,7 +21,7 @@ static void decide(const struct policy *pol, const char *phase, const char *sub,
                 .xml = (char *) xml,
                 .xml_len = xml ? strlen(xml) : 0,
         };
-        decide_hook(&req, host, pol, updating, ret);
+        decide_hook(&req, host, pol, NULL, updating, ret);
 }
 
 static bool has(const char *s, const char *sub) {
@@ -120,7 +120,8 @@ static void test_prepare_bad_xml(void **state) {
  * whose mark says migratable="no" (planned under migration: refuse) is
  * refused under every policy as before, naming the policy the mark was
  * written for; a destination whose policy says migration: refuse refuses
- * it with that reason. */
+ * it with that reason; one whose only devices for it another domain uses
+ * is accepted with a warning naming each. */
 static void test_migrate(void **state) {
         (void) state;
         for (size_t i = 0; i < ELEMENTSOF(policies); i++) {
@@ -175,6 +176,49 @@ static void test_migrate(void **state) {
         assert_null(d.out);
         assert_true(has(d.message, "refusing incoming migration of domain " FAKE_VM_NAME));
         assert_true(has(d.message, "(migration: refuse)"));
+        decision_done(&d);
+
+        /* Every device of this host it could take is used by another
+         * domain: accepted, the warning first and one shared entry per
+         * device; the incoming domain's own use is no conflict. */
+        _cleanup_policy_ struct policy *pol = fake_vm_policy("require");
+        decide(pol, "migrate", "begin", marked, false, &d);
+        assert_int_equal(d.verdict, DECIDE_ALLOW);
+        size_t n = d.n_remap;
+        assert_true(n > 0);
+        struct migrate_used *u = xcalloc(n, sizeof(*u));
+        for (size_t i = 0; i < n; i++)
+                u[i] = (struct migrate_used) { .id = strstr(d.remap[i], " -> ") + 4, .uuid = "cccccccc-0000-4000-8000-000000000001",
+                                               .domain = "vm-other" };
+        struct migrate_in_use in_use = { .v = u, .n = n };
+        struct proto_request req = {
+                .type = PROTO_REQUEST_HOOK,
+                .argv = { (char *) FAKE_VM_NAME, (char *) "migrate", (char *) "begin", (char *) "-" },
+                .xml = marked, .xml_len = strlen(marked),
+        };
+        struct decision d2;
+        decide_hook(&req, host, pol, &in_use, false, &d2);
+        assert_int_equal(d2.verdict, DECIDE_ALLOW);
+        assert_int_equal(d2.n_shared, n);
+        _cleanup_free_ char *first = xasprintf("pcinuma: warning: domain " FAKE_VM_NAME ": host device %s (for ",
+                                               u[0].id);
+        assert_true(has(d2.message, first));
+        assert_true(strncmp(d2.message, "pcinuma: warning: ", 18) == 0);
+        assert_true(has(d2.message, "is also used by domain vm-other"));
+        _cleanup_free_ char *entry = xasprintf("%s vm-other", u[n - 1].id);
+        bool found = false;
+        for (size_t i = 0; i < d2.n_shared; i++)
+                found |= streq(d2.shared[i], entry);
+        assert_true(found);
+        decision_done(&d2);
+        for (size_t i = 0; i < n; i++)
+                u[i].uuid = FAKE_VM_UUID;
+        decide_hook(&req, host, pol, &in_use, false, &d2);
+        assert_int_equal(d2.verdict, DECIDE_ALLOW);
+        assert_int_equal(d2.n_shared, 0);
+        assert_false(has(d2.message, "warning"));
+        decision_done(&d2);
+        free(u);
         decision_done(&d);
 }
 
@@ -239,7 +283,7 @@ static void test_not_utf8(void **state) {
                         .xml_not_utf8 = true, .xml_invalid_utf8 = 7,
                 };
                 struct decision d;
-                decide_hook(&req, host, pol, false, &d);
+                decide_hook(&req, host, pol, NULL, false, &d);
                 _cleanup_free_ char *want = xasprintf("pcinuma: refusing %s domain " FAKE_VM_NAME ": the domain XML is not valid UTF-8 (byte 7)\n",
                                                       phases[k][1]);
                 assert_int_equal(d.verdict, DECIDE_REFUSE);

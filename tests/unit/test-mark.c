@@ -421,7 +421,7 @@ static void test_migratable_device_stays(void **state) {
 
         /* The gate refuses it as marked, saying why. */
         struct migrate_result mr = {0};
-        migrate_incoming(r->xml, strlen(r->xml), h, pol, &mr);
+        migrate_incoming(r->xml, strlen(r->xml), h, pol, NULL, &mr);
         assert_int_equal(mr.verdict, MIGRATE_REFUSE_MARKED);
         assert_non_null(strstr(mr.reason, "0000:ee:00.0 is not placed"));
         migrate_result_done(&mr);
@@ -432,7 +432,7 @@ static void test_migratable_device_stays(void **state) {
                 .xml_len = strlen(r->xml),
         };
         struct decision d;
-        decide_hook(&req, h, pol, false, &d);
+        decide_hook(&req, h, pol, NULL, false, &d);
         assert_int_equal(d.verdict, DECIDE_REFUSE);
         assert_non_null(strstr(d.message, "marked migratable=\"no\" (0000:ee:00.0 is not placed under an expander bus"));
         decision_done(&d);

@@ -12,7 +12,9 @@
  * refused at MIGRATE_MAP_BUDGET, naming the limit); mdevs mapped to mdevs
  * of their type on a parent in the same position (consistently, distinct)
  * or refused naming the mdev, and a whole domain with a vGPU migrated; a
- * device without mdevs preferred to one with. */
+ * device without mdevs preferred to one with; a device (an mdev) another
+ * domain uses avoided when a free one is in the same place, and taken,
+ * naming that domain, when none is. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -57,7 +59,7 @@ static void mark_of(const struct hostmap *a, const char *const *bdfs, size_t n, 
 
 static int map_on(const struct hostmap *b, const struct mark *m, struct migrate_map *ret, char **reason) {
         _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(b);
-        return migrate_map(m, b, f, ret, reason);
+        return migrate_map(m, b, f, NULL, NULL, ret, reason);
 }
 
 static const char *to_of(const struct migrate_map *map, const char *from) {
@@ -259,10 +261,10 @@ static void test_search_budget(void **state) {
         struct migrate_map map = {0};
         _cleanup_free_ char *reason = NULL;
         /* The genuine mark: N placements, not one fewer. */
-        assert_int_equal(migrate_map_budget(&m, h, f, N, &map, &reason), 0);
+        assert_int_equal(migrate_map_budget(&m, h, f, NULL, NULL, N, &map, &reason), 0);
         assert_int_equal(map.n_pairs, N);
         migrate_map_done(&map);
-        assert_int_equal(migrate_map_budget(&m, h, f, N - 1, &map, &reason), -1);
+        assert_int_equal(migrate_map_budget(&m, h, f, NULL, NULL, N - 1, &map, &reason), -1);
         assert_true(has(reason, "gave up after trying 8 placements (the limit, MIGRATE_MAP_BUDGET)"));
         assert_int_equal(map.n_pairs, 0);
 
@@ -270,14 +272,14 @@ static void test_search_budget(void **state) {
         forge_one(&m, 0);
         free(reason);
         reason = NULL;
-        assert_int_equal(migrate_map(&m, h, f, &map, &reason), -1);
+        assert_int_equal(migrate_map(&m, h, f, NULL, NULL, &map, &reason), -1);
         assert_true(has(reason, "gave up after trying 100000 placements"));
         assert_int_equal(map.n_pairs, 0);
         /* With room for the whole search, the same mark is refused as
          * not placeable together: the budget is what stopped it above. */
         free(reason);
         reason = NULL;
-        assert_int_equal(migrate_map_budget(&m, h, f, SIZE_MAX, &map, &reason), -1);
+        assert_int_equal(migrate_map_budget(&m, h, f, NULL, NULL, SIZE_MAX, &map, &reason), -1);
         assert_true(has(reason, "but not together"));
 
         /* More PCI devices than this host has capable ones: refused before
@@ -285,7 +287,7 @@ static void test_search_budget(void **state) {
         forge_one(&m, 1);
         free(reason);
         reason = NULL;
-        assert_int_equal(migrate_map_budget(&m, h, f, 0, &map, &reason), -1);
+        assert_int_equal(migrate_map_budget(&m, h, f, NULL, NULL, 0, &map, &reason), -1);
         assert_true(has(reason, "the mark records 11 host devices; this host has only 10 passthrough-capable devices"));
 }
 
@@ -397,6 +399,133 @@ static void test_prefers_gpu_without_mdevs(void **state) {
         migrate_map_done(&map);
 }
 
+static int map_in_use(const struct hostmap *b, const struct mark *m, const struct migrate_used *u, size_t n,
+                      const char *self, struct migrate_map *ret, char **reason) {
+        _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(b);
+        struct migrate_in_use in_use = { .v = u, .n = n };
+        return migrate_map(m, b, f, &in_use, self, ret, reason);
+}
+
+#define OTHER "cccccccc-0000-4000-8000-000000000001"
+#define SELF "dddddddd-0000-4000-8000-000000000001"
+
+/* Two GPUs of B in the same place (0002:73:00.0 and 0002:74:00.0 on node
+ * 0's switch); without a preference A's 0000:13:00.0 goes to the first,
+ * 73:00.0.  Another domain using 73:00.0 sends it to 74:00.0; the
+ * incoming domain's own entries do not count; with both used it still
+ * maps, saying which domain uses its device.  The same for mdevs. */
+static void test_prefers_free_devices(void **state) {
+        (void) state;
+        _cleanup_free_ struct dev_spec *s = gpus_on_nvidia();
+        _cleanup_hostmap_ struct hostmap *a = build(s, N_A, &plain);
+        _cleanup_hostmap_ struct hostmap *b = build(s, N_A, &renumbered);
+        static const char *const gpu[] = { "0000:13:00.0" };
+        _cleanup_(mark_done) struct mark m = {0};
+        mark_of(a, gpu, 1, &m);
+        struct migrate_map map = {0};
+        _cleanup_free_ char *reason = NULL;
+
+        /* What the mapping picks with nothing in use. */
+        assert_int_equal(map_in_use(b, &m, NULL, 0, NULL, &map, &reason), 0);
+        assert_string_equal(to_of(&map, "0000:13:00.0"), "0002:73:00.0");
+        assert_null(map.pairs[0].used_by);
+        migrate_map_done(&map);
+
+        const struct migrate_used one[] = {
+                { "0002:73:00.0", OTHER, "vm-other" }, { "0002:73:00.0", SELF, "vm-self" },
+        };
+        assert_int_equal(map_in_use(b, &m, one, 1, SELF, &map, &reason), 0);
+        assert_string_equal(to_of(&map, "0000:13:00.0"), "0002:74:00.0");
+        assert_null(map.pairs[0].used_by);
+        migrate_map_done(&map);
+        /* The incoming domain's own use of a device is no conflict. */
+        assert_int_equal(map_in_use(b, &m, one + 1, 1, SELF, &map, &reason), 0);
+        assert_string_equal(to_of(&map, "0000:13:00.0"), "0002:73:00.0");
+        assert_null(map.pairs[0].used_by);
+        migrate_map_done(&map);
+
+        const struct migrate_used both[] = {
+                { "0002:73:00.0", OTHER, "vm-other" }, { "0002:74:00.0", OTHER, NULL },
+        };
+        assert_int_equal(map_in_use(b, &m, both, 2, SELF, &map, &reason), 0);
+        assert_null(reason);
+        assert_int_equal(map.n_pairs, 1);
+        assert_string_equal(to_of(&map, "0000:13:00.0"), "0002:73:00.0");
+        assert_string_equal(map.pairs[0].used_by, "vm-other");
+        migrate_map_done(&map);
+        /* A domain without a name in the cache is named by its UUID. */
+        const struct migrate_used both_rev[] = { both[1], { "0002:73:00.0", OTHER, NULL } };
+        assert_int_equal(map_in_use(b, &m, both_rev, 2, SELF, &map, &reason), 0);
+        assert_string_equal(map.pairs[0].used_by, OTHER);
+        migrate_map_done(&map);
+
+        /* mdevs: A's UA(1) goes to UB(1) or UB(2) (B's two nvidia-63 on
+         * 14:00.0); whichever it picks, another domain using that one
+         * sends it to the other. */
+        _cleanup_hostmap_ struct hostmap *am = build_mdevs(s, N_A, &plain, mdevs_a, ELEMENTSOF(mdevs_a));
+        _cleanup_hostmap_ struct hostmap *bm = build_mdevs(s, N_A, &renumbered, mdevs_b, ELEMENTSOF(mdevs_b));
+        _cleanup_(mark_done) struct mark mm = {0};
+        add_mdev(am, UA(1), &mm);
+        assert_int_equal(map_in_use(bm, &mm, NULL, 0, NULL, &map, &reason), 0);
+        const char *first = streq(to_of(&map, UA(1)), UB(1)) ? UB(1) : UB(2), *second = streq(first, UB(1)) ? UB(2) : UB(1);
+        assert_string_equal(to_of(&map, UA(1)), first);
+        migrate_map_done(&map);
+        _cleanup_free_ char *id1 = xasprintf("mdev:%s", first), *id2 = xasprintf("mdev:%s", second);
+        const struct migrate_used mused[] = { { id1, OTHER, "vm-other" }, { id2, OTHER, "vm-other" } };
+        assert_int_equal(map_in_use(bm, &mm, mused, 1, SELF, &map, &reason), 0);
+        assert_string_equal(to_of(&map, UA(1)), second);
+        assert_null(map.pairs[0].used_by);
+        migrate_map_done(&map);
+        assert_int_equal(map_in_use(bm, &mm, mused, 2, SELF, &map, &reason), 0);
+        assert_string_equal(map.pairs[0].used_by, "vm-other");
+        migrate_map_done(&map);
+}
+
+/* Node 0 with two root complexes alike, each a GPU and a NIC below root
+ * ports of their own.  A GPU and NIC of one root complex must go to one
+ * root complex; the first-fit search puts the GPU on the first root
+ * complex's.  With that NIC used by another domain, only a search that
+ * tries free devices alone first finds the other root complex's pair
+ * (preferring free ones in the order alone would take the used NIC). */
+static void test_free_mapping_searched_first(void **state) {
+        (void) state;
+        static const struct dev_spec s[] = {
+                { 0x10, 1, 0, 0, 0x060400, 0x8086, 0x347a, "pcieport", 0x10, {0}, {0}, 0, -1 },
+                { 0x10, 2, 0, 0, 0x060400, 0x8086, 0x347a, "pcieport", 0x10, {0}, {0}, 0, -1 },
+                { 0x11, 0, 0, 0, GPU, 0x10, {0x10}, {1}, 1, -1 },
+                { 0x12, 0, 0, 0, NIC, 0x10, {0x10}, {2}, 1, -1 },
+                { 0x20, 1, 0, 0, 0x060400, 0x8086, 0x347a, "pcieport", 0x20, {0}, {0}, 0, -1 },
+                { 0x20, 2, 0, 0, 0x060400, 0x8086, 0x347a, "pcieport", 0x20, {0}, {0}, 0, -1 },
+                { 0x21, 0, 0, 0, GPU, 0x20, {0x20}, {1}, 1, -1 },
+                { 0x22, 0, 0, 0, NIC, 0x20, {0x20}, {2}, 1, -1 },
+                { 0x90, 1, 0, 1, 0x060400, 0x8086, 0x347a, "pcieport", 0x90, {0}, {0}, 0, -1 },
+                { 0x91, 0, 0, 1, NIC, 0x90, {0x90}, {1}, 1, -1 },
+        };
+        _cleanup_hostmap_ struct hostmap *h = build(s, ELEMENTSOF(s), &plain);
+        static const char *const pair[] = { "0000:11:00.0", "0000:12:00.0" };
+        _cleanup_(mark_done) struct mark m = {0};
+        mark_of(h, pair, 2, &m);
+        struct migrate_map map = {0};
+        _cleanup_free_ char *reason = NULL;
+        assert_int_equal(map_in_use(h, &m, NULL, 0, NULL, &map, &reason), 0);
+        assert_string_equal(to_of(&map, "0000:11:00.0"), "0000:11:00.0");
+        assert_string_equal(to_of(&map, "0000:12:00.0"), "0000:12:00.0");
+        migrate_map_done(&map);
+        const struct migrate_used u[] = { { "0000:12:00.0", OTHER, "vm-other" }, { "0000:22:00.0", OTHER, "vm-other" } };
+        assert_int_equal(map_in_use(h, &m, u, 1, SELF, &map, &reason), 0);
+        assert_string_equal(to_of(&map, "0000:11:00.0"), "0000:21:00.0");
+        assert_string_equal(to_of(&map, "0000:12:00.0"), "0000:22:00.0");
+        assert_null(map.pairs[0].used_by);
+        assert_null(map.pairs[1].used_by);
+        migrate_map_done(&map);
+        /* Both NICs used: the first root complex's pair, the NIC named. */
+        assert_int_equal(map_in_use(h, &m, u, 2, SELF, &map, &reason), 0);
+        assert_string_equal(to_of(&map, "0000:11:00.0"), "0000:11:00.0");
+        assert_null(pair_of(&map, "0000:11:00.0")->used_by);
+        assert_string_equal(pair_of(&map, "0000:12:00.0")->used_by, "vm-other");
+        migrate_map_done(&map);
+}
+
 static void test_mdev_refused(void **state) {
         (void) state;
         _cleanup_free_ struct dev_spec *s = gpus_on_nvidia();
@@ -472,7 +601,7 @@ static void test_incoming(void **state) {
         _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\"}}");
 
         struct migrate_result r = {0};
-        migrate_incoming(planned, strlen(planned), b, pol, &r);
+        migrate_incoming(planned, strlen(planned), b, pol, NULL, &r);
         assert_int_equal(r.verdict, MIGRATE_ACCEPT);
         assert_string_equal(r.policy, "require");
         assert_int_equal(r.map.n_pairs, 4);
@@ -509,7 +638,7 @@ static void test_incoming(void **state) {
 
         /* Under migration: refuse on the destination. */
         _cleanup_policy_ struct policy *refuse = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"refuse\"}}");
-        migrate_incoming(planned, strlen(planned), b, refuse, &r);
+        migrate_incoming(planned, strlen(planned), b, refuse, NULL, &r);
         assert_int_equal(r.verdict, MIGRATE_REFUSE);
         assert_true(has(r.reason, "migration: refuse"));
         assert_null(r.xml);
@@ -519,12 +648,12 @@ static void test_incoming(void **state) {
         _cleanup_(engine_result_freep) struct engine_result *pr = NULL;
         assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), a, refuse, NULL, &pr, &err), 0);
         assert_true(has(pr->xml, "migratable=\"no\""));
-        migrate_incoming(pr->xml, strlen(pr->xml), b, pol, &r);
+        migrate_incoming(pr->xml, strlen(pr->xml), b, pol, NULL, &r);
         assert_int_equal(r.verdict, MIGRATE_REFUSE_MARKED);
         migrate_result_done(&r);
 
         /* No mark: passes unchanged. */
-        migrate_incoming(fake_vm_xml, strlen(fake_vm_xml), b, pol, &r);
+        migrate_incoming(fake_vm_xml, strlen(fake_vm_xml), b, pol, NULL, &r);
         assert_int_equal(r.verdict, MIGRATE_PASS);
         assert_string_equal(r.xml, fake_vm_xml);
         migrate_result_done(&r);
@@ -536,7 +665,7 @@ static void test_incoming(void **state) {
         fake_host_add_dev(c, "0000:58:00.0", 2, 0x030200);
         fake_host_add_dev(c, "0000:78:00.0", 2, 0x030200);
         hostmap_finish(c);
-        migrate_incoming(planned, strlen(planned), c, pol, &r);
+        migrate_incoming(planned, strlen(planned), c, pol, NULL, &r);
         assert_int_equal(r.verdict, MIGRATE_REFUSE);
         assert_true(has(r.reason, "; device 0000:70:00.0 (0000:0000, driver none) was on host node 3; this host has no 0000:0000 on that node"));
         /* node 2's root complex has one GPU more here: named too */
@@ -593,7 +722,7 @@ static void test_incoming_mdev(void **state) {
         assert_true(has(e->xml, "mdev-type=\"nvidia-63\""));
 
         struct migrate_result r = {0};
-        migrate_incoming(e->xml, strlen(e->xml), b, pol, &r);
+        migrate_incoming(e->xml, strlen(e->xml), b, pol, NULL, &r);
         if (r.verdict != MIGRATE_ACCEPT)
                 fail_msg("refused: %s", strna(r.reason));
         assert_int_equal(r.map.n_pairs, 4);
@@ -615,7 +744,7 @@ static void test_incoming_mdev(void **state) {
         assert_int_equal(pci_addr_parse("0000:38:00.0", &p), 0);
         hostmap_add_mdev(c, UB(2), &p)->type = xstrdup("nvidia-63");
         hostmap_finish(c);
-        migrate_incoming(e->xml, strlen(e->xml), c, pol, &r);
+        migrate_incoming(e->xml, strlen(e->xml), c, pol, NULL, &r);
         assert_int_equal(r.verdict, MIGRATE_REFUSE);
         assert_true(has(r.reason, "mdev " UA(1) " (type nvidia-63, parent 0000:0000 on host node 0): no mdev of that type"));
         assert_null(r.xml);
@@ -632,6 +761,8 @@ int main(void) {
                 cmocka_unit_test(test_mdev_mapped),
                 cmocka_unit_test(test_mdev_refused),
                 cmocka_unit_test(test_prefers_gpu_without_mdevs),
+                cmocka_unit_test(test_prefers_free_devices),
+                cmocka_unit_test(test_free_mapping_searched_first),
                 cmocka_unit_test(test_incoming_mdev),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
