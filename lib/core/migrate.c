@@ -224,17 +224,40 @@ static bool has_candidate(const struct search *s, size_t k) {
         return false;
 }
 
+/* The candidate of mark device k that this host names as the mark does
+ * (the same BDF, or the same mdev UUID), or n when there is none.  Hosts
+ * numbered alike are common in a fleet: tried first, each domain keeps
+ * its devices, and domains evacuated one after the other to such a host
+ * do not all land on its first device of a kind. */
+static size_t same_name(const struct search *s, size_t k, size_t n) {
+        const struct mark_device *md = &s->m->devices[k];
+        for (size_t j = 0; j < n; j++) {
+                const char *name = is_mdev(md) ? s->h->mdevs[s->mdst[j].mdev].uuid
+                                               : s->h->devices[s->dst[j].device].name;
+                const char *want = is_mdev(md) ? md->mdev : md->host;
+                if (name && want && strcasecmp(name, want) == 0)
+                        return j;
+        }
+        return n;
+}
+
 /* Depth first, one mark device after the other: a PCI device to a
  * device, an mdev to an mdev of its type whose parent binds like the
  * other devices (same names, same places); false when no mapping exists
- * or when the budget ran out (s->steps > s->budget). */
+ * or when the budget ran out (s->steps > s->budget).  The candidate of the
+ * same name comes first, then the others in s's order. */
 static bool search_from(struct search *s, size_t k) {
         if (k == s->m->n_devices)
                 return true;
         bool mdev = is_mdev(&s->m->devices[k]);
         size_t n = mdev ? s->n_mdst : s->n_dst;
         bool *used = mdev ? s->mused : s->used;
-        for (size_t j = 0; j < n; j++) {
+        size_t first = same_name(s, k, n);
+        for (size_t t = 0; t <= n; t++) {
+                /* t == 0: the same-named one (if any); then j = t - 1, skipping it */
+                size_t j = t == 0 ? first : t - 1;
+                if (j >= n || (t > 0 && j == first))
+                        continue;
                 const struct migrate_used *taken = mdev ? s->mdst[j].taken : s->dst[j].taken;
                 const struct pos *p = used[j] || (s->free_only && taken) ? NULL : candidate(s, k, j);
                 if (!p || !same_shape(&s->src[k], p))
@@ -497,8 +520,11 @@ int migrate_map_budget(const struct mark *m, const struct hostmap *h, const stru
          * failed search leaves nothing used or bound). */
         s.free_only = true;
         bool found = search_from(&s, 0);
-        if (!found && any_taken && s.steps <= s.budget) {
+        if (!found && any_taken) {
+                /* A budget of its own: the free-only pass may have spent
+                 * all of its own proving that free devices are not enough. */
                 s.free_only = false;
+                s.steps = 0;
                 found = search_from(&s, 0);
         }
         if (!found && s.steps > s.budget) {

@@ -273,7 +273,7 @@ static void test_search_budget(void **state) {
         free(reason);
         reason = NULL;
         assert_int_equal(migrate_map(&m, h, f, NULL, NULL, &map, &reason), -1);
-        assert_true(has(reason, "gave up after trying 100000 placements"));
+        assert_true(has(reason, "gave up after trying 50000 placements"));
         assert_int_equal(map.n_pairs, 0);
         /* With room for the whole search, the same mark is refused as
          * not placeable together: the budget is what stopped it above. */
@@ -289,6 +289,63 @@ static void test_search_budget(void **state) {
         reason = NULL;
         assert_int_equal(migrate_map_budget(&m, h, f, NULL, NULL, 0, &map, &reason), -1);
         assert_true(has(reason, "the mark records 11 host devices; this host has only 10 passthrough-capable devices"));
+}
+
+/* On a host that names its devices as the source did (numbered alike, or
+ * the same host), each device keeps its name: first fit would send every
+ * evacuated single-GPU domain to the same first GPU.  A free device still
+ * wins over a same-named one another domain uses. */
+static void test_same_name_first(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *h = many_gpus(4);
+        _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(h);
+        const char *bdfs[] = { "0000:13:00.0" };
+        _cleanup_(mark_done) struct mark m = {0};
+        mark_of(h, bdfs, 1, &m);
+        struct migrate_map map = {0};
+        _cleanup_free_ char *reason = NULL;
+        assert_int_equal(migrate_map(&m, h, f, NULL, NULL, &map, &reason), 0);
+        assert_int_equal(map.n_pairs, 1);
+        assert_string_equal(map.pairs[0].to, "0000:13:00.0");
+        migrate_map_done(&map);
+
+        const struct migrate_used u[] = { { "0000:13:00.0", "7d3c1f0e-0000-4000-8000-000000000001", "vm-other" } };
+        struct migrate_in_use in_use = { .v = u, .n = 1 };
+        assert_int_equal(migrate_map(&m, h, f, &in_use, NULL, &map, &reason), 0);
+        assert_int_equal(map.n_pairs, 1);
+        assert_string_not_equal(map.pairs[0].to, "0000:13:00.0");
+        migrate_map_done(&map);
+}
+
+/* The pass that allows devices other domains use has a budget of its own:
+ * with one of nine equal GPUs used elsewhere, the free-only pass spends
+ * its whole budget proving that eight free GPUs cannot hold nine; the
+ * second pass then maps them at once (accepted, naming the shared one),
+ * not "gave up". */
+static void test_second_pass_budget(void **state) {
+        (void) state;
+        enum { N = 9 };
+        _cleanup_hostmap_ struct hostmap *h = many_gpus(N);
+        _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(h);
+        const char *bdfs[N];
+        char names[N][PCI_ADDR_STRLEN];
+        for (unsigned i = 0; i < N; i++) {
+                snprintf(names[i], sizeof names[i], "0000:%02x:00.0", 0x11 + i);
+                bdfs[i] = names[i];
+        }
+        _cleanup_(mark_done) struct mark m = {0};
+        mark_of(h, bdfs, N, &m);
+        const struct migrate_used u[] = { { "0000:15:00.0", "7d3c1f0e-0000-4000-8000-000000000001", "vm-other" } };
+        struct migrate_in_use in_use = { .v = u, .n = 1 };
+        struct migrate_map map = {0};
+        _cleanup_free_ char *reason = NULL;
+        assert_int_equal(migrate_map_budget(&m, h, f, &in_use, NULL, 1000, &map, &reason), 0);
+        assert_int_equal(map.n_pairs, N);
+        size_t shared = 0;
+        for (size_t i = 0; i < map.n_pairs; i++)
+                shared += map.pairs[i].used_by != NULL;
+        assert_int_equal(shared, 1);
+        migrate_map_done(&map);
 }
 
 /* --- mdevs ----------------------------------------------------------------- */
@@ -758,6 +815,8 @@ int main(void) {
                 cmocka_unit_test(test_other_driver_refused),
                 cmocka_unit_test(test_incoming),
                 cmocka_unit_test(test_search_budget),
+                cmocka_unit_test(test_same_name_first),
+                cmocka_unit_test(test_second_pass_budget),
                 cmocka_unit_test(test_mdev_mapped),
                 cmocka_unit_test(test_mdev_refused),
                 cmocka_unit_test(test_prefers_gpu_without_mdevs),
