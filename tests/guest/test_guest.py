@@ -814,8 +814,9 @@ def run_case(tap, args, sess, case, hosts_built, kernel, initrd):
                "%s: guest booted under TCG and reported %d PCI devices%s"
                % (case.key, len(devs),
                   " in %.1f s" % g.boot_s if g.boot_s else ""),
-               "no report within %ds (domain state %s)\n%s"
-               % (args.boot_timeout, g.state, console_tail(g.console_text)))
+               "no report within %ds (domain state %s)\n%s\n%s"
+               % (args.boot_timeout, g.state, console_tail(g.console_text),
+                  g.qemu_log_tail()))
         if not (booted and devs):
             return
         tap.diag("%s: boot to report: %.1f s" % (case.key, g.boot_s))
@@ -886,7 +887,7 @@ def run_switch_case(tap, args, sess, hosts_built, kernel, initrd):
         for ln in lines:
             tap.diag("guest: " + (ln[3:] if ln.startswith("@@ ") else ln))
         if not tap.ok(booted and devs, "e: guest booted and reported %d PCI devices" % len(devs),
-                      console_tail(g.console_text)):
+                      console_tail(g.console_text) + "\n" + g.qemu_log_tail()):
             return
         expanders = {"pci0000:%02x" % e["busNr"]: e["guest_cell"] for e in case.plan["expanders"]}
         # group the stand-ins by the upstream bridge they sit behind:

@@ -627,6 +627,18 @@ class Guest:
         except OSError:
             return ""
 
+    def qemu_log_tail(self, n=5):
+        """The last lines of the domain's log (what QEMU printed on its
+        stderr, e.g. an assertion that killed it), as 'qemu: ' lines."""
+        path = os.path.join(self.s.env["XDG_CACHE_HOME"], "libvirt", "qemu",
+                            "log", self.name + ".log")
+        try:
+            with open(path, errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError as e:
+            return "qemu: (no domain log: %s)" % e
+        return "\n".join("qemu: " + ln for ln in lines[-n:])
+
     def wait_shutoff(self, secs=5):
         end = time.monotonic() + secs
         while time.monotonic() < end:
