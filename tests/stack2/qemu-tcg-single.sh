@@ -9,7 +9,7 @@
 # default for an x86 guest with several vCPUs, aborts at random while
 # Linux assigns the PCI BARs: "iotlb_to_section: Assertion
 # `section_index < d->map.sections_nb' failed" (system/physmem.c): the
-# guest suite's case (a) 7 boots in 30, none in 34 with single-threaded
+# guest suite's case (a) 7 boots in 30, none in 35 with single-threaded
 # TCG (docs/install.md, "Tested versions", has the likely cause).  Domain XML
 # cannot say so: libvirt writes '-accel tcg' itself and QEMU keeps the
 # first -accel that works, libvirt 11's <features><tcg> has only
