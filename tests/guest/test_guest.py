@@ -3,6 +3,7 @@
 
     test_guest.py --pcinumactl PATH --mkfakesysfs PATH --hosts DIR \
                   --source DIR --workdir DIR [--boot-timeout S] [--filter X]
+                  [--emulator PATH]
 
 Boots a real Linux guest under TCG on the topology pcinuma plans, and checks,
 in the guest's own words, that every passthrough device ends up on the NUMA
@@ -67,6 +68,12 @@ in the guest's sysfs (check_nccl()).
 PCINUMA_GUEST_PATHS=report turns those three assertions into reports (TAP
 "# TODO" lines that do not fail the run), to measure a planner that is not
 expected to pass them; the committed test runs without it and asserts.
+
+--emulator names the domains' <emulator> (copied where the session
+libvirtd can run it); the default is /usr/bin/qemu-system-x86_64.  The
+second stack (tests/stack2/inside.sh) passes tests/stack2/qemu-tcg-single.sh,
+QEMU 10.0.2 with single-threaded TCG, which does not abort while Linux
+assigns the BARs (docs/install.md, "Tested versions").
 
 The required tools are NOT optional here: a missing kernel, busybox-static,
 cpio, qemu-system-x86_64, libvirtd, virsh or the kernel's virtio_net modules
@@ -766,7 +773,8 @@ def run_case(tap, args, sess, case, hosts_built, kernel, initrd):
     except OSError:
         pass
     xml, standins = boot_xml(case, plan_xml, name, kernel, initrd, console,
-                             acpi=not control, standin=case.standin)
+                             acpi=not control, standin=case.standin,
+                             emulator=args.emulator_path)
     with open(os.path.join(args.workdir, "%s-boot.xml" % case.key), "w") as f:
         f.write(xml)
     pdev = {d["host"]: d for d in (case.control_of or case).plan["devices"]}
@@ -806,8 +814,9 @@ def run_case(tap, args, sess, case, hosts_built, kernel, initrd):
                "%s: guest booted under TCG and reported %d PCI devices%s"
                % (case.key, len(devs),
                   " in %.1f s" % g.boot_s if g.boot_s else ""),
-               "no report within %ds (domain state %s)\n%s"
-               % (args.boot_timeout, g.state, console_tail(g.console_text)))
+               "no report within %ds (domain state %s)\n%s\n%s"
+               % (args.boot_timeout, g.state, console_tail(g.console_text),
+                  g.qemu_log_tail()))
         if not (booted and devs):
             return
         tap.diag("%s: boot to report: %.1f s" % (case.key, g.boot_s))
@@ -839,7 +848,8 @@ def run_switch_case(tap, args, sess, hosts_built, kernel, initrd):
         os.unlink(console)
     except OSError:
         pass
-    xml, standins = boot_xml(case, case.plan_xml, name, kernel, initrd, console)
+    xml, standins = boot_xml(case, case.plan_xml, name, kernel, initrd, console,
+                             emulator=args.emulator_path)
     pdev = {d["host"]: d for d in case.plan["devices"]}
     # NIC stand-ins become virtio keyboards at the same address.
     root = ET.fromstring(xml)
@@ -877,7 +887,7 @@ def run_switch_case(tap, args, sess, hosts_built, kernel, initrd):
         for ln in lines:
             tap.diag("guest: " + (ln[3:] if ln.startswith("@@ ") else ln))
         if not tap.ok(booted and devs, "e: guest booted and reported %d PCI devices" % len(devs),
-                      console_tail(g.console_text)):
+                      console_tail(g.console_text) + "\n" + g.qemu_log_tail()):
             return
         expanders = {"pci0000:%02x" % e["busNr"]: e["guest_cell"] for e in case.plan["expanders"]}
         # group the stand-ins by the upstream bridge they sit behind:
@@ -935,7 +945,15 @@ def main():
     ap.add_argument("--filter", default="",
                     help="run only the cases whose keys this string holds "
                     "(a, b, c, d, e, f, g)")
+    ap.add_argument("--emulator", default="",
+                    help="the domains' <emulator>: a wrapper around "
+                    "%s (tests/stack2/qemu-tcg-single.sh), copied where "
+                    "the session libvirtd can run it; default: %s itself"
+                    % (QEMU, QEMU))
     args = ap.parse_args()
+    if args.emulator and not (os.path.isfile(args.emulator)
+                              and os.access(args.emulator, os.X_OK)):
+        ap.error("--emulator %s: not an executable file" % args.emulator)
     mode = os.environ.get("PCINUMA_GUEST_PATHS", "")
     if mode not in ("", "report"):
         ap.error("PCINUMA_GUEST_PATHS=%r: the only value is 'report'" % mode)
@@ -990,6 +1008,12 @@ def main():
                 os.chown(dst, sess.uid, sess.gid)
         tap.diag("kernel %s (copied to %s), cmdline %r"
                  % (tools["kernel"], kernel, CMDLINE))
+        args.emulator_path = QEMU
+        if args.emulator:
+            from pcinumatest.session import reachable_copy
+            args.emulator_path = reachable_copy(args.emulator, sess.files)
+            tap.diag("emulator %s (copied to %s), not %s"
+                     % (args.emulator, args.emulator_path, QEMU))
 
         a = Case("a", "gpu-vm-1: 16 devices on 4 cells, path fidelity",
                  "sample-4n", "require",

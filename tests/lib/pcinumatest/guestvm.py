@@ -91,6 +91,8 @@ APPLETS = ["sh", "mount", "cat", "readlink", "echo", "poweroff", "sleep",
 
 CMDLINE = "console=ttyS0 quiet loglevel=3 panic=-1"
 
+QEMU = "/usr/bin/qemu-system-x86_64"     # the domains' <emulator> by default
+
 
 class Fatal(Exception):
     """A failure that makes the rest of a case (or the run) meaningless."""
@@ -362,10 +364,10 @@ def standin_element(kind, alias, host_bdf):
 
 
 def boot_xml(case, plan_xml, name, kernel, initrd, console, acpi=True,
-             extra_cmdline="", standin="rng"):
+             extra_cmdline="", standin="rng", emulator=QEMU):
     """The planned XML, made bootable, with stand-ins (standin: 'rng' or
-    'net') for the passthrough devices.  Returns (xml text, [(alias, host
-    bdf, planned guest address string or None)])."""
+    'net') for the passthrough devices, run by emulator.  Returns (xml
+    text, [(alias, host bdf, planned guest address string or None)])."""
     root = ET.fromstring(plan_xml)
     root.set("type", "qemu")
     root.find("name").text = name
@@ -417,7 +419,7 @@ def boot_xml(case, plan_xml, name, kernel, initrd, console, acpi=True,
     if emu is None:
         emu = ET.Element("emulator")
         devs.insert(0, emu)
-    emu.text = "/usr/bin/qemu-system-x86_64"
+    emu.text = emulator
     for tag in ("serial", "console"):
         for el in devs.findall(tag):
             devs.remove(el)
@@ -624,6 +626,18 @@ class Guest:
                 return f.read()
         except OSError:
             return ""
+
+    def qemu_log_tail(self, n=5):
+        """The last lines of the domain's log (what QEMU printed on its
+        stderr, e.g. an assertion that killed it), as 'qemu: ' lines."""
+        path = os.path.join(self.s.env["XDG_CACHE_HOME"], "libvirt", "qemu",
+                            "log", self.name + ".log")
+        try:
+            with open(path, errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError as e:
+            return "qemu: (no domain log: %s)" % e
+        return "\n".join("qemu: " + ln for ln in lines[-n:])
 
     def wait_shutoff(self, secs=5):
         end = time.monotonic() + secs
