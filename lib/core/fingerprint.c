@@ -10,20 +10,29 @@
 #include "fingerprint.h"
 
 bool fingerprint_device_counts(const struct hostmap_device *d) {
+        /* By class (and vendor) only, never by driver: a managed device
+         * changes driver when its guest starts and stops, and which guests
+         * run must not change the digest or its neighbours' positions. */
         if (!d || hostmap_device_is_bridge(d))
                 return false;
-        if (d->driver && strstr(d->driver, "vfio"))
-                return true;
         switch (d->class >> 16) {
         case 0x02:
         case 0x03:
         case 0x12:
                 return true;
         default:
-                /* Not 0680 ("other bridge"): it holds NVSwitches but also
-                 * chipset functions (a PIIX4's power management); an
-                 * NVSwitch set aside for a guest is on vfio-pci. */
-                return (d->class >> 8) == 0x0108;
+                break;
+        }
+        switch (d->class >> 8) {
+        case 0x0108:                      /* NVMe */
+        case 0x0b40:                      /* co-processors: QAT and the like */
+                return true;
+        case 0x0680:
+                /* "Other bridge" holds NVSwitches but also chipset
+                 * functions (a PIIX4's power management): NVIDIA's only. */
+                return d->vendor == 0x10de;
+        default:
+                return false;
         }
 }
 

@@ -46,11 +46,12 @@ struct fingerprint {
 };
 
 /* True for a device the fingerprint counts as passthrough-capable: not a
- * bridge (hostmap_device_is_bridge()), and either of class 02 (network),
- * 03 (display, GPUs), 0108 (NVMe), 12 (processing accelerators), or
- * bound to a VFIO driver (vfio-pci or a variant driver, "*vfio*"),
- * whatever its class (so an NVSwitch, class 0680, counts on vfio-pci).  VFs are judged like any
- * other function. */
+ * bridge (hostmap_device_is_bridge()), and of class 02 (network), 03
+ * (display, GPUs), 0108 (NVMe), 0b40 (co-processors: QAT), 12 (processing
+ * accelerators), or 0680 ("other bridge") from NVIDIA (vendor 0x10de: an
+ * NVSwitch; a chipset's 0680 stays out).  The driver does not matter: a
+ * managed device is on vfio-pci only while its guest runs.  VFs are judged
+ * like any other function. */
 bool fingerprint_device_counts(const struct hostmap_device *d);
 
 /* The kind of driver a device is bound to, which is what the fingerprint
