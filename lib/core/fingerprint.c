@@ -36,6 +36,20 @@ bool fingerprint_device_counts(const struct hostmap_device *d) {
         }
 }
 
+bool fingerprint_holds(const struct hostmap *h, const struct hostmap_device *d) {
+        if (fingerprint_device_counts(d))
+                return true;
+        /* The PF of a VF that counts (as pf_of() links them). */
+        if (!d || d->has_physfn || hostmap_device_is_bridge(d))
+                return false;
+        for (size_t i = 0; i < h->n_devices; i++) {
+                const struct hostmap_device *v = &h->devices[i];
+                if (v != d && v->has_physfn && pci_addr_eq(&v->physfn, &d->addr) && fingerprint_device_counts(v))
+                        return true;
+        }
+        return false;
+}
+
 const char *fingerprint_driver_kind(const char *driver) {
         /* The kernel's vfio-pci variants are named <vendor>_vfio_pci (as
          * planner_is_vfio_variant() reads them without a policy). */
@@ -285,16 +299,7 @@ struct fingerprint *fingerprint_new(const struct hostmap *h) {
         /* The capable devices, and the PF of each capable VF (the VFs'
          * parent, whose driver they depend on). */
         for (size_t i = 0; i < h->n_devices; i++)
-                if (fingerprint_device_counts(&h->devices[i]))
-                        in[i] = true;
-        for (size_t i = 0; i < h->n_devices; i++) {
-                const struct hostmap_device *d = &h->devices[i];
-                if (!in[i] || !d->has_physfn)
-                        continue;
-                const struct hostmap_device *pf = pf_of(h, d);
-                if (pf)
-                        in[index_of(&c, pf)] = true;
-        }
+                in[i] = fingerprint_holds(h, &h->devices[i]);
 
         /* Group by (node, host bridge), in address order. */
         for (size_t i = 0; i < h->n_devices; i++) {

@@ -54,6 +54,11 @@ struct fingerprint {
  * like any other function. */
 bool fingerprint_device_counts(const struct hostmap_device *d);
 
+/* True for a device of h that fingerprint_new(h) holds, so that
+ * fingerprint_position() gives it a position: one that counts, or the PF
+ * of a VF that counts. */
+bool fingerprint_holds(const struct hostmap *h, const struct hostmap_device *d);
+
 /* The kind of driver a device is bound to, which is what the fingerprint
  * and the migration mapping compare (not the name): a VFIO variant driver
  * (<vendor>_vfio_pci: mlx5_vfio_pci, hisi_acc_vfio_pci, pds_vfio_pci,

@@ -7,6 +7,8 @@
 #include <inttypes.h>
 #include <limits.h>
 
+#include "fingerprint.h"
+
 #define BUSNR_TOP 255   /* exclusive: libvirt accepts busNr 1..254 */
 #define PXB_SLOTS 32
 
@@ -203,6 +205,7 @@ static void describe_device(const struct domain *d, const struct hostmap *h, siz
                 if (dev) {
                         pd->known = true;
                         pd->host_node = dev->node;
+                        pd->fingerprinted = fingerprint_holds(h, dev);
                 }
         }
         pd->switch_group = -1;
