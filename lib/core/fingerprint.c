@@ -362,20 +362,60 @@ static void append_item(struct strbuf *b, const char *kind, const char *text, co
         strbuf_printf(b, "%s%s:%.*s@%s", b->len ? " " : "", kind, FINGERPRINT_POSITION_DIGEST, hex, name);
 }
 
-char *fingerprint_position(const struct fingerprint *f, const struct hostmap *h, size_t device) {
-        const struct fingerprint_group *g = NULL;
-        for (size_t k = 0; k < f->n_groups && !g; k++)
+/* The group of f that holds device, or NULL. */
+static const struct fingerprint_group *group_of(const struct fingerprint *f, size_t device) {
+        for (size_t k = 0; k < f->n_groups; k++)
                 for (size_t j = 0; j < f->groups[k].n_devices; j++)
-                        if (f->groups[k].devices[j] == device) {
-                                g = &f->groups[k];
-                                break;
-                        }
-        if (!g)
-                return NULL;
+                        if (f->groups[k].devices[j] == device)
+                                return &f->groups[k];
+        return NULL;
+}
+
+/* in[i]: h->devices[i] is in f (malloc'ed). */
+static bool *held(const struct fingerprint *f, const struct hostmap *h) {
         bool *in = xcalloc(h->n_devices ? h->n_devices : 1, sizeof(bool));
         for (size_t k = 0; k < f->n_groups; k++)
                 for (size_t j = 0; j < f->groups[k].n_devices; j++)
                         in[f->groups[k].devices[j]] = true;
+        return in;
+}
+
+/* "bridge{...}": what g holds below bridge at->upstream[depth]. */
+static char *bridge_text(const struct ctx *c, const struct fingerprint_group *g, const struct hostmap_device *at,
+                         size_t depth) {
+        size_t *sub = xcalloc(g->n_devices ? g->n_devices : 1, sizeof(size_t));
+        size_t n_sub = 0;
+        for (size_t j = 0; j < g->n_devices; j++) {
+                const struct hostmap_device *o = &c->h->devices[g->devices[j]];
+                if (o->n_upstream > depth && pci_addr_eq(&o->upstream[depth], &at->upstream[depth]))
+                        sub[n_sub++] = g->devices[j];
+        }
+        struct strbuf t = {0};
+        strbuf_append(&t, "bridge{");
+        describe_level(c, sub, n_sub, depth + 1, &t);
+        strbuf_append(&t, "}");
+        free(sub);
+        return strbuf_steal(&t);
+}
+
+char *fingerprint_below(const struct fingerprint *f, const struct hostmap *h, size_t device, size_t depth) {
+        const struct fingerprint_group *g = group_of(f, device);
+        if (!g || !g->host_bridge)
+                return NULL;
+        bool *in = held(f, h);
+        struct ctx c = { .h = h, .in = in };
+        const struct hostmap_device *pf = counted_pf(&c, &h->devices[device]);
+        const struct hostmap_device *at = pf ? pf : &h->devices[device];
+        char *text = depth < at->n_upstream ? bridge_text(&c, g, at, depth) : NULL;
+        free(in);
+        return text;
+}
+
+char *fingerprint_position(const struct fingerprint *f, const struct hostmap *h, size_t device) {
+        const struct fingerprint_group *g = group_of(f, device);
+        if (!g)
+                return NULL;
+        bool *in = held(f, h);
         struct ctx c = { .h = h, .in = in };
         const struct hostmap_device *d = &h->devices[device];
         const struct hostmap_device *pf = counted_pf(&c, d);
@@ -386,21 +426,9 @@ char *fingerprint_position(const struct fingerprint *f, const struct hostmap *h,
 
         append_item(&b, "rc", g->canonical, g->host_bridge ? g->host_bridge : "none");
         for (size_t depth = 0; g->host_bridge && depth < at->n_upstream; depth++) {
-                size_t *sub = xcalloc(g->n_devices, sizeof(size_t));
-                size_t n_sub = 0;
-                for (size_t j = 0; j < g->n_devices; j++) {
-                        const struct hostmap_device *o = &h->devices[g->devices[j]];
-                        if (o->n_upstream > depth && pci_addr_eq(&o->upstream[depth], &at->upstream[depth]))
-                                sub[n_sub++] = g->devices[j];
-                }
-                struct strbuf t = {0};
-                strbuf_append(&t, "bridge{");
-                describe_level(&c, sub, n_sub, depth + 1, &t);
-                strbuf_append(&t, "}");
-                _cleanup_free_ char *text = strbuf_steal(&t);
+                _cleanup_free_ char *text = bridge_text(&c, g, at, depth);
                 pci_addr_format(&at->upstream[depth], name);
                 append_item(&b, "br", text, name);
-                free(sub);
         }
         if (pf) {
                 _cleanup_free_ char *text = describe_function(&c, pf);

@@ -90,6 +90,14 @@ struct fingerprint *fingerprint_new(const struct hostmap *h);
 #define FINGERPRINT_POSITION_DIGEST 16
 char *fingerprint_position(const struct fingerprint *f, const struct hostmap *h, size_t device);
 
+/* The canonical text of what f holds below bridge upstream[depth] of host
+ * device 'device' (depth 0: its root port; for a VF described inside its
+ * PF, the PF's), "bridge{...}", whose digest is that bridge's "br:" item
+ * in fingerprint_position(): no bus numbers, drivers only by kind, no
+ * bridges' own IDs, nothing f does not count.  NULL when f does not hold
+ * the device, its path is unknown or it has no such bridge.  malloc'ed. */
+char *fingerprint_below(const struct fingerprint *f, const struct hostmap *h, size_t device, size_t depth);
+
 /* Accepts NULL; returns NULL. */
 struct fingerprint *fingerprint_free(struct fingerprint *f);
 static inline void fingerprint_freep(struct fingerprint **f) { fingerprint_free(*f); }

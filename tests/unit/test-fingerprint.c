@@ -4,7 +4,8 @@
  * the other socket, a VFIO variant driver, another vendor:device, another
  * SLIT distance each give another digest, and exactly the groups that
  * changed get other group digests; a host driver instead of vfio-pci does
- * not (driver kinds); which devices count. */
+ * not (driver kinds); which devices count; the text below a bridge
+ * (fingerprint_below()). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -342,6 +343,54 @@ static void test_what_counts(void **state) {
         free(s);
 }
 
+/* fingerprint_below(): for each GPU of host A, the text below each
+ * bridge above it is what the position's "br:" item digests, holds only
+ * counted devices (no system peripheral, no empty port), and is the same
+ * on the renumbered host; past its bridges, and for an uncounted device,
+ * NULL. */
+static void test_below(void **state) {
+        (void) state;
+        struct hostmap *h = build(host_a, N_A, &plain);
+        struct hostmap *r = build(host_a, N_A, &renumbered);
+        struct fingerprint *f = fingerprint_new(h);
+        struct fingerprint *fr = fingerprint_new(r);
+        static const unsigned gpus[] = { 0x13, 0x14, 0x93, 0x94, 0x31 };
+        for (size_t i = 0; i < ELEMENTSOF(gpus); i++) {
+                struct pci_addr a = addr_of(&plain, gpus[i], 0, 0), b = addr_of(&renumbered, gpus[i], 0, 0);
+                size_t k = (size_t) (hostmap_find_device(h, &a) - h->devices);
+                size_t kr = (size_t) (hostmap_find_device(r, &b) - r->devices);
+                _cleanup_free_ char *pos = fingerprint_position(f, h, k);
+                const char *br = pos;
+                for (size_t depth = 0; depth < h->devices[k].n_upstream; depth++) {
+                        _cleanup_free_ char *t = fingerprint_below(f, h, k, depth);
+                        _cleanup_free_ char *tr = fingerprint_below(fr, r, kr, depth);
+                        assert_non_null(t);
+                        assert_string_equal(t, tr);
+                        assert_true(strncmp(t, "bridge{", 7) == 0);
+                        assert_null(strstr(t, "088000"));
+                        char hex[SHA256_HEX_SIZE];
+                        sha256_hex(t, strlen(t), hex);
+                        br = strstr(br, " br:");
+                        assert_non_null(br);
+                        br += 4;
+                        assert_true(strncmp(br, hex, FINGERPRINT_POSITION_DIGEST) == 0);
+                }
+                assert_null(fingerprint_below(f, h, k, h->devices[k].n_upstream));
+        }
+        /* Node 0's switch, below its root port: three ports, each with its
+         * device; node 1's has an empty fourth port, which is not there. */
+        struct pci_addr g0 = addr_of(&plain, 0x13, 0, 0), g1 = addr_of(&plain, 0x93, 0, 0);
+        _cleanup_free_ char *t0 = fingerprint_below(f, h, (size_t) (hostmap_find_device(h, &g0) - h->devices), 0);
+        _cleanup_free_ char *t1 = fingerprint_below(f, h, (size_t) (hostmap_find_device(h, &g1) - h->devices), 0);
+        assert_string_equal(t0, t1);
+        struct pci_addr per = addr_of(&plain, 0x30, 2, 0);
+        assert_null(fingerprint_below(f, h, (size_t) (hostmap_find_device(h, &per) - h->devices), 0));
+        fingerprint_free(f);
+        fingerprint_free(fr);
+        hostmap_free(h);
+        hostmap_free(r);
+}
+
 /* Which nodes share a socket counts; the socket's number does not. */
 static void test_sockets(void **state) {
         (void) state;
@@ -409,6 +458,7 @@ int main(void) {
                 cmocka_unit_test(test_other_model),
                 cmocka_unit_test(test_other_distance),
                 cmocka_unit_test(test_what_counts),
+                cmocka_unit_test(test_below),
                 cmocka_unit_test(test_sockets),
                 cmocka_unit_test(test_physfn_loops),
                 cmocka_unit_test(test_no_devices),
