@@ -10,21 +10,44 @@
 #include "fingerprint.h"
 
 bool fingerprint_device_counts(const struct hostmap_device *d) {
+        /* By class (and vendor) only, never by driver: a managed device
+         * changes driver when its guest starts and stops, and which guests
+         * run must not change the digest or its neighbours' positions. */
         if (!d || hostmap_device_is_bridge(d))
                 return false;
-        if (d->driver && strstr(d->driver, "vfio"))
-                return true;
         switch (d->class >> 16) {
         case 0x02:
         case 0x03:
         case 0x12:
                 return true;
         default:
-                /* Not 0680 ("other bridge"): it holds NVSwitches but also
-                 * chipset functions (a PIIX4's power management); an
-                 * NVSwitch set aside for a guest is on vfio-pci. */
-                return (d->class >> 8) == 0x0108;
+                break;
         }
+        switch (d->class >> 8) {
+        case 0x0108:                      /* NVMe */
+        case 0x0b40:                      /* co-processors: QAT and the like */
+                return true;
+        case 0x0680:
+                /* "Other bridge" holds NVSwitches but also chipset
+                 * functions (a PIIX4's power management): NVIDIA's only. */
+                return d->vendor == 0x10de;
+        default:
+                return false;
+        }
+}
+
+bool fingerprint_holds(const struct hostmap *h, const struct hostmap_device *d) {
+        if (fingerprint_device_counts(d))
+                return true;
+        /* The PF of a VF that counts (as pf_of() links them). */
+        if (!d || d->has_physfn || hostmap_device_is_bridge(d))
+                return false;
+        for (size_t i = 0; i < h->n_devices; i++) {
+                const struct hostmap_device *v = &h->devices[i];
+                if (v != d && v->has_physfn && pci_addr_eq(&v->physfn, &d->addr) && fingerprint_device_counts(v))
+                        return true;
+        }
+        return false;
 }
 
 const char *fingerprint_driver_kind(const char *driver) {
@@ -276,16 +299,7 @@ struct fingerprint *fingerprint_new(const struct hostmap *h) {
         /* The capable devices, and the PF of each capable VF (the VFs'
          * parent, whose driver they depend on). */
         for (size_t i = 0; i < h->n_devices; i++)
-                if (fingerprint_device_counts(&h->devices[i]))
-                        in[i] = true;
-        for (size_t i = 0; i < h->n_devices; i++) {
-                const struct hostmap_device *d = &h->devices[i];
-                if (!in[i] || !d->has_physfn)
-                        continue;
-                const struct hostmap_device *pf = pf_of(h, d);
-                if (pf)
-                        in[index_of(&c, pf)] = true;
-        }
+                in[i] = fingerprint_holds(h, &h->devices[i]);
 
         /* Group by (node, host bridge), in address order. */
         for (size_t i = 0; i < h->n_devices; i++) {
@@ -348,20 +362,60 @@ static void append_item(struct strbuf *b, const char *kind, const char *text, co
         strbuf_printf(b, "%s%s:%.*s@%s", b->len ? " " : "", kind, FINGERPRINT_POSITION_DIGEST, hex, name);
 }
 
-char *fingerprint_position(const struct fingerprint *f, const struct hostmap *h, size_t device) {
-        const struct fingerprint_group *g = NULL;
-        for (size_t k = 0; k < f->n_groups && !g; k++)
+/* The group of f that holds device, or NULL. */
+static const struct fingerprint_group *group_of(const struct fingerprint *f, size_t device) {
+        for (size_t k = 0; k < f->n_groups; k++)
                 for (size_t j = 0; j < f->groups[k].n_devices; j++)
-                        if (f->groups[k].devices[j] == device) {
-                                g = &f->groups[k];
-                                break;
-                        }
-        if (!g)
-                return NULL;
+                        if (f->groups[k].devices[j] == device)
+                                return &f->groups[k];
+        return NULL;
+}
+
+/* in[i]: h->devices[i] is in f (malloc'ed). */
+static bool *held(const struct fingerprint *f, const struct hostmap *h) {
         bool *in = xcalloc(h->n_devices ? h->n_devices : 1, sizeof(bool));
         for (size_t k = 0; k < f->n_groups; k++)
                 for (size_t j = 0; j < f->groups[k].n_devices; j++)
                         in[f->groups[k].devices[j]] = true;
+        return in;
+}
+
+/* "bridge{...}": what g holds below bridge at->upstream[depth]. */
+static char *bridge_text(const struct ctx *c, const struct fingerprint_group *g, const struct hostmap_device *at,
+                         size_t depth) {
+        size_t *sub = xcalloc(g->n_devices ? g->n_devices : 1, sizeof(size_t));
+        size_t n_sub = 0;
+        for (size_t j = 0; j < g->n_devices; j++) {
+                const struct hostmap_device *o = &c->h->devices[g->devices[j]];
+                if (o->n_upstream > depth && pci_addr_eq(&o->upstream[depth], &at->upstream[depth]))
+                        sub[n_sub++] = g->devices[j];
+        }
+        struct strbuf t = {0};
+        strbuf_append(&t, "bridge{");
+        describe_level(c, sub, n_sub, depth + 1, &t);
+        strbuf_append(&t, "}");
+        free(sub);
+        return strbuf_steal(&t);
+}
+
+char *fingerprint_below(const struct fingerprint *f, const struct hostmap *h, size_t device, size_t depth) {
+        const struct fingerprint_group *g = group_of(f, device);
+        if (!g || !g->host_bridge)
+                return NULL;
+        bool *in = held(f, h);
+        struct ctx c = { .h = h, .in = in };
+        const struct hostmap_device *pf = counted_pf(&c, &h->devices[device]);
+        const struct hostmap_device *at = pf ? pf : &h->devices[device];
+        char *text = depth < at->n_upstream ? bridge_text(&c, g, at, depth) : NULL;
+        free(in);
+        return text;
+}
+
+char *fingerprint_position(const struct fingerprint *f, const struct hostmap *h, size_t device) {
+        const struct fingerprint_group *g = group_of(f, device);
+        if (!g)
+                return NULL;
+        bool *in = held(f, h);
         struct ctx c = { .h = h, .in = in };
         const struct hostmap_device *d = &h->devices[device];
         const struct hostmap_device *pf = counted_pf(&c, d);
@@ -372,21 +426,9 @@ char *fingerprint_position(const struct fingerprint *f, const struct hostmap *h,
 
         append_item(&b, "rc", g->canonical, g->host_bridge ? g->host_bridge : "none");
         for (size_t depth = 0; g->host_bridge && depth < at->n_upstream; depth++) {
-                size_t *sub = xcalloc(g->n_devices, sizeof(size_t));
-                size_t n_sub = 0;
-                for (size_t j = 0; j < g->n_devices; j++) {
-                        const struct hostmap_device *o = &h->devices[g->devices[j]];
-                        if (o->n_upstream > depth && pci_addr_eq(&o->upstream[depth], &at->upstream[depth]))
-                                sub[n_sub++] = g->devices[j];
-                }
-                struct strbuf t = {0};
-                strbuf_append(&t, "bridge{");
-                describe_level(&c, sub, n_sub, depth + 1, &t);
-                strbuf_append(&t, "}");
-                _cleanup_free_ char *text = strbuf_steal(&t);
+                _cleanup_free_ char *text = bridge_text(&c, g, at, depth);
                 pci_addr_format(&at->upstream[depth], name);
                 append_item(&b, "br", text, name);
-                free(sub);
         }
         if (pf) {
                 _cleanup_free_ char *text = describe_function(&c, pf);

@@ -46,12 +46,18 @@ struct fingerprint {
 };
 
 /* True for a device the fingerprint counts as passthrough-capable: not a
- * bridge (hostmap_device_is_bridge()), and either of class 02 (network),
- * 03 (display, GPUs), 0108 (NVMe), 12 (processing accelerators), or
- * bound to a VFIO driver (vfio-pci or a variant driver, "*vfio*"),
- * whatever its class (so an NVSwitch, class 0680, counts on vfio-pci).  VFs are judged like any
- * other function. */
+ * bridge (hostmap_device_is_bridge()), and of class 02 (network), 03
+ * (display, GPUs), 0108 (NVMe), 0b40 (co-processors: QAT), 12 (processing
+ * accelerators), or 0680 ("other bridge") from NVIDIA (vendor 0x10de: an
+ * NVSwitch; a chipset's 0680 stays out).  The driver does not matter: a
+ * managed device is on vfio-pci only while its guest runs.  VFs are judged
+ * like any other function. */
 bool fingerprint_device_counts(const struct hostmap_device *d);
+
+/* True for a device of h that fingerprint_new(h) holds, so that
+ * fingerprint_position() gives it a position: one that counts, or the PF
+ * of a VF that counts. */
+bool fingerprint_holds(const struct hostmap *h, const struct hostmap_device *d);
 
 /* The kind of driver a device is bound to, which is what the fingerprint
  * and the migration mapping compare (not the name): a VFIO variant driver
@@ -83,6 +89,14 @@ struct fingerprint *fingerprint_new(const struct hostmap *h);
  * equal.  NULL when f does not count the device.  malloc'ed. */
 #define FINGERPRINT_POSITION_DIGEST 16
 char *fingerprint_position(const struct fingerprint *f, const struct hostmap *h, size_t device);
+
+/* The canonical text of what f holds below bridge upstream[depth] of host
+ * device 'device' (depth 0: its root port; for a VF described inside its
+ * PF, the PF's), "bridge{...}", whose digest is that bridge's "br:" item
+ * in fingerprint_position(): no bus numbers, drivers only by kind, no
+ * bridges' own IDs, nothing f does not count.  NULL when f does not hold
+ * the device, its path is unknown or it has no such bridge.  malloc'ed. */
+char *fingerprint_below(const struct fingerprint *f, const struct hostmap *h, size_t device, size_t depth);
 
 /* Accepts NULL; returns NULL. */
 struct fingerprint *fingerprint_free(struct fingerprint *f);

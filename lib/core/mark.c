@@ -78,9 +78,12 @@ bool mark_migratable(const struct plan *p, const struct domain *d, char **ret_wh
         }
         for (size_t i = 0; i < p->n_devices; i++) {
                 const struct plan_device *pd = &p->devices[i];
-                if (d->hostdevs[pd->hostdev].kind != DOMAIN_HOSTDEV_PCI || pd->action == PLAN_MOVE)
+                if (d->hostdevs[pd->hostdev].kind != DOMAIN_HOSTDEV_PCI || (pd->action == PLAN_MOVE && pd->fingerprinted))
                         continue;
-                if (ret_why)
+                if (ret_why && pd->action == PLAN_MOVE)
+                        *ret_why = xasprintf("%s: class 0x%06x is not one the topology fingerprint covers, so the mark "
+                                             "records no position a destination could map", pd->name, pd->class);
+                else if (ret_why)
                         *ret_why = xasprintf("%s is not placed under an expander bus, so the mark records no position a "
                                              "destination could map (%s)", pd->name, pd->reason ? pd->reason : "it stays on pcie.0");
                 return false;

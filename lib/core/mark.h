@@ -124,11 +124,13 @@ void mark_build(const struct plan *p, const struct domain *d, struct mark *ret);
 
 /* Is a domain planned as p (for d) migratable, as its mark says it: the
  * policy allows migration (migration: same-topology), and every PCI hostdev
- * moves under an expander bus, where the mark records its position; one
- * that stays on pcie.0 (no host node, a legacy policy's leftover, ...)
- * has no position a destination could map, and its migrate hook would
- * refuse it.  mdevs are the migration gate's to judge.  When false and
- * ret_why is not NULL, *ret_why says why, naming the device (malloc'ed). */
+ * moves under an expander bus and is held by the topology fingerprint
+ * (plan_device.fingerprinted), so the mark records its position; one
+ * that stays on pcie.0 (no host node, a legacy policy's leftover, ...),
+ * or of a class the fingerprint does not count (a USB controller), has no
+ * position a destination could map, and its migrate hook would refuse it.
+ * mdevs are the migration gate's to judge.  When false and ret_why is not
+ * NULL, *ret_why says why, naming the device (malloc'ed). */
 bool mark_migratable(const struct plan *p, const struct domain *d, char **ret_why);
 
 /* Writer: a new <pcinuma:topology> element in doc, not linked, holding m.

@@ -7,6 +7,8 @@
 #include <inttypes.h>
 #include <limits.h>
 
+#include "fingerprint.h"
+
 #define BUSNR_TOP 255   /* exclusive: libvirt accepts busNr 1..254 */
 #define PXB_SLOTS 32
 
@@ -203,6 +205,7 @@ static void describe_device(const struct domain *d, const struct hostmap *h, siz
                 if (dev) {
                         pd->known = true;
                         pd->host_node = dev->node;
+                        pd->fingerprinted = fingerprint_holds(h, dev);
                 }
         }
         pd->switch_group = -1;
@@ -1193,37 +1196,21 @@ struct clique_group {
         size_t min_device;              /* its first device in the domain's order */
 };
 
-static int cmp_str(const void *a, const void *b) {
-        return strcmp(*(char *const *) a, *(char *const *) b);
-}
-
-/* What sits below root port 'rp' of h, without bus numbers or drivers:
- * each device's depth below the root port, vendor:device and class,
- * sorted.  The fingerprint covers all of it; a driver is left out
- * because libvirt rebinds a managed GPU at each start and stop. */
-static char *clique_below(const struct hostmap *h, const struct pci_addr *rp) {
-        char **items = NULL;
-        size_t n = 0;
-        for (size_t i = 0; i < h->n_devices; i++) {
-                const struct hostmap_device *o = &h->devices[i];
-                if (o->n_upstream > 0 && pci_addr_eq(&o->upstream[0], rp))
-                        *GROW(items, n) = xasprintf("%zu:%04x:%04x:%06x", o->n_upstream, o->vendor, o->device, o->class);
-        }
-        if (n > 1)
-                qsort(items, n, sizeof(*items), cmp_str);
-        struct strbuf b = {0};
-        for (size_t i = 0; i < n; i++) {
-                strbuf_printf(&b, "%s%s", i ? "," : "", items[i]);
-                free(items[i]);
-        }
-        free(items);
-        return b.len ? strbuf_steal(&b) : xstrdup("");
+/* What sits below the root port of host device 'dev' as the topology
+ * fingerprint f describes it (fingerprint_below()): only the devices it
+ * counts, drivers by kind, no bus numbers, no bridges' IDs, so two hosts
+ * of one digest agree on it, and an empty switch port or another switch
+ * model does not reorder the groups. */
+static char *clique_below(const struct fingerprint *f, const struct hostmap *h, const struct hostmap_device *dev) {
+        char *text = dev ? fingerprint_below(f, h, (size_t) (dev - h->devices), 0) : NULL;
+        return text ? text : xstrdup("");
 }
 
 /* The groups' order: by host node (none last), then by what sits below
- * their root port; all of it without bus numbers, so two hosts of one
- * fingerprint agree on it.  Groups that look the same (twin switches) go
- * by the domain's order of their GPUs, which a migration keeps. */
+ * their root port in the topology fingerprint (clique_below()); all of it
+ * in the fingerprint, so two hosts of one digest agree on it.  Groups
+ * that look the same (twin switches) go by the domain's order of their
+ * GPUs, which a migration keeps. */
 static int cmp_clique_group(const void *a, const void *b) {
         const struct clique_group *x = a, *y = b;
         if (x->node != y->node) {
@@ -1272,12 +1259,13 @@ static void plan_cliques(const struct domain *d, const struct hostmap *h, struct
                         *GROW(groups, n_groups) = (struct clique_group) { .first = i, .n = j - i, .min_device = gpus[i].device };
                 i = j;
         }
+        _cleanup_fingerprint_ struct fingerprint *f = n_groups > 1 ? fingerprint_new(h) : NULL;
         for (size_t g = 0; g < n_groups; g++) {
                 struct clique_group *cg = &groups[g];
                 const struct plan_device *pd = &p->devices[gpus[cg->first].device];
                 cg->node = pd->host_node >= 0 ? pd->host_node : -1;
-                /* (a switch GPU has its root port, upstream[0], in host_up) */
-                cg->below = n_groups > 1 ? clique_below(h, &pd->host_up[0]) : xstrdup("");
+                const struct hostmap_device *dev = hostmap_find_device(h, &d->hostdevs[pd->hostdev].host);
+                cg->below = f ? clique_below(f, h, dev) : xstrdup("");
         }
         if (n_groups > 1)
                 qsort(groups, n_groups, sizeof(*groups), cmp_clique_group);

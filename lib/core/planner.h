@@ -23,6 +23,8 @@ struct plan_device {
         char name[64];                  /* "0000:3b:00.0" or "mdev <uuid>" */
         bool known;                     /* found in the host map */
         uint32_t class;                 /* 0 if unknown */
+        bool fingerprinted;             /* a PCI hostdev the topology fingerprint holds
+                                         * (fingerprint_holds()): the mark can give its position */
         int host_node;                  /* -1: none */
         int host_socket;                /* -1: none */
         enum plan_action action;

@@ -3,7 +3,10 @@
  * host A, and the same host with every bus moved by 0x80, so node 1's
  * switch has the lower bus) give corresponding GPUs the same ids, and a
  * domain planned on one and migrated to the other keeps ids the
- * destination's plan gives too (its plan there changes nothing). */
+ * destination's plan gives too (its plan there changes nothing).  The
+ * same holds for two hosts of one digest that differ outside the
+ * fingerprint: both switches on node 0, and an empty downstream port in
+ * the other switch. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -11,6 +14,7 @@
 #include <cmocka.h>
 
 #include "engine.h"
+#include "fingerprint.h"
 #include "hostmap.h"
 #include "migrate.h"
 #include "planner.h"
@@ -127,11 +131,72 @@ static void test_migrated_idempotent(void **state) {
         migrate_result_done(&m);
 }
 
+/* Host A with node 1's switch root complex (pci0000:90) on node 0, so
+ * that both GPU switches are on one node and only what sits below their
+ * root ports orders them; with empty_port_moved, the empty downstream
+ * port 92:03.0 is in node 0's other switch instead (12:03.0). */
+static struct hostmap *one_node_host(bool empty_port_moved) {
+        struct dev_spec *s = copy_a();
+        for (size_t k = 0; k < N_A; k++)
+                if (s[k].hb_bus == 0x90)
+                        s[k].node = 0;
+        if (empty_port_moved) {
+                struct dev_spec *port = &s[find_spec(s, 0x92, 3, 0)];
+                port->bus = 0x12;
+                port->hb_bus = 0x10;
+                port->up[0] = 0x10;
+                port->up[1] = 0x11;
+        }
+        struct hostmap *h = build(s, N_A, &plain);
+        free(s);
+        return h;
+}
+
+/* The two hosts have one digest; each domain order gives its GPUs the
+ * same ids on both (the switches look the same to the fingerprint, so
+ * the domain's order decides), and a domain planned on one and migrated
+ * to the other is already planned there. */
+static void test_empty_port_moved(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *x = one_node_host(false);
+        _cleanup_hostmap_ struct hostmap *y = one_node_host(true);
+        _cleanup_fingerprint_ struct fingerprint *fx = fingerprint_new(x);
+        _cleanup_fingerprint_ struct fingerprint *fy = fingerprint_new(y);
+        assert_string_equal(fx->digest, fy->digest);
+        _cleanup_policy_ struct policy *pol = clique_policy();
+        static const unsigned orders[2][4] = { { 0x13, 0x14, 0x93, 0x94 }, { 0x93, 0x94, 0x13, 0x14 } };
+        for (size_t o = 0; o < 2; o++) {
+                _cleanup_free_ char *xml = domain_xml(orders[o]), *err = NULL;
+                _cleanup_(engine_result_freep) struct engine_result *rx = NULL, *ry = NULL, *rm = NULL;
+                assert_int_equal(engine_plan(xml, strlen(xml), x, pol, NULL, &rx, &err), 0);
+                assert_int_equal(engine_plan(xml, strlen(xml), y, pol, NULL, &ry, &err), 0);
+                assert_int_equal(rx->plan->n_cliques, 4);
+                assert_int_equal(ry->plan->n_cliques, 4);
+                for (size_t i = 0; i < 4; i++) {
+                        char bdf[PCI_ADDR_STRLEN];
+                        snprintf(bdf, sizeof bdf, "0000:%02x:00.0", orders[o][i]);
+                        if (clique_of(rx, bdf) != clique_of(ry, bdf))
+                                fail_msg("order %zu: %s has clique %d on one host, %d on the other", o, bdf,
+                                         clique_of(rx, bdf), clique_of(ry, bdf));
+                        /* twin switches: the domain's order */
+                        assert_int_equal(clique_of(rx, bdf), (int) i / 2);
+                }
+                struct migrate_result m = {0};
+                migrate_incoming(rx->xml, strlen(rx->xml), y, pol, &m);
+                assert_int_equal(m.verdict, MIGRATE_ACCEPT);
+                assert_int_equal(engine_plan(m.xml, strlen(m.xml), y, pol, NULL, &rm, &err), 0);
+                if (!rm->already_planned)
+                        fail_msg("the destination's plan differs: %s", rm->stale_mark ? rm->stale_mark : strna(rm->mismatch));
+                migrate_result_done(&m);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_hosts_order_differently),
                 cmocka_unit_test(test_same_ids),
                 cmocka_unit_test(test_migrated_idempotent),
+                cmocka_unit_test(test_empty_port_moved),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

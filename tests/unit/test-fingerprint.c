@@ -4,7 +4,8 @@
  * the other socket, a VFIO variant driver, another vendor:device, another
  * SLIT distance each give another digest, and exactly the groups that
  * changed get other group digests; a host driver instead of vfio-pci does
- * not (driver kinds); which devices count. */
+ * not (driver kinds); which devices count; the text below a bridge
+ * (fingerprint_below()). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,32 +47,40 @@ static void test_counts(void **state) {
         struct hostmap_device d = {0};
         static const struct {
                 uint32_t class;
+                uint16_t vendor;
                 const char *driver;
                 bool counts;
         } v[] = {
-                { 0x030200, "nvidia", true },      /* 3D controller */
-                { 0x030000, NULL, true },          /* VGA */
-                { 0x020000, "ice", true },         /* Ethernet */
-                { 0x020700, "mlx5_core", true },   /* InfiniBand */
-                { 0x010802, "nvme", true },        /* NVMe */
-                { 0x120000, NULL, true },          /* processing accelerator */
-                { 0x068000, "vfio-pci", true },    /* an NVSwitch set aside for guests */
-                { 0x068000, "nvidia-nvswitch", false }, /* an "other bridge" on its host driver */
-                { 0x068000, "piix4_smbus", false }, /* chipset functions are "other bridges" too */
-                { 0x088000, "vfio-pci", true },    /* anything on vfio-pci */
-                { 0x0c0330, "mlx5_vfio_pci", true }, /* or a variant driver */
-                { 0x088000, NULL, false },         /* system peripheral */
-                { 0x010601, "ahci", false },       /* SATA */
-                { 0x0c0330, "xhci_hcd", false },   /* USB */
-                { 0x060400, "pcieport", false },   /* PCI bridge */
-                { 0x060400, "vfio-pci", false },   /* a bridge, whatever its driver */
-                { 0x060000, NULL, false },         /* host bridge */
+                { 0x030200, 0x10de, "nvidia", true },      /* 3D controller */
+                { 0x030000, 0x1234, NULL, true },          /* VGA */
+                { 0x020000, 0x8086, "ice", true },         /* Ethernet */
+                { 0x020700, 0x15b3, "mlx5_core", true },   /* InfiniBand */
+                { 0x010802, 0x144d, "nvme", true },        /* NVMe */
+                { 0x120000, 0x1da3, NULL, true },          /* processing accelerator */
+                { 0x0b4000, 0x8086, "4xxx", true },        /* co-processor: QAT on its host driver */
+                { 0x0b4000, 0x8086, "vfio-pci", true },    /* ... and on vfio-pci */
+                { 0x068000, 0x10de, "nvidia-nvswitch", true }, /* an NVSwitch on its host driver */
+                { 0x068000, 0x10de, "vfio-pci", true },    /* ... and set aside for a guest */
+                { 0x068000, 0x8086, "piix4_smbus", false }, /* chipset functions are "other bridges" too */
+                { 0x068000, 0x8086, "vfio-pci", false },   /* whatever their driver */
+                { 0x088000, 0x8086, "vfio-pci", false },   /* system peripheral: not on vfio-pci either */
+                { 0x088000, 0x8086, "qat_4xxx", false },
+                { 0x088000, 0x8086, NULL, false },
+                { 0x0c0330, 0x15b3, "mlx5_vfio_pci", false }, /* nor on a variant driver */
+                { 0x010601, 0x8086, "ahci", false },       /* SATA */
+                { 0x0c0330, 0x1912, "xhci_hcd", false },   /* USB */
+                { 0x040300, 0x10de, "vfio-pci", false },   /* a GPU's audio function */
+                { 0x060400, 0x10b5, "pcieport", false },   /* PCI bridge */
+                { 0x060400, 0x10b5, "vfio-pci", false },   /* a bridge, whatever its driver */
+                { 0x060000, 0x8086, NULL, false },         /* host bridge */
         };
         for (size_t i = 0; i < ELEMENTSOF(v); i++) {
                 d.class = v[i].class;
+                d.vendor = v[i].vendor;
                 d.driver = (char *) v[i].driver;
                 if (fingerprint_device_counts(&d) != v[i].counts)
-                        fail_msg("class %06x driver %s: counts should be %d", v[i].class, strna(v[i].driver), v[i].counts);
+                        fail_msg("class %06x vendor %04x driver %s: counts should be %d", v[i].class, v[i].vendor,
+                                 strna(v[i].driver), v[i].counts);
         }
         assert_false(fingerprint_device_counts(NULL));
 }
@@ -271,23 +280,54 @@ static void test_other_distance(void **state) {
         fingerprint_free(b);
 }
 
-/* Devices that do not count change nothing; a VF more does; a device
- * bound to vfio-pci counts whatever its class. */
+/* The position of the device at bus:slot.func of spec in its fingerprint. */
+static char *position_of(const struct dev_spec *spec, size_t n, unsigned bus, unsigned slot, unsigned func) {
+        struct hostmap *h = build(spec, n, &plain);
+        struct fingerprint *f = fingerprint_new(h);
+        struct pci_addr a = addr_of(&plain, bus, slot, func);
+        const struct hostmap_device *d = hostmap_find_device(h, &a);
+        assert_non_null(d);
+        char *pos = fingerprint_position(f, h, (size_t) (d - h->devices));
+        fingerprint_free(f);
+        hostmap_free(h);
+        return pos;
+}
+
+/* Devices that do not count change nothing, whatever their driver: the
+ * system peripheral beside the NIC of pci0000:30 on its host driver, on
+ * vfio-pci (its guest runs) or on a variant driver gives one digest and
+ * one position for the NIC.  A co-processor (QAT, 0b40) counts on either
+ * driver.  A VF fewer changes its PF's group. */
 static void test_what_counts(void **state) {
         (void) state;
         struct dev_spec *s = copy_a();
         struct fingerprint *a = fp_of(host_a, N_A, &plain);
+        _cleanup_free_ char *nic_a = position_of(host_a, N_A, 0x31, 0, 0);
+        assert_non_null(nic_a);
+        size_t k_per = find_spec(s, 0x30, 2, 0);
 
-        /* The system peripheral unbound vs on some other driver: same. */
-        s[find_spec(s, 0x30, 2, 0)].driver = "intel_vsec";
-        struct fingerprint *b = fp_of(s, N_A, &plain);
-        assert_string_equal(a->digest, b->digest);
-        /* ... on vfio-pci: it counts, in its group. */
-        s[find_spec(s, 0x30, 2, 0)].driver = "vfio-pci";
+        static const char *const drivers[] = { "qat_4xxx", "vfio-pci", "acme_vfio_pci" };
+        for (size_t i = 0; i < ELEMENTSOF(drivers); i++) {
+                s[k_per].driver = drivers[i];
+                struct fingerprint *b = fp_of(s, N_A, &plain);
+                if (!streq(a->digest, b->digest))
+                        fail_msg("a system peripheral on %s changes the digest:\n%s", drivers[i], b->canonical);
+                _cleanup_free_ char *nic_b = position_of(s, N_A, 0x31, 0, 0);
+                assert_string_equal(nic_a, nic_b);
+                fingerprint_free(b);
+        }
+        /* A co-processor: it counts, in its group, on either driver. */
+        s[k_per].class = 0x0b4000;
+        s[k_per].driver = "4xxx";
         struct fingerprint *c = fp_of(s, N_A, &plain);
         assert_string_not_equal(a->digest, c->digest);
         _cleanup_free_ char *changed = changed_groups(a, c);
         assert_string_equal(changed, "pci0000:30");
+        assert_non_null(strstr(c->canonical, "class 0b4000 driver vfio-pci"));
+        s[k_per].driver = "vfio-pci";
+        struct fingerprint *c2 = fp_of(s, N_A, &plain);
+        assert_string_equal(c->digest, c2->digest);
+        fingerprint_free(c2);
         /* One VF fewer: its PF's group changes. */
         struct dev_spec *s2 = copy_a();
         size_t k = find_spec(s2, 0x31, 0, 3);
@@ -298,10 +338,57 @@ static void test_what_counts(void **state) {
         assert_string_equal(changed2, "pci0000:30");
         free(s2);
         fingerprint_free(a);
-        fingerprint_free(b);
         fingerprint_free(c);
         fingerprint_free(d);
         free(s);
+}
+
+/* fingerprint_below(): for each GPU of host A, the text below each
+ * bridge above it is what the position's "br:" item digests, holds only
+ * counted devices (no system peripheral, no empty port), and is the same
+ * on the renumbered host; past its bridges, and for an uncounted device,
+ * NULL. */
+static void test_below(void **state) {
+        (void) state;
+        struct hostmap *h = build(host_a, N_A, &plain);
+        struct hostmap *r = build(host_a, N_A, &renumbered);
+        struct fingerprint *f = fingerprint_new(h);
+        struct fingerprint *fr = fingerprint_new(r);
+        static const unsigned gpus[] = { 0x13, 0x14, 0x93, 0x94, 0x31 };
+        for (size_t i = 0; i < ELEMENTSOF(gpus); i++) {
+                struct pci_addr a = addr_of(&plain, gpus[i], 0, 0), b = addr_of(&renumbered, gpus[i], 0, 0);
+                size_t k = (size_t) (hostmap_find_device(h, &a) - h->devices);
+                size_t kr = (size_t) (hostmap_find_device(r, &b) - r->devices);
+                _cleanup_free_ char *pos = fingerprint_position(f, h, k);
+                const char *br = pos;
+                for (size_t depth = 0; depth < h->devices[k].n_upstream; depth++) {
+                        _cleanup_free_ char *t = fingerprint_below(f, h, k, depth);
+                        _cleanup_free_ char *tr = fingerprint_below(fr, r, kr, depth);
+                        assert_non_null(t);
+                        assert_string_equal(t, tr);
+                        assert_true(strncmp(t, "bridge{", 7) == 0);
+                        assert_null(strstr(t, "088000"));
+                        char hex[SHA256_HEX_SIZE];
+                        sha256_hex(t, strlen(t), hex);
+                        br = strstr(br, " br:");
+                        assert_non_null(br);
+                        br += 4;
+                        assert_true(strncmp(br, hex, FINGERPRINT_POSITION_DIGEST) == 0);
+                }
+                assert_null(fingerprint_below(f, h, k, h->devices[k].n_upstream));
+        }
+        /* Node 0's switch, below its root port: three ports, each with its
+         * device; node 1's has an empty fourth port, which is not there. */
+        struct pci_addr g0 = addr_of(&plain, 0x13, 0, 0), g1 = addr_of(&plain, 0x93, 0, 0);
+        _cleanup_free_ char *t0 = fingerprint_below(f, h, (size_t) (hostmap_find_device(h, &g0) - h->devices), 0);
+        _cleanup_free_ char *t1 = fingerprint_below(f, h, (size_t) (hostmap_find_device(h, &g1) - h->devices), 0);
+        assert_string_equal(t0, t1);
+        struct pci_addr per = addr_of(&plain, 0x30, 2, 0);
+        assert_null(fingerprint_below(f, h, (size_t) (hostmap_find_device(h, &per) - h->devices), 0));
+        fingerprint_free(f);
+        fingerprint_free(fr);
+        hostmap_free(h);
+        hostmap_free(r);
 }
 
 /* Which nodes share a socket counts; the socket's number does not. */
@@ -371,6 +458,7 @@ int main(void) {
                 cmocka_unit_test(test_other_model),
                 cmocka_unit_test(test_other_distance),
                 cmocka_unit_test(test_what_counts),
+                cmocka_unit_test(test_below),
                 cmocka_unit_test(test_sockets),
                 cmocka_unit_test(test_physfn_loops),
                 cmocka_unit_test(test_no_devices),

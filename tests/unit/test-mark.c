@@ -445,6 +445,63 @@ static void test_migratable_device_stays(void **state) {
         assert_null(strstr(all->xml, "migratable-reason"));
 }
 
+/* A moved PCI hostdev the topology fingerprint does not count (a USB
+ * controller, class 0c0330, even on vfio-pci) has no position in the
+ * mark: migratable="no", naming it and its class; planning again matches;
+ * the migrate hook refuses it as marked.  A QAT (0b40) there counts:
+ * "yes", with a position. */
+static void test_migratable_not_fingerprinted(void **state) {
+        (void) state;
+        static const char xml[] =
+                "<domain type='kvm'>\n"
+                "  <name>" FAKE_VM_NAME "</name>\n"
+                "  <uuid>" FAKE_VM_UUID "</uuid>\n"
+                FAKE_VM_XML_BODY
+                FAKE_VM_HOSTDEV("0x10")
+                FAKE_VM_HOSTDEV("0x60")
+                FAKE_VM_XML_TAIL;
+        static const uint32_t classes[] = { 0x0c0330, 0x0b4000 };
+        for (size_t i = 0; i < ELEMENTSOF(classes); i++) {
+                struct hostmap *h = fake_host_4n(fake_host_slit, fake_host_sockets);
+                fake_host_add_dev(h, "0000:10:00.0", 0, 0x030200);
+                fake_host_add_dev(h, "0000:60:00.0", 2, classes[i])->driver = xstrdup("vfio-pci");
+                hostmap_finish(h);
+                _cleanup_policy_ struct policy *pol = fake_vm_policy("legacy");
+                _cleanup_(engine_result_freep) struct engine_result *r = NULL, *again = NULL;
+                _cleanup_free_ char *err = NULL, *why = NULL;
+                assert_int_equal(engine_plan(xml, strlen(xml), h, pol, NULL, &r, &err), 0);
+                assert_int_equal(r->verdict, PLAN_APPLY);
+                bool moved = false;
+                for (size_t k = 0; k < r->plan->n_devices; k++)
+                        moved |= streq(r->plan->devices[k].name, "0000:60:00.0") && r->plan->devices[k].action == PLAN_MOVE;
+                assert_true(moved);
+                const char *dev = strstr(r->xml, "host=\"0000:60:00.0\"");
+                assert_non_null(dev);
+                const char *end = strchr(dev, '>');
+                bool has_position = strstr(dev, "position=") && strstr(dev, "position=") < end;
+                if (classes[i] == 0x0b4000) {
+                        assert_true(mark_migratable(r->plan, r->base, NULL));
+                        assert_non_null(strstr(r->xml, "migratable=\"yes\""));
+                        assert_true(has_position);
+                        hostmap_free(h);
+                        continue;
+                }
+                assert_false(has_position);
+                assert_false(mark_migratable(r->plan, r->base, &why));
+                assert_string_equal(why, "0000:60:00.0: class 0x0c0330 is not one the topology fingerprint covers, so "
+                                         "the mark records no position a destination could map");
+                assert_non_null(strstr(r->xml, "migratable=\"no\" migratable-reason=\"0000:60:00.0: class 0x0c0330 is not one"));
+                assert_int_equal(engine_plan(r->xml, strlen(r->xml), h, pol, NULL, &again, &err), 0);
+                assert_true(again->already_planned);
+                struct migrate_result mr = {0};
+                migrate_incoming(r->xml, strlen(r->xml), h, pol, &mr);
+                assert_int_equal(mr.verdict, MIGRATE_REFUSE_MARKED);
+                assert_non_null(strstr(mr.reason, "class 0x0c0330 is not one the topology fingerprint covers"));
+                migrate_result_done(&mr);
+                hostmap_free(h);
+        }
+}
+
 /* original-address: attributes with '%' and white space survive. */
 static void test_address_codec(void **state) {
         (void) state;
@@ -597,6 +654,7 @@ int main(void) {
                 cmocka_unit_test(test_mismatch_reasons),
                 cmocka_unit_test(test_engine_stale_reason),
                 cmocka_unit_test(test_migratable_device_stays),
+                cmocka_unit_test(test_migratable_not_fingerprinted),
                 cmocka_unit_test(test_address_codec),
                 cmocka_unit_test(test_refusals),
                 cmocka_unit_test(test_accepts_valid_removed),
