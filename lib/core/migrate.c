@@ -605,6 +605,27 @@ void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, cons
                         goto done;
                 }
         }
+        /* And every device the mark records must be the domain's: a mark
+         * that lists others does not describe this domain (edited, or
+         * forged), and its extra devices would be mapped and reported.
+         * Refused rather than ignored: the source plans it again. */
+        for (size_t k = 0; k < mark.n_devices; k++) {
+                const struct mark_device *md = &mark.devices[k];
+                bool have = false;
+                for (size_t i = 0; i < dom->n_hostdevs && !have; i++) {
+                        const struct domain_hostdev *hd = &dom->hostdevs[i];
+                        char bdf[PCI_ADDR_STRLEN];
+                        have = hd->kind == DOMAIN_HOSTDEV_MDEV ? md->mdev && strcasecmp(md->mdev, hd->mdev_uuid) == 0
+                                                              : streq_ptr(md->host, pci_addr_format(&hd->host, bdf));
+                }
+                if (!have) {
+                        res.verdict = MIGRATE_REFUSE;
+                        res.reason = xasprintf("the pcinuma mark records %s %s, which the domain does not have: the mark "
+                                               "does not describe this domain (plan it again)", md->mdev ? "mdev" : "device",
+                                               md->mdev ? md->mdev : md->host ? md->host : "without a name");
+                        goto done;
+                }
+        }
         f = fingerprint_new(h);
         if (migrate_map(&mark, h, f, &res.map, &res.reason) < 0) {
                 res.verdict = MIGRATE_REFUSE;
