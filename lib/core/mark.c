@@ -593,7 +593,8 @@ static int check_values(const struct mark *m, char **ret_error) {
                 return bad_value(ret_error, "topology", "nccl-topology-sha256", m->nccl_topology_sha256, "a SHA-256 (64 hex digits)");
         if (m->fingerprint && !is_hex(m->fingerprint, SHA256_HEX_SIZE - 1))
                 return bad_value(ret_error, "topology", "fingerprint", m->fingerprint, "a SHA-256 (64 hex digits)");
-        if (m->fingerprint_version && parse_uint(m->fingerprint_version, 10, INT32_MAX, &v) < 0)
+        if (m->fingerprint_version &&
+            (!is_in_set(m->fingerprint_version, "0123456789") || parse_uint(m->fingerprint_version, 10, INT32_MAX, &v) < 0))
                 return bad_value(ret_error, "topology", "fingerprint-version", m->fingerprint_version, "a version number");
         return 0;
 }
