@@ -560,7 +560,10 @@ void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, cons
         if (dom->uuid)
                 res.uuid = xstrdup(dom->uuid);
         mark_parse_attrs(dom->mark, &mark);
-        if (mark.policy)
+        /* Read unchecked (the refusal below comes before mark_parse()):
+         * only a mode name goes into messages and the journal. */
+        enum policy_mode mode;
+        if (mark.policy && policy_mode_from_string(mark.policy, &mode) == 0)
                 res.policy = xstrdup(mark.policy);
         if (!mark.migratable || !streq(mark.migratable, "yes")) {
                 res.verdict = MIGRATE_REFUSE_MARKED;

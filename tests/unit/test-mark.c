@@ -674,6 +674,14 @@ static void test_migrate_forged_values(void **state) {
         migrate_incoming(reason, strlen(reason), h, pol, &mr);
         assert_int_equal(mr.verdict, MIGRATE_REFUSE_MARKED);
         assert_string_equal(mr.reason, "why pcinumad: FORGED  LINE");
+        assert_string_equal(mr.policy, "require");
+        migrate_result_done(&mr);
+        /* The refusal as marked comes before the whole mark is checked:
+         * a policy that is no mode name is not passed on. */
+        _cleanup_free_ char *policy = replace_once(reason, "policy=\"require\"", "policy=\"require&#10;pcinumad: FORGED\"");
+        migrate_incoming(policy, strlen(policy), h, pol, &mr);
+        assert_int_equal(mr.verdict, MIGRATE_REFUSE_MARKED);
+        assert_null(mr.policy);
         migrate_result_done(&mr);
 
         /* A device the domain does not have. */
