@@ -20,8 +20,10 @@
 #include "sha256.h"
 
 /* The version of the canonical text; it is the canonical text's first
- * line, so a new version gives new digests. */
-#define FINGERPRINT_VERSION 1
+ * line, so a new version gives new digests.  Marks record it (their
+ * positions are in its format): version 2 describes a device by its
+ * driver kind where version 1 had the driver's name. */
+#define FINGERPRINT_VERSION 2
 
 /* A device group: the passthrough-capable devices of one node below one
  * root complex (host bridge). */

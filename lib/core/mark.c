@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "domain.h"
+#include "fingerprint.h"
 #include "planner.h"
 #include "sha256.h"
 
@@ -28,6 +29,7 @@ void mark_done(struct mark *m) {
         free(m->nccl_topology);
         free(m->nccl_topology_sha256);
         free(m->fingerprint);
+        free(m->fingerprint_version);
         for (size_t i = 0; i < m->n_expanders; i++)
                 free(m->expanders[i].host_nodes);
         free(m->expanders);
@@ -68,6 +70,8 @@ void mark_done(struct mark *m) {
         *m = (struct mark) {0};
 }
 
+static char *escape_value(const char *s);
+
 /* --- builder --------------------------------------------------------------- */
 
 bool mark_migratable(const struct plan *p, const struct domain *d, char **ret_why) {
@@ -98,8 +102,10 @@ void mark_build(const struct plan *p, const struct domain *d, struct mark *ret) 
         /* The policy's answer (docs/policy.md "migration"), "no" for a
          * device the mark cannot place. */
         m.migratable = xstrdup(mark_migratable(p, d, &m.migratable_reason) ? "yes" : "no");
-        if (p->fingerprint)
+        if (p->fingerprint) {
                 m.fingerprint = xstrdup(p->fingerprint);
+                m.fingerprint_version = xasprintf("%d", FINGERPRINT_VERSION);
+        }
         if (p->add_distances)
                 m.distances = xstrdup("host");
         for (size_t i = 0; i < p->n_pxbs; i++) {
@@ -188,6 +194,7 @@ static void write_attrs(const struct mark *m, xmlNodePtr mark) {
         set_prop(mark, "nccl-topology", m->nccl_topology);
         set_prop(mark, "nccl-topology-sha256", m->nccl_topology_sha256);
         set_prop(mark, "fingerprint", m->fingerprint);
+        set_prop(mark, "fingerprint-version", m->fingerprint_version);
         set_prop(mark, "qemu-override", m->qemu_override);
 }
 
@@ -299,19 +306,19 @@ static bool xml_text_allowed(const char *s) {
 }
 
 int mark_address_decode(xmlNodePtr e, const char *s, char **ret_error) {
-        _cleanup_free_ char *copy = xstrdup(s);
+        _cleanup_free_ char *copy = xstrdup(s), *es = escape_value(s);
         while (e->properties)
                 xmlRemoveProp(e->properties);
         char *save = NULL;
         for (char *tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
                 char *eq = strchr(tok, '=');
                 if (!eq || eq == tok)
-                        return set_error(ret_error, -EINVAL, "pcinuma mark: bad original-address '%s': the mark is refused and nothing was changed", s);
+                        return set_error(ret_error, -EINVAL, "pcinuma mark: bad original-address '%s': the mark is refused and nothing was changed", es);
                 *eq = 0;
                 /* The mark is input too: only a real attribute name may come
                  * back, or a crafted mark could smuggle markup into the XML. */
                 if (xmlValidateNCName((const xmlChar *) tok, 0) != 0)
-                        return set_error(ret_error, -EINVAL, "pcinuma mark: bad attribute name in original-address '%s': the mark is refused and nothing was changed", s);
+                        return set_error(ret_error, -EINVAL, "pcinuma mark: bad attribute name in original-address '%s': the mark is refused and nothing was changed", es);
                 char *v = eq + 1, *w = v;
                 for (char *r = v; *r; r++) {
                         unsigned char c = (unsigned char) *r;
@@ -324,13 +331,13 @@ int mark_address_decode(xmlNodePtr e, const char *s, char **ret_error) {
                          * the reverted domain XML that does not parse. */
                         if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
                                 return set_error(ret_error, -EINVAL,
-                                                 "pcinuma mark: a control character in original-address '%s': the mark is refused and nothing was changed", s);
+                                                 "pcinuma mark: a control character in original-address '%s': the mark is refused and nothing was changed", es);
                         *w++ = (char) c;
                 }
                 *w = 0;
                 if (!xml_text_allowed(v))
                         return set_error(ret_error, -EINVAL,
-                                         "pcinuma mark: original-address '%s' does not decode to characters XML allows: the mark is refused and nothing was changed", s);
+                                         "pcinuma mark: original-address '%s' does not decode to characters XML allows: the mark is refused and nothing was changed", es);
                 xmlSetProp(e, (const xmlChar *) tok, (const xmlChar *) v);
         }
         return 0;
@@ -345,10 +352,11 @@ static int check_original_address(xmlDocPtr doc, const char *orig, char **ret_er
         int r = mark_address_decode(scratch, orig, ret_error);
         struct pci_addr a;
         _cleanup_free_ char *type = r == 0 ? xml_prop(scratch, "type") : NULL;
-        if (r == 0 && (!type || streq(type, "pci")) && xml_parse_pci_address(scratch, &a) < 0)
+        if (r == 0 && (!type || streq(type, "pci")) && xml_parse_pci_address(scratch, &a) < 0) {
+                _cleanup_free_ char *e = escape_value(orig);
                 r = set_error(ret_error, -EINVAL,
-                              "pcinuma mark: original-address='%s' is not a PCI address: the mark is refused and nothing was changed",
-                              orig);
+                              "pcinuma mark: original-address='%s' is not a PCI address: the mark is refused and nothing was changed", e);
+        }
         xmlFreeNode(scratch);
         return r;
 }
@@ -496,6 +504,10 @@ void mark_parse_attrs(xmlNodePtr node, struct mark *m) {
         m->policy = xml_prop(node, "policy");
         m->migratable = xml_prop(node, "migratable");
         m->migratable_reason = xml_prop(node, "migratable-reason");
+        /* Free text that goes into messages and logs: one line. */
+        for (char *c = m->migratable_reason; c && *c; c++)
+                if ((unsigned char) *c < 0x20 || *c == 0x7f)
+                        *c = ' ';
         m->metadata_created = xml_prop(node, "metadata-created");
         m->single_function_slots = xml_prop(node, "single-function-slots");
         m->distances = xml_prop(node, "distances");
@@ -507,7 +519,109 @@ void mark_parse_attrs(xmlNodePtr node, struct mark *m) {
         m->nccl_topology = xml_prop(node, "nccl-topology");
         m->nccl_topology_sha256 = xml_prop(node, "nccl-topology-sha256");
         m->fingerprint = xml_prop(node, "fingerprint");
+        m->fingerprint_version = xml_prop(node, "fingerprint-version");
         m->qemu_override = xml_prop(node, "qemu-override");
+}
+
+/* A value for a message: backslash, quote and control characters escaped
+ * (C style), so a forged value cannot start a line of its own.
+ * malloc'ed. */
+static char *escape_value(const char *s) {
+        struct strbuf b = {0};
+        for (; *s; s++) {
+                unsigned char c = (unsigned char) *s;
+                if (c == '\\' || c == '\'')
+                        strbuf_printf(&b, "\\%c", c);
+                else if (c == '\n')
+                        strbuf_append(&b, "\\n");
+                else if (c == '\r')
+                        strbuf_append(&b, "\\r");
+                else if (c == '\t')
+                        strbuf_append(&b, "\\t");
+                else if (c < 0x20 || c == 0x7f)
+                        strbuf_printf(&b, "\\x%02x", c);
+                else
+                        strbuf_appendn(&b, s, 1);
+        }
+        return strbuf_steal(&b);
+}
+
+/* -EINVAL: attribute 'attr' of the mark's element 'elem' holds 'value',
+ * which is not 'want'. */
+static int bad_value(char **ret_error, const char *elem, const char *attr, const char *value, const char *want) {
+        _cleanup_free_ char *v = escape_value(value);
+        return set_error(ret_error, -EINVAL, "pcinuma mark: <pcinuma:%s %s='%s'>: not %s: the mark is refused and nothing was changed",
+                         elem, attr, v, want);
+}
+
+static bool is_in_set(const char *s, const char *chars) {
+        return *s && strspn(s, chars) == strlen(s);
+}
+
+#define NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
+#define HEX_CHARS "0123456789abcdefABCDEF"
+
+static bool is_hex(const char *s, size_t n) {
+        return strlen(s) == n && is_in_set(s, HEX_CHARS);
+}
+
+/* 8-4-4-4-12 hex digits, as libvirt and sysfs spell an mdev's UUID. */
+static bool is_uuid(const char *s) {
+        static const size_t parts[] = { 8, 4, 4, 4, 12 };
+        for (size_t i = 0; i < 5; i++) {
+                if (strspn(s, HEX_CHARS) != parts[i])
+                        return false;
+                s += parts[i];
+                if (*s != (i < 4 ? '-' : 0))
+                        return false;
+                s += i < 4;
+        }
+        return true;
+}
+
+/* A position as fingerprint_position() writes it: kind:digest@name items
+ * separated by spaces, the names BDFs, slots, host bridges or "none". */
+static bool is_position(const char *s) {
+        return is_in_set(s, NAME_CHARS ":@ ");
+}
+
+/* The mark element's own attributes that reach messages or comparisons. */
+static int check_values(const struct mark *m, char **ret_error) {
+        uint64_t v;
+        if (m->migratable && !streq(m->migratable, "yes") && !streq(m->migratable, "no"))
+                return bad_value(ret_error, "topology", "migratable", m->migratable, "yes or no");
+        if (m->policy && !is_in_set(m->policy, "abcdefghijklmnopqrstuvwxyz-"))
+                return bad_value(ret_error, "topology", "policy", m->policy, "a policy mode name");
+        if (m->nccl_topology_sha256 && !is_hex(m->nccl_topology_sha256, SHA256_HEX_SIZE - 1))
+                return bad_value(ret_error, "topology", "nccl-topology-sha256", m->nccl_topology_sha256, "a SHA-256 (64 hex digits)");
+        if (m->fingerprint && !is_hex(m->fingerprint, SHA256_HEX_SIZE - 1))
+                return bad_value(ret_error, "topology", "fingerprint", m->fingerprint, "a SHA-256 (64 hex digits)");
+        if (m->fingerprint_version &&
+            (!is_in_set(m->fingerprint_version, "0123456789") || parse_uint(m->fingerprint_version, 10, INT32_MAX, &v) < 0))
+                return bad_value(ret_error, "topology", "fingerprint-version", m->fingerprint_version, "a version number");
+        return 0;
+}
+
+/* A <pcinuma:device>'s names and descriptions, as pcinuma writes them. */
+static int check_device(xmlNodePtr c, char **ret_error) {
+        static const char *const names[] = { "host", "mdev", "driver", "mdev-type", "position", "vendor-device" };
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+                _cleanup_free_ char *v = xml_prop(c, names[i]);
+                struct pci_addr a;
+                if (!v)
+                        continue;
+                if (i == 0 && pci_addr_parse(v, &a) < 0)
+                        return bad_value(ret_error, "device", names[i], v, "a PCI address");
+                if (i == 1 && !is_uuid(v))
+                        return bad_value(ret_error, "device", names[i], v, "a UUID");
+                if ((i == 2 || i == 3) && !is_in_set(v, NAME_CHARS))
+                        return bad_value(ret_error, "device", names[i], v, "a name of letters, digits, '_', '.' and '-'");
+                if (i == 4 && !is_position(v))
+                        return bad_value(ret_error, "device", names[i], v, "a topology position");
+                if (i == 5 && !(strlen(v) == 9 && v[4] == ':' && strspn(v, HEX_CHARS) == 4 && strspn(v + 5, HEX_CHARS) == 4))
+                        return bad_value(ret_error, "device", names[i], v, "a vendor:device pair");
+        }
+        return 0;
 }
 
 /* The feature switches' attributes: values that the revert writes back
@@ -516,19 +630,23 @@ static int check_attrs(const struct mark *m, char **ret_error) {
         const char *hole = m->pcihole64_original, *unit = m->pcihole64_original_unit;
         uint64_t v;
         /* (the bound is the domain parser's, for a size in TiB) */
-        if (hole && !streq(hole, "none") && parse_uint(hole, 10, UINT64_MAX / (1024ull * 1024 * 1024), &v) < 0)
-                return set_error(ret_error, -EINVAL, "pcinuma mark: pcihole64-original='%s' is not a size: the mark is refused and nothing was changed", hole);
-        if (unit && !is_letters(unit))
-                return set_error(ret_error, -EINVAL, "pcinuma mark: pcihole64-original-unit='%s' is not a unit: the mark is refused and nothing was changed", unit);
-        if (m->ovmf_mmio64 && !streq(m->ovmf_mmio64, "created") && !streq(m->ovmf_mmio64, "added"))
-                return set_error(ret_error, -EINVAL, "pcinuma mark: ovmf-mmio64='%s' is neither created nor added: the mark is refused and nothing was changed",
-                                 m->ovmf_mmio64);
-        if (m->nccl_topology && !streq(m->nccl_topology, "created") && !streq(m->nccl_topology, "added"))
-                return set_error(ret_error, -EINVAL, "pcinuma mark: nccl-topology='%s' is neither created nor added: the mark is refused and nothing was changed",
-                                 m->nccl_topology);
-        if (m->qemu_override && !streq(m->qemu_override, "created") && !streq(m->qemu_override, "added"))
-                return set_error(ret_error, -EINVAL, "pcinuma mark: qemu-override='%s' is neither created nor added: the mark is refused and nothing was changed",
-                                 m->qemu_override);
+        if (hole && !streq(hole, "none") && parse_uint(hole, 10, UINT64_MAX / (1024ull * 1024 * 1024), &v) < 0) {
+                _cleanup_free_ char *e = escape_value(hole);
+                return set_error(ret_error, -EINVAL, "pcinuma mark: pcihole64-original='%s' is not a size: the mark is refused and nothing was changed", e);
+        }
+        if (unit && !is_letters(unit)) {
+                _cleanup_free_ char *e = escape_value(unit);
+                return set_error(ret_error, -EINVAL, "pcinuma mark: pcihole64-original-unit='%s' is not a unit: the mark is refused and nothing was changed", e);
+        }
+        static const char *const switches[] = { "ovmf-mmio64", "nccl-topology", "qemu-override" };
+        const char *values[] = { m->ovmf_mmio64, m->nccl_topology, m->qemu_override };
+        for (size_t i = 0; i < 3; i++)
+                if (values[i] && !streq(values[i], "created") && !streq(values[i], "added")) {
+                        _cleanup_free_ char *e = escape_value(values[i]);
+                        return set_error(ret_error, -EINVAL,
+                                         "pcinuma mark: %s='%s' is neither created nor added: the mark is refused and nothing was changed",
+                                         switches[i], e);
+                }
         return 0;
 }
 
@@ -570,9 +688,12 @@ static int parse_clique(xmlNodePtr c, struct mark *m, char **ret_error) {
 }
 
 static int parse_device(xmlNodePtr c, int controller, struct mark *m, char **ret_error) {
+        int r = check_device(c, ret_error);
+        if (r < 0)
+                return r;
         _cleanup_free_ char *orig = xml_prop(c, "original-address");
         if (orig && !streq(orig, "none")) {
-                int r = check_original_address(c->doc, orig, ret_error);
+                r = check_original_address(c->doc, orig, ret_error);
                 if (r < 0)
                         return r;
         }
@@ -591,12 +712,16 @@ static int parse_device(xmlNodePtr c, int controller, struct mark *m, char **ret
 
 static int parse_managed(xmlNodePtr c, struct mark *m, char **ret_error) {
         _cleanup_free_ char *orig = xml_prop(c, "original");
+        _cleanup_free_ char *host = xml_prop(c, "host"), *driver = xml_prop(c, "driver");
+        struct pci_addr a;
         if (orig && !streq(orig, "absent") && !streq(orig, "yes") && !streq(orig, "no"))
-                return set_error(ret_error, -EINVAL,
-                                 "pcinuma mark: <pcinuma:managed original='%s'>: not yes, no or absent; "
-                                 "the mark is refused and nothing was changed", orig);
+                return bad_value(ret_error, "managed", "original", orig, "yes, no or absent");
+        if (host && pci_addr_parse(host, &a) < 0)
+                return bad_value(ret_error, "managed", "host", host, "a PCI address");
+        if (driver && !is_in_set(driver, NAME_CHARS))
+                return bad_value(ret_error, "managed", "driver", driver, "a name of letters, digits, '_', '.' and '-'");
         *GROW(m->managed, m->n_managed) = (struct mark_managed) {
-                .host = xml_prop(c, "host"), .driver = xml_prop(c, "driver"), .original = TAKE_PTR(orig),
+                .host = TAKE_PTR(host), .driver = TAKE_PTR(driver), .original = TAKE_PTR(orig),
         };
         return 0;
 }
@@ -664,6 +789,9 @@ int mark_parse(xmlNodePtr node, xmlNodePtr devices, struct mark *ret, char **ret
         }
         mark_parse_attrs(node, &m);
         r = check_attrs(&m, ret_error);
+        if (r < 0)
+                return r;
+        r = check_values(&m, ret_error);
         if (r < 0)
                 return r;
         *ret = m;
@@ -766,6 +894,19 @@ char *mark_mismatch(const struct mark *m, const struct plan *p, const struct dom
         char *why = devices_mismatch(m, p, base);
         if (why)
                 return why;
+        /* The positions' format: a mark with migration data planned by
+         * another fingerprint version holds positions this pcinuma does
+         * not compute (the driver kinds of version 2), so its destinations
+         * would refuse it; plan it again.  A mark without the attribute
+         * predates it: version 1. */
+        if (m->fingerprint) {
+                uint64_t v = 1;
+                if (!m->fingerprint_version || parse_uint(m->fingerprint_version, 10, INT32_MAX, &v) < 0 ||
+                    v != FINGERPRINT_VERSION)
+                        return xasprintf("planned with topology fingerprint version %llu%s, this pcinuma uses %d",
+                                         (unsigned long long) v, m->fingerprint_version ? "" : " (the mark does not say)",
+                                         FINGERPRINT_VERSION);
+        }
         /* migration: the mark says what the policy answers now (a mark
          * from before, or from the other setting, is planned again). */
         _cleanup_free_ char *not_migratable = NULL;

@@ -87,6 +87,8 @@ struct mark {
         char *nccl_topology;            /* the NCCL topology fw_cfg: "created" (with its <qemu:commandline>) or "added" */
         char *nccl_topology_sha256;     /* SHA-256 of its -fw_cfg argument, so a changed file is a changed plan */
         char *fingerprint;              /* the digest of the topology fingerprint it was planned on */
+        char *fingerprint_version;      /* its FINGERPRINT_VERSION (the positions' format); NULL: a mark from
+                                         * before it was recorded, planned with version 1 */
         char *qemu_override;            /* "created" or "added": where the clique ids went (gpudirect_clique) */
 
         struct mark_expander *expanders;
@@ -142,13 +144,19 @@ xmlNodePtr mark_write(const struct mark *m, xmlDocPtr doc, const char *child_ind
  * the domain's <devices> (or NULL): a <pcinuma:removed> is parsed in its
  * context, and must hold exactly one <controller type='pci'> the domain
  * parser accepts.  An element that is no part of a mark, an
- * original-address or attribute value a revert could not write back, or
- * a bad <pcinuma:managed> or <pcinuma:removed> gives -EINVAL with
- * *ret_error naming it.  Nothing in the document changes. */
+ * original-address or attribute value a revert could not write back, a
+ * bad <pcinuma:managed> or <pcinuma:removed>, or a value pcinuma never
+ * writes (a host that is not a BDF, an mdev that is not a UUID, a driver
+ * or mdev-type outside [A-Za-z0-9_.-], migratable not yes or no, a digest
+ * that is not 64 hex digits, ...: values that reach messages) gives
+ * -EINVAL with *ret_error naming the attribute and its value (control
+ * characters escaped).  Nothing in the document changes. */
 int mark_parse(xmlNodePtr node, xmlNodePtr devices, struct mark *ret, char **ret_error);
 
 /* The mark element's attributes only, unchecked (never fails): what the
- * hook's phases read (policy, migratable). */
+ * hook's phases read (policy, migratable).  migratable-reason, free text
+ * that reaches messages, comes with its control characters replaced by
+ * spaces. */
 void mark_parse_attrs(xmlNodePtr node, struct mark *ret);
 
 /* Matcher: does m (parsed) describe exactly plan p's moves, expander buses,

@@ -649,7 +649,10 @@ void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, cons
         if (dom->uuid)
                 res.uuid = xstrdup(dom->uuid);
         mark_parse_attrs(dom->mark, &mark);
-        if (mark.policy)
+        /* Read unchecked (the refusal below comes before mark_parse()):
+         * only a mode name goes into messages and the journal. */
+        enum policy_mode mode;
+        if (mark.policy && policy_mode_from_string(mark.policy, &mode) == 0)
                 res.policy = xstrdup(mark.policy);
         if (!mark.migratable || !streq(mark.migratable, "yes")) {
                 res.verdict = MIGRATE_REFUSE_MARKED;
@@ -691,6 +694,27 @@ void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, cons
                         res.reason = xasprintf("%s %s: the pcinuma mark does not record it, so its place on the "
                                                "source host is unknown", mdev ? "mdev" : "device",
                                                mdev ? hd->mdev_uuid : bdf);
+                        goto done;
+                }
+        }
+        /* And every device the mark records must be the domain's: a mark
+         * that lists others does not describe this domain (edited, or
+         * forged), and its extra devices would be mapped and reported.
+         * Refused rather than ignored: the source plans it again. */
+        for (size_t k = 0; k < mark.n_devices; k++) {
+                const struct mark_device *md = &mark.devices[k];
+                bool have = false;
+                for (size_t i = 0; i < dom->n_hostdevs && !have; i++) {
+                        const struct domain_hostdev *hd = &dom->hostdevs[i];
+                        char bdf[PCI_ADDR_STRLEN];
+                        have = hd->kind == DOMAIN_HOSTDEV_MDEV ? md->mdev && strcasecmp(md->mdev, hd->mdev_uuid) == 0
+                                                              : streq_ptr(md->host, pci_addr_format(&hd->host, bdf));
+                }
+                if (!have) {
+                        res.verdict = MIGRATE_REFUSE;
+                        res.reason = xasprintf("the pcinuma mark records %s %s, which the domain does not have: the mark "
+                                               "does not describe this domain (plan it again)", md->mdev ? "mdev" : "device",
+                                               md->mdev ? md->mdev : md->host ? md->host : "without a name");
                         goto done;
                 }
         }

@@ -104,7 +104,7 @@ struct migrate_result {
         enum migrate_verdict verdict;
         char *xml;                      /* PASS, ACCEPT: the hook's stdout */
         char *reason;                   /* REFUSE: one line, no newline; REFUSE_MARKED: the mark's migratable-reason, or NULL */
-        char *policy;                   /* the mark's policy name, or NULL */
+        char *policy;                   /* the mark's policy, when it is a mode name; or NULL */
         char *uuid;                     /* the domain's, or NULL */
         struct migrate_map map;         /* ACCEPT: what went where */
 };

@@ -182,7 +182,7 @@ static void test_empty_port_moved(void **state) {
                         assert_int_equal(clique_of(rx, bdf), (int) i / 2);
                 }
                 struct migrate_result m = {0};
-                migrate_incoming(rx->xml, strlen(rx->xml), y, pol, &m);
+                migrate_incoming(rx->xml, strlen(rx->xml), y, pol, NULL, &m);
                 assert_int_equal(m.verdict, MIGRATE_ACCEPT);
                 assert_int_equal(engine_plan(m.xml, strlen(m.xml), y, pol, NULL, &rm, &err), 0);
                 if (!rm->already_planned)

@@ -92,11 +92,11 @@ static void test_canonical(void **state) {
         struct fingerprint *f = fp_of(host_a, N_A, &plain);
         assert_int_equal(strlen(f->digest), 64);
         assert_true(strncmp(f->canonical,
-                            "pcinuma topology fingerprint 1\n"
+                            "pcinuma topology fingerprint 2\n"
                             "node 0 cpus 8 socket 0 distances 10 21\n"
                             "node 1 cpus 8 socket 1 distances 21 10\n"
                             "group node 0 rc{",
-                            strlen("pcinuma topology fingerprint 1\nnode 0 cpus 8 socket 0 distances 10 21\n"
+                            strlen("pcinuma topology fingerprint 2\nnode 0 cpus 8 socket 0 distances 10 21\n"
                                    "node 1 cpus 8 socket 1 distances 21 10\ngroup node 0 rc{")) == 0);
         assert_int_equal(f->n_groups, 4);
         /* By node, then by the text: the switch ("rc{bridge{bridge{") first. */
@@ -439,7 +439,7 @@ static void test_no_devices(void **state) {
         (void) state;
         struct fingerprint *f = fp_of(host_a, 0, &plain);
         assert_int_equal(f->n_groups, 0);
-        assert_string_equal(f->canonical, "pcinuma topology fingerprint 1\n"
+        assert_string_equal(f->canonical, "pcinuma topology fingerprint 2\n"
                                           "node 0 cpus 8 socket 0 distances 10 21\n"
                                           "node 1 cpus 8 socket 1 distances 21 10\n");
         fingerprint_free(f);

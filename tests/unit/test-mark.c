@@ -14,6 +14,7 @@
 #include "domain.h"
 #include "migrate.h"
 #include "engine.h"
+#include "fingerprint.h"
 #include "mark.h"
 #include "policy.h"
 #include "sha256.h"
@@ -494,7 +495,7 @@ static void test_migratable_not_fingerprinted(void **state) {
                 assert_int_equal(engine_plan(r->xml, strlen(r->xml), h, pol, NULL, &again, &err), 0);
                 assert_true(again->already_planned);
                 struct migrate_result mr = {0};
-                migrate_incoming(r->xml, strlen(r->xml), h, pol, &mr);
+                migrate_incoming(r->xml, strlen(r->xml), h, pol, NULL, &mr);
                 assert_int_equal(mr.verdict, MIGRATE_REFUSE_MARKED);
                 assert_non_null(strstr(mr.reason, "class 0x0c0330 is not one the topology fingerprint covers"));
                 migrate_result_done(&mr);
@@ -537,6 +538,9 @@ static void assert_refused(const char *mark, bool with_devices, const char *want
         int r = mark_parse(node, child(root, "devices"), &m, &err);
         if (r != -EINVAL || !err || !strstr(err, want))
                 fail_msg("mark %s: got %d, '%s'; wanted -EINVAL and '%s'", mark, r, strna(err), want);
+        /* One line, whatever the mark held. */
+        if (strpbrk(err, "\n\r\t"))
+                fail_msg("mark %s: the error '%s' holds a control character", mark, err);
         assert_null(m.policy);
         assert_null(m.devices);
         xmlFreeDoc(doc);
@@ -575,6 +579,38 @@ static void test_refusals(void **state) {
                 { OPEN_MARK " pcihole64-original='12x'/>", "pcihole64-original='12x' is not a size" },
                 { OPEN_MARK " pcihole64-original='12' pcihole64-original-unit='1'/>", "pcihole64-original-unit='1' is not a unit" },
                 { OPEN_MARK " ovmf-mmio64='maybe'/>", "ovmf-mmio64='maybe' is neither created nor added" },
+                /* Values that reach messages: each refused, named, escaped. */
+                { OPEN_MARK "><pcinuma:device host='0000:10:00.0&#10;pcinumad: FORGED LINE'/></pcinuma:topology>",
+                  "<pcinuma:device host='0000:10:00.0\\npcinumad: FORGED LINE'>: not a PCI address" },
+                { OPEN_MARK "><pcinuma:device mdev='4b20d080-1b54-4048-85b3-a6a62d165c01&#10;x'/></pcinuma:topology>",
+                  "<pcinuma:device mdev='4b20d080-1b54-4048-85b3-a6a62d165c01\\nx'>: not a UUID" },
+                { OPEN_MARK "><pcinuma:device mdev='4b20d080-1b54-4048-85b3'/></pcinuma:topology>",
+                  "<pcinuma:device mdev='4b20d080-1b54-4048-85b3'>: not a UUID" },
+                { OPEN_MARK "><pcinuma:device mdev='4b20d080-1b54-4048-85b3-a6a62d165c01' mdev-type='nvidia-35&#13;x'/></pcinuma:topology>",
+                  "<pcinuma:device mdev-type='nvidia-35\\rx'>: not a name" },
+                { OPEN_MARK "><pcinuma:device host='0000:10:00.0' driver='vfio-pci&#10;x'/></pcinuma:topology>",
+                  "<pcinuma:device driver='vfio-pci\\nx'>: not a name" },
+                { OPEN_MARK "><pcinuma:device host='0000:10:00.0' driver='vfio pci'/></pcinuma:topology>",
+                  "<pcinuma:device driver='vfio pci'>: not a name" },
+                { OPEN_MARK "><pcinuma:device host='0000:10:00.0' position='rc:0011@none&#9;x'/></pcinuma:topology>",
+                  "<pcinuma:device position='rc:0011@none\\tx'>: not a topology position" },
+                { OPEN_MARK "><pcinuma:device host='0000:10:00.0' vendor-device='10de:2330&#10;'/></pcinuma:topology>",
+                  "<pcinuma:device vendor-device='10de:2330\\n'>: not a vendor:device pair" },
+                { OPEN_MARK "><pcinuma:managed host='0000:10:00.0&#10;x' original='yes'/></pcinuma:topology>",
+                  "<pcinuma:managed host='0000:10:00.0\\nx'>: not a PCI address" },
+                { OPEN_MARK "><pcinuma:managed host='0000:10:00.0' driver='x&#127;' original='yes'/></pcinuma:topology>",
+                  "<pcinuma:managed driver='x\\x7f'>: not a name" },
+                { "<pcinuma:topology xmlns:pcinuma='" PCINUMA_TOPOLOGY_NS "' version='1' policy='require' migratable='yes&#10;x'/>",
+                  "<pcinuma:topology migratable='yes\\nx'>: not yes or no" },
+                { "<pcinuma:topology xmlns:pcinuma='" PCINUMA_TOPOLOGY_NS "' version='1' policy='require&#10;x' migratable='no'/>",
+                  "<pcinuma:topology policy='require\\nx'>: not a policy mode name" },
+                { OPEN_MARK " nccl-topology-sha256='0011&#10;'/>", "<pcinuma:topology nccl-topology-sha256='0011\\n'>: not a SHA-256" },
+                { OPEN_MARK " fingerprint='" "0011223344556677889900112233445566778899001122334455667788990011" "x'/>",
+                  "fingerprint='00112233445566778899001122334455667788990011223344556677889900" "11x'>: not a SHA-256" },
+                { OPEN_MARK " fingerprint-version='2&#10;'/>", "<pcinuma:topology fingerprint-version='2\\n'>: not a version number" },
+                { OPEN_MARK " ovmf-mmio64='a&#10;b'/>", "ovmf-mmio64='a\\nb' is neither created nor added" },
+                { OPEN_MARK "><pcinuma:device host='0000:10:00.0' original-address='x=1&#10; novalue'/></pcinuma:topology>",
+                  "bad original-address 'x=1\\n novalue'" },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++)
                 assert_refused(cases[i].mark, true, cases[i].want);
@@ -603,12 +639,126 @@ static void test_accepts_valid_removed(void **state) {
         xmlFreeDoc(doc);
 }
 
+/* Replace the first 'old' in s (which must hold it) with 'new'. */
+static char *replace_once(const char *s, const char *old, const char *new) {
+        const char *at = strstr(s, old);
+        if (!at)
+                fail_msg("'%s' not found", old);
+        return xasprintf("%.*s%s%s", (int) (at - s), s, new, at + strlen(old));
+}
+
+/* A mark with migration data planned by another fingerprint version (or
+ * by a pcinuma that did not record it: version 1) is stale, with that
+ * reason; planned again, it records this version and is not stale. */
+static void test_fingerprint_version_stale(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *h = fake_vm_host();
+        enum policy_mode mode = POLICY_REQUIRE;
+        _cleanup_(engine_result_freep) struct engine_result *r = NULL, *old = NULL, *other = NULL, *again = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), h, NULL, &mode, &r, &err), 0);
+        assert_int_equal(r->verdict, PLAN_APPLY);
+        _cleanup_free_ char *attr = xasprintf(" fingerprint-version=\"%d\"", FINGERPRINT_VERSION);
+        assert_non_null(strstr(r->xml, attr));
+
+        /* Fresh: not stale. */
+        assert_int_equal(engine_plan(r->xml, strlen(r->xml), h, NULL, &mode, &again, &err), 0);
+        assert_true(again->already_planned);
+        assert_null(again->stale_mark);
+
+        /* Written before the version was recorded. */
+        _cleanup_free_ char *before = replace_once(r->xml, attr, "");
+        assert_int_equal(engine_plan(before, strlen(before), h, NULL, &mode, &old, &err), 0);
+        assert_false(old->already_planned);
+        _cleanup_free_ char *want = xasprintf("planned with topology fingerprint version 1 (the mark does not say), "
+                                              "this pcinuma uses %d", FINGERPRINT_VERSION);
+        if (!old->stale_mark || !strstr(old->stale_mark, want))
+                fail_msg("stale mark '%s', wanted '%s'", strna(old->stale_mark), want);
+        assert_non_null(strstr(old->xml, attr));        /* the new plan records it */
+
+        /* Another version. */
+        _cleanup_free_ char *v = xasprintf(" fingerprint-version=\"%d\"", FINGERPRINT_VERSION + 7);
+        _cleanup_free_ char *later = replace_once(r->xml, attr, v);
+        assert_int_equal(engine_plan(later, strlen(later), h, NULL, &mode, &other, &err), 0);
+        assert_false(other->already_planned);
+        _cleanup_free_ char *want2 = xasprintf("planned with topology fingerprint version %d, this pcinuma uses %d",
+                                               FINGERPRINT_VERSION + 7, FINGERPRINT_VERSION);
+        if (!other->stale_mark || !strstr(other->stale_mark, want2))
+                fail_msg("stale mark '%s', wanted '%s'", strna(other->stale_mark), want2);
+
+        /* A mark without migration data (no fingerprint) is not judged by it. */
+        _cleanup_domain_ struct domain *cur = NULL;
+        assert_int_equal(domain_parse(before, strlen(before), &cur, &err), 0);
+        _cleanup_(mark_done) struct mark m = {0};
+        assert_int_equal(mark_parse(cur->mark, cur->devices, &m, &err), 0);
+        assert_non_null(mark_mismatch(&m, old->plan, old->base, cur));
+        free(m.fingerprint);
+        m.fingerprint = NULL;
+        char *why = mark_mismatch(&m, old->plan, old->base, cur);
+        if (why)
+                fail_msg("a mark without a fingerprint is stale: %s", why);
+}
+
+/* Forged values reach no message through the migrate gate: a forged host
+ * refuses the mark (one line), a forged migratable-reason is quoted on
+ * one line, and a device the domain does not have refuses the mark. */
+static void test_migrate_forged_values(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *h = fake_vm_host();
+        _cleanup_policy_ struct policy *pol = fake_vm_policy("require");
+        _cleanup_(engine_result_freep) struct engine_result *r = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), h, pol, NULL, &r, &err), 0);
+        assert_int_equal(r->verdict, PLAN_APPLY);
+
+        /* The pristine mark is accepted (the refusals below are the forgeries'). */
+        struct migrate_result mr = {0};
+        migrate_incoming(r->xml, strlen(r->xml), h, pol, NULL, &mr);
+        if (mr.verdict != MIGRATE_ACCEPT)
+                fail_msg("pristine mark refused: %s", strna(mr.reason));
+        migrate_result_done(&mr);
+
+        _cleanup_free_ char *host = replace_once(r->xml, "<pcinuma:device host=\"0000:10:00.0\"",
+                                                 "<pcinuma:device host=\"0000:10:00.0&#10;pcinumad: FORGED LINE\"");
+        migrate_incoming(host, strlen(host), h, pol, NULL, &mr);
+        assert_int_equal(mr.verdict, MIGRATE_REFUSE);
+        assert_non_null(strstr(mr.reason, "host='0000:10:00.0\\npcinumad: FORGED LINE'>: not a PCI address"));
+        assert_null(strpbrk(mr.reason, "\n\r"));
+        migrate_result_done(&mr);
+
+        _cleanup_free_ char *reason = replace_once(r->xml, "migratable=\"yes\"",
+                                                   "migratable=\"no\" migratable-reason=\"why&#10;pcinumad: FORGED&#13;&#9;LINE\"");
+        migrate_incoming(reason, strlen(reason), h, pol, NULL, &mr);
+        assert_int_equal(mr.verdict, MIGRATE_REFUSE_MARKED);
+        assert_string_equal(mr.reason, "why pcinumad: FORGED  LINE");
+        assert_string_equal(mr.policy, "require");
+        migrate_result_done(&mr);
+        /* The refusal as marked comes before the whole mark is checked:
+         * a policy that is no mode name is not passed on. */
+        _cleanup_free_ char *policy = replace_once(reason, "policy=\"require\"", "policy=\"require&#10;pcinumad: FORGED\"");
+        migrate_incoming(policy, strlen(policy), h, pol, NULL, &mr);
+        assert_int_equal(mr.verdict, MIGRATE_REFUSE_MARKED);
+        assert_null(mr.policy);
+        migrate_result_done(&mr);
+
+        /* A device the domain does not have. */
+        _cleanup_free_ char *extra = replace_once(r->xml, "<pcinuma:device host=\"0000:10:00.0\"",
+                                                  "<pcinuma:device host=\"0000:99:00.0\" guest-cell=\"0\" host-node=\"0\"/>"
+                                                  "<pcinuma:device host=\"0000:10:00.0\"");
+        migrate_incoming(extra, strlen(extra), h, pol, NULL, &mr);
+        assert_int_equal(mr.verdict, MIGRATE_REFUSE);
+        assert_non_null(strstr(mr.reason, "the pcinuma mark records device 0000:99:00.0, which the domain does not have"));
+        assert_int_equal(mr.map.n_pairs, 0);
+        migrate_result_done(&mr);
+}
+
 /* The attributes alone, unchecked: what the migrate phase reads. */
 static void test_parse_attrs(void **state) {
         (void) state;
-        xmlDocPtr doc = read_doc(OPEN_MARK " ovmf-mmio64='maybe'><pcinuma:bogus/></pcinuma:topology>");
+        xmlDocPtr doc = read_doc(OPEN_MARK " ovmf-mmio64='maybe' migratable-reason='a&#10;b&#13;c&#9;d&#127;e'><pcinuma:bogus/></pcinuma:topology>");
         struct mark m = {0};
         mark_parse_attrs(xmlDocGetRootElement(doc), &m);
+        assert_string_equal(m.migratable_reason, "a b c d e");     /* free text: one line */
         assert_string_equal(m.policy, "require");
         assert_string_equal(m.migratable, "no");
         assert_string_equal(m.ovmf_mmio64, "maybe");
@@ -659,6 +809,8 @@ int main(void) {
                 cmocka_unit_test(test_refusals),
                 cmocka_unit_test(test_accepts_valid_removed),
                 cmocka_unit_test(test_parse_attrs),
+                cmocka_unit_test(test_fingerprint_version_stale),
+                cmocka_unit_test(test_migrate_forged_values),
                 cmocka_unit_test(test_locate),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
