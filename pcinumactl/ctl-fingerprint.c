@@ -64,7 +64,8 @@ static void print_text(const struct hostmap *h, const struct fingerprint *f) {
                         if (d->has_physfn)
                                 printf("  VF of %s", pci_addr_format(&d->physfn, pf));
                         if (!fingerprint_device_counts(d))
-                                printf("  (as the PF of its VFs)");
+                                printf(fingerprint_slot_companion(h, d) ? "  (with function 0 of its slot)"
+                                                                        : "  (as the PF of its VFs)");
                         printf("\n        path: %s\n", path);
                 }
         }

@@ -36,11 +36,30 @@ bool fingerprint_device_counts(const struct hostmap_device *d) {
         }
 }
 
+bool fingerprint_slot_companion(const struct hostmap *h, const struct hostmap_device *d) {
+        /* A GPU's HDMI audio (0403) or USB-C (0c03, 0c80) function, passed
+         * through with it; not a chipset slot's, whose function 0 is a
+         * bridge.  By class again, never by driver. */
+        if (!d || d->addr.func == 0 || hostmap_device_is_bridge(d))
+                return false;
+        for (size_t i = 0; i < h->n_devices; i++) {
+                const struct hostmap_device *o = &h->devices[i];
+                if (o->addr.domain == d->addr.domain && o->addr.bus == d->addr.bus &&
+                    o->addr.slot == d->addr.slot && o->addr.func == 0 && fingerprint_device_counts(o))
+                        return true;
+        }
+        return false;
+}
+
 bool fingerprint_holds(const struct hostmap *h, const struct hostmap_device *d) {
         if (fingerprint_device_counts(d))
                 return true;
+        if (!d || hostmap_device_is_bridge(d))
+                return false;
+        if (fingerprint_slot_companion(h, d))
+                return true;
         /* The PF of a VF that counts (as pf_of() links them). */
-        if (!d || d->has_physfn || hostmap_device_is_bridge(d))
+        if (d->has_physfn)
                 return false;
         for (size_t i = 0; i < h->n_devices; i++) {
                 const struct hostmap_device *v = &h->devices[i];

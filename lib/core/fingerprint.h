@@ -56,9 +56,14 @@ struct fingerprint {
  * like any other function. */
 bool fingerprint_device_counts(const struct hostmap_device *d);
 
+/* True for a function other than 0 of a slot whose function 0 counts (a
+ * GPU's audio or USB-C function), which the fingerprint holds with it. */
+bool fingerprint_slot_companion(const struct hostmap *h, const struct hostmap_device *d);
+
 /* True for a device of h that fingerprint_new(h) holds, so that
- * fingerprint_position() gives it a position: one that counts, or the PF
- * of a VF that counts. */
+ * fingerprint_position() gives it a position: one that counts, another
+ * function of a slot whose function 0 counts (a GPU's audio function), or
+ * the PF of a VF that counts. */
 bool fingerprint_holds(const struct hostmap *h, const struct hostmap_device *d);
 
 /* The kind of driver a device is bound to, which is what the fingerprint

@@ -12,8 +12,9 @@ For each host:
   - the canonical text names no BDF and no host bridge of the host;
   - the devices in the groups are exactly those an oracle computed here from
     `pcinumactl host --json` counts (not a bridge, and class 02, 03, 0108,
-    0b40 or 12, or 0680 from vendor 10de; never by driver; plus the PF of
-    each such VF), each in the group of its node and host bridge;
+    0b40 or 12, or 0680 from vendor 10de; never by driver; plus the other
+    functions of a slot whose function 0 counts, and the PF of each such
+    VF), each in the group of its node and host bridge;
   - the digest equals the one recorded in tests/golden-fingerprint/digests.txt
     (--update rewrites it; review the diff: a changed digest means every
     published fingerprint changes).
@@ -63,11 +64,16 @@ def parse_text(out):
     return (lines[0] if lines else ""), groups
 
 
+def is_bridge(d):
+    cls = int(d["class"], 16)
+    return cls >> 16 == 0x06 and (cls >> 8) & 0xff in (0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x07, 0x09)
+
+
 def counts(d):
     """The oracle: which devices the fingerprint counts (docs/operations.md)."""
     cls = int(d["class"], 16)
-    base, sub = cls >> 16, (cls >> 8) & 0xff
-    if base == 0x06 and sub in (0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x07, 0x09):
+    base = cls >> 16
+    if is_bridge(d):
         return False
     if (cls >> 8) == 0x0680:
         return d["vendor"].lower() in ("10de", "0x10de")
@@ -118,6 +124,10 @@ def one_host(hostfile, work, digests):
     nodes = {n["id"] for n in host["nodes"]}
     by_bdf = {d["bdf"]: d for d in host["devices"]}
     want = {d["bdf"] for d in host["devices"] if counts(d)}
+    # the other functions of a slot whose function 0 counts (a GPU's audio)
+    slots = {b.rsplit(".", 1)[0] for b in want if b.endswith(".0")}
+    want |= {d["bdf"] for d in host["devices"] if d["bdf"].rsplit(".", 1)[0] in slots
+             and not is_bridge(d)}
     want |= {by_bdf[b]["physfn"] for b in list(want) if by_bdf[b]["physfn"] in by_bdf}
     got = {}
     for g in fp["groups"]:

@@ -343,6 +343,51 @@ static void test_what_counts(void **state) {
         free(s);
 }
 
+/* A GPU's HDMI audio function (13:00.1, class 0403) is held with the GPU
+ * (function 0 of its slot counts), on its host driver or on vfio-pci
+ * alike; an audio function in a slot whose function 0 does not count (the
+ * system peripheral's, 30:02) is not held and changes nothing. */
+static void test_slot_companions(void **state) {
+        (void) state;
+        struct fingerprint *a = fp_of(host_a, N_A, &plain);
+        struct dev_spec *s = xcalloc(N_A + 1, sizeof(*s));
+        memcpy(s, host_a, N_A * sizeof(*s));
+        size_t k_gpu = find_spec(s, 0x13, 0, 0);
+        s[N_A] = s[k_gpu];
+        s[N_A].func = 1;
+        s[N_A].class = 0x040300;
+        s[N_A].device = 0x22ba;
+        static const char *const drivers[] = { "snd_hda_intel", "vfio-pci" };
+        char *digest = NULL;
+        for (size_t i = 0; i < ELEMENTSOF(drivers); i++) {
+                s[N_A].driver = drivers[i];
+                _cleanup_hostmap_ struct hostmap *h = build(s, N_A + 1, &plain);
+                struct pci_addr pa = { 0, 0x13, 0, 1 };
+                assert_true(fingerprint_holds(h, hostmap_find_device(h, &pa)));
+                struct fingerprint *b = fp_of(s, N_A + 1, &plain);
+                assert_string_not_equal(a->digest, b->digest);
+                if (digest)
+                        assert_string_equal(digest, b->digest);
+                else
+                        digest = xstrdup(b->digest);
+                fingerprint_free(b);
+        }
+        free(digest);
+        size_t k_per = find_spec(s, 0x30, 2, 0);
+        s[N_A] = s[k_per];
+        s[N_A].func = 1;
+        s[N_A].class = 0x040300;
+        s[N_A].driver = "vfio-pci";
+        _cleanup_hostmap_ struct hostmap *h = build(s, N_A + 1, &plain);
+        struct pci_addr pa = { 0, 0x30, 2, 1 };
+        assert_false(fingerprint_holds(h, hostmap_find_device(h, &pa)));
+        struct fingerprint *c = fp_of(s, N_A + 1, &plain);
+        assert_string_equal(a->digest, c->digest);
+        fingerprint_free(c);
+        fingerprint_free(a);
+        free(s);
+}
+
 /* fingerprint_below(): for each GPU of host A, the text below each
  * bridge above it is what the position's "br:" item digests, holds only
  * counted devices (no system peripheral, no empty port), and is the same
@@ -458,6 +503,7 @@ int main(void) {
                 cmocka_unit_test(test_other_model),
                 cmocka_unit_test(test_other_distance),
                 cmocka_unit_test(test_what_counts),
+                cmocka_unit_test(test_slot_companions),
                 cmocka_unit_test(test_below),
                 cmocka_unit_test(test_sockets),
                 cmocka_unit_test(test_physfn_loops),
