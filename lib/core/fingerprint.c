@@ -110,6 +110,7 @@ static void append_sorted(struct strbuf *b, char **items, size_t n) {
 struct ctx {
         const struct hostmap *h;
         const bool *in;                   /* in[i]: devices[i] is in the fingerprint */
+        bool no_drivers;                  /* leave the driver kinds out (fingerprint_below_shape()) */
 };
 
 static size_t index_of(const struct ctx *c, const struct hostmap_device *d) {
@@ -151,8 +152,11 @@ static char *describe_function(const struct ctx *c, const struct hostmap_device 
 
         /* The driver's kind, not its name: a managed device is on its host
          * driver while idle and on vfio-pci while its guest runs. */
-        strbuf_printf(&b, "dev(%04x:%04x class %06x driver ", d->vendor, d->device, d->class);
-        append_escaped(&b, fingerprint_driver_kind(d->driver));
+        strbuf_printf(&b, "dev(%04x:%04x class %06x", d->vendor, d->device, d->class);
+        if (!c->no_drivers) {
+                strbuf_append(&b, " driver ");
+                append_escaped(&b, fingerprint_driver_kind(d->driver));
+        }
         /* The BARs size the guest's 64-bit MMIO window and decide the I/O
          * port budget (planner.c), so they are part of the place. */
         const char *sep = " bars ";
@@ -417,17 +421,26 @@ static char *bridge_text(const struct ctx *c, const struct fingerprint_group *g,
         return strbuf_steal(&t);
 }
 
-char *fingerprint_below(const struct fingerprint *f, const struct hostmap *h, size_t device, size_t depth) {
+static char *below(const struct fingerprint *f, const struct hostmap *h, size_t device, size_t depth,
+                   bool no_drivers) {
         const struct fingerprint_group *g = group_of(f, device);
         if (!g || !g->host_bridge)
                 return NULL;
         bool *in = held(f, h);
-        struct ctx c = { .h = h, .in = in };
+        struct ctx c = { .h = h, .in = in, .no_drivers = no_drivers };
         const struct hostmap_device *pf = counted_pf(&c, &h->devices[device]);
         const struct hostmap_device *at = pf ? pf : &h->devices[device];
         char *text = depth < at->n_upstream ? bridge_text(&c, g, at, depth) : NULL;
         free(in);
         return text;
+}
+
+char *fingerprint_below(const struct fingerprint *f, const struct hostmap *h, size_t device, size_t depth) {
+        return below(f, h, device, depth, false);
+}
+
+char *fingerprint_below_shape(const struct fingerprint *f, const struct hostmap *h, size_t device, size_t depth) {
+        return below(f, h, device, depth, true);
 }
 
 char *fingerprint_position(const struct fingerprint *f, const struct hostmap *h, size_t device) {

@@ -105,6 +105,12 @@ char *fingerprint_position(const struct fingerprint *f, const struct hostmap *h,
  * the device, its path is unknown or it has no such bridge.  malloc'ed. */
 char *fingerprint_below(const struct fingerprint *f, const struct hostmap *h, size_t device, size_t depth);
 
+/* fingerprint_below() without the driver kinds: what the GPUDirect clique
+ * order uses (planner.c), since libvirt rebinds a managed device to its
+ * VFIO variant driver and back as its guest starts and stops, which must
+ * not reorder another domain's cliques. */
+char *fingerprint_below_shape(const struct fingerprint *f, const struct hostmap *h, size_t device, size_t depth);
+
 /* Accepts NULL; returns NULL. */
 struct fingerprint *fingerprint_free(struct fingerprint *f);
 static inline void fingerprint_freep(struct fingerprint **f) { fingerprint_free(*f); }

@@ -612,15 +612,6 @@ static bool parse_hex_exact(const char *s, size_t len, unsigned max_digits, uint
 }
 
 /* A driver name as the kernel registers it: printable, no '/' or blanks. */
-static bool driver_name_ok(const char *s) {
-        if (!*s || strlen(s) > NAME_MAX)
-                return false;
-        for (; *s; s++)
-                if ((unsigned char) *s <= ' ' || (unsigned char) *s >= 0x7f || *s == '/')
-                        return false;
-        return true;
-}
-
 static void warn_uevent_garbage(struct hostmap *h, const char *bdf, const char *key, const char *value,
                                 const char *what) {
         char ex[200];
@@ -671,15 +662,20 @@ static void read_ids(const struct reader *rd, struct hostmap *h, struct hostmap_
         }
 
         if (u.driver) {
-                if (driver_name_ok(u.driver))
+                if (hostmap_driver_name_ok(u.driver))
                         d->driver = xstrdup(u.driver);
                 else
                         warn_uevent_garbage(h, name, "DRIVER", u.driver, "is not a driver name");
         } else if (!u.pci) {
                 char buf[PATH_MAX];
                 const char *base = readlink_base_buf(fd, "driver", buf, sizeof(buf));
-                if (base)
+                if (base && hostmap_driver_name_ok(base))
                         d->driver = xstrdup(base);
+                else if (base) {
+                        char ex[200];
+                        excerpt(base, ex, sizeof(ex));
+                        hostmap_warn(h, "bus/pci/devices/%s/driver: '%s' is not a driver name; read as none", name, ex);
+                }
         }
 }
 

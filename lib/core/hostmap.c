@@ -450,6 +450,15 @@ const char *hostmap_class_name(uint32_t class) {
         return "Unknown class";
 }
 
+bool hostmap_driver_name_ok(const char *s) {
+        if (!s || !*s || strlen(s) > 255)
+                return false;
+        for (; *s; s++)
+                if ((unsigned char) *s <= ' ' || (unsigned char) *s >= 0x7f || *s == '/')
+                        return false;
+        return true;
+}
+
 bool hostmap_device_is_bridge(const struct hostmap_device *d) {
         if (!d || (d->class >> 16) != 0x06)
                 return false;

@@ -183,6 +183,11 @@ const char *hostmap_class_name(uint32_t class);
 
 /* True for a bridge or host bridge (class 0x0600xx / 0x0604xx ...), which
  * cannot be passed through. */
+/* A driver name as the host map keeps one: 1-255 printable ASCII
+ * characters, no blank, no '/' (what a kernel module or a capture may
+ * name; the mark accepts the same). */
+bool hostmap_driver_name_ok(const char *s);
+
 bool hostmap_device_is_bridge(const struct hostmap_device *d);
 
 /* Build helpers, used by the sysfs reader and by unit tests that build a

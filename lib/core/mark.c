@@ -614,7 +614,9 @@ static int check_device(xmlNodePtr c, char **ret_error) {
                         return bad_value(ret_error, "device", names[i], v, "a PCI address");
                 if (i == 1 && !is_uuid(v))
                         return bad_value(ret_error, "device", names[i], v, "a UUID");
-                if ((i == 2 || i == 3) && !is_in_set(v, NAME_CHARS))
+                if (i == 2 && !hostmap_driver_name_ok(v))
+                        return bad_value(ret_error, "device", names[i], v, "a driver name (printable, no blank, no '/')");
+                if (i == 3 && !is_in_set(v, NAME_CHARS))
                         return bad_value(ret_error, "device", names[i], v, "a name of letters, digits, '_', '.' and '-'");
                 if (i == 4 && !is_position(v))
                         return bad_value(ret_error, "device", names[i], v, "a topology position");
@@ -718,8 +720,8 @@ static int parse_managed(xmlNodePtr c, struct mark *m, char **ret_error) {
                 return bad_value(ret_error, "managed", "original", orig, "yes, no or absent");
         if (host && pci_addr_parse(host, &a) < 0)
                 return bad_value(ret_error, "managed", "host", host, "a PCI address");
-        if (driver && !is_in_set(driver, NAME_CHARS))
-                return bad_value(ret_error, "managed", "driver", driver, "a name of letters, digits, '_', '.' and '-'");
+        if (driver && !hostmap_driver_name_ok(driver))
+                return bad_value(ret_error, "managed", "driver", driver, "a driver name (printable, no blank, no '/')");
         *GROW(m->managed, m->n_managed) = (struct mark_managed) {
                 .host = TAKE_PTR(host), .driver = TAKE_PTR(driver), .original = TAKE_PTR(orig),
         };
@@ -887,6 +889,19 @@ static const char *yes_no(bool b) {
         return b ? "yes" : "no";
 }
 
+
+char *mark_fingerprint_version_differs(const struct mark *m) {
+        if (!m->fingerprint)
+                return NULL;
+        uint64_t v = 1;
+        if (m->fingerprint_version && parse_uint(m->fingerprint_version, 10, INT32_MAX, &v) == 0 &&
+            v == FINGERPRINT_VERSION)
+                return NULL;
+        return xasprintf("planned with topology fingerprint version %llu%s, this pcinuma uses %d",
+                         (unsigned long long) v, m->fingerprint_version ? "" : " (the mark does not say)",
+                         FINGERPRINT_VERSION);
+}
+
 /* A device removed from the domain since, or one that now goes elsewhere,
  * means the topology must be planned afresh.  The first difference found,
  * in that order: devices, migration, NCCL file, cliques, other switches. */
@@ -899,14 +914,9 @@ char *mark_mismatch(const struct mark *m, const struct plan *p, const struct dom
          * not compute (the driver kinds of version 2), so its destinations
          * would refuse it; plan it again.  A mark without the attribute
          * predates it: version 1. */
-        if (m->fingerprint) {
-                uint64_t v = 1;
-                if (!m->fingerprint_version || parse_uint(m->fingerprint_version, 10, INT32_MAX, &v) < 0 ||
-                    v != FINGERPRINT_VERSION)
-                        return xasprintf("planned with topology fingerprint version %llu%s, this pcinuma uses %d",
-                                         (unsigned long long) v, m->fingerprint_version ? "" : " (the mark does not say)",
-                                         FINGERPRINT_VERSION);
-        }
+        char *old_version = mark_fingerprint_version_differs(m);
+        if (old_version)
+                return old_version;
         /* migration: the mark says what the policy answers now (a mark
          * from before, or from the other setting, is planned again). */
         _cleanup_free_ char *not_migratable = NULL;

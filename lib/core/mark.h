@@ -164,6 +164,13 @@ void mark_parse_attrs(xmlNodePtr node, struct mark *ret);
  * domain p was computed for, 'cur' the domain as it carries the mark. */
 bool mark_matches(const struct mark *m, const struct plan *p, const struct domain *base, const struct domain *cur);
 
+/* For a mark with migration data (a fingerprint) planned with another
+ * topology fingerprint version than this pcinuma's (absent: version 1):
+ * why, malloc'ed ("planned with topology fingerprint version 1 (the mark
+ * does not say), this pcinuma uses 2"); else NULL.  Its positions are
+ * then not comparable with this host's. */
+char *mark_fingerprint_version_differs(const struct mark *m);
+
 /* The same question, answered with the first part of m that does not
  * describe p, as a phrase for the admin ("device set differs: ...",
  * "migratable: mark says yes, policy migration=refuse", "NCCL topology

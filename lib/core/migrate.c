@@ -134,6 +134,7 @@ struct dest {
         char *position;
         struct pos pos;
         const struct migrate_used *taken;       /* another domain uses it, or NULL */
+        unsigned tier;                  /* the search's preference: 0 best (free, no mdevs) */
 };
 
 /* An mdev of this host whose parent the fingerprint counts. */
@@ -143,6 +144,7 @@ struct mdest {
         const char *position;           /* the parent's (its dest's) */
         struct pos pos;
         const struct migrate_used *taken;
+        unsigned tier;                  /* 0 free, 1 another domain uses it */
 };
 
 struct search {
@@ -246,33 +248,55 @@ static size_t same_name(const struct search *s, size_t k, size_t n) {
  * other devices (same names, same places); false when no mapping exists
  * or when the budget ran out (s->steps > s->budget).  The candidate of the
  * same name comes first, then the others in s's order. */
+static bool search_from(struct search *s, size_t k);
+
+static unsigned tier_of(const struct search *s, bool mdev, size_t j) {
+        return mdev ? s->mdst[j].tier : s->dst[j].tier;
+}
+
+/* Mark device k on candidate j, and the rest after it: 1 when that maps
+ * them all, 0 when not, -1 when the budget ran out. */
+static int try_candidate(struct search *s, size_t k, size_t j) {
+        bool mdev = is_mdev(&s->m->devices[k]);
+        bool *used = mdev ? s->mused : s->used;
+        const struct migrate_used *taken = mdev ? s->mdst[j].taken : s->dst[j].taken;
+        const struct pos *p = used[j] || (s->free_only && taken) ? NULL : candidate(s, k, j);
+        if (!p || !same_shape(&s->src[k], p))
+                return 0;
+        if (++s->steps > s->budget)
+                return -1;
+        size_t saved = s->n_bind;
+        if (!bind(s, &s->src[k], p))
+                return 0;
+        used[j] = true;
+        s->choice[k] = j;
+        if (search_from(s, k + 1))
+                return 1;
+        used[j] = false;
+        s->n_bind = saved;
+        return s->steps > s->budget ? -1 : 0;
+}
+
 static bool search_from(struct search *s, size_t k) {
         if (k == s->m->n_devices)
                 return true;
         bool mdev = is_mdev(&s->m->devices[k]);
         size_t n = mdev ? s->n_mdst : s->n_dst;
-        bool *used = mdev ? s->mused : s->used;
+        /* The same-named candidate goes first within its preference tier
+         * (the candidates are sorted by tier): never before a free one
+         * when it is used, nor before one without mdevs when it holds
+         * some. */
         size_t first = same_name(s, k, n);
-        for (size_t t = 0; t <= n; t++) {
-                /* t == 0: the same-named one (if any); then j = t - 1, skipping it */
-                size_t j = t == 0 ? first : t - 1;
-                if (j >= n || (t > 0 && j == first))
-                        continue;
-                const struct migrate_used *taken = mdev ? s->mdst[j].taken : s->dst[j].taken;
-                const struct pos *p = used[j] || (s->free_only && taken) ? NULL : candidate(s, k, j);
-                if (!p || !same_shape(&s->src[k], p))
-                        continue;
-                if (++s->steps > s->budget)
-                        return false;
-                size_t saved = s->n_bind;
-                if (!bind(s, &s->src[k], p))
-                        continue;
-                used[j] = true;
-                s->choice[k] = j;
-                if (search_from(s, k + 1))
-                        return true;
-                used[j] = false;
-                s->n_bind = saved;
+        bool first_due = first < n;
+        for (size_t j = 0; j < n; j++) {
+                int r;
+                if (first_due && tier_of(s, mdev, j) >= tier_of(s, mdev, first)) {
+                        first_due = false;
+                        if ((r = try_candidate(s, k, first)) != 0)
+                                return r > 0;
+                }
+                if (j != first && (r = try_candidate(s, k, j)) != 0)
+                        return r > 0;
         }
         return false;
 }
@@ -466,6 +490,12 @@ int migrate_map_budget(const struct mark *m, const struct hostmap *h, const stru
                 any_taken |= s.dst[j].taken != NULL;
         }
         prefer_free(s.dst, s.n_dst);
+        for (size_t j = 0; j < s.n_dst; j++) {
+                bool parent = false;
+                for (size_t i = 0; i < h->n_mdevs && !parent; i++)
+                        parent = pci_addr_eq(&h->mdevs[i].parent, &h->devices[s.dst[j].device].addr);
+                s.dst[j].tier = (s.dst[j].taken ? 2u : 0u) + (parent ? 1u : 0u);
+        }
         /* This host's mdevs whose parent has a position. */
         for (size_t i = 0; i < h->n_mdevs; i++) {
                 const struct hostmap_device *parent = hostmap_find_device(h, &h->mdevs[i].parent);
@@ -485,6 +515,8 @@ int migrate_map_budget(const struct mark *m, const struct hostmap *h, const stru
                 }
         }
         prefer_free_mdevs(s.mdst, s.n_mdst);
+        for (size_t j = 0; j < s.n_mdst; j++)
+                s.mdst[j].tier = s.mdst[j].taken ? 1u : 0u;
         /* Each device needs one of its own: this also bounds the search's
          * depth by this host's devices, whatever a mark holds. */
         if (n_pci > s.n_dst) {
@@ -717,6 +749,17 @@ void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, cons
                                                md->mdev ? md->mdev : md->host ? md->host : "without a name");
                         goto done;
                 }
+        }
+        /* Positions of another fingerprint version cannot be compared
+         * with this host's: say so rather than a misleading mismatch. */
+        char *old_version = mark_fingerprint_version_differs(&mark);
+        if (old_version) {
+                res.verdict = MIGRATE_REFUSE;
+                res.reason = xasprintf("the pcinuma mark was %s, so its device positions cannot be compared with "
+                                       "this host's: restart the domain on its (upgraded) source host, where pcinumad "
+                                       "plans it again, then migrate", old_version);
+                free(old_version);
+                goto done;
         }
         f = fingerprint_new(h);
         if (migrate_map(&mark, h, f, in_use, dom->uuid, &res.map, &res.reason) < 0) {

@@ -1197,12 +1197,13 @@ struct clique_group {
 };
 
 /* What sits below the root port of host device 'dev' as the topology
- * fingerprint f describes it (fingerprint_below()): only the devices it
- * counts, drivers by kind, no bus numbers, no bridges' IDs, so two hosts
- * of one digest agree on it, and an empty switch port or another switch
- * model does not reorder the groups. */
+ * fingerprint f describes it, without drivers (fingerprint_below_shape()):
+ * only the devices it counts, no bus numbers, no bridges' IDs, so two
+ * hosts of one digest agree on it, an empty switch port or another switch
+ * model does not reorder the groups, and nor does another guest's NIC
+ * going to its VFIO variant driver and back. */
 static char *clique_below(const struct fingerprint *f, const struct hostmap *h, const struct hostmap_device *dev) {
-        char *text = dev ? fingerprint_below(f, h, (size_t) (dev - h->devices), 0) : NULL;
+        char *text = dev ? fingerprint_below_shape(f, h, (size_t) (dev - h->devices), 0) : NULL;
         return text ? text : xstrdup("");
 }
 

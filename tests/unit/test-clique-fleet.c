@@ -135,8 +135,10 @@ static void test_migrated_idempotent(void **state) {
  * that both GPU switches are on one node and only what sits below their
  * root ports orders them; with empty_port_moved, the empty downstream
  * port 92:03.0 is in node 0's other switch instead (12:03.0). */
-static struct hostmap *one_node_host(bool empty_port_moved) {
+static struct hostmap *one_node_host_nic(bool empty_port_moved, const char *nic0_driver) {
         struct dev_spec *s = copy_a();
+        if (nic0_driver)
+                s[find_spec(s, 0x15, 0, 0)].driver = nic0_driver;
         for (size_t k = 0; k < N_A; k++)
                 if (s[k].hb_bus == 0x90)
                         s[k].node = 0;
@@ -150,6 +152,34 @@ static struct hostmap *one_node_host(bool empty_port_moved) {
         struct hostmap *h = build(s, N_A, &plain);
         free(s);
         return h;
+}
+
+static struct hostmap *one_node_host(bool empty_port_moved) {
+        return one_node_host_nic(empty_port_moved, NULL);
+}
+
+/* Another guest's NIC beside two GPUs (15:00.0, node 0's switch) going to
+ * its VFIO variant driver as that guest starts (libvirt binds it) changes
+ * no GPU's clique id: the order does not read drivers. */
+static void test_variant_driver_keeps_ids(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *x = one_node_host_nic(false, NULL);
+        _cleanup_hostmap_ struct hostmap *y = one_node_host_nic(false, "mlx5_vfio_pci");
+        _cleanup_policy_ struct policy *pol = clique_policy();
+        static const unsigned orders[2][4] = { { 0x13, 0x14, 0x93, 0x94 }, { 0x93, 0x94, 0x13, 0x14 } };
+        for (size_t o = 0; o < 2; o++) {
+                _cleanup_free_ char *xml = domain_xml(orders[o]), *err = NULL;
+                _cleanup_(engine_result_freep) struct engine_result *rx = NULL, *ry = NULL;
+                assert_int_equal(engine_plan(xml, strlen(xml), x, pol, NULL, &rx, &err), 0);
+                assert_int_equal(engine_plan(xml, strlen(xml), y, pol, NULL, &ry, &err), 0);
+                for (size_t i = 0; i < 4; i++) {
+                        char bdf[PCI_ADDR_STRLEN];
+                        snprintf(bdf, sizeof bdf, "0000:%02x:00.0", orders[o][i]);
+                        if (clique_of(rx, bdf) < 0 || clique_of(rx, bdf) != clique_of(ry, bdf))
+                                fail_msg("order %zu: %s has clique %d with the NIC on vfio-pci, %d on mlx5_vfio_pci",
+                                         o, bdf, clique_of(rx, bdf), clique_of(ry, bdf));
+                }
+        }
 }
 
 /* The two hosts have one digest; each domain order gives its GPUs the
@@ -197,6 +227,7 @@ int main(void) {
                 cmocka_unit_test(test_same_ids),
                 cmocka_unit_test(test_migrated_idempotent),
                 cmocka_unit_test(test_empty_port_moved),
+                cmocka_unit_test(test_variant_driver_keeps_ids),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

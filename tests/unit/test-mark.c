@@ -589,9 +589,9 @@ static void test_refusals(void **state) {
                 { OPEN_MARK "><pcinuma:device mdev='4b20d080-1b54-4048-85b3-a6a62d165c01' mdev-type='nvidia-35&#13;x'/></pcinuma:topology>",
                   "<pcinuma:device mdev-type='nvidia-35\\rx'>: not a name" },
                 { OPEN_MARK "><pcinuma:device host='0000:10:00.0' driver='vfio-pci&#10;x'/></pcinuma:topology>",
-                  "<pcinuma:device driver='vfio-pci\\nx'>: not a name" },
+                  "<pcinuma:device driver='vfio-pci\\nx'>: not a driver name" },
                 { OPEN_MARK "><pcinuma:device host='0000:10:00.0' driver='vfio pci'/></pcinuma:topology>",
-                  "<pcinuma:device driver='vfio pci'>: not a name" },
+                  "<pcinuma:device driver='vfio pci'>: not a driver name" },
                 { OPEN_MARK "><pcinuma:device host='0000:10:00.0' position='rc:0011@none&#9;x'/></pcinuma:topology>",
                   "<pcinuma:device position='rc:0011@none\\tx'>: not a topology position" },
                 { OPEN_MARK "><pcinuma:device host='0000:10:00.0' vendor-device='10de:2330&#10;'/></pcinuma:topology>",
@@ -599,7 +599,7 @@ static void test_refusals(void **state) {
                 { OPEN_MARK "><pcinuma:managed host='0000:10:00.0&#10;x' original='yes'/></pcinuma:topology>",
                   "<pcinuma:managed host='0000:10:00.0\\nx'>: not a PCI address" },
                 { OPEN_MARK "><pcinuma:managed host='0000:10:00.0' driver='x&#127;' original='yes'/></pcinuma:topology>",
-                  "<pcinuma:managed driver='x\\x7f'>: not a name" },
+                  "<pcinuma:managed driver='x\\x7f'>: not a driver name" },
                 { "<pcinuma:topology xmlns:pcinuma='" PCINUMA_TOPOLOGY_NS "' version='1' policy='require' migratable='yes&#10;x'/>",
                   "<pcinuma:topology migratable='yes\\nx'>: not yes or no" },
                 { "<pcinuma:topology xmlns:pcinuma='" PCINUMA_TOPOLOGY_NS "' version='1' policy='require&#10;x' migratable='no'/>",
@@ -635,6 +635,32 @@ static void test_accepts_valid_removed(void **state) {
         assert_int_equal(m.n_removed, 1);
         assert_int_equal(m.removed[0].controller, 3);
         assert_int_equal(m.removed[0].position, 1);
+        mark_done(&m);
+        xmlFreeDoc(doc);
+}
+
+/* Driver names the host map keeps (any printable name without blank or
+ * '/', as an out-of-tree module may have) are accepted back: pcinuma must
+ * parse every mark it writes. */
+static void test_accepts_driver_names(void **state) {
+        (void) state;
+        const char *xml = "<domain><metadata>" OPEN_MARK "><pcinuma:device host='0000:10:00.0' driver='drv:1+x(b)'/>"
+                          "<pcinuma:managed host='0000:10:00.0' driver='nvidia+x' original='yes'/></pcinuma:topology>"
+                          "</metadata><devices><controller type='pci' index='0' model='pcie-root'/></devices></domain>";
+        xmlDocPtr doc = read_doc(xml);
+        xmlNodePtr root = xmlDocGetRootElement(doc), node = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(mark_locate(root, &node, &err), 0);
+        struct mark m;
+        if (mark_parse(node, child(root, "devices"), &m, &err) != 0)
+                fail_msg("refused: %s", strna(err));
+        assert_int_equal(m.n_devices, 1);
+        assert_string_equal(m.devices[0].driver, "drv:1+x(b)");
+        assert_int_equal(m.n_managed, 1);
+        assert_string_equal(m.managed[0].driver, "nvidia+x");
+        assert_true(hostmap_driver_name_ok("drv:1+x(b)"));
+        assert_false(hostmap_driver_name_ok("a b"));
+        assert_false(hostmap_driver_name_ok("a/b"));
         mark_done(&m);
         xmlFreeDoc(doc);
 }
@@ -697,6 +723,24 @@ static void test_fingerprint_version_stale(void **state) {
         char *why = mark_mismatch(&m, old->plan, old->base, cur);
         if (why)
                 fail_msg("a mark without a fingerprint is stale: %s", why);
+
+        /* Incoming with a mark of another version (a domain that ran since
+         * before the upgrade): refused saying so, not by a position
+         * mismatch; the current version is accepted on the same host. */
+        _cleanup_policy_ struct policy *pol = NULL;
+        static const char pol_json[] = "{\"default\": {\"policy\": \"require\"}}";
+        assert_int_equal(policy_parse(pol_json, strlen(pol_json), "p.json", &pol, &err), 0);
+        struct migrate_result mr = {0};
+        migrate_incoming(before, strlen(before), h, pol, NULL, &mr);
+        assert_int_equal(mr.verdict, MIGRATE_REFUSE);
+        if (!mr.reason || !strstr(mr.reason, "fingerprint version 1 (the mark does not say)") ||
+            !strstr(mr.reason, "cannot be compared"))
+                fail_msg("refusal '%s'", strna(mr.reason));
+        migrate_result_done(&mr);
+        migrate_incoming(r->xml, strlen(r->xml), h, pol, NULL, &mr);
+        if (mr.verdict != MIGRATE_ACCEPT)
+                fail_msg("the current version: verdict %d, '%s'", mr.verdict, strna(mr.reason));
+        migrate_result_done(&mr);
 }
 
 /* Forged values reach no message through the migrate gate: a forged host
@@ -808,6 +852,7 @@ int main(void) {
                 cmocka_unit_test(test_address_codec),
                 cmocka_unit_test(test_refusals),
                 cmocka_unit_test(test_accepts_valid_removed),
+                cmocka_unit_test(test_accepts_driver_names),
                 cmocka_unit_test(test_parse_attrs),
                 cmocka_unit_test(test_fingerprint_version_stale),
                 cmocka_unit_test(test_migrate_forged_values),

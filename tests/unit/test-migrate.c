@@ -454,6 +454,13 @@ static void test_prefers_gpu_without_mdevs(void **state) {
         assert_int_equal(map_on(b2, &m2, &map, &reason), 0);
         assert_int_equal(map.n_pairs, 2);
         migrate_map_done(&map);
+        /* Numbered like A: the same-named GPU (13:00.0) holds the vGPU, so
+         * the other one still wins; the same name only leads within a
+         * tier. */
+        _cleanup_hostmap_ struct hostmap *c = build_mdevs(s, N_A, &plain, on73, 1);
+        assert_int_equal(map_on(c, &m, &map, &reason), 0);
+        assert_string_equal(to_of(&map, "0000:13:00.0"), "0000:14:00.0");
+        migrate_map_done(&map);
 }
 
 static int map_in_use(const struct hostmap *b, const struct mark *m, const struct migrate_used *u, size_t n,
