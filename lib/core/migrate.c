@@ -375,7 +375,8 @@ static void prefer_without_mdevs(const struct hostmap *h, struct dest *dst, size
                         if (parent == (pass == 1))
                                 out[k++] = dst[j];
                 }
-        memcpy(dst, out, n * sizeof(*dst));
+        if (n)
+                memcpy(dst, out, n * sizeof(*dst));
         free(out);
 }
 
@@ -398,7 +399,8 @@ static void prefer_free(struct dest *dst, size_t n) {
                 for (size_t j = 0; j < n; j++)
                         if (!dst[j].taken == (pass == 0))
                                 out[k++] = dst[j];
-        memcpy(dst, out, n * sizeof(*dst));
+        if (n)
+                memcpy(dst, out, n * sizeof(*dst));
         free(out);
 }
 
@@ -409,7 +411,8 @@ static void prefer_free_mdevs(struct mdest *mdst, size_t n) {
                 for (size_t j = 0; j < n; j++)
                         if (!mdst[j].taken == (pass == 0))
                                 out[k++] = mdst[j];
-        memcpy(mdst, out, n * sizeof(*mdst));
+        if (n)
+                memcpy(mdst, out, n * sizeof(*mdst));
         free(out);
 }
 

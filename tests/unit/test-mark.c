@@ -717,7 +717,9 @@ static void test_fingerprint_version_stale(void **state) {
         assert_int_equal(domain_parse(before, strlen(before), &cur, &err), 0);
         _cleanup_(mark_done) struct mark m = {0};
         assert_int_equal(mark_parse(cur->mark, cur->devices, &m, &err), 0);
-        assert_non_null(mark_mismatch(&m, old->plan, old->base, cur));
+        char *stale = mark_mismatch(&m, old->plan, old->base, cur);
+        assert_non_null(stale);
+        free(stale);
         free(m.fingerprint);
         m.fingerprint = NULL;
         char *why = mark_mismatch(&m, old->plan, old->base, cur);
