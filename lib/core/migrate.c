@@ -361,25 +361,6 @@ static char *why_not(const struct hostmap *h, const struct mark_device *md, cons
                          what, same_drv);
 }
 
-/* Reorder dst[0..n) (stably) so that the parents of h's mdevs come last. */
-static void prefer_without_mdevs(const struct hostmap *h, struct dest *dst, size_t n) {
-        if (h->n_mdevs == 0 || n == 0)
-                return;
-        struct dest *out = xcalloc(n, sizeof(*out));
-        size_t k = 0;
-        for (int pass = 0; pass < 2; pass++)
-                for (size_t j = 0; j < n; j++) {
-                        bool parent = false;
-                        for (size_t i = 0; i < h->n_mdevs && !parent; i++)
-                                parent = pci_addr_eq(&h->mdevs[i].parent, &h->devices[dst[j].device].addr);
-                        if (parent == (pass == 1))
-                                out[k++] = dst[j];
-                }
-        if (n)
-                memcpy(dst, out, n * sizeof(*dst));
-        free(out);
-}
-
 /* The entry of in_use naming id for a domain other than self, or NULL. */
 static const struct migrate_used *used_by_other(const struct migrate_in_use *in_use, const char *self, const char *id) {
         for (size_t i = 0; in_use && i < in_use->n; i++) {
@@ -390,29 +371,21 @@ static const struct migrate_used *used_by_other(const struct migrate_in_use *in_
         return NULL;
 }
 
-/* Reorder dst[0..n) (stably) so that the ones another domain uses come
- * last. */
-static void prefer_free(struct dest *dst, size_t n) {
-        struct dest *out = xcalloc(n ? n : 1, sizeof(*out));
+/* Reorder the n elements of 'size' bytes at base stably by the tier (an
+ * unsigned below n_tiers) at tier_offset in each, best (0) first. */
+static void order_by_tier(void *base, size_t n, size_t size, size_t tier_offset, unsigned n_tiers) {
+        if (n < 2)
+                return;
+        char *out = xcalloc(n, size), *in = base;
         size_t k = 0;
-        for (int pass = 0; pass < 2; pass++)
-                for (size_t j = 0; j < n; j++)
-                        if (!dst[j].taken == (pass == 0))
-                                out[k++] = dst[j];
-        if (n)
-                memcpy(dst, out, n * sizeof(*dst));
-        free(out);
-}
-
-static void prefer_free_mdevs(struct mdest *mdst, size_t n) {
-        struct mdest *out = xcalloc(n ? n : 1, sizeof(*out));
-        size_t k = 0;
-        for (int pass = 0; pass < 2; pass++)
-                for (size_t j = 0; j < n; j++)
-                        if (!mdst[j].taken == (pass == 0))
-                                out[k++] = mdst[j];
-        if (n)
-                memcpy(mdst, out, n * sizeof(*mdst));
+        for (unsigned t = 0; t < n_tiers; t++)
+                for (size_t j = 0; j < n; j++) {
+                        unsigned tier;
+                        memcpy(&tier, in + j * size + tier_offset, sizeof(tier));
+                        if (tier == t)
+                                memcpy(out + size * k++, in + j * size, size);
+                }
+        memcpy(base, out, n * size);
         free(out);
 }
 
@@ -481,24 +454,21 @@ int migrate_map_budget(const struct mark *m, const struct hostmap *h, const stru
                         if (!d->position || pos_parse(d->position, &d->pos) < 0)
                                 s.n_dst--, free(d->position);
                 }
-        /* Devices that hold mdevs last: a GPU whose vendor driver has
-         * created vGPUs cannot be passed through whole while they exist,
-         * so the first-fit search prefers one that has none. */
-        prefer_without_mdevs(h, s.dst, s.n_dst);
-        /* And before both, the ones no other domain uses (the search takes
-         * those only when it finds no mapping without them). */
+        /* The search's preference, best first: devices no other domain
+         * uses (it takes used ones only when it finds no mapping without
+         * them), and among those, devices that hold no mdevs (a GPU whose
+         * vendor driver has created vGPUs cannot be passed through whole
+         * while they exist). */
         bool any_taken = false;
-        for (size_t j = 0; j < s.n_dst; j++) {
-                s.dst[j].taken = used_by_other(in_use, self, h->devices[s.dst[j].device].name);
-                any_taken |= s.dst[j].taken != NULL;
-        }
-        prefer_free(s.dst, s.n_dst);
         for (size_t j = 0; j < s.n_dst; j++) {
                 bool parent = false;
                 for (size_t i = 0; i < h->n_mdevs && !parent; i++)
                         parent = pci_addr_eq(&h->mdevs[i].parent, &h->devices[s.dst[j].device].addr);
+                s.dst[j].taken = used_by_other(in_use, self, h->devices[s.dst[j].device].name);
+                any_taken |= s.dst[j].taken != NULL;
                 s.dst[j].tier = (s.dst[j].taken ? 2u : 0u) + (parent ? 1u : 0u);
         }
+        order_by_tier(s.dst, s.n_dst, sizeof(*s.dst), offsetof(struct dest, tier), 4);
         /* This host's mdevs whose parent has a position. */
         for (size_t i = 0; i < h->n_mdevs; i++) {
                 const struct hostmap_device *parent = hostmap_find_device(h, &h->mdevs[i].parent);
@@ -514,12 +484,11 @@ int migrate_map_budget(const struct mark *m, const struct hostmap *h, const stru
                         _cleanup_free_ char *id = xasprintf("mdev:%s", strempty(h->mdevs[i].uuid));
                         md->taken = used_by_other(in_use, self, id);
                         any_taken |= md->taken != NULL;
+                        md->tier = md->taken ? 1u : 0u;
                         break;
                 }
         }
-        prefer_free_mdevs(s.mdst, s.n_mdst);
-        for (size_t j = 0; j < s.n_mdst; j++)
-                s.mdst[j].tier = s.mdst[j].taken ? 1u : 0u;
+        order_by_tier(s.mdst, s.n_mdst, sizeof(*s.mdst), offsetof(struct mdest, tier), 2);
         /* Each device needs one of its own: this also bounds the search's
          * depth by this host's devices, whatever a mark holds. */
         if (n_pci > s.n_dst) {
