@@ -8,136 +8,18 @@
 #include <inttypes.h>
 #include <strings.h>
 
-xmlNodePtr xml_child(xmlNodePtr parent, const char *name) {
-        if (!parent)
-                return NULL;
-        for (xmlNodePtr c = parent->children; c; c = c->next)
-                if (xml_is(c, name))
-                        return c;
-        return NULL;
-}
-
-bool xml_is_ws_text(xmlNodePtr n) {
-        if (!n || n->type != XML_TEXT_NODE || !n->content)
-                return false;
-        for (const xmlChar *c = n->content; *c; c++)
-                if (*c != ' ' && *c != '\t' && *c != '\n' && *c != '\r')
-                        return false;
-        return true;
-}
-
-bool xml_is(xmlNodePtr n, const char *name) {
-        return n && n->type == XML_ELEMENT_NODE && !n->ns && xmlStrEqual(n->name, (const xmlChar *) name);
-}
-
-const char *xml_prop_ref(xmlNodePtr n, const char *name, char **buf) {
-        *buf = NULL;
-        if (!n || n->type != XML_ELEMENT_NODE)
-                return NULL;
-        if (n->doc && n->doc->intSubset) {
-                /* DTD default attributes: libxml2's own lookup. */
-                xmlChar *v = xmlGetNoNsProp(n, (const xmlChar *) name);
-                if (!v)
-                        return NULL;
-                *buf = xstrdup((const char *) v);
-                xmlFree(v);
-                return *buf;
-        }
-        for (xmlAttrPtr a = n->properties; a; a = a->next) {
-                if (a->ns || !xmlStrEqual(a->name, (const xmlChar *) name))
-                        continue;
-                /* As xmlGetNoNsProp() reads the value. */
-                xmlNodePtr t = a->children;
-                if (!t)
-                        return "";
-                if (!t->next && (t->type == XML_TEXT_NODE || t->type == XML_CDATA_SECTION_NODE))
-                        return (const char *) t->content;
-                xmlChar *v = xmlNodeListGetString(a->doc, t, 1);
-                *buf = xstrdup(v ? (const char *) v : "");
-                xmlFree(v);
-                return *buf;
-        }
-        return NULL;
-}
-
-char *xml_prop(xmlNodePtr n, const char *name) {
-        char *buf;
-        const char *v = xml_prop_ref(n, name, &buf);
-        return buf ? buf : v ? xstrdup(v) : NULL;
-}
-
-/* Is attribute 'name' of n there and equal to 'value'? */
-static bool prop_is(xmlNodePtr n, const char *name, const char *value) {
-        _cleanup_free_ char *buf = NULL;
-        const char *v = xml_prop_ref(n, name, &buf);
-        return v && streq(v, value);
-}
-
-static char *xml_text(xmlNodePtr n) {
-        if (!n)
-                return NULL;
-        /* One text node, the usual case, is read in place. */
-        xmlChar *v = NULL;
-        const char *s;
-        if (n->type == XML_ELEMENT_NODE && n->children && !n->children->next && n->children->type == XML_TEXT_NODE &&
-            n->children->content)
-                s = (const char *) n->children->content;
-        else {
-                v = xmlNodeGetContent(n);
-                if (!v)
-                        return NULL;
-                s = (const char *) v;
-        }
-        /* trim */
-        while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r')
-                s++;
-        size_t l = strlen(s);
-        while (l > 0 && (s[l - 1] == ' ' || s[l - 1] == '\n' || s[l - 1] == '\t' || s[l - 1] == '\r'))
-                l--;
-        char *r = xstrndup(s, l);
-        xmlFree(v);
-        return r;
-}
-
 /* An attribute's value without copying it: parsing a domain reads a few
  * thousand attributes, and a malloc'ed copy of each showed in profiles.
- * NULL when absent; "" for a value libxml2 did not keep as one text node
- * (it always does without entities, which we refuse). */
-static const char *attr_value(xmlAttrPtr a) {
-        return a->children && a->children->type == XML_TEXT_NODE && !a->children->next && a->children->content
-                       ? (const char *) a->children->content
-                       : "";
-}
-
+ * NULL when absent. */
 static const char *attr_ref(xmlNodePtr n, const char *name) {
-        for (xmlAttrPtr a = n ? n->properties : NULL; a; a = a->next)
-                if (!a->ns && xmlStrEqual(a->name, (const xmlChar *) name))
-                        return attr_value(a);
-        return NULL;
-}
-
-/* A PCI <address>'s attributes, parsed as libvirt does (base 0, so "0x13"
- * and "19" both work); an absent one is 0.  One pass over the attributes. */
-int xml_parse_pci_address(xmlNodePtr addr, struct pci_addr *ret) {
-        static const char *const names[4] = { "domain", "bus", "slot", "function" };
-        static const uint64_t max[4] = { UINT32_MAX, 0xff, 0x1f, 7 };
-        const char *v[4] = { NULL, NULL, NULL, NULL };
-        uint64_t n[4] = { 0, 0, 0, 0 };
-
-        for (xmlAttrPtr a = addr ? addr->properties : NULL; a; a = a->next) {
-                if (a->ns)
-                        continue;
-                for (size_t k = 0; k < 4; k++)
-                        if (!v[k] && xmlStrEqual(a->name, (const xmlChar *) names[k])) {
-                                v[k] = attr_value(a);
-                                break;
-                        }
+        char *buf = NULL;
+        const char *v = xml_prop_ref(n, name, &buf);
+        /* (a copy only with a DTD, which domain_parse() refuses) */
+        if (buf) {
+                free(buf);
+                return "";
         }
-        for (size_t k = 0; k < 4; k++)
-                if (v[k] && parse_uint(v[k], 0, max[k], &n[k]) < 0)
-                        return -EINVAL;
-        *ret = (struct pci_addr) { .domain = (uint32_t) n[0], .bus = (uint8_t) n[1], .slot = (uint8_t) n[2], .func = (uint8_t) n[3] };
-        return 0;
+        return v;
 }
 
 static bool is_pci_address(xmlNodePtr n) {
@@ -432,7 +314,7 @@ static int parse_pinning(struct domain *d, xmlNodePtr root, char **ret_error) {
 }
 
 static int parse_controller(struct domain *d, xmlNodePtr c, char **ret_error) {
-        if (!prop_is(c, "type", "pci"))
+        if (!xml_prop_is(c, "type", "pci"))
                 return 0;
         _cleanup_free_ char *index_buf = NULL;
         const char *index = xml_prop_ref(c, "index", &index_buf);
@@ -452,8 +334,8 @@ static int parse_controller(struct domain *d, xmlNodePtr c, char **ret_error) {
         ctl->bus_nr = -1;
         ctl->node = -1;
         /* Point at the attribute's own storage so the model needs no copy. */
-        xmlAttrPtr model = xmlHasProp(c, (const xmlChar *) "model");
-        ctl->model = model && model->children && model->children->content ? (const char *) model->children->content : "";
+        const char *model = attr_ref(c, "model");
+        ctl->model = model ? model : "";
 
         xmlNodePtr target = xml_child(c, "target");
         if (target) {
@@ -538,7 +420,7 @@ static int parse_hostdev(struct domain *d, xmlNodePtr e, bool is_interface, char
                 if (streq(type, "mdev")) {
                         /* Only vfio-pci mdevs sit on the guest's PCI bus;
                          * vfio-ccw and vfio-ap do not. */
-                        if (!prop_is(e, "model", "vfio-pci"))
+                        if (!xml_prop_is(e, "model", "vfio-pci"))
                                 return 0;
                         hd.kind = DOMAIN_HOSTDEV_MDEV;
                         _cleanup_free_ char *uuid = xml_prop(saddr, "uuid");
@@ -651,9 +533,7 @@ static int parse_metadata(struct domain *d, xmlNodePtr root, char **ret_error) {
                 return r;
         xmlNodePtr md = xml_child(root, "metadata");
         for (xmlNodePtr c = md ? md->children : NULL; c; c = c->next) {
-                if (c->type != XML_ELEMENT_NODE || !c->ns || !c->ns->href)
-                        continue;
-                if (xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_POLICY_NS) && xmlStrEqual(c->name, (const xmlChar *) "policy")) {
+                if (xml_is_ns(c, PCINUMA_POLICY_NS, "policy")) {
                         /* The last one counts, as before; free the earlier. */
                         free(d->requested_policy);
                         free(d->policy_tag);
@@ -691,7 +571,7 @@ int domain_reload(struct domain *d, char **ret_error) {
                 else if (xml_is(c, "hostdev"))
                         r = parse_hostdev(d, c, false, ret_error);
                 else if (xml_is(c, "interface"))
-                        r = prop_is(c, "type", "hostdev") ? parse_hostdev(d, c, true, ret_error) : 0;
+                        r = xml_prop_is(c, "type", "hostdev") ? parse_hostdev(d, c, true, ret_error) : 0;
                 else
                         r = 0;
                 if (r < 0)

@@ -12,6 +12,7 @@
 #include "mark.h"
 #include "pciaddr.h"
 #include "util.h"
+#include "xmlutil.h"
 
 /* Domain XML larger than this is refused (design §9: "a few MiB"). */
 #define DOMAIN_XML_MAX (4u * 1024u * 1024u)
@@ -184,16 +185,3 @@ const char *domain_backing_to_string(enum domain_backing b);
 struct domain *domain_free(struct domain *d);
 static inline void domain_freep(struct domain **d) { domain_free(*d); }
 #define _cleanup_domain_ _cleanup_(domain_freep)
-
-/* libxml2 helpers shared with the rewriter. */
-xmlNodePtr xml_child(xmlNodePtr parent, const char *name);
-char *xml_prop(xmlNodePtr n, const char *name);   /* malloc'ed (free()), or NULL */
-/* The same value without a copy where it can: in place when it is one
- * text node (libxml2 always keeps it so without a DTD), else a copy in
- * *buf for the caller to free().  NULL when absent. */
-const char *xml_prop_ref(xmlNodePtr n, const char *name, char **buf);
-bool xml_is(xmlNodePtr n, const char *name);       /* element named 'name' in no namespace */
-bool xml_is_ws_text(xmlNodePtr n);                 /* a text node of white space only */
-int xml_parse_pci_address(xmlNodePtr addr, struct pci_addr *ret);
-static inline void xml_doc_freep(xmlDocPtr *d) { if (*d) xmlFreeDoc(*d); }
-#define _cleanup_xmldoc_ _cleanup_(xml_doc_freep)

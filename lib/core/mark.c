@@ -159,17 +159,6 @@ void mark_build(const struct plan *p, const struct domain *d, struct mark *ret) 
 
 /* --- writer ---------------------------------------------------------------- */
 
-static void set_prop(xmlNodePtr e, const char *name, const char *value) {
-        if (value)
-                xmlSetProp(e, (const xmlChar *) name, (const xmlChar *) value);
-}
-
-static void set_prop_int(xmlNodePtr e, const char *name, int value) {
-        char v[16];
-        snprintf(v, sizeof v, "%d", value);
-        set_prop(e, name, v);
-}
-
 /* A child element <pcinuma:NAME> of the mark, after the indentation text
  * 'cind' (pretty-printed input) or none. */
 static xmlNodePtr mark_child(xmlNodePtr mark, const char *cind, const char *name) {
@@ -179,45 +168,45 @@ static xmlNodePtr mark_child(xmlNodePtr mark, const char *cind, const char *name
 }
 
 static void write_attrs(const struct mark *m, xmlNodePtr mark) {
-        set_prop(mark, "version", m->version);
-        set_prop(mark, "policy", m->policy);
-        set_prop(mark, "migratable", m->migratable);
-        set_prop(mark, "migratable-reason", m->migratable_reason);
-        set_prop(mark, "metadata-created", m->metadata_created);
-        set_prop(mark, "single-function-slots", m->single_function_slots);
-        set_prop(mark, "distances", m->distances);
-        set_prop(mark, "pcie-root-created", m->pcie_root_created);
-        set_prop(mark, "pcihole64-original", m->pcihole64_original);
-        set_prop(mark, "pcihole64-original-unit", m->pcihole64_original_unit);
-        set_prop(mark, "ovmf-mmio64", m->ovmf_mmio64);
-        set_prop(mark, "qemu-ns-added", m->qemu_ns_added);
-        set_prop(mark, "nccl-topology", m->nccl_topology);
-        set_prop(mark, "nccl-topology-sha256", m->nccl_topology_sha256);
-        set_prop(mark, "fingerprint", m->fingerprint);
-        set_prop(mark, "fingerprint-version", m->fingerprint_version);
-        set_prop(mark, "qemu-override", m->qemu_override);
+        xml_set_prop(mark, "version", m->version);
+        xml_set_prop(mark, "policy", m->policy);
+        xml_set_prop(mark, "migratable", m->migratable);
+        xml_set_prop(mark, "migratable-reason", m->migratable_reason);
+        xml_set_prop(mark, "metadata-created", m->metadata_created);
+        xml_set_prop(mark, "single-function-slots", m->single_function_slots);
+        xml_set_prop(mark, "distances", m->distances);
+        xml_set_prop(mark, "pcie-root-created", m->pcie_root_created);
+        xml_set_prop(mark, "pcihole64-original", m->pcihole64_original);
+        xml_set_prop(mark, "pcihole64-original-unit", m->pcihole64_original_unit);
+        xml_set_prop(mark, "ovmf-mmio64", m->ovmf_mmio64);
+        xml_set_prop(mark, "qemu-ns-added", m->qemu_ns_added);
+        xml_set_prop(mark, "nccl-topology", m->nccl_topology);
+        xml_set_prop(mark, "nccl-topology-sha256", m->nccl_topology_sha256);
+        xml_set_prop(mark, "fingerprint", m->fingerprint);
+        xml_set_prop(mark, "fingerprint-version", m->fingerprint_version);
+        xml_set_prop(mark, "qemu-override", m->qemu_override);
 }
 
 static void write_device(const struct mark_device *md, xmlNodePtr e) {
         if (md->mdev)
-                set_prop(e, "mdev", md->mdev);
+                xml_set_prop(e, "mdev", md->mdev);
         else
-                set_prop(e, "host", md->host);
+                xml_set_prop(e, "host", md->host);
         if (md->class) {
                 char v[16];
                 snprintf(v, sizeof v, "0x%06x", md->class);
-                set_prop(e, "class", v);
+                xml_set_prop(e, "class", v);
         }
-        set_prop_int(e, "host-node", md->host_node);
+        xml_set_prop_int(e, "host-node", md->host_node);
         if (md->host_socket >= 0)
-                set_prop_int(e, "host-socket", md->host_socket);
-        set_prop_int(e, "guest-cell", md->guest_cell);
-        set_prop_int(e, "controller", md->controller);
-        set_prop(e, "original-address", md->original_address);
-        set_prop(e, "vendor-device", md->vendor_device);
-        set_prop(e, "driver", md->driver);
-        set_prop(e, "mdev-type", md->mdev_type);
-        set_prop(e, "position", md->position);
+                xml_set_prop_int(e, "host-socket", md->host_socket);
+        xml_set_prop_int(e, "guest-cell", md->guest_cell);
+        xml_set_prop_int(e, "controller", md->controller);
+        xml_set_prop(e, "original-address", md->original_address);
+        xml_set_prop(e, "vendor-device", md->vendor_device);
+        xml_set_prop(e, "driver", md->driver);
+        xml_set_prop(e, "mdev-type", md->mdev_type);
+        xml_set_prop(e, "position", md->position);
 }
 
 /* With the XML library's node and attribute API: every value is escaped
@@ -229,38 +218,38 @@ xmlNodePtr mark_write(const struct mark *m, xmlDocPtr doc, const char *cind, con
         for (size_t i = 0; i < m->n_expanders; i++) {
                 const struct mark_expander *x = &m->expanders[i];
                 xmlNodePtr e = mark_child(mark, cind, "expander");
-                set_prop_int(e, "controller", x->controller);
-                set_prop_int(e, "guest-cell", x->guest_cell);
-                set_prop(e, "host-nodes", x->host_nodes);
-                set_prop_int(e, "busNr", x->bus_nr);
+                xml_set_prop_int(e, "controller", x->controller);
+                xml_set_prop_int(e, "guest-cell", x->guest_cell);
+                xml_set_prop(e, "host-nodes", x->host_nodes);
+                xml_set_prop_int(e, "busNr", x->bus_nr);
         }
         for (size_t i = 0; i < m->n_devices; i++)
                 write_device(&m->devices[i], mark_child(mark, cind, "device"));
         for (size_t i = 0; i < m->n_controllers; i++) {
                 xmlNodePtr e = mark_child(mark, cind, "controller");
-                set_prop_int(e, "index", m->controllers[i].index);
-                set_prop(e, "model", m->controllers[i].model);
+                xml_set_prop_int(e, "index", m->controllers[i].index);
+                xml_set_prop(e, "model", m->controllers[i].model);
         }
         for (size_t i = 0; i < m->n_managed; i++) {
                 xmlNodePtr e = mark_child(mark, cind, "managed");
-                set_prop(e, "host", m->managed[i].host);
-                set_prop(e, "driver", m->managed[i].driver);
-                set_prop(e, "original", m->managed[i].original);
+                xml_set_prop(e, "host", m->managed[i].host);
+                xml_set_prop(e, "driver", m->managed[i].driver);
+                xml_set_prop(e, "original", m->managed[i].original);
         }
         for (size_t i = 0; i < m->n_removed; i++) {
                 xmlNodePtr e = mark_child(mark, cind, "removed");
-                set_prop_int(e, "controller", m->removed[i].controller);
-                set_prop_int(e, "position", m->removed[i].position);
+                xml_set_prop_int(e, "controller", m->removed[i].controller);
+                xml_set_prop_int(e, "position", m->removed[i].position);
                 /* The controller's XML as text (escaped on output). */
                 xmlNodeAddContent(e, (const xmlChar *) (m->removed[i].xml ? m->removed[i].xml : ""));
         }
         for (size_t i = 0; i < m->n_cliques; i++) {
                 xmlNodePtr e = mark_child(mark, cind, "clique");
-                set_prop(e, "host", m->cliques[i].host);
-                set_prop_int(e, "id", m->cliques[i].id);
-                set_prop(e, "alias", m->cliques[i].alias);
-                set_prop(e, "alias-original", m->cliques[i].alias_original);
-                set_prop(e, "override", m->cliques[i].override);
+                xml_set_prop(e, "host", m->cliques[i].host);
+                xml_set_prop_int(e, "id", m->cliques[i].id);
+                xml_set_prop(e, "alias", m->cliques[i].alias);
+                xml_set_prop(e, "alias-original", m->cliques[i].alias_original);
+                xml_set_prop(e, "override", m->cliques[i].override);
         }
         if (*endind)
                 xmlAddChild(mark, xmlNewDocText(doc, (const xmlChar *) endind));
@@ -338,7 +327,7 @@ int mark_address_decode(xmlNodePtr e, const char *s, char **ret_error) {
                 if (!xml_text_allowed(v))
                         return set_error(ret_error, -EINVAL,
                                          "pcinuma mark: original-address '%s' does not decode to characters XML allows: the mark is refused and nothing was changed", es);
-                xmlSetProp(e, (const xmlChar *) tok, (const xmlChar *) v);
+                xml_set_prop(e, tok, v);
         }
         return 0;
 }
@@ -394,11 +383,6 @@ static const char *undeclared_prefix(xmlNodePtr e) {
         return NULL;
 }
 
-static bool prop_is(xmlNodePtr n, const char *name, const char *value) {
-        _cleanup_free_ char *v = xml_prop(n, name);
-        return v && streq(v, value);
-}
-
 /* Why a <pcinuma:removed controller=N> that parsed to 'list' cannot be
  * restored, or 0; *ret_elem is its one element when it has one. */
 static int check_removed(xmlNodePtr list, int index, xmlNodePtr *ret_elem, char **ret_error) {
@@ -414,7 +398,7 @@ static int check_removed(xmlNodePtr list, int index, xmlNodePtr *ret_elem, char 
         }
         if (!bad && !elem)
                 bad = "nothing";
-        else if (!bad && !(xml_is(elem, "controller") && prop_is(elem, "type", "pci")))
+        else if (!bad && !(xml_is(elem, "controller") && xml_prop_is(elem, "type", "pci")))
                 bad = (const char *) elem->name;
         *ret_elem = elem;
         _cleanup_free_ char *model = elem && !bad ? xml_prop(elem, "model") : NULL;
@@ -654,8 +638,7 @@ static int check_attrs(const struct mark *m, char **ret_error) {
 
 /* An element a mark may hold: one of its six records, in its namespace. */
 static bool is_record(xmlNodePtr c, const char *name) {
-        bool in_ns = c->ns && c->ns->href && xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_TOPOLOGY_NS);
-        return in_ns && (streq(name, "expander") || streq(name, "device") || streq(name, "controller") ||
+        return xml_is_ns(c, PCINUMA_TOPOLOGY_NS, NULL) && (streq(name, "expander") || streq(name, "device") || streq(name, "controller") ||
                          streq(name, "managed") || streq(name, "removed") || streq(name, "clique"));
 }
 
@@ -967,8 +950,7 @@ bool mark_matches(const struct mark *m, const struct plan *p, const struct domai
 /* --- locator --------------------------------------------------------------- */
 
 bool mark_is_mark(xmlNodePtr n) {
-        return n && n->type == XML_ELEMENT_NODE && n->ns && n->ns->href &&
-               xmlStrEqual(n->ns->href, (const xmlChar *) PCINUMA_TOPOLOGY_NS) && xmlStrEqual(n->name, (const xmlChar *) "topology");
+        return xml_is_ns(n, PCINUMA_TOPOLOGY_NS, "topology");
 }
 
 int mark_locate(xmlNodePtr root, xmlNodePtr *ret, char **ret_error) {
@@ -977,8 +959,7 @@ int mark_locate(xmlNodePtr root, xmlNodePtr *ret, char **ret_error) {
          * to light only once a revert removed the first. */
         for (xmlNodePtr m = md ? md->next : NULL; m; m = m->next)
                 for (xmlNodePtr c = xml_is(m, "metadata") ? m->children : NULL; c; c = c->next)
-                        if (c->type == XML_ELEMENT_NODE && c->ns && c->ns->href &&
-                            xmlStrEqual(c->ns->href, (const xmlChar *) PCINUMA_TOPOLOGY_NS))
+                        if (xml_is_ns(c, PCINUMA_TOPOLOGY_NS, NULL))
                                 return set_error(ret_error, -EINVAL, "line %ld: a pcinuma mark in a second <metadata> element (the first is at line %ld)",
                                                  xmlGetLineNo(c), xmlGetLineNo(md));
         for (xmlNodePtr c = md ? md->children : NULL; c; c = c->next) {

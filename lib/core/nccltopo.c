@@ -9,6 +9,7 @@
 
 #include "nccltopo.h"
 #include "util.h"
+#include "xmlutil.h"
 
 bool nccltopo_wanted(uint32_t class, uint16_t vendor) {
         switch (class >> 8) {
@@ -91,28 +92,6 @@ static void tree_place(struct tree *t, const struct hop *hops, size_t n, int cpu
         t->v[cur].cpu = cpu;
 }
 
-static void xml_attr(struct strbuf *b, const char *name, const char *value) {
-        strbuf_printf(b, " %s=\"", name);
-        for (const char *c = value; *c; c++)
-                switch (*c) {
-                case '&':
-                        strbuf_append(b, "&amp;");
-                        break;
-                case '<':
-                        strbuf_append(b, "&lt;");
-                        break;
-                case '>':
-                        strbuf_append(b, "&gt;");
-                        break;
-                case '"':
-                        strbuf_append(b, "&quot;");
-                        break;
-                default:
-                        strbuf_appendn(b, c, 1);
-                }
-        strbuf_append(b, "\"");
-}
-
 /* The kernel's cpumap form: 32-bit hex words, most significant first. */
 static void cpumask(struct strbuf *b, const struct bitmap *cpus) {
         int hi = -1;
@@ -144,22 +123,22 @@ static void write_children(struct strbuf *b, const struct tree *t, long parent, 
                 const struct tnode *n = kids[i];
                 char num[16];
                 strbuf_printf(b, "%*s<pci", (int) depth * 2, "");
-                xml_attr(b, "busid", n->busid);
+                xml_append_attr(b, "busid", n->busid);
                 if (n->class) {
                         snprintf(num, sizeof num, "0x%06x", (unsigned) n->class);
-                        xml_attr(b, "class", num);
+                        xml_append_attr(b, "class", num);
                 }
                 if (n->vendor) {
                         snprintf(num, sizeof num, "0x%04x", (unsigned) n->vendor);
-                        xml_attr(b, "vendor", num);
+                        xml_append_attr(b, "vendor", num);
                         snprintf(num, sizeof num, "0x%04x", (unsigned) n->device);
-                        xml_attr(b, "device", num);
+                        xml_append_attr(b, "device", num);
                 }
                 if (n->link_speed && n->link_speed[0])
-                        xml_attr(b, "link_speed", n->link_speed);
+                        xml_append_attr(b, "link_speed", n->link_speed);
                 if (n->link_width) {
                         snprintf(num, sizeof num, "%u", n->link_width);
-                        xml_attr(b, "link_width", num);
+                        xml_append_attr(b, "link_width", num);
                 }
                 bool leaf = true;
                 for (size_t j = 0; j < t->n && leaf; j++)
@@ -179,24 +158,24 @@ static void write_cpu(struct strbuf *b, const struct tree *t, int numaid, const 
         char num[16];
         strbuf_append(b, "  <cpu");
         snprintf(num, sizeof num, "%d", numaid);
-        xml_attr(b, "numaid", num);
+        xml_append_attr(b, "numaid", num);
         if (cpus) {
                 struct strbuf m = {0};
                 cpumask(&m, cpus);
-                xml_attr(b, "affinity", m.buf);
+                xml_append_attr(b, "affinity", m.buf);
                 strbuf_done(&m);
         }
         if (cpu && cpu->arch)
-                xml_attr(b, "arch", cpu->arch);
+                xml_append_attr(b, "arch", cpu->arch);
         if (cpu && cpu->vendor)
-                xml_attr(b, "vendor", cpu->vendor);
+                xml_append_attr(b, "vendor", cpu->vendor);
         if (cpu && cpu->family >= 0) {
                 snprintf(num, sizeof num, "%d", cpu->family);
-                xml_attr(b, "familyid", num);
+                xml_append_attr(b, "familyid", num);
         }
         if (cpu && cpu->model >= 0) {
                 snprintf(num, sizeof num, "%d", cpu->model);
-                xml_attr(b, "modelid", num);
+                xml_append_attr(b, "modelid", num);
         }
         bool empty = true;
         for (size_t i = 0; i < t->n && empty; i++)

@@ -51,14 +51,6 @@ static void insert_unit_after(xmlNodePtr ref, xmlNodePtr e) {
                 xmlAddPrevSibling(e, xmlNewText(ws->content));
 }
 
-static xmlNodePtr last_element_child(xmlNodePtr parent) {
-        xmlNodePtr last = NULL;
-        for (xmlNodePtr c = parent->children; c; c = c->next)
-                if (c->type == XML_ELEMENT_NODE)
-                        last = c;
-        return last;
-}
-
 static char *node_dump(xmlDocPtr doc, xmlNodePtr n) {
         xmlBufferPtr buf = xmlBufferCreate();
         if (!buf)
@@ -75,30 +67,14 @@ static void remove_all_attrs(xmlNodePtr e) {
 }
 
 static void set_guest_address(xmlNodePtr addr, const struct pci_addr *a) {
-        char v[16];
         remove_all_attrs(addr);
-        xmlSetProp(addr, (const xmlChar *) "type", (const xmlChar *) "pci");
-        snprintf(v, sizeof v, "0x%04x", a->domain);
-        xmlSetProp(addr, (const xmlChar *) "domain", (const xmlChar *) v);
-        snprintf(v, sizeof v, "0x%02x", a->bus);
-        xmlSetProp(addr, (const xmlChar *) "bus", (const xmlChar *) v);
-        snprintf(v, sizeof v, "0x%02x", a->slot);
-        xmlSetProp(addr, (const xmlChar *) "slot", (const xmlChar *) v);
-        snprintf(v, sizeof v, "0x%x", a->func);
-        xmlSetProp(addr, (const xmlChar *) "function", (const xmlChar *) v);
-}
-
-/* Is attribute 'name' of n there and equal to 'value'?  (Read in place:
- * the lookups below run over every controller, for each one sought.) */
-static bool prop_is(xmlNodePtr n, const char *name, const char *value) {
-        _cleanup_free_ char *buf = NULL;
-        const char *v = xml_prop_ref(n, name, &buf);
-        return v && streq(v, value);
+        xml_set_prop(addr, "type", "pci");
+        xml_set_pci_address(addr, a);
 }
 
 static xmlNodePtr find_controller_elem(xmlNodePtr devices, int index) {
         for (xmlNodePtr c = devices ? devices->children : NULL; c; c = c->next) {
-                if (!xml_is(c, "controller") || !prop_is(c, "type", "pci"))
+                if (!xml_is(c, "controller") || !xml_prop_is(c, "type", "pci"))
                         continue;
                 _cleanup_free_ char *buf = NULL;
                 const char *idx = xml_prop_ref(c, "index", &buf);
@@ -110,7 +86,7 @@ static xmlNodePtr find_controller_elem(xmlNodePtr devices, int index) {
 }
 
 static bool elem_has_model(xmlNodePtr e, const char *model) {
-        return model && prop_is(e, "model", model);
+        return model && xml_prop_is(e, "model", model);
 }
 
 static int element_position(xmlNodePtr parent, xmlNodePtr e) {
@@ -138,12 +114,6 @@ static xmlNodePtr new_child(xmlDocPtr doc, xmlNodePtr parent, const char *name) 
         if (parent)
                 xmlAddChild(parent, e);
         return e;
-}
-
-static void set_int_prop(xmlNodePtr e, const char *name, int v) {
-        char buf[16];
-        snprintf(buf, sizeof buf, "%d", v);
-        xmlNewProp(e, (const xmlChar *) name, (const xmlChar *) buf);
 }
 
 /* Indentation: newline + indent, when the document is pretty. */
@@ -180,19 +150,19 @@ static int add_controllers(struct domain *d, const struct plan *p, char **ret_er
                  * of controllers, and parsing each as a fragment
                  * (xmlParseInNodeContext) was a third of engine_plan's time. */
                 xmlNodePtr e = new_child(d->doc, NULL, "controller");
-                xmlNewProp(e, (const xmlChar *) "type", (const xmlChar *) "pci");
+                xml_set_prop(e, "type", "pci");
                 struct pci_addr pa;
                 bool multifunction = false;
                 if (i < p->n_pxbs) {
                         const struct plan_pxb *x = &p->pxbs[i];
-                        set_int_prop(e, "index", x->index);
-                        xmlNewProp(e, (const xmlChar *) "model", (const xmlChar *) "pcie-expander-bus");
+                        xml_set_prop_int(e, "index", x->index);
+                        xml_set_prop(e, "model", "pcie-expander-bus");
                         add_text(e, nl, ind2);
                         xmlNodePtr m = new_child(d->doc, e, "model");
-                        xmlNewProp(m, (const xmlChar *) "name", (const xmlChar *) "pxb-pcie");
+                        xml_set_prop(m, "name", "pxb-pcie");
                         add_text(e, nl, ind2);
                         xmlNodePtr t = new_child(d->doc, e, "target");
-                        set_int_prop(t, "busNr", x->bus_nr);
+                        xml_set_prop_int(t, "busNr", x->bus_nr);
                         add_text(t, nl, ind3);
                         char cell[16];
                         snprintf(cell, sizeof cell, "%u", x->cell);
@@ -201,8 +171,8 @@ static int add_controllers(struct domain *d, const struct plan *p, char **ret_er
                         pa = x->addr;
                 } else {
                         const struct plan_port *port = &p->ports[i - p->n_pxbs];
-                        set_int_prop(e, "index", port->index);
-                        xmlNewProp(e, (const xmlChar *) "model", (const xmlChar *) port->model);
+                        xml_set_prop_int(e, "index", port->index);
+                        xml_set_prop(e, "model", port->model);
                         pa = (struct pci_addr) { .domain = 0, .bus = (uint8_t) port->parent_index, .slot = port->slot, .func = port->func };
                         multifunction = port->multifunction;
                 }
@@ -210,7 +180,7 @@ static int add_controllers(struct domain *d, const struct plan *p, char **ret_er
                 xmlNodePtr a = new_child(d->doc, e, "address");
                 set_guest_address(a, &pa);
                 if (multifunction)
-                        xmlNewProp(a, (const xmlChar *) "multifunction", (const xmlChar *) "on");
+                        xml_set_prop(a, "multifunction", "on");
                 add_text(e, nl, ind1);
                 if (anchor)
                         insert_unit_after(anchor, e);
@@ -225,7 +195,7 @@ static int add_controllers(struct domain *d, const struct plan *p, char **ret_er
 
 /* If c is a guest <address type='pci'>, parse it into *ret. */
 static bool pci_address_of(xmlNodePtr c, struct pci_addr *ret) {
-        return xml_is(c, "address") && prop_is(c, "type", "pci") && xml_parse_pci_address(c, ret) == 0;
+        return xml_is(c, "address") && xml_prop_is(c, "type", "pci") && xml_parse_pci_address(c, ret) == 0;
 }
 
 /* Calls fn for every guest PCI <address> directly under a device. */
@@ -265,7 +235,7 @@ static char *single_function_slots(xmlNodePtr devices) {
 static void unset_multifunction(xmlNodePtr addr, const struct pci_addr *a, void *u) {
         const struct bitmap *slots = u;
         if (a->domain == 0 && a->bus == 0 && a->func == 0 && bitmap_test(slots, a->slot))
-                xmlUnsetProp(addr, (const xmlChar *) "multifunction");
+                xml_unset_prop(addr, "multifunction");
 }
 
 static void clear_multifunction(xmlNodePtr devices, const char *slots_text) {
@@ -286,7 +256,7 @@ static void clear_multifunction(xmlNodePtr devices, const char *slots_text) {
  * no children yet the closing indentation is added too; remove_child_unit()
  * undoes both. */
 static void append_child_unit(xmlNodePtr parent, xmlNodePtr e) {
-        xmlNodePtr last = last_element_child(parent);
+        xmlNodePtr last = xml_last_element(parent);
         if (last) {
                 insert_unit_after(last, e);
                 return;
@@ -309,7 +279,7 @@ static void append_child_unit(xmlNodePtr parent, xmlNodePtr e) {
 static void remove_child_unit(struct domain *d, xmlNodePtr e) {
         xmlNodePtr parent = e->parent;
         unlink_unit(d, e);
-        if (parent && !last_element_child(parent))
+        if (parent && !xml_last_element(parent))
                 while (parent->children) {
                         xmlNodePtr c = parent->children;
                         xmlUnlinkNode(c);
@@ -341,9 +311,9 @@ static void apply_distances(struct domain *d, const struct plan *p) {
                         xmlNodePtr sib = xmlNewNode(NULL, (const xmlChar *) "sibling");
                         char v[32];
                         snprintf(v, sizeof v, "%zu", j);
-                        xmlSetProp(sib, (const xmlChar *) "id", (const xmlChar *) v);
+                        xml_set_prop(sib, "id", v);
                         snprintf(v, sizeof v, "%d", p->distances[id * n + j]);
-                        xmlSetProp(sib, (const xmlChar *) "value", (const xmlChar *) v);
+                        xml_set_prop(sib, "value", v);
                         append_child_unit(dist, sib);
                 }
         }
@@ -364,10 +334,6 @@ static xmlNodePtr pcie_root_elem(xmlNodePtr devices) {
         return e && elem_has_model(e, "pcie-root") ? e : NULL;
 }
 
-static void set_prop(xmlNodePtr e, const char *name, const char *value) {
-        xmlSetProp(e, (const xmlChar *) name, (const xmlChar *) value);
-}
-
 /* mmio64: <pcihole64 unit='KiB'> on the pcie-root (created when the XML
  * leaves the pcie-root implicit).  The mark records what was there
  * (pcie-root-created, pcihole64-original[-unit]) for revert. */
@@ -379,9 +345,9 @@ static void apply_pcihole64(struct domain *d, const struct plan *p, struct mark 
                 xmlNodePtr first = element_at(d->devices, 0);
                 xmlNodePtr anchor = xml_child(d->devices, "emulator");
                 xmlNodePtr e = xmlNewDocNode(d->doc, NULL, (const xmlChar *) "controller", NULL);
-                set_prop(e, "type", "pci");
-                set_prop(e, "index", "0");
-                set_prop(e, "model", "pcie-root");
+                xml_set_prop(e, "type", "pci");
+                xml_set_prop(e, "index", "0");
+                xml_set_prop(e, "model", "pcie-root");
                 if (anchor)
                         insert_unit_after(anchor, e);
                 else if (first)
@@ -389,7 +355,7 @@ static void apply_pcihole64(struct domain *d, const struct plan *p, struct mark 
                 else
                         xmlAddChild(d->devices, e);
                 xmlNodePtr h = new_elem_text("pcihole64", v);
-                set_prop(h, "unit", "KiB");
+                xml_set_prop(h, "unit", "KiB");
                 append_child_unit(e, h);
                 f->pcie_root_created = xstrdup("yes");
                 return;
@@ -397,7 +363,7 @@ static void apply_pcihole64(struct domain *d, const struct plan *p, struct mark 
         xmlNodePtr hole = xml_child(rootc, "pcihole64");
         if (!hole) {
                 xmlNodePtr h = new_elem_text("pcihole64", v);
-                set_prop(h, "unit", "KiB");
+                xml_set_prop(h, "unit", "KiB");
                 append_child_unit(rootc, h);
                 f->pcihole64_original = xstrdup("none");
                 return;
@@ -408,7 +374,7 @@ static void apply_pcihole64(struct domain *d, const struct plan *p, struct mark 
         f->pcihole64_original_unit = xstrdup(unit ? unit : "none");
         xmlFree(old);
         xmlNodeSetContent(hole, (const xmlChar *) v);
-        set_prop(hole, "unit", "KiB");
+        xml_set_prop(hole, "unit", "KiB");
 }
 
 static void revert_pcihole64(struct domain *d, const struct mark *mk) {
@@ -435,9 +401,9 @@ static void revert_pcihole64(struct domain *d, const struct mark *mk) {
         }
         xmlNodeAddContent(hole, (const xmlChar *) orig);
         if (unit && !streq(unit, "none"))
-                set_prop(hole, "unit", unit);
+                xml_set_prop(hole, "unit", unit);
         else
-                xmlUnsetProp(hole, (const xmlChar *) "unit");
+                xml_unset_prop(hole, "unit");
 }
 
 #define QEMU_NS "http://libvirt.org/schemas/domain/qemu/1.0"
@@ -445,8 +411,7 @@ static void revert_pcihole64(struct domain *d, const struct mark *mk) {
 
 /* An element <qemu:NAME> (by namespace URI, whatever its prefix). */
 static bool is_qemu_elem(xmlNodePtr n, const char *name) {
-        return n && n->type == XML_ELEMENT_NODE && n->ns && n->ns->href &&
-               xmlStrEqual(n->ns->href, (const xmlChar *) QEMU_NS) && xmlStrEqual(n->name, (const xmlChar *) name);
+        return xml_is_ns(n, QEMU_NS, name);
 }
 
 /* The last <qemu:commandline> of the domain, or NULL. */
@@ -488,12 +453,12 @@ static char *add_fw_cfg(struct domain *d, struct mark *f, const char *value) {
         bool created = !cl;
         if (created) {
                 cl = xmlNewDocNode(d->doc, ns, (const xmlChar *) "commandline", NULL);
-                insert_unit_after(last_element_child(root), cl);
+                insert_unit_after(xml_last_element(root), cl);
         }
         xmlNodePtr a1 = xmlNewDocNode(d->doc, ns, (const xmlChar *) "arg", NULL);
-        set_prop(a1, "value", "-fw_cfg");
+        xml_set_prop(a1, "value", "-fw_cfg");
         xmlNodePtr a2 = xmlNewDocNode(d->doc, ns, (const xmlChar *) "arg", NULL);
-        set_prop(a2, "value", value);
+        xml_set_prop(a2, "value", value);
         append_child_unit(cl, a1);
         append_child_unit(cl, a2);
         return xstrdup(created ? "created" : "added");
@@ -517,12 +482,6 @@ static void apply_ovmf_mmio64(struct domain *d, const struct plan *p, struct mar
  * The mark records nccl-topology and the argument's SHA-256. */
 static void apply_nccl_topology(struct domain *d, const struct plan *p, struct mark *f) {
         f->nccl_topology = add_fw_cfg(d, f, p->nccl_arg);
-}
-
-static xmlNodePtr next_element(xmlNodePtr n) {
-        for (n = n ? n->next : NULL; n && n->type != XML_ELEMENT_NODE; n = n->next)
-                ;
-        return n;
 }
 
 /* Is n a <qemu:arg> whose value is 'value' (or, with 'prefix', begins so)? */
@@ -561,16 +520,16 @@ static void revert_fw_cfg(struct domain *d, const char *how, const char *prefix)
                 if (!is_qemu_elem(cl, "commandline"))
                         continue;
                 for (xmlNodePtr a = cl->children; a; a = a->next)
-                        if (qemu_arg_is(a, "-fw_cfg", false) && qemu_arg_is(next_element(a), prefix, true)) {
+                        if (qemu_arg_is(a, "-fw_cfg", false) && qemu_arg_is(xml_next_element(a), prefix, true)) {
                                 a1 = a;
-                                a2 = next_element(a);
+                                a2 = xml_next_element(a);
                         }
         }
         if (a1) {
                 xmlNodePtr cl = a1->parent;
                 remove_child_unit(d, a2);
                 remove_child_unit(d, a1);
-                if (streq(how, "created") && !last_element_child(cl))
+                if (streq(how, "created") && !xml_last_element(cl))
                         unlink_unit(d, cl);
         }
 }
@@ -674,11 +633,11 @@ static void apply_cliques(struct domain *d, const struct plan *p, struct mark *m
                         rec->alias = clique_alias(pd->name);
                         if (al) {
                                 rec->alias_original = TAKE_PTR(name);
-                                set_prop(al, "name", rec->alias);
+                                xml_set_prop(al, "name", rec->alias);
                         } else {
                                 rec->alias_original = xstrdup("none");
                                 al = xmlNewDocNode(d->doc, NULL, (const xmlChar *) "alias", NULL);
-                                set_prop(al, "name", rec->alias);
+                                xml_set_prop(al, "name", rec->alias);
                                 /* libvirt's order: ..., <alias>, <address>. */
                                 xmlNodePtr addr = d->hostdevs[pd->hostdev].addr_elem;
                                 if (!addr || addr->parent != hd)
@@ -686,7 +645,7 @@ static void apply_cliques(struct domain *d, const struct plan *p, struct mark *m
                                 if (addr)
                                         insert_unit_before(addr, al);
                                 else
-                                        insert_unit_after(last_element_child(hd), al);
+                                        insert_unit_after(xml_last_element(hd), al);
                         }
                 }
                 if (!ovr) {
@@ -697,18 +656,18 @@ static void apply_cliques(struct domain *d, const struct plan *p, struct mark *m
                                 mk->qemu_override = xstrdup("added");
                         else {
                                 ovr = xmlNewDocNode(d->doc, qemu_ns(d, NULL, mk), (const xmlChar *) "override", NULL);
-                                insert_unit_after(last_element_child(root), ovr);
+                                insert_unit_after(xml_last_element(root), ovr);
                                 mk->qemu_override = xstrdup("created");
                         }
                 }
                 char id[16];
                 snprintf(id, sizeof id, "%d", rec->id);
                 xmlNodePtr dev = append_qemu_child(d, ovr, "device");
-                set_prop(dev, "alias", rec->alias);
+                xml_set_prop(dev, "alias", rec->alias);
                 xmlNodePtr prop = append_qemu_child(d, append_qemu_child(d, dev, "frontend"), "property");
-                set_prop(prop, "name", CLIQUE_PROP);
-                set_prop(prop, "type", "unsigned");
-                set_prop(prop, "value", id);
+                xml_set_prop(prop, "name", CLIQUE_PROP);
+                xml_set_prop(prop, "type", "unsigned");
+                xml_set_prop(prop, "value", id);
         }
 }
 
@@ -739,7 +698,7 @@ static void revert_cliques(struct domain *d, const struct mark *mk) {
                         if (streq(rec->alias_original, "none"))
                                 unlink_unit(d, al);
                         else
-                                set_prop(al, "name", rec->alias_original);
+                                xml_set_prop(al, "name", rec->alias_original);
                         break;
                 }
         }
@@ -748,7 +707,7 @@ static void revert_cliques(struct domain *d, const struct mark *mk) {
                 for (xmlNodePtr c = root->children; c; c = c->next)
                         if (is_qemu_elem(c, "override"))
                                 last = c;
-                if (last && !last_element_child(last))
+                if (last && !xml_last_element(last))
                         unlink_unit(d, last);
         }
 }
@@ -776,7 +735,7 @@ static void mark_indent(xmlNodePtr root, xmlNodePtr md, struct mark_indent *ret)
         xmlNodePtr first = element_at(root, 0);
         struct mark_indent in = { .pretty = first && xml_is_ws_text(first->prev) };
         in.root = first ? indent_of(first) : xstrdup("");
-        xmlNodePtr last = md ? last_element_child(md) : NULL;
+        xmlNodePtr last = md ? xml_last_element(md) : NULL;
         in.mark = last ? indent_of(last) : in.pretty ? xasprintf("%s  ", in.root) : xstrdup("");
         in.child = in.pretty ? xasprintf("\n%s  ", in.mark) : xstrdup("");
         in.end = in.pretty ? xasprintf("\n%s", in.mark) : xstrdup("");
@@ -788,7 +747,7 @@ static void mark_indent(xmlNodePtr root, xmlNodePtr md, struct mark_indent *ret)
 static void place_mark(struct domain *d, xmlNodePtr md, xmlNodePtr mark, const struct mark_indent *in) {
         xmlNodePtr root = xmlDocGetRootElement(d->doc);
         if (md) {
-                xmlNodePtr last = last_element_child(md);
+                xmlNodePtr last = xml_last_element(md);
                 if (last)
                         insert_unit_after(last, mark);
                 else
@@ -860,14 +819,14 @@ static void move_devices(struct domain *d, const struct plan *p, struct mark *mk
                         set_guest_address(hd->addr_elem, &pd->guest);
                         /* Function 0 of a host device whose functions stay together. */
                         if (pd->multifunction)
-                                xmlSetProp(hd->addr_elem, (const xmlChar *) "multifunction", (const xmlChar *) "on");
+                                xml_set_prop(hd->addr_elem, "multifunction", "on");
                 } else {
                         mk->devices[k].original_address = xstrdup("none");
                         xmlNodePtr a = xmlNewNode(NULL, (const xmlChar *) "address");
                         set_guest_address(a, &pd->guest);
                         if (pd->multifunction)
-                                xmlSetProp(a, (const xmlChar *) "multifunction", (const xmlChar *) "on");
-                        xmlNodePtr last = last_element_child(hd->elem);
+                                xml_set_prop(a, "multifunction", "on");
+                        xmlNodePtr last = xml_last_element(hd->elem);
                         if (last)
                                 insert_unit_after(last, a);
                         else
@@ -892,7 +851,7 @@ static void apply_features(struct domain *d, const struct plan *p, struct mark *
                 xmlNodePtr e = d->hostdevs[p->managed[i].hostdev].elem;
                 char *orig = xml_prop(e, "managed");
                 mk->managed[i].original = orig ? orig : xstrdup("absent");
-                xmlSetProp(e, (const xmlChar *) "managed", (const xmlChar *) "no");
+                xml_set_prop(e, "managed", "no");
         }
         if (p->n_cliques)
                 apply_cliques(d, p, mk);
@@ -1146,9 +1105,9 @@ static void restore_managed(struct domain *d, const struct mark *mk) {
                 for (size_t k = 0; k < d->n_hostdevs; k++)
                         if (d->hostdevs[k].kind == DOMAIN_HOSTDEV_PCI && pci_addr_eq(&d->hostdevs[k].host, &host)) {
                                 if (!orig || streq(orig, "absent"))
-                                        xmlUnsetProp(d->hostdevs[k].elem, (const xmlChar *) "managed");
+                                        xml_unset_prop(d->hostdevs[k].elem, "managed");
                                 else
-                                        set_prop(d->hostdevs[k].elem, "managed", orig);
+                                        xml_set_prop(d->hostdevs[k].elem, "managed", orig);
                         }
         }
 }
@@ -1180,7 +1139,7 @@ static void restore_pruned(struct domain *d, struct revert_state *s) {
                 if (ref)
                         insert_unit_before(ref, e);
                 else {
-                        xmlNodePtr last = last_element_child(devices);
+                        xmlNodePtr last = xml_last_element(devices);
                         if (last)
                                 insert_unit_after(last, e);
                         else
@@ -1197,7 +1156,7 @@ static int restore_address(struct domain *d, struct revert_state *s, const struc
         xmlNodePtr addr = *io_addr;
         if (!addr) {
                 addr = xmlNewDocNode(d->doc, NULL, (const xmlChar *) "address", NULL);
-                xmlNodePtr last = last_element_child(hd);
+                xmlNodePtr last = xml_last_element(hd);
                 if (last)
                         insert_unit_after(last, addr);
                 else
@@ -1276,7 +1235,7 @@ static void remove_mark(struct domain *d, const struct mark *mk) {
         xmlNodePtr md = d->mark->parent;
         unlink_unit(d, d->mark);
         d->mark = NULL;
-        if (mk->metadata_created && streq(mk->metadata_created, "yes") && md && !last_element_child(md))
+        if (mk->metadata_created && streq(mk->metadata_created, "yes") && md && !xml_last_element(md))
                 unlink_unit(d, md);
 }
 
