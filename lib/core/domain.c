@@ -63,6 +63,82 @@ const char *domain_hostdev_name(const struct domain_hostdev *hd, char buf[64]) {
         return buf;
 }
 
+/* --- the hostdev index ------------------------------------------------------ */
+
+static uint64_t mix64(uint64_t x) {
+        x ^= x >> 33;
+        x *= UINT64_C(0xff51afd7ed558ccd);
+        x ^= x >> 33;
+        x *= UINT64_C(0xc4ceb9fe1a85ec53);
+        return x ^ (x >> 33);
+}
+
+static uint64_t pci_key_hash(const struct pci_addr *a) {
+        return mix64(((uint64_t) a->domain << 16 | (uint64_t) a->bus << 8 | (uint64_t) a->slot << 3 | a->func) << 1);
+}
+
+/* FNV-1a over the UUID in lower case (hostdevs keep it so). */
+static uint64_t mdev_key_hash(const char *uuid) {
+        uint64_t h = UINT64_C(0xcbf29ce484222325);
+        for (const char *c = uuid; *c; c++) {
+                char l = *c >= 'A' && *c <= 'F' ? (char) (*c - 'A' + 'a') : *c;
+                h = (h ^ (unsigned char) l) * UINT64_C(0x100000001b3);
+        }
+        return mix64(h | 1);
+}
+
+static uint64_t hostdev_hash(const struct domain_hostdev *hd) {
+        return hd->kind == DOMAIN_HOSTDEV_MDEV ? mdev_key_hash(hd->mdev_uuid) : pci_key_hash(&hd->host);
+}
+
+/* The slot of the hostdev for (kind, a or uuid): its index + 1, or 0. */
+static size_t hostdev_lookup(const struct domain *d, enum domain_hostdev_kind kind, const struct pci_addr *a,
+                             const char *uuid) {
+        if (!d->n_hostdev_slots)
+                return 0;
+        size_t mask = d->n_hostdev_slots - 1;
+        size_t i = (size_t) (kind == DOMAIN_HOSTDEV_MDEV ? mdev_key_hash(uuid) : pci_key_hash(a)) & mask;
+        for (;; i = (i + 1) & mask) {
+                size_t k = d->hostdev_slots[i];
+                if (!k)
+                        return 0;
+                const struct domain_hostdev *o = &d->hostdevs[k - 1];
+                if (o->kind == kind && (kind == DOMAIN_HOSTDEV_MDEV ? strcasecmp(o->mdev_uuid, uuid) == 0 : pci_addr_eq(&o->host, a)))
+                        return k;
+        }
+}
+
+static void hostdev_slot_put(size_t *slots, size_t n_slots, const struct domain_hostdev *hd, size_t k) {
+        size_t mask = n_slots - 1;
+        size_t i = (size_t) hostdev_hash(hd) & mask;
+        while (slots[i])
+                i = (i + 1) & mask;
+        slots[i] = k;
+}
+
+/* Index d->hostdevs[n_hostdevs - 1], which is not there yet. */
+static void hostdev_index_add(struct domain *d) {
+        if (d->n_hostdev_slots < 2 * d->n_hostdevs) {
+                size_t n = d->n_hostdev_slots ? 2 * d->n_hostdev_slots : 16;
+                free(d->hostdev_slots);
+                d->hostdev_slots = xcalloc(n, sizeof(size_t));
+                d->n_hostdev_slots = n;
+                for (size_t k = 1; k < d->n_hostdevs; k++)
+                        hostdev_slot_put(d->hostdev_slots, n, &d->hostdevs[k - 1], k);
+        }
+        hostdev_slot_put(d->hostdev_slots, d->n_hostdev_slots, &d->hostdevs[d->n_hostdevs - 1], d->n_hostdevs);
+}
+
+const struct domain_hostdev *domain_find_pci_hostdev(const struct domain *d, const struct pci_addr *a) {
+        size_t k = hostdev_lookup(d, DOMAIN_HOSTDEV_PCI, a, NULL);
+        return k ? &d->hostdevs[k - 1] : NULL;
+}
+
+const struct domain_hostdev *domain_find_mdev_hostdev(const struct domain *d, const char *uuid) {
+        size_t k = uuid ? hostdev_lookup(d, DOMAIN_HOSTDEV_MDEV, NULL, uuid) : 0;
+        return k ? &d->hostdevs[k - 1] : NULL;
+}
+
 static void model_clear(struct domain *d) {
         for (size_t i = 0; i < d->n_cells; i++) {
                 bitmap_done(&d->cells[i].cpus);
@@ -72,6 +148,8 @@ static void model_clear(struct domain *d) {
         CLEAR_ARRAY(d->hostdevs, d->n_hostdevs);
         CLEAR_ARRAY(d->controllers, d->n_controllers);
         CLEAR_ARRAY(d->pci_uses, d->n_pci_uses);
+        CLEAR_ARRAY(d->hostdev_slots, d->n_hostdev_slots);
+        memset(d->controller_at, 0, sizeof(d->controller_at));
         for (size_t i = 0; i < d->n_vcpupins; i++)
                 bitmap_done(&d->vcpupins[i].cpuset);
         CLEAR_ARRAY(d->vcpupins, d->n_vcpupins);
@@ -153,6 +231,11 @@ void domain_snapshot(struct domain *d, struct domain **ret) {
         m->hostdevs = array_dup(d->hostdevs, d->n_hostdevs, sizeof(*d->hostdevs));
         m->controllers = array_dup(d->controllers, d->n_controllers, sizeof(*d->controllers));
         m->pci_uses = array_dup(d->pci_uses, d->n_pci_uses, sizeof(*d->pci_uses));
+        m->hostdev_slots = NULL;
+        if (d->n_hostdev_slots) {
+                m->hostdev_slots = xcalloc(d->n_hostdev_slots, sizeof(size_t));
+                memcpy(m->hostdev_slots, d->hostdev_slots, d->n_hostdev_slots * sizeof(size_t));
+        }
         m->vcpupins = array_dup(d->vcpupins, d->n_vcpupins, sizeof(*d->vcpupins));
         for (size_t i = 0; i < d->n_vcpupins; i++)
                 bitmap_copy(&m->vcpupins[i].cpuset, &d->vcpupins[i].cpuset);
@@ -272,6 +355,10 @@ static int parse_pinning(struct domain *d, xmlNodePtr root, char **ret_error) {
         }
 
         xmlNodePtr cputune = xml_child(root, "cputune");
+        /* The entry of each vCPU (index + 1): a vCPU pinned twice keeps
+         * its last <vcpupin>, in one entry, so that a domain holds at most
+         * MAX_CPU + 1 of them however many its XML repeats. */
+        _cleanup_free_ size_t *pin_at = NULL;
         for (xmlNodePtr c = cputune ? cputune->children : NULL; c; c = c->next) {
                 if (!xml_is(c, "vcpupin"))
                         continue;
@@ -280,7 +367,16 @@ static int parse_pinning(struct domain *d, xmlNodePtr root, char **ret_error) {
                 uint64_t n;
                 if (!v || parse_uint(v, 10, MAX_CPU, &n) < 0)
                         return set_error(ret_error, -EINVAL, "line %ld: <vcpupin>: missing or bad vcpu attribute", xmlGetLineNo(c));
-                struct domain_vcpupin *pin = GROW(d->vcpupins, d->n_vcpupins);
+                if (!pin_at)
+                        pin_at = xcalloc(MAX_CPU + 1, sizeof(size_t));
+                struct domain_vcpupin *pin;
+                if (pin_at[n]) {
+                        pin = &d->vcpupins[pin_at[n] - 1];
+                        bitmap_done(&pin->cpuset);
+                } else {
+                        pin = GROW(d->vcpupins, d->n_vcpupins);
+                        pin_at[n] = d->n_vcpupins;
+                }
                 pin->vcpu = (unsigned) n;
                 if (!set || bitmap_parse(set, MAX_CPU, &pin->cpuset) < 0)
                         return set_error(ret_error, -EINVAL, "line %ld: <vcpupin vcpu='%s'>: missing or bad cpuset", xmlGetLineNo(c), v);
@@ -323,13 +419,14 @@ static int parse_controller(struct domain *d, xmlNodePtr c, char **ret_error) {
          * explicit index is known (see assign_missing_indexes()). */
         if (index && parse_uint(index, 0, 255, &idx) < 0)
                 return set_error(ret_error, -EINVAL, "line %ld: PCI <controller>: bad index '%s'", xmlGetLineNo(c), index);
-        for (size_t i = 0; index && i < d->n_controllers; i++)
-                if (d->controllers[i].index == (int) idx)
-                        return set_error(ret_error, -EINVAL, "line %ld: two PCI controllers have index %" PRIu64 " (the other is at line %ld)",
-                                         xmlGetLineNo(c), idx, xmlGetLineNo(d->controllers[i].elem));
+        if (index && d->controller_at[idx])
+                return set_error(ret_error, -EINVAL, "line %ld: two PCI controllers have index %" PRIu64 " (the other is at line %ld)",
+                                 xmlGetLineNo(c), idx, xmlGetLineNo(d->controllers[d->controller_at[idx] - 1].elem));
 
         struct domain_controller *ctl = GROW(d->controllers, d->n_controllers);
         ctl->index = index ? (int) idx : -1;
+        if (index)
+                d->controller_at[idx] = d->n_controllers;
         ctl->elem = c;
         ctl->bus_nr = -1;
         ctl->node = -1;
@@ -467,17 +564,16 @@ static int parse_hostdev(struct domain *d, xmlNodePtr e, bool is_interface, char
                 hd.addr_elem = gaddr;
         }
 
-        for (size_t i = 0; i < d->n_hostdevs; i++) {
-                const struct domain_hostdev *o = &d->hostdevs[i];
-                bool same = o->kind == hd.kind &&
-                            (hd.kind == DOMAIN_HOSTDEV_MDEV ? streq(o->mdev_uuid, hd.mdev_uuid) : pci_addr_eq(&o->host, &hd.host));
-                if (same) {
-                        char b[64];
-                        return set_error(ret_error, -EINVAL, "line %ld: host device %s is assigned twice (also at line %ld)",
-                                         line, domain_hostdev_name(&hd, b), xmlGetLineNo(o->elem));
-                }
+        /* A hash lookup, not a scan: a domain may hold tens of thousands. */
+        size_t other = hostdev_lookup(d, hd.kind, &hd.host, hd.mdev_uuid);
+        if (other) {
+                char b[64];
+                return set_error(ret_error, -EINVAL, "line %ld: host device %s is assigned twice (also at line %ld)",
+                                 line, domain_hostdev_name(&hd, b), xmlGetLineNo(d->hostdevs[other - 1].elem));
         }
+        hd.src_addr = saddr;
         *GROW(d->hostdevs, d->n_hostdevs) = hd;
+        hostdev_index_add(d);
         return 0;
 }
 
@@ -516,14 +612,16 @@ int domain_check_controller(xmlNodePtr c, char **ret_error) {
 /* PCI controllers without an index get, in document order, the lowest
  * index no other PCI controller uses, as libvirt assigns them. */
 static void assign_missing_indexes(struct domain *d) {
+        int next = 0;   /* every index below it is taken */
         for (size_t i = 0; i < d->n_controllers; i++) {
                 if (d->controllers[i].index >= 0)
                         continue;
-                for (int idx = 0; idx <= 255; idx++)
-                        if (!domain_find_controller(d, idx)) {
-                                d->controllers[i].index = idx;
-                                break;
-                        }
+                while (next <= 255 && d->controller_at[next])
+                        next++;
+                if (next > 255)
+                        break;
+                d->controllers[i].index = next;
+                d->controller_at[next] = i + 1;
         }
 }
 
@@ -661,7 +759,57 @@ int domain_copy(const struct domain *d, struct domain **ret, char **ret_error) {
         return 0;
 }
 
+/* The host nodes of each CPU set the pinning names, each computed once:
+ * per vCPU its <vcpupin> (at[v], index + 1), and per pin (and for <vcpu
+ * cpuset>, the last) its nodes. */
+struct pin_nodes {
+        size_t *at;                     /* MAX_CPU + 1 entries, or NULL (no pins) */
+        struct bitmap *nodes;           /* n_vcpupins + 1 */
+        bool *done;
+        size_t n;
+};
+
+static void pin_nodes_done(struct pin_nodes *p) {
+        for (size_t i = 0; i < p->n; i++)
+                bitmap_done(&p->nodes[i]);
+        free(p->nodes);
+        free(p->done);
+        free(p->at);
+}
+
+/* The nodes holding the CPUs of pin k - 1 (k 0: <vcpu cpuset>): each CPU
+ * counts for the first node whose list holds it, as hostmap_cpu_node()
+ * reads it, a word of 64 CPUs at a time. */
+static const struct bitmap *set_nodes(struct pin_nodes *p, const struct domain *d, const struct hostmap *h, size_t k) {
+        size_t slot = k ? k - 1 : d->n_vcpupins;
+        if (p->done[slot])
+                return &p->nodes[slot];
+        const struct bitmap *set = k ? &d->vcpupins[k - 1].cpuset : &d->vcpu_cpuset;
+        for (size_t w = 0; w < set->n_words; w++) {
+                uint64_t left = set->bits[w];
+                for (size_t i = 0; left && i < h->n_nodes; i++) {
+                        const struct bitmap *cpus = &h->nodes[i].cpus;
+                        uint64_t m = w < cpus->n_words ? left & cpus->bits[w] : 0;
+                        if (m && h->nodes[i].id >= 0)
+                                bitmap_set(&p->nodes[slot], (unsigned) h->nodes[i].id);
+                        left &= ~m;
+                }
+        }
+        (void) work_spend(d->work, set->n_words * (h->n_nodes + 1), "reading the guest's CPU pinning");
+        p->done[slot] = true;
+        return &p->nodes[slot];
+}
+
 int domain_resolve_backing(struct domain *d, const struct hostmap *h, char **ret_error) {
+        _cleanup_(pin_nodes_done) struct pin_nodes pins = {
+                .nodes = xcalloc(d->n_vcpupins + 1, sizeof(struct bitmap)),
+                .done = xcalloc(d->n_vcpupins + 1, sizeof(bool)), .n = d->n_vcpupins + 1,
+        };
+        if (d->n_vcpupins) {
+                pins.at = xcalloc(MAX_CPU + 1, sizeof(size_t));
+                for (size_t i = 0; i < d->n_vcpupins; i++)
+                        pins.at[d->vcpupins[i].vcpu] = i + 1;
+        }
         for (size_t i = 0; i < d->n_memnodes; i++) {
                 const struct domain_memnode *m = &d->memnodes[i];
                 if (!domain_find_cell(d, m->cellid))
@@ -699,25 +847,22 @@ int domain_resolve_backing(struct domain *d, const struct hostmap *h, char **ret
 
                 /* The host nodes that hold the CPUs this cell's vCPUs run
                  * on.  vcpupin wins per vCPU; <vcpu cpuset> covers the rest.
-                 * Host CPUs the map does not know are ignored. */
+                 * Host CPUs the map does not know are ignored.  Each set's
+                 * nodes are computed once. */
                 bool pinned = false, cpuset_used = false;
                 for (int v = bitmap_next(&cell->cpus, 0); v >= 0; v = bitmap_next(&cell->cpus, (unsigned) v + 1)) {
-                        const struct bitmap *set = NULL;
-                        for (size_t i = 0; i < d->n_vcpupins; i++)
-                                if (d->vcpupins[i].vcpu == (unsigned) v)
-                                        set = &d->vcpupins[i].cpuset;
-                        if (set)
+                        size_t k = pins.at ? pins.at[v] : 0;
+                        const struct bitmap *nodes;
+                        if (k)
                                 pinned = true;
-                        else if (d->has_vcpu_cpuset) {
-                                set = &d->vcpu_cpuset;
+                        else if (d->has_vcpu_cpuset)
                                 cpuset_used = true;
-                        } else
+                        else
                                 continue;
-                        for (int cpu = bitmap_next(set, 0); cpu >= 0; cpu = bitmap_next(set, (unsigned) cpu + 1)) {
-                                int n = hostmap_cpu_node(h, (unsigned) cpu);
-                                if (n >= 0)
-                                        bitmap_set(&cell->host_nodes, (unsigned) n);
-                        }
+                        nodes = set_nodes(&pins, d, h, k);
+                        if (!work_spend(d->work, 1 + nodes->n_words, "reading the guest's CPU pinning"))
+                                return work_error(d->work, ret_error);
+                        bitmap_or(&cell->host_nodes, nodes);
                 }
                 if (!bitmap_isempty(&cell->host_nodes)) {
                         cell->backing = pinned ? DOMAIN_BACKING_VCPUPIN : DOMAIN_BACKING_VCPU_CPUSET;
@@ -759,6 +904,8 @@ int domain_format(const struct domain *d, char **ret) {
 }
 
 const struct domain_controller *domain_find_controller(const struct domain *d, int index) {
+        if (index >= 0 && index <= 255)
+                return d->controller_at[index] ? &d->controllers[d->controller_at[index] - 1] : NULL;
         for (size_t i = 0; i < d->n_controllers; i++)
                 if (d->controllers[i].index == index)
                         return &d->controllers[i];

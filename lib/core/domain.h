@@ -12,6 +12,7 @@
 #include "mark.h"
 #include "pciaddr.h"
 #include "util.h"
+#include "work.h"
 #include "xmlutil.h"
 
 /* Domain XML larger than this is refused (design §9: "a few MiB"). */
@@ -28,6 +29,10 @@ struct domain_hostdev {
         bool is_interface;              /* <interface type='hostdev'> */
         struct pci_addr host;           /* PCI: the <source><address> */
         char mdev_uuid[37];             /* mdev: the <source><address uuid> */
+        xmlNodePtr src_addr;            /* that <source><address> element, as this parser reads it
+                                         * (xmlutil.h: the first un-namespaced <source>, its first
+                                         * un-namespaced <address>): the one element a rewrite of the
+                                         * host side may edit */
         bool has_guest_addr;            /* a direct <address type='pci'> child */
         struct pci_addr guest;
         xmlNodePtr elem;                /* <hostdev> or <interface> */
@@ -100,6 +105,14 @@ struct domain {
         size_t n_controllers;
         struct domain_pci_use *pci_uses;
         size_t n_pci_uses;
+        /* Lookups in time independent of the domain's size (issue 24):
+         * hostdev_slots, an open-addressing hash of the hostdevs by host
+         * device (index + 1; 0 empty; n_hostdev_slots a power of two, at
+         * least twice n_hostdevs), and controller_at, the PCI controller
+         * with each index (index into controllers + 1; 0 none). */
+        size_t *hostdev_slots;
+        size_t n_hostdev_slots;
+        size_t controller_at[256];
 
         struct domain_vcpupin *vcpupins;
         size_t n_vcpupins;
@@ -111,6 +124,10 @@ struct domain {
         size_t n_memnodes;
 
         xmlNodePtr mark;                /* <pcinuma:topology> (mark_locate()), or NULL */
+        /* The request's work budget (work.h), the caller's: the engine sets
+         * it after domain_parse() and the phases that read the domain spend
+         * from it.  NULL: no budget. */
+        struct work *work;
         char *requested_policy;         /* <pcinuma:policy name=...> */
         char *policy_tag;               /* <pcinuma:policy tag=...> */
 
@@ -174,6 +191,11 @@ int domain_resolve_backing(struct domain *d, const struct hostmap *h, char **ret
 int domain_format(const struct domain *d, char **ret);
 
 const struct domain_controller *domain_find_controller(const struct domain *d, int index);
+
+/* The PCI hostdev of host device a, or the mdev hostdev of mdev 'uuid'
+ * (any case), or NULL: hash lookups, whatever the domain holds. */
+const struct domain_hostdev *domain_find_pci_hostdev(const struct domain *d, const struct pci_addr *a);
+const struct domain_hostdev *domain_find_mdev_hostdev(const struct domain *d, const char *uuid);
 const struct domain_cell *domain_find_cell(const struct domain *d, unsigned id);
 
 /* Human-readable name of a hostdev's host side: "0000:3b:00.0" or

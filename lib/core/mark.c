@@ -762,6 +762,28 @@ static int parse_record(xmlNodePtr c, xmlNodePtr devices, struct mark *m, char *
         return parse_removed_record(c, devices, controller, m, ret_error);
 }
 
+/* -E2BIG when m holds more records of a kind than a plan writes. */
+static int check_counts(const struct mark *m, char **ret_error) {
+        const struct {
+                const char *name;
+                size_t n, max;
+        } kinds[] = {
+                { "expander", m->n_expanders, MARK_CONTROLLER_RECORDS_MAX },
+                { "controller", m->n_controllers, MARK_CONTROLLER_RECORDS_MAX },
+                { "removed", m->n_removed, MARK_CONTROLLER_RECORDS_MAX },
+                { "device", m->n_devices, MARK_DEVICE_RECORDS_MAX },
+                { "managed", m->n_managed, MARK_DEVICE_RECORDS_MAX },
+                { "clique", m->n_cliques, MARK_DEVICE_RECORDS_MAX },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(kinds); i++)
+                if (kinds[i].n > kinds[i].max)
+                        return set_error(ret_error, -E2BIG,
+                                         "pcinuma mark: more than %zu <pcinuma:%s> records, more than any plan writes (a guest "
+                                         "has 256 PCI controller indexes, a port one slot of 8 functions): the mark is refused "
+                                         "and nothing was changed", kinds[i].max, kinds[i].name);
+        return 0;
+}
+
 int mark_parse(xmlNodePtr node, xmlNodePtr devices, struct mark *ret, char **ret_error) {
         _cleanup_(mark_done) struct mark m = {0};
         int r;
@@ -769,6 +791,10 @@ int mark_parse(xmlNodePtr node, xmlNodePtr devices, struct mark *ret, char **ret
                 if (c->type != XML_ELEMENT_NODE)
                         continue;
                 r = parse_record(c, devices, &m, ret_error);
+                if (r < 0)
+                        return r;
+                /* As it goes: a forged mark stops at the limit. */
+                r = check_counts(&m, ret_error);
                 if (r < 0)
                         return r;
         }

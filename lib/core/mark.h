@@ -140,6 +140,16 @@ bool mark_migratable(const struct plan *p, const struct domain *d, char **ret_wh
  * 'end_indent' (when not empty) closes the list. */
 xmlNodePtr mark_write(const struct mark *m, xmlDocPtr doc, const char *child_indent, const char *end_indent);
 
+/* The most records of each kind a mark holds: what a plan can write.  A
+ * guest has 256 PCI controller indexes (expanders, switch ports, removed
+ * controllers each take one), and a moved device sits on a port's one
+ * slot, up to 8 functions (devices, and the managed and clique records
+ * that name devices).  mark_parse() refuses a mark with more, which
+ * bounds what the revert and the migration do with a mark by these
+ * numbers, not by the input's size. */
+#define MARK_CONTROLLER_RECORDS_MAX 256
+#define MARK_DEVICE_RECORDS_MAX (256 * 8)
+
 /* Parser: read and check the mark element 'node' into *ret.  'devices' is
  * the domain's <devices> (or NULL): a <pcinuma:removed> is parsed in its
  * context, and must hold exactly one <controller type='pci'> the domain
@@ -150,7 +160,8 @@ xmlNodePtr mark_write(const struct mark *m, xmlDocPtr doc, const char *child_ind
  * or mdev-type outside [A-Za-z0-9_.-], migratable not yes or no, a digest
  * that is not 64 hex digits, ...: values that reach messages) gives
  * -EINVAL with *ret_error naming the attribute and its value (control
- * characters escaped).  Nothing in the document changes. */
+ * characters escaped); so does a mark with more records of a kind than
+ * the limits above (-E2BIG).  Nothing in the document changes. */
 int mark_parse(xmlNodePtr node, xmlNodePtr devices, struct mark *ret, char **ret_error);
 
 /* The mark element's attributes only, unchecked (never fails): what the

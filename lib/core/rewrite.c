@@ -72,39 +72,85 @@ static void set_guest_address(xmlNodePtr addr, const struct pci_addr *a) {
         xml_set_pci_address(addr, a);
 }
 
-static xmlNodePtr find_controller_elem(xmlNodePtr devices, int index) {
-        for (xmlNodePtr c = devices ? devices->children : NULL; c; c = c->next) {
-                if (!xml_is(c, "controller") || !xml_prop_is(c, "type", "pci"))
-                        continue;
-                _cleanup_free_ char *buf = NULL;
-                const char *idx = xml_prop_ref(c, "index", &buf);
-                uint64_t v;
-                if (idx && parse_uint(idx, 0, 255, &v) == 0 && (int) v == index)
-                        return c;
+/* The phases' names in a refusal for want of work (work.h). */
+#define PHASE_APPLY "writing the plan into the domain XML"
+#define PHASE_REVERT "undoing the pcinuma mark"
+
+/* Spend n units of d's budget on the edit in 'phase'; false once it is
+ * spent.  Every walk over a list the input sizes (the devices, a device's
+ * children) spends what it visits, so that an edit repeated per record of
+ * a forged mark stops at the budget; the phase then reports the refusal
+ * (check_work()). */
+static bool spend(struct domain *d, size_t n, const char *phase) {
+        return work_spend(d->work, n, phase);
+}
+
+static int check_work(const struct domain *d, char **ret_error) {
+        return work_exhausted(d->work) ? work_error(d->work, ret_error) : 0;
+}
+
+/* The explicit index of a <controller type='pci'> element, or -1. */
+static int controller_index(xmlNodePtr c) {
+        if (!xml_is(c, "controller") || !xml_prop_is(c, "type", "pci"))
+                return -1;
+        _cleanup_free_ char *buf = NULL;
+        const char *idx = xml_prop_ref(c, "index", &buf);
+        uint64_t v;
+        return idx && parse_uint(idx, 0, 255, &v) == 0 ? (int) v : -1;
+}
+
+/* Each index's first <controller type='pci'> under devices, as the
+ * document is now: one walk for all the lookups of a phase. */
+struct controller_map {
+        xmlNodePtr at[256];
+};
+
+static void controller_map_build(struct domain *d, const char *phase, struct controller_map *m) {
+        *m = (struct controller_map) {0};
+        size_t n = 0;
+        for (xmlNodePtr c = d->devices ? d->devices->children : NULL; c; c = c->next, n++) {
+                int idx = controller_index(c);
+                if (idx >= 0 && !m->at[idx])
+                        m->at[idx] = c;
         }
-        return NULL;
+        spend(d, n, phase);
+}
+
+static xmlNodePtr find_controller_elem(struct domain *d, const char *phase, int index) {
+        size_t n = 0;
+        xmlNodePtr found = NULL;
+        for (xmlNodePtr c = d->devices ? d->devices->children : NULL; c && !found; c = c->next, n++)
+                if (controller_index(c) == index)
+                        found = c;
+        spend(d, n, phase);
+        return found;
 }
 
 static bool elem_has_model(xmlNodePtr e, const char *model) {
         return model && xml_prop_is(e, "model", model);
 }
 
-static int element_position(xmlNodePtr parent, xmlNodePtr e) {
+static int element_position(struct domain *d, xmlNodePtr parent, xmlNodePtr e) {
         int pos = 0;
-        for (xmlNodePtr c = parent->children; c; c = c->next) {
+        size_t n = 0;
+        for (xmlNodePtr c = parent->children; c; c = c->next, n++) {
                 if (c == e)
-                        return pos;
+                        break;
                 if (c->type == XML_ELEMENT_NODE)
                         pos++;
         }
-        return -1;
+        spend(d, n, PHASE_APPLY);
+        return pos;
 }
 
-static xmlNodePtr element_at(xmlNodePtr parent, int pos) {
-        for (xmlNodePtr c = parent->children; c; c = c->next)
+static xmlNodePtr element_at(struct domain *d, xmlNodePtr parent, int pos) {
+        size_t n = 0;
+        xmlNodePtr found = NULL;
+        for (xmlNodePtr c = parent->children; c && !found; c = c->next, n++)
                 if (c->type == XML_ELEMENT_NODE && pos-- == 0)
-                        return c;
-        return NULL;
+                        found = c;
+        spend(d, n, PHASE_REVERT);
+        return found;
 }
 
 static xmlNodePtr new_child(xmlDocPtr doc, xmlNodePtr parent, const char *name) {
@@ -136,7 +182,7 @@ static int add_controllers(struct domain *d, const struct plan *p, char **ret_er
                 anchor = xml_child(devices, "emulator");
 
         /* Indentation: that of the devices' children. */
-        xmlNodePtr first = element_at(devices, 0);
+        xmlNodePtr first = xml_first_element(devices);
         _cleanup_free_ char *ind = first ? indent_of(first) : xstrdup("");
         bool pretty = first && xml_is_ws_text(first->prev);
         const char *nl = pretty ? "\n" : "";
@@ -199,16 +245,21 @@ static bool pci_address_of(xmlNodePtr c, struct pci_addr *ret) {
 }
 
 /* Calls fn for every guest PCI <address> directly under a device. */
-static void for_each_device_address(xmlNodePtr devices, void (*fn)(xmlNodePtr addr, const struct pci_addr *a, void *u), void *u) {
-        for (xmlNodePtr n = devices->children; n; n = n->next) {
+static void for_each_device_address(struct domain *d, const char *phase,
+                                    void (*fn)(xmlNodePtr addr, const struct pci_addr *a, void *u), void *u) {
+        size_t visited = 0;
+        for (xmlNodePtr n = d->devices->children; n; n = n->next) {
+                visited++;
                 if (n->type != XML_ELEMENT_NODE)
                         continue;
                 for (xmlNodePtr c = n->children; c; c = c->next) {
                         struct pci_addr a;
+                        visited++;
                         if (pci_address_of(c, &a))
                                 fn(c, &a, u);
                 }
         }
+        spend(d, visited, phase);
 }
 
 /* The pcie.0 slots whose function 0 carries no multifunction attribute.
@@ -222,9 +273,9 @@ static void note_single_function(xmlNodePtr addr, const struct pci_addr *a, void
                 bitmap_set(slots, a->slot);
 }
 
-static char *single_function_slots(xmlNodePtr devices) {
+static char *single_function_slots(struct domain *d) {
         struct bitmap slots = {0};
-        for_each_device_address(devices, note_single_function, &slots);
+        for_each_device_address(d, PHASE_APPLY, note_single_function, &slots);
         struct strbuf b = {0};
         for (int slot = bitmap_next(&slots, 0); slot >= 0; slot = bitmap_next(&slots, (unsigned) slot + 1))
                 strbuf_printf(&b, "%s0x%02x", b.len ? " " : "", (unsigned) slot);
@@ -238,7 +289,7 @@ static void unset_multifunction(xmlNodePtr addr, const struct pci_addr *a, void 
                 xml_unset_prop(addr, "multifunction");
 }
 
-static void clear_multifunction(xmlNodePtr devices, const char *slots_text) {
+static void clear_multifunction(struct domain *d, const char *slots_text) {
         struct bitmap slots = {0};
         _cleanup_free_ char *copy = xstrdup(slots_text);
         char *save = NULL;
@@ -247,7 +298,7 @@ static void clear_multifunction(xmlNodePtr devices, const char *slots_text) {
                 if (parse_uint(tok, 0, 31, &slot) == 0)
                         bitmap_set(&slots, (unsigned) slot);
         }
-        for_each_device_address(devices, unset_multifunction, &slots);
+        for_each_device_address(d, PHASE_REVERT, unset_multifunction, &slots);
         bitmap_done(&slots);
 }
 
@@ -329,8 +380,8 @@ static void revert_distances(struct domain *d) {
         }
 }
 
-static xmlNodePtr pcie_root_elem(xmlNodePtr devices) {
-        xmlNodePtr e = find_controller_elem(devices, 0);
+static xmlNodePtr pcie_root_elem(struct domain *d, const char *phase) {
+        xmlNodePtr e = find_controller_elem(d, phase, 0);
         return e && elem_has_model(e, "pcie-root") ? e : NULL;
 }
 
@@ -340,9 +391,9 @@ static xmlNodePtr pcie_root_elem(xmlNodePtr devices) {
 static void apply_pcihole64(struct domain *d, const struct plan *p, struct mark *f) {
         char v[32];
         snprintf(v, sizeof v, "%" PRIu64, p->pcihole64_kib);
-        xmlNodePtr rootc = pcie_root_elem(d->devices);
+        xmlNodePtr rootc = pcie_root_elem(d, PHASE_APPLY);
         if (!rootc) {
-                xmlNodePtr first = element_at(d->devices, 0);
+                xmlNodePtr first = xml_first_element(d->devices);
                 xmlNodePtr anchor = xml_child(d->devices, "emulator");
                 xmlNodePtr e = xmlNewDocNode(d->doc, NULL, (const xmlChar *) "controller", NULL);
                 xml_set_prop(e, "type", "pci");
@@ -379,7 +430,7 @@ static void apply_pcihole64(struct domain *d, const struct plan *p, struct mark 
 
 static void revert_pcihole64(struct domain *d, const struct mark *mk) {
         const char *created = mk->pcie_root_created, *orig = mk->pcihole64_original, *unit = mk->pcihole64_original_unit;
-        xmlNodePtr rootc = d->devices ? pcie_root_elem(d->devices) : NULL;
+        xmlNodePtr rootc = d->devices ? pcie_root_elem(d, PHASE_REVERT) : NULL;
         if (!rootc)
                 return;
         if (created && streq(created, "yes")) {
@@ -687,20 +738,17 @@ static void revert_cliques(struct domain *d, const struct mark *mk) {
                 struct pci_addr a;
                 if (!rec->alias_original || !rec->host || pci_addr_parse(rec->host, &a) < 0)
                         continue;
-                for (size_t k = 0; k < d->n_hostdevs; k++) {
-                        const struct domain_hostdev *hd = &d->hostdevs[k];
-                        if (hd->kind != DOMAIN_HOSTDEV_PCI || !pci_addr_eq(&hd->host, &a))
-                                continue;
-                        xmlNodePtr al = xml_child(hd->elem, "alias");
-                        _cleanup_free_ char *name = al ? xml_prop(al, "name") : NULL;
-                        if (!name || !streq(name, rec->alias))
-                                break;
-                        if (streq(rec->alias_original, "none"))
-                                unlink_unit(d, al);
-                        else
-                                xml_set_prop(al, "name", rec->alias_original);
-                        break;
-                }
+                const struct domain_hostdev *hd = domain_find_pci_hostdev(d, &a);
+                if (!hd)
+                        continue;
+                xmlNodePtr al = xml_child(hd->elem, "alias");
+                _cleanup_free_ char *name = al ? xml_prop(al, "name") : NULL;
+                if (!name || !streq(name, rec->alias))
+                        continue;
+                if (streq(rec->alias_original, "none"))
+                        unlink_unit(d, al);
+                else
+                        xml_set_prop(al, "name", rec->alias_original);
         }
         if (mk->qemu_override && streq(mk->qemu_override, "created")) {
                 xmlNodePtr last = NULL;
@@ -732,7 +780,7 @@ static void mark_indent_done(struct mark_indent *in) {
 }
 
 static void mark_indent(xmlNodePtr root, xmlNodePtr md, struct mark_indent *ret) {
-        xmlNodePtr first = element_at(root, 0);
+        xmlNodePtr first = xml_first_element(root);
         struct mark_indent in = { .pretty = first && xml_is_ws_text(first->prev) };
         in.root = first ? indent_of(first) : xstrdup("");
         xmlNodePtr last = md ? xml_last_element(md) : NULL;
@@ -756,7 +804,7 @@ static void place_mark(struct domain *d, xmlNodePtr md, xmlNodePtr mark, const s
         }
         md = xmlNewDocNode(d->doc, NULL, (const xmlChar *) "metadata", NULL);
         /* libvirt's order: name, uuid, (genid,) title, description, metadata. */
-        xmlNodePtr anchor = NULL, first = element_at(root, 0);
+        xmlNodePtr anchor = NULL, first = xml_first_element(root);
         for (xmlNodePtr c = root->children; c; c = c->next)
                 if (xml_is(c, "name") || xml_is(c, "uuid") || xml_is(c, "genid") || xml_is(c, "title") || xml_is(c, "description"))
                         anchor = c;
@@ -802,7 +850,7 @@ static int record_pruned(struct domain *d, const struct plan *p, struct mark *mk
                 if (!e)
                         return set_error(ret_error, -EINVAL, "internal error: controller %d to prune is missing", p->pruned[i]);
                 mk->removed[i].xml = node_dump(d->doc, e);
-                mk->removed[i].position = element_position(d->devices, e);
+                mk->removed[i].position = element_position(d, d->devices, e);
         }
         return 0;
 }
@@ -868,7 +916,7 @@ int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
 
         _cleanup_(mark_done) struct mark mk = {0};
         mark_build(p, d, &mk);
-        _cleanup_free_ char *single_slots = single_function_slots(d->devices);
+        _cleanup_free_ char *single_slots = single_function_slots(d);
         if (p->n_pruned && single_slots && *single_slots)
                 mk.single_function_slots = TAKE_PTR(single_slots);
 
@@ -887,6 +935,9 @@ int rewrite_apply(struct domain *d, const struct plan *p, char **ret_error) {
         apply_features(d, p, &mk);
 
         write_mark(d, &mk);
+        r = check_work(d, ret_error);
+        if (r < 0)
+                return r;
         return domain_reload(d, ret_error);
 }
 
@@ -897,17 +948,14 @@ static int cmp_removed(const void *a, const void *b) {
         return (x->position > y->position) - (x->position < y->position);
 }
 
+/* The hostdev element a device record names (a lookup in the domain's
+ * index, which the revert's edits leave valid: they move no hostdev). */
 static xmlNodePtr find_hostdev_elem(struct domain *d, const struct mark_device *rec) {
         struct pci_addr a;
         if (!rec->mdev && (!rec->host || pci_addr_parse(rec->host, &a) < 0))
                 return NULL;
-        for (size_t i = 0; i < d->n_hostdevs; i++) {
-                const struct domain_hostdev *hd = &d->hostdevs[i];
-                if (rec->mdev ? (hd->kind == DOMAIN_HOSTDEV_MDEV && strcasecmp(hd->mdev_uuid, rec->mdev) == 0)
-                              : (hd->kind == DOMAIN_HOSTDEV_PCI && pci_addr_eq(&hd->host, &a)))
-                        return hd->elem;
-        }
-        return NULL;
+        const struct domain_hostdev *hd = rec->mdev ? domain_find_mdev_hostdev(d, rec->mdev) : domain_find_pci_hostdev(d, &a);
+        return hd ? hd->elem : NULL;
 }
 
 /* Who sits on a bus: the first device (an element under <devices>) with a
@@ -931,17 +979,17 @@ static void check_bus(xmlNodePtr addr, const struct pci_addr *a, void *u) {
         q->at = *a;
 }
 
-static xmlNodePtr bus_user(xmlNodePtr devices, int bus, xmlNodePtr const *except, size_t n_except, struct pci_addr *ret_at) {
+static xmlNodePtr bus_user(struct domain *d, int bus, xmlNodePtr const *except, size_t n_except, struct pci_addr *ret_at) {
         struct bus_query q = { .bus = bus, .except = except, .n_except = n_except };
-        for_each_device_address(devices, check_bus, &q);
+        for_each_device_address(d, PHASE_REVERT, check_bus, &q);
         if (ret_at)
                 *ret_at = q.at;
         return q.found;
 }
 
 /* Does any device's guest PCI address sit on 'bus'? */
-static bool bus_referenced(xmlNodePtr devices, int bus) {
-        return bus_user(devices, bus, NULL, 0, NULL) != NULL;
+static bool bus_referenced(struct domain *d, int bus) {
+        return bus_user(d, bus, NULL, 0, NULL) != NULL;
 }
 
 struct addr_query {
@@ -957,9 +1005,9 @@ static void check_addr(xmlNodePtr addr, const struct pci_addr *a, void *u) {
 }
 
 /* The device (other than 'except') whose guest address is *a, or NULL. */
-static xmlNodePtr address_user(xmlNodePtr devices, const struct pci_addr *a, xmlNodePtr except) {
+static xmlNodePtr address_user(struct domain *d, const struct pci_addr *a, xmlNodePtr except) {
         struct addr_query q = { .want = a, .except = except };
-        for_each_device_address(devices, check_addr, &q);
+        for_each_device_address(d, PHASE_REVERT, check_addr, &q);
         return q.found;
 }
 
@@ -1009,18 +1057,18 @@ static void revert_state_done(struct revert_state *s) {
 
 /* The controller a record of the mark names, if it is still what pcinuma
  * added (a controller's model must match), or NULL. */
-static xmlNodePtr our_controller(xmlNodePtr devices, const struct mark *mk, const struct mark_record_ref *ref) {
+static xmlNodePtr our_controller(const struct controller_map *map, const struct mark *mk, const struct mark_record_ref *ref) {
         switch (ref->kind) {
         case MARK_EXPANDER: {
-                xmlNodePtr e = find_controller_elem(devices, mk->expanders[ref->i].controller);
+                xmlNodePtr e = map->at[mk->expanders[ref->i].controller];
                 return elem_has_model(e, "pcie-expander-bus") ? e : NULL;
         }
         case MARK_DEVICE: {
-                xmlNodePtr e = find_controller_elem(devices, mk->devices[ref->i].controller);
+                xmlNodePtr e = map->at[mk->devices[ref->i].controller];
                 return elem_has_model(e, "pcie-root-port") || elem_has_model(e, "pcie-switch-downstream-port") ? e : NULL;
         }
         case MARK_CONTROLLER: {
-                xmlNodePtr e = find_controller_elem(devices, mk->controllers[ref->i].index);
+                xmlNodePtr e = map->at[mk->controllers[ref->i].index];
                 return elem_has_model(e, mk->controllers[ref->i].model) ? e : NULL;
         }
         }
@@ -1034,23 +1082,26 @@ static int read_mark(struct domain *d, struct revert_state *s, char **ret_error)
         if (r < 0)
                 return r;
         const struct mark *mk = &s->mark;
+        struct controller_map map;
+        controller_map_build(d, PHASE_REVERT, &map);
+        /* Each controller once (records of one index name one element). */
+        bool taken[256] = { false };
         for (size_t i = 0; i < mk->n_order && d->devices; i++) {
                 const struct mark_record_ref *ref = &mk->order[i];
                 int idx = ref->kind == MARK_EXPANDER ? mk->expanders[ref->i].controller
                         : ref->kind == MARK_DEVICE ? mk->devices[ref->i].controller : mk->controllers[ref->i].index;
-                xmlNodePtr e = idx >= 0 ? our_controller(d->devices, mk, ref) : NULL;
-                bool ours = e != NULL;
-                for (size_t k = 0; k < s->n_ours && ours; k++)
-                        ours = s->ours[k] != e;
-                if (ours)
+                xmlNodePtr e = idx >= 0 && idx <= 255 ? our_controller(&map, mk, ref) : NULL;
+                if (e && !taken[idx]) {
+                        taken[idx] = true;
                         *GROW(s->ours, s->n_ours) = e;
+                }
         }
         for (size_t i = 0; i < mk->n_devices; i++) {
                 xmlNodePtr hd = find_hostdev_elem(d, &mk->devices[i]);
                 if (hd)
                         *GROW(s->moved, s->n_moved) = hd;
         }
-        return 0;
+        return check_work(d, ret_error);
 }
 
 static const struct domain_controller *controller_of(const struct domain *d, xmlNodePtr e) {
@@ -1067,7 +1118,6 @@ static const struct domain_controller *controller_of(const struct domain *d, xml
  * naming the port and the device.  A port that stays keeps its parent;
  * so, leaves first, until nothing more can go. */
 static void remove_our_controllers(struct domain *d, struct revert_state *s) {
-        xmlNodePtr devices = d->devices;
         _cleanup_free_ bool *gone = xcalloc(s->n_ours ? s->n_ours : 1, sizeof(bool));
         for (bool progress = true; progress;) {
                 progress = false;
@@ -1075,7 +1125,7 @@ static void remove_our_controllers(struct domain *d, struct revert_state *s) {
                         if (gone[i])
                                 continue;
                         const struct domain_controller *c = controller_of(d, s->ours[i]);
-                        if (!c || bus_user(devices, c->index, s->moved, s->n_moved, NULL))
+                        if (!c || bus_user(d, c->index, s->moved, s->n_moved, NULL))
                                 continue;
                         unlink_unit(d, s->ours[i]);
                         gone[i] = progress = true;
@@ -1086,7 +1136,7 @@ static void remove_our_controllers(struct domain *d, struct revert_state *s) {
                         continue;
                 const struct domain_controller *c = controller_of(d, s->ours[i]);
                 struct pci_addr at;
-                xmlNodePtr user = c ? bus_user(devices, c->index, s->moved, s->n_moved, &at) : NULL;
+                xmlNodePtr user = c ? bus_user(d, c->index, s->moved, s->n_moved, &at) : NULL;
                 if (!user)
                         continue;
                 _cleanup_free_ char *who = describe_device(user);
@@ -1102,13 +1152,11 @@ static void restore_managed(struct domain *d, const struct mark *mk) {
                 struct pci_addr host;
                 if (!h || pci_addr_parse(h, &host) < 0)
                         continue;
-                for (size_t k = 0; k < d->n_hostdevs; k++)
-                        if (d->hostdevs[k].kind == DOMAIN_HOSTDEV_PCI && pci_addr_eq(&d->hostdevs[k].host, &host)) {
-                                if (!orig || streq(orig, "absent"))
-                                        xml_unset_prop(d->hostdevs[k].elem, "managed");
-                                else
-                                        xml_set_prop(d->hostdevs[k].elem, "managed", orig);
-                        }
+                const struct domain_hostdev *hd = domain_find_pci_hostdev(d, &host);
+                if (hd && (!orig || streq(orig, "absent")))
+                        xml_unset_prop(hd->elem, "managed");
+                else if (hd)
+                        xml_set_prop(hd->elem, "managed", orig);
         }
 }
 
@@ -1123,9 +1171,9 @@ static void restore_pruned(struct domain *d, struct revert_state *s) {
         if (mk->n_removed > 1)
                 qsort(mk->removed, mk->n_removed, sizeof(*mk->removed), cmp_removed);
         for (size_t i = 0; i < mk->n_removed; i++) {
-                xmlNodePtr existing = find_controller_elem(devices, mk->removed[i].controller);
+                xmlNodePtr existing = find_controller_elem(d, PHASE_REVERT, mk->removed[i].controller);
                 if (existing) {
-                        if (!elem_has_model(existing, "pcie-root-port") || bus_referenced(devices, mk->removed[i].controller)) {
+                        if (!elem_has_model(existing, "pcie-root-port") || bus_referenced(d, mk->removed[i].controller)) {
                                 strbuf_printf(&s->warn, "%sPCI controller %d was not restored: libvirt has since put a device on the root port "
                                               "that took its index; the devices that were on it get a new address from libvirt",
                                               s->warn.len ? "\n" : "", mk->removed[i].controller);
@@ -1135,7 +1183,7 @@ static void restore_pruned(struct domain *d, struct revert_state *s) {
                         unlink_unit(d, existing);
                 }
                 xmlNodePtr e = TAKE_PTR(mk->removed[i].elem);
-                xmlNodePtr ref = element_at(devices, mk->removed[i].position);
+                xmlNodePtr ref = element_at(d, devices, mk->removed[i].position);
                 if (ref)
                         insert_unit_before(ref, e);
                 else {
@@ -1172,7 +1220,7 @@ static int restore_address(struct domain *d, struct revert_state *s, const struc
         if (xml_parse_pci_address(addr, &a) == 0) {
                 for (size_t k = 0; k < s->n_lost; k++)
                         on_lost = on_lost || (a.domain == 0 && a.bus == s->lost[k]);
-                taken = address_user(d->devices, &a, hd);
+                taken = address_user(d, &a, hd);
         }
         if (!on_lost && !taken) {
                 *io_addr = NULL;
@@ -1197,9 +1245,11 @@ static int restore_addresses(struct domain *d, struct revert_state *s, char **re
                 if (!hd)
                         continue;   /* removed from the domain since */
                 xmlNodePtr addr = NULL;
-                for (xmlNodePtr a = hd->children; a; a = a->next)
+                size_t n = 0;
+                for (xmlNodePtr a = hd->children; a; a = a->next, n++)
                         if (xml_is(a, "address"))
                                 addr = a;
+                spend(d, n, PHASE_REVERT);
                 if (rec->original_address && !streq(rec->original_address, "none")) {
                         int r = restore_address(d, s, rec, hd, &addr, ret_error);
                         if (r < 0)
@@ -1214,7 +1264,7 @@ static int restore_addresses(struct domain *d, struct revert_state *s, char **re
 /* The feature switches and the multifunction flags. */
 static void restore_features(struct domain *d, const struct mark *mk) {
         if (mk->single_function_slots && d->devices)
-                clear_multifunction(d->devices, mk->single_function_slots);
+                clear_multifunction(d, mk->single_function_slots);
         if (mk->distances && streq(mk->distances, "host"))
                 revert_distances(d);
         revert_pcihole64(d, mk);
@@ -1258,6 +1308,11 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
                 return r;
         restore_features(d, &s.mark);
         remove_mark(d, &s.mark);
+        /* A revert that ran out of work is refused (the caller drops the
+         * half-edited document). */
+        r = check_work(d, ret_error);
+        if (r < 0)
+                return r;
 
         r = domain_reload(d, ret_error);
         if (r < 0)
