@@ -225,6 +225,19 @@ void bitmap_set(struct bitmap *b, unsigned i) {
         b->bits[w] |= UINT64_C(1) << (i % 64);
 }
 
+void bitmap_set_range(struct bitmap *b, unsigned lo, unsigned hi) {
+        if (lo > hi)
+                return;
+        bitmap_set(b, hi);      /* grows it once */
+        for (unsigned i = lo; i <= hi && i % 64; i++)
+                b->bits[i / 64] |= UINT64_C(1) << (i % 64);
+        unsigned first = (lo + 63) / 64, last = hi / 64;   /* whole words between */
+        for (unsigned w = first; w < last; w++)
+                b->bits[w] = UINT64_MAX;
+        for (unsigned i = last * 64 > lo ? last * 64 : lo; i <= hi; i++)
+                b->bits[i / 64] |= UINT64_C(1) << (i % 64);
+}
+
 bool bitmap_test(const struct bitmap *b, unsigned i) {
         size_t w = i / 64;
         return w < b->n_words && (b->bits[w] & (UINT64_C(1) << (i % 64)));
@@ -264,8 +277,18 @@ bool bitmap_intersects(const struct bitmap *a, const struct bitmap *b) {
 }
 
 void bitmap_or(struct bitmap *dst, const struct bitmap *src) {
-        for (int i = bitmap_next(src, 0); i >= 0; i = bitmap_next(src, (unsigned) i + 1))
-                bitmap_set(dst, (unsigned) i);
+        /* (only up to src's last set word: dst grows no more than setting
+         * src's bits one by one would) */
+        size_t n = src->n_words;
+        while (n && !src->bits[n - 1])
+                n--;
+        if (n > dst->n_words) {
+                dst->bits = xreallocarray(dst->bits, n, sizeof(uint64_t));
+                memset(dst->bits + dst->n_words, 0, (n - dst->n_words) * sizeof(uint64_t));
+                dst->n_words = n;
+        }
+        for (size_t w = 0; w < n; w++)
+                dst->bits[w] |= src->bits[w];
 }
 
 bool bitmap_equal(const struct bitmap *a, const struct bitmap *b) {
@@ -329,8 +352,7 @@ int bitmap_parse(const char *s, unsigned max, struct bitmap *ret) {
                                 goto fail;
                         p = end;
                 }
-                for (unsigned long i = lo; i <= hi; i++)
-                        bitmap_set(exclude ? &neg : &b, (unsigned) i);
+                bitmap_set_range(exclude ? &neg : &b, (unsigned) lo, (unsigned) hi);
                 while (*p == ' ' || *p == '\t' || *p == '\n')
                         p++;
                 if (*p == ',') {

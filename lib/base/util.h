@@ -116,6 +116,8 @@ struct bitmap {
         size_t n_words;
 };
 void bitmap_set(struct bitmap *b, unsigned i);
+/* Set lo..hi (inclusive), a word at a time. */
+void bitmap_set_range(struct bitmap *b, unsigned lo, unsigned hi);
 bool bitmap_test(const struct bitmap *b, unsigned i);
 bool bitmap_isempty(const struct bitmap *b);
 unsigned bitmap_count(const struct bitmap *b);

@@ -692,6 +692,13 @@ int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_er
         if (memchr(buf, 0, len))
                 return set_error(ret_error, -EINVAL, "domain XML contains a NUL byte");
 
+        size_t tags = 0;
+        for (const char *p = buf, *end = buf + len; (p = memchr(p, '<', (size_t) (end - p))); p++)
+                if (++tags > DOMAIN_XML_TAGS_MAX)
+                        return set_error(ret_error, -E2BIG,
+                                         "domain XML has more than %u tags ('<'), far more than any domain has: refused "
+                                         "before parsing (DOMAIN_XML_TAGS_MAX)", DOMAIN_XML_TAGS_MAX);
+
         /* No DTDs at all: libvirt never writes one, and refusing them up
          * front rules out entity expansion attacks whatever the libxml2
          * version does with the internal subset.  ('!' is rare in a

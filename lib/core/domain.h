@@ -18,6 +18,16 @@
 /* Domain XML larger than this is refused (design §9: "a few MiB"). */
 #define DOMAIN_XML_MAX (4u * 1024u * 1024u)
 
+/* And domain XML with more markup than this: '<' characters, which only
+ * start a tag, a comment or a CDATA section (XML allows none in an
+ * attribute value, and text escapes it), so this bounds the elements.
+ * libxml2 alone takes 0.7 to 1.5 us of CPU per tag to build and free a
+ * document on the project's 2-core test machine: a document of 4 MiB of
+ * small elements costs 100 ms before pcinuma reads any of it.  A large
+ * real domain (hundreds of disks, every vCPU pinned) has a few thousand
+ * tags.  Refused before parsing (docs/security.md, "Bounded work"). */
+#define DOMAIN_XML_TAGS_MAX 32768u
+
 
 enum domain_hostdev_kind {
         DOMAIN_HOSTDEV_PCI,
@@ -140,10 +150,11 @@ struct domain {
         xmlNsPtr kept_ns;               /* namespaces taken out likewise (a list) */
 };
 
-/* Parse buf[0..len).  Errors (-EINVAL, -EFBIG) come with *ret_error naming
- * the problem: malformed XML with its line, not a <domain>, a DTD,
- * duplicate or out-of-range cell ids, a hostdev without a usable source.
- * The caller owns *ret. */
+/* Parse buf[0..len).  Errors (-EINVAL; -EFBIG, more than DOMAIN_XML_MAX
+ * bytes; -E2BIG, more than DOMAIN_XML_TAGS_MAX tags) come with
+ * *ret_error naming the problem: malformed XML with its line, not a
+ * <domain>, a DTD, duplicate or out-of-range cell ids, a hostdev without
+ * a usable source.  The caller owns *ret. */
 int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_error);
 
 /* A deep copy of d (its document copied, the model rebuilt), without

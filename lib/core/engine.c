@@ -59,9 +59,11 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
         _cleanup_(engine_result_freep) struct engine_result *res = xcalloc(1, sizeof(*res));
         int r;
 
+        res->work = work_new(WORK_BUDGET);
         r = domain_parse(xml, len, &res->base, ret_error);
         if (r < 0)
                 return r;
+        res->base->work = &res->work;
 
         /* The plan is always made for the domain as it was before any
          * earlier plan: the input, reverted.  That makes planning
@@ -87,6 +89,19 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
                         .requested = cur->requested_policy,
                 };
                 policy_resolve(pol, &subj, &res->settings, &res->policy_origin);
+        }
+
+        if (res->settings.mode != POLICY_OFF) {
+                /* Each hostdev names a distinct host device: more than the
+                 * host has cannot all be placed, and would only make the
+                 * plan's pairwise work grow with the input. */
+                size_t n_host = hostmap_n_assignable(h);
+                if (res->base->n_hostdevs > n_host)
+                        return set_error(ret_error, -E2BIG,
+                                         "the domain has %zu host devices (hostdevs), more than this host has to give "
+                                         "(%zu PCI functions that are not bridges, and mdevs): it names devices this host "
+                                         "does not have; refused before planning, nothing was changed",
+                                         res->base->n_hostdevs, n_host);
         }
 
         /* The old mark, read before the revert takes it out (the revert
@@ -115,6 +130,8 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
         r = planner_run_opts(res->base, h, &res->settings, &opts, &res->plan);
         if (r < 0)
                 return set_error(ret_error, r, "planner failed");
+        if (work_exhausted(&res->work))
+                return work_error(&res->work, ret_error);
         res->verdict = res->plan->verdict;
         if (res->verdict == PLAN_APPLY)
                 plan_nccl_topology(res->plan, res->base, h);
@@ -161,6 +178,7 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
                 r = domain_copy(res->base, &out, ret_error);
                 if (r < 0)
                         return r;
+                out->work = &res->work;
                 /* What migration needs in the mark (migrate.h). */
                 migrate_annotate(res->plan, res->base, h);
                 r = rewrite_apply(out, res->plan, ret_error);
@@ -178,10 +196,17 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
 }
 
 int engine_revert(const char *xml, size_t len, char **ret_xml, bool *ret_changed, char **ret_warning, char **ret_error) {
+        struct work work = work_new(WORK_BUDGET);
+        return engine_revert_budget(xml, len, &work, ret_xml, ret_changed, ret_warning, ret_error);
+}
+
+int engine_revert_budget(const char *xml, size_t len, struct work *work, char **ret_xml, bool *ret_changed,
+                         char **ret_warning, char **ret_error) {
         _cleanup_domain_ struct domain *d = NULL;
         int r = domain_parse(xml, len, &d, ret_error);
         if (r < 0)
                 return r;
+        d->work = work;
         if (!d->mark) {
                 *ret_xml = xstrndup(xml, len);
                 *ret_changed = false;

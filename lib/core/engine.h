@@ -23,19 +23,30 @@ struct engine_result {
         char *revert_warning;         /* what the in-memory revert could not restore exactly, or NULL */
         char *mismatch;               /* APPLY and not already planned: how the input differs from the plan */
         char *stale_mark;             /* the input's mark does not describe the plan: which part (mark_mismatch()), or NULL */
+        struct work work;             /* the request's work budget (work.h) and what it spent */
 };
 
 /* Plan xml[0..len).  The policy comes from 'forced' when non-NULL, else
  * from pol (rules, default) for this domain.  Bad input (malformed XML,
  * nodesets naming host nodes that do not exist, a broken mark) is an
- * error: -EINVAL with *ret_error.  A refusal is a result with verdict
- * PLAN_REFUSED.  The caller owns *ret (engine_result_free). */
+ * error: -EINVAL with *ret_error.  So is input that asks for more work
+ * than the host bounds (docs/security.md, "Bounded work"): -E2BIG for a
+ * domain with more hostdevs than the host has devices to give
+ * (hostmap_n_assignable(), checked before planning) or a request that
+ * runs out of its budget (WORK_BUDGET).  A refusal is a result with
+ * verdict PLAN_REFUSED.  The caller owns *ret (engine_result_free). */
 int engine_plan(const char *xml, size_t len, const struct hostmap *h, const struct policy *pol,
                 const enum policy_mode *forced, struct engine_result **ret, char **ret_error);
 
 /* Undo the pcinuma mark of xml[0..len).  *ret_xml is the input verbatim
- * (and *ret_changed false) when there is no mark. */
+ * (and *ret_changed false) when there is no mark.  Within a budget of
+ * WORK_BUDGET, as engine_plan(). */
 int engine_revert(const char *xml, size_t len, char **ret_xml, bool *ret_changed, char **ret_warning, char **ret_error);
+
+/* The same within the budget *work (the caller's; it says what was spent
+ * afterwards): for tests and benchmarks. */
+int engine_revert_budget(const char *xml, size_t len, struct work *work, char **ret_xml, bool *ret_changed,
+                         char **ret_warning, char **ret_error);
 
 /* The human-readable explanation (design: `--format explain`). */
 char *engine_explain(const struct engine_result *r, const struct hostmap *h);

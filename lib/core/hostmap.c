@@ -474,3 +474,10 @@ bool hostmap_device_is_bridge(const struct hostmap_device *d) {
                 return false;
         }
 }
+
+size_t hostmap_n_assignable(const struct hostmap *h) {
+        size_t n = h ? h->n_mdevs : 0;
+        for (size_t i = 0; h && i < h->n_devices; i++)
+                n += !hostmap_device_is_bridge(&h->devices[i]);
+        return n;
+}

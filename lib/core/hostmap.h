@@ -190,6 +190,13 @@ bool hostmap_driver_name_ok(const char *s);
 
 bool hostmap_device_is_bridge(const struct hostmap_device *d);
 
+/* How many host devices a domain could be given here: the PCI functions
+ * that are not bridges, and the mdevs.  A domain with more hostdevs than
+ * this names devices the host does not have (each hostdev names a
+ * distinct one), so no plan can place them all: the engine refuses it
+ * before any work that grows with the domain's hostdevs. */
+size_t hostmap_n_assignable(const struct hostmap *h);
+
 /* Build helpers, used by the sysfs reader and by unit tests that build a
  * map in memory.  hostmap_finish() sorts, applies the node inheritance of
  * design §4 (VF from PF, mdev from parent, -1 = the only node on a

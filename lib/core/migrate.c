@@ -9,23 +9,28 @@
 /* --- annotating a plan ----------------------------------------------------- */
 
 /* The fingerprint digest and every counted device's position, computed
- * once per host map (hostmap_derived()). */
+ * once per host map (hostmap_derived()): hashing a big host's positions
+ * costs more than any one request should (a 960-GPU host: 100 ms). */
 struct positions {
         char digest[SHA256_HEX_SIZE];
         char **pos;                     /* per h->devices[i]; NULL: not counted */
         size_t n;
+        size_t *order;                  /* the counted devices in the fingerprint's order */
+        size_t n_order;
 };
 
 static void positions_free(void *v) {
         struct positions *p = v;
+        if (!p)
+                return;
         for (size_t i = 0; i < p->n; i++)
                 free(p->pos[i]);
         free(p->pos);
+        free(p->order);
         free(p);
 }
 
-static void *positions_compute(const struct hostmap *h) {
-        _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(h);
+static struct positions *positions_of(const struct fingerprint *f, const struct hostmap *h) {
         struct positions *p = xcalloc(1, sizeof(*p));
         memcpy(p->digest, f->digest, sizeof(p->digest));
         p->n = h->n_devices;
@@ -34,8 +39,14 @@ static void *positions_compute(const struct hostmap *h) {
                 for (size_t j = 0; j < f->groups[g].n_devices; j++) {
                         size_t i = f->groups[g].devices[j];
                         p->pos[i] = fingerprint_position(f, h, i);
+                        *GROW(p->order, p->n_order) = i;
                 }
         return p;
+}
+
+static void *positions_compute(const struct hostmap *h) {
+        _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(h);
+        return positions_of(f, h);
 }
 
 /* An mdev: its type, and its parent's position and vendor:device. */
@@ -163,7 +174,15 @@ struct search {
         size_t n_bind;
         size_t steps, budget;           /* candidates tried; the most to try */
         bool free_only;                 /* skip candidates another domain uses */
+        struct work *work;              /* the request's budget (work.h), or NULL */
 };
+
+#define PHASE_MATCH "matching the devices with this host's (migration)"
+
+/* Has the search run out, of placements or of the request's work? */
+static bool out_of_budget(const struct search *s) {
+        return s->steps > s->budget || work_exhausted(s->work);
+}
 
 static bool same_shape(const struct pos *a, const struct pos *b) {
         if (a->n != b->n)
@@ -261,9 +280,14 @@ static int try_candidate(struct search *s, size_t k, size_t j) {
         bool *used = mdev ? s->mused : s->used;
         const struct migrate_used *taken = mdev ? s->mdst[j].taken : s->dst[j].taken;
         const struct pos *p = used[j] || (s->free_only && taken) ? NULL : candidate(s, k, j);
+        if (!work_spend(s->work, 1 + s->src[k].n, PHASE_MATCH))
+                return -1;
         if (!p || !same_shape(&s->src[k], p))
                 return 0;
         if (++s->steps > s->budget)
+                return -1;
+        /* bind() compares each item with every binding */
+        if (!work_spend(s->work, s->src[k].n * (s->n_bind + 1), PHASE_MATCH))
                 return -1;
         size_t saved = s->n_bind;
         if (!bind(s, &s->src[k], p))
@@ -274,7 +298,7 @@ static int try_candidate(struct search *s, size_t k, size_t j) {
                 return 1;
         used[j] = false;
         s->n_bind = saved;
-        return s->steps > s->budget ? -1 : 0;
+        return out_of_budget(s) ? -1 : 0;
 }
 
 static bool search_from(struct search *s, size_t k) {
@@ -412,11 +436,13 @@ static char *why_not_mdev(const struct search *s, const struct mark_device *md) 
                          md->mdev, md->mdev_type, vd, md->host_node, list);
 }
 
-int migrate_map_budget(const struct mark *m, const struct hostmap *h, const struct fingerprint *f,
-                       const struct migrate_in_use *in_use, const char *self, size_t budget, struct migrate_map *ret,
-                       char **ret_reason) {
+/* migrate_map_budget(), spending from the request's budget 'work' too
+ * (NULL: none). */
+static int map_devices(const struct mark *m, const struct hostmap *h, const struct positions *ps,
+                       const struct migrate_in_use *in_use, const char *self, size_t budget, struct work *work,
+                       struct migrate_map *ret, char **ret_reason) {
         int r = -1;
-        struct search s = { .m = m, .h = h, .budget = budget };
+        struct search s = { .m = m, .h = h, .budget = budget, .work = work };
         size_t n_items = 0, n_pci = 0, n_mdev = 0;
 
         s.src = xcalloc(m->n_devices ? m->n_devices : 1, sizeof(*s.src));
@@ -446,14 +472,13 @@ int migrate_map_budget(const struct mark *m, const struct hostmap *h, const stru
                 else
                         n_pci++;
         }
-        for (size_t g = 0; g < f->n_groups; g++)
-                for (size_t j = 0; j < f->groups[g].n_devices; j++) {
-                        struct dest *d = GROW(s.dst, s.n_dst);
-                        *d = (struct dest) { .device = f->groups[g].devices[j] };
-                        d->position = fingerprint_position(f, h, d->device);
-                        if (!d->position || pos_parse(d->position, &d->pos) < 0)
-                                s.n_dst--, free(d->position);
-                }
+        for (size_t o = 0; o < ps->n_order; o++) {
+                struct dest *d = GROW(s.dst, s.n_dst);
+                *d = (struct dest) { .device = ps->order[o] };
+                d->position = ps->pos[d->device] ? xstrdup(ps->pos[d->device]) : NULL;
+                if (!d->position || pos_parse(d->position, &d->pos) < 0)
+                        s.n_dst--, free(d->position);
+        }
         /* The search's preference, best first: devices no other domain
          * uses (it takes used ones only when it finds no mapping without
          * them), and among those, devices that hold no mdevs (a GPU whose
@@ -510,11 +535,18 @@ int migrate_map_budget(const struct mark *m, const struct hostmap *h, const stru
          * device that has no place here. */
         struct strbuf why = {0};
         for (size_t k = 0; k < m->n_devices; k++) {
+                if (!work_spend(work, (1 + s.n_dst + s.n_mdst) * (1 + s.src[k].n), PHASE_MATCH))
+                        break;
                 if (has_candidate(&s, k))
                         continue;
                 _cleanup_free_ char *w = is_mdev(&m->devices[k]) ? why_not_mdev(&s, &m->devices[k])
                                                                  : why_not(h, &m->devices[k], &s.src[k], s.dst, s.n_dst);
                 strbuf_printf(&why, "%s%s", why.len ? "; " : "", w);
+        }
+        if (work_exhausted(work)) {
+                strbuf_done(&why);
+                work_error(work, ret_reason);
+                goto out;
         }
         if (why.len) {
                 *ret_reason = strbuf_steal(&why);
@@ -530,6 +562,10 @@ int migrate_map_budget(const struct mark *m, const struct hostmap *h, const stru
                 s.free_only = false;
                 s.steps = 0;
                 found = search_from(&s, 0);
+        }
+        if (!found && work_exhausted(work)) {
+                work_error(work, ret_reason);
+                goto out;
         }
         if (!found && s.steps > s.budget) {
                 *ret_reason = xasprintf("the mapping gave up after trying %zu placements (the limit, MIGRATE_MAP_BUDGET): "
@@ -591,65 +627,193 @@ void migrate_result_done(struct migrate_result *r) {
         *r = (struct migrate_result) {0};
 }
 
-static xmlNodePtr child_elem(xmlNodePtr n, const char *name) {
-        for (xmlNodePtr c = n ? n->children : NULL; c; c = c->next)
-                if (c->type == XML_ELEMENT_NODE && xmlStrEqual(c->name, (const xmlChar *) name))
-                        return c;
+/* How many devices this host can give an incoming domain: the PCI
+ * devices the fingerprint holds (those with a position, from the map's
+ * cached positions) and the mdevs on them. */
+static void host_capacity(const struct hostmap *h, size_t *ret_pci, size_t *ret_mdev) {
+        const struct positions *ps = hostmap_derived(h, positions_compute, positions_free);
+        size_t n_pci = 0, n_mdev = 0;
+        for (size_t i = 0; i < ps->n; i++)
+                n_pci += ps->pos[i] != NULL;
+        for (size_t i = 0; i < h->n_mdevs; i++) {
+                const struct hostmap_device *parent = hostmap_find_device(h, &h->mdevs[i].parent);
+                size_t k = parent ? (size_t) (parent - h->devices) : ps->n;
+                n_mdev += k < ps->n && ps->pos[k];
+        }
+        *ret_pci = n_pci;
+        *ret_mdev = n_mdev;
+}
+
+/* Check that the mark's device records and the domain's hostdevs are the
+ * same devices, one record each: *ret_of (per mark device, malloc'ed) is
+ * its hostdev's index.  Lookups in the domain's hostdev index, so linear
+ * in the domain.  NULL, or the refusal (malloc'ed). */
+static char *match_records(const struct domain *dom, const struct mark *mark, size_t **ret_of) {
+        _cleanup_free_ size_t *of = xcalloc(mark->n_devices ? mark->n_devices : 1, sizeof(size_t));
+        _cleanup_free_ size_t *record_of = xcalloc(dom->n_hostdevs ? dom->n_hostdevs : 1, sizeof(size_t));
+        size_t first_missing = SIZE_MAX;
+        for (size_t k = 0; k < mark->n_devices; k++) {
+                const struct mark_device *md = &mark->devices[k];
+                struct pci_addr a;
+                const struct domain_hostdev *hd = md->mdev ? domain_find_mdev_hostdev(dom, md->mdev)
+                                                  : md->host && pci_addr_parse(md->host, &a) == 0 ? domain_find_pci_hostdev(dom, &a)
+                                                                                                 : NULL;
+                /* (a PCI record names its device as the domain spells it: "0000:3b:00.0") */
+                char bdf[PCI_ADDR_STRLEN];
+                if (hd && !md->mdev && !streq(md->host, pci_addr_format(&hd->host, bdf)))
+                        hd = NULL;
+                if (!hd) {
+                        if (first_missing == SIZE_MAX)
+                                first_missing = k;
+                        continue;
+                }
+                size_t i = (size_t) (hd - dom->hostdevs);
+                if (record_of[i])
+                        return xasprintf("the pcinuma mark records %s %s twice: the mark does not describe this domain "
+                                         "(plan it again)", md->mdev ? "mdev" : "device", md->mdev ? md->mdev : md->host);
+                record_of[i] = k + 1;
+                of[k] = i;
+        }
+        /* Every hostdev must be one the mark places (in document order,
+         * the first that is not). */
+        for (size_t i = 0; i < dom->n_hostdevs; i++) {
+                if (record_of[i])
+                        continue;
+                const struct domain_hostdev *hd = &dom->hostdevs[i];
+                bool mdev = hd->kind == DOMAIN_HOSTDEV_MDEV;
+                char bdf[PCI_ADDR_STRLEN];
+                return xasprintf("%s %s: the pcinuma mark does not record it, so its place on the source host is unknown",
+                                 mdev ? "mdev" : "device", mdev ? hd->mdev_uuid : pci_addr_format(&hd->host, bdf));
+        }
+        /* And every device the mark records must be the domain's: a mark
+         * that lists others does not describe this domain (edited, or
+         * forged), and its extra devices would be mapped and reported.
+         * Refused rather than ignored: the source plans it again. */
+        if (first_missing != SIZE_MAX) {
+                const struct mark_device *md = &mark->devices[first_missing];
+                return xasprintf("the pcinuma mark records %s %s, which the domain does not have: the mark does not "
+                                 "describe this domain (plan it again)", md->mdev ? "mdev" : "device",
+                                 md->mdev ? md->mdev : md->host ? md->host : "without a name");
+        }
+        *ret_of = TAKE_PTR(of);
         return NULL;
 }
 
-/* A hex attribute of 'width' digits ("0x003b"); width 0: decimal. */
-static void set_attr(xmlNodePtr e, const char *name, int width, unsigned v) {
-        char buf[16];
-        if (width > 0)
-                snprintf(buf, sizeof buf, "0x%0*x", width, v);
-        else
-                snprintf(buf, sizeof buf, "%u", v);
-        xmlSetProp(e, (const xmlChar *) name, (const xmlChar *) buf);
+/* The pairs sorted by what they map from (PCI by name, mdevs by UUID in
+ * any case), for remap_mark()'s lookups. */
+struct pair_index {
+        const struct migrate_pair **v;
+        size_t n;
+};
+
+static int cmp_pair(const void *a, const void *b) {
+        const struct migrate_pair *x = *(const struct migrate_pair *const *) a, *y = *(const struct migrate_pair *const *) b;
+        if (x->mdev != y->mdev)
+                return x->mdev - y->mdev;
+        return x->mdev ? strcasecmp(x->from, y->from) : strcmp(x->from, y->from);
 }
 
-/* In the mark's subtree: every <device>, <managed> and <clique> naming
- * 'from' as its host names 'to' (a device with its socket and position
- * here), so that the destination's plan matches the mark; for an mdev,
- * the <device> naming it as its mdev. */
-static void remap_mark(xmlNodePtr n, const struct migrate_pair *p) {
-        const char *attr = p->mdev ? "mdev" : "host";
-        for (xmlNodePtr c = n->children; c; c = c->next) {
-                if (c->type != XML_ELEMENT_NODE)
+static const struct migrate_pair *pair_find(const struct pair_index *pi, bool mdev, const char *from) {
+        struct migrate_pair key = { .from = (char *) from, .mdev = mdev };
+        const struct migrate_pair *k = &key, **hit = bsearch(&k, pi->v, pi->n, sizeof(*pi->v), cmp_pair);
+        return hit ? *hit : NULL;
+}
+
+/* The mark's records, in one pass: every <device>, <managed> and <clique>
+ * naming a mapped device's old host (for an mdev, a <device> naming its
+ * old mdev) names its new one, a device with its position and socket
+ * here, so that the destination's plan matches the mark.  Each record is
+ * read once, so that a device's new name that is another's old one is
+ * never renamed twice. */
+static void remap_mark(xmlNodePtr mark, const struct migrate_map *map) {
+        struct pair_index pi = { .v = xcalloc(map->n_pairs ? map->n_pairs : 1, sizeof(*pi.v)), .n = map->n_pairs };
+        for (size_t k = 0; k < map->n_pairs; k++)
+                pi.v[k] = &map->pairs[k];
+        qsort(pi.v, pi.n, sizeof(*pi.v), cmp_pair);
+        for (xmlNodePtr c = mark->children; c; c = c->next) {
+                bool device = xml_is_ns(c, PCINUMA_TOPOLOGY_NS, "device");
+                if (!device && !xml_is_ns(c, PCINUMA_TOPOLOGY_NS, "managed") && !xml_is_ns(c, PCINUMA_TOPOLOGY_NS, "clique"))
                         continue;
-                _cleanup_free_ char *host = xml_prop(c, attr);
-                bool named = host && (p->mdev ? strcasecmp(host, p->from) == 0 : streq(host, p->from));
-                if (named && (xmlStrEqual(c->name, (const xmlChar *) "device") ||
-                              (!p->mdev && (xmlStrEqual(c->name, (const xmlChar *) "managed") ||
-                                            xmlStrEqual(c->name, (const xmlChar *) "clique"))))) {
-                        xmlSetProp(c, (const xmlChar *) attr, (const xmlChar *) p->to);
-                        if (xmlStrEqual(c->name, (const xmlChar *) "device")) {
-                                xmlSetProp(c, (const xmlChar *) "position", (const xmlChar *) p->to_position);
-                                if (xmlHasProp(c, (const xmlChar *) "host-socket")) {
-                                        if (p->to_socket >= 0)
-                                                set_attr(c, "host-socket", 0, (unsigned) p->to_socket);
-                                        else
-                                                xmlUnsetProp(c, (const xmlChar *) "host-socket");
-                                }
-                        }
+                _cleanup_free_ char *host = xml_prop(c, "host"), *mdev = device ? xml_prop(c, "mdev") : NULL;
+                const struct migrate_pair *p = host ? pair_find(&pi, false, host) : NULL;
+                if (!p && mdev)
+                        p = pair_find(&pi, true, mdev);
+                if (!p)
+                        continue;
+                xml_set_prop(c, p->mdev ? "mdev" : "host", p->to);
+                if (!device)
+                        continue;
+                xml_set_prop(c, "position", p->to_position);
+                if (xml_has_prop(c, "host-socket")) {
+                        if (p->to_socket >= 0)
+                                xml_set_prop_int(c, "host-socket", p->to_socket);
+                        else
+                                xml_unset_prop(c, "host-socket");
                 }
-                remap_mark(c, p);
         }
+        free(pi.v);
+}
+
+/* Read the rewritten domain back as the domain parser reads it: each
+ * hostdev's source must be the device it was mapped to, and each device
+ * record of the mark must name it.  NULL, or the refusal (malloc'ed). */
+static char *verify_rewrite(const char *out, const struct domain *dom, const struct migrate_map *map, const size_t *hostdev_of) {
+        _cleanup_domain_ struct domain *check = NULL;
+        _cleanup_free_ char *err = NULL;
+        if (domain_parse(out, strlen(out), &check, &err) < 0)
+                return xasprintf("internal error: the rewritten domain XML does not parse (%s); refused", strna(err));
+        _cleanup_free_ size_t *pair_of = xcalloc(dom->n_hostdevs ? dom->n_hostdevs : 1, sizeof(size_t));
+        for (size_t k = 0; k < map->n_pairs; k++)
+                pair_of[hostdev_of[k]] = k + 1;
+        if (check->n_hostdevs != dom->n_hostdevs)
+                return xasprintf("internal error: the rewritten domain has %zu host devices, not %zu; refused",
+                                 check->n_hostdevs, dom->n_hostdevs);
+        for (size_t i = 0; i < check->n_hostdevs; i++) {
+                const struct domain_hostdev *hd = &check->hostdevs[i];
+                const struct migrate_pair *p = pair_of[i] ? &map->pairs[pair_of[i] - 1] : NULL;
+                char name[64];
+                domain_hostdev_name(hd, name);
+                const char *got = hd->kind == DOMAIN_HOSTDEV_MDEV ? hd->mdev_uuid : name;
+                if (!p || p->mdev != (hd->kind == DOMAIN_HOSTDEV_MDEV) || strcasecmp(got, p->to) != 0)
+                        return xasprintf("the rewrite of the hostdev sources does not read back: the domain parser reads "
+                                         "host device %s where %s should be (the XML holds a <source> the rewrite did not "
+                                         "see); refused, nothing was changed", got, p ? p->to : "nothing");
+        }
+        _cleanup_(mark_done) struct mark m = {0};
+        if (!check->mark || mark_parse(check->mark, check->devices, &m, NULL) < 0 || m.n_devices != map->n_pairs)
+                return xstrdup("internal error: the rewritten pcinuma mark does not read back; refused");
+        for (size_t k = 0; k < m.n_devices; k++) {
+                const char *name = map->pairs[k].mdev ? m.devices[k].mdev : m.devices[k].host;
+                if (!name || strcasecmp(name, map->pairs[k].to) != 0)
+                        return xasprintf("the rewritten pcinuma mark records %s where %s should be; refused",
+                                         strna(name), map->pairs[k].to);
+        }
+        return NULL;
 }
 
 void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, const struct policy *pol,
                       const struct migrate_in_use *in_use, struct migrate_result *ret) {
-        struct migrate_result res = {0};
+        struct migrate_result res = { .work = work_new(WORK_BUDGET) };
         _cleanup_domain_ struct domain *dom = NULL;
         _cleanup_free_ char *err = NULL;
+        _cleanup_free_ size_t *hostdev_of = NULL;
         _cleanup_(mark_done) struct mark mark = {0};
-        _cleanup_fingerprint_ struct fingerprint *f = NULL;
 
-        /* A domain XML that does not parse is libvirt's to reject. */
-        if (domain_parse(xml, len, &dom, &err) < 0 || !dom->mark) {
+        /* A domain XML that does not parse is libvirt's to reject.  One
+         * that is beyond pcinuma's limits (size, tags) is not, and if it
+         * carries a pcinuma mark it must not come in unjudged. */
+        int r = domain_parse(xml, len, &dom, &err);
+        if ((r == -EFBIG || r == -E2BIG) && memmem(xml, len, PCINUMA_TOPOLOGY_NS, strlen(PCINUMA_TOPOLOGY_NS))) {
+                res.verdict = MIGRATE_REFUSE;
+                res.reason = xasprintf("the domain XML carries a pcinuma mark but is beyond what pcinuma reads (%s)",
+                                       strna(err));
+                goto done;
+        }
+        if (r < 0 || !dom->mark) {
                 res.xml = xstrndup(xml, len);
                 goto done;
         }
+        dom->work = &res.work;
         if (dom->uuid)
                 res.uuid = xstrdup(dom->uuid);
         mark_parse_attrs(dom->mark, &mark);
@@ -676,51 +840,31 @@ void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, cons
                 res.reason = xstrdup("this host's pcinuma policy refuses incoming planned domains (migration: refuse)");
                 goto done;
         }
+        /* Bounded by this host before anything pairs devices: each host
+         * device needs one of this host's (docs/security.md). */
+        size_t n_pci = 0, n_mdev = 0, cap_pci, cap_mdev;
+        for (size_t i = 0; i < dom->n_hostdevs; i++)
+                dom->hostdevs[i].kind == DOMAIN_HOSTDEV_MDEV ? n_mdev++ : n_pci++;
+        host_capacity(h, &cap_pci, &cap_mdev);
+        if (n_pci > cap_pci || n_mdev > cap_mdev) {
+                res.verdict = MIGRATE_REFUSE;
+                res.reason = n_pci > cap_pci
+                        ? xasprintf("the domain has %zu PCI host devices; this host has only %zu passthrough-capable "
+                                    "devices (refused before matching any)", n_pci, cap_pci)
+                        : xasprintf("the domain has %zu mdevs; this host has only %zu mdevs on devices the fingerprint "
+                                    "counts (refused before matching any)", n_mdev, cap_mdev);
+                goto done;
+        }
         mark_done(&mark);
         if (mark_parse(dom->mark, dom->devices, &mark, &err) < 0) {
                 res.verdict = MIGRATE_REFUSE;
                 res.reason = TAKE_PTR(err);
                 goto done;
         }
-        /* Every hostdev must be one the mark places. */
-        for (size_t i = 0; i < dom->n_hostdevs; i++) {
-                const struct domain_hostdev *hd = &dom->hostdevs[i];
-                char bdf[PCI_ADDR_STRLEN];
-                bool mdev = hd->kind == DOMAIN_HOSTDEV_MDEV;
-                if (!mdev)
-                        pci_addr_format(&hd->host, bdf);
-                bool known = false;
-                for (size_t k = 0; k < mark.n_devices && !known; k++)
-                        known = mdev ? mark.devices[k].mdev && strcasecmp(mark.devices[k].mdev, hd->mdev_uuid) == 0
-                                     : streq_ptr(mark.devices[k].host, bdf);
-                if (!known) {
-                        res.verdict = MIGRATE_REFUSE;
-                        res.reason = xasprintf("%s %s: the pcinuma mark does not record it, so its place on the "
-                                               "source host is unknown", mdev ? "mdev" : "device",
-                                               mdev ? hd->mdev_uuid : bdf);
-                        goto done;
-                }
-        }
-        /* And every device the mark records must be the domain's: a mark
-         * that lists others does not describe this domain (edited, or
-         * forged), and its extra devices would be mapped and reported.
-         * Refused rather than ignored: the source plans it again. */
-        for (size_t k = 0; k < mark.n_devices; k++) {
-                const struct mark_device *md = &mark.devices[k];
-                bool have = false;
-                for (size_t i = 0; i < dom->n_hostdevs && !have; i++) {
-                        const struct domain_hostdev *hd = &dom->hostdevs[i];
-                        char bdf[PCI_ADDR_STRLEN];
-                        have = hd->kind == DOMAIN_HOSTDEV_MDEV ? md->mdev && strcasecmp(md->mdev, hd->mdev_uuid) == 0
-                                                              : streq_ptr(md->host, pci_addr_format(&hd->host, bdf));
-                }
-                if (!have) {
-                        res.verdict = MIGRATE_REFUSE;
-                        res.reason = xasprintf("the pcinuma mark records %s %s, which the domain does not have: the mark "
-                                               "does not describe this domain (plan it again)", md->mdev ? "mdev" : "device",
-                                               md->mdev ? md->mdev : md->host ? md->host : "without a name");
-                        goto done;
-                }
+        res.reason = match_records(dom, &mark, &hostdev_of);
+        if (res.reason) {
+                res.verdict = MIGRATE_REFUSE;
+                goto done;
         }
         /* Positions of another fingerprint version cannot be compared
          * with this host's: say so rather than a misleading mismatch. */
@@ -733,61 +877,40 @@ void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, cons
                 free(old_version);
                 goto done;
         }
-        f = fingerprint_new(h);
-        if (migrate_map(&mark, h, f, in_use, dom->uuid, &res.map, &res.reason) < 0) {
+        const struct positions *ps = hostmap_derived(h, positions_compute, positions_free);
+        if (map_devices(&mark, h, ps, in_use, dom->uuid, MIGRATE_MAP_BUDGET, &res.work, &res.map, &res.reason) < 0) {
                 res.verdict = MIGRATE_REFUSE;
                 goto done;
         }
-        /* The hostdev sources (all at once: a device's new name may be
-         * another's old one), then the mark.  The guest side stays. */
-        xmlNodePtr *src = xcalloc(dom->n_hostdevs ? dom->n_hostdevs : 1, sizeof(xmlNodePtr));
-        const struct migrate_pair **to = xcalloc(dom->n_hostdevs ? dom->n_hostdevs : 1, sizeof(*to));
-        for (size_t i = 0; i < dom->n_hostdevs; i++) {
-                const struct domain_hostdev *hd = &dom->hostdevs[i];
-                bool mdev = hd->kind == DOMAIN_HOSTDEV_MDEV;
-                char bdf[PCI_ADDR_STRLEN];
-                if (!mdev)
-                        pci_addr_format(&hd->host, bdf);
-                for (size_t k = 0; k < res.map.n_pairs; k++) {
-                        const struct migrate_pair *p = &res.map.pairs[k];
-                        if (mdev ? p->mdev && strcasecmp(p->from, hd->mdev_uuid) == 0 : !p->mdev && streq(p->from, bdf))
-                                to[i] = p;
-                }
-                src[i] = child_elem(child_elem(hd->elem, "source"), "address");
-        }
-        for (size_t i = 0; i < dom->n_hostdevs; i++) {
+        /* The hostdev sources, each through the <source><address> the
+         * domain parser read (pair k is mark device k's), then the mark.
+         * The guest side stays. */
+        for (size_t k = 0; k < res.map.n_pairs; k++) {
+                const struct migrate_pair *p = &res.map.pairs[k];
+                xmlNodePtr src = dom->hostdevs[hostdev_of[k]].src_addr;
                 struct pci_addr a;
-                if (src[i] && to[i] && to[i]->mdev) {
-                        xmlSetProp(src[i], (const xmlChar *) "uuid", (const xmlChar *) to[i]->to);
-                        continue;
-                }
-                if (!src[i] || !to[i] || pci_addr_parse(to[i]->to, &a) < 0)
-                        continue;
-                set_attr(src[i], "domain", 4, a.domain);
-                set_attr(src[i], "bus", 2, a.bus);
-                set_attr(src[i], "slot", 2, a.slot);
-                set_attr(src[i], "function", 1, a.func);
+                if (p->mdev)
+                        xml_set_prop(src, "uuid", p->to);
+                else if (pci_addr_parse(p->to, &a) == 0)
+                        xml_set_pci_address(src, &a);
         }
-        /* Marks name the old devices; rename through temporaries so a
-         * swap of two names cannot collide. */
-        for (size_t k = 0; k < res.map.n_pairs; k++) {
-                _cleanup_free_ char *tmp = xasprintf("migrating-%zu", k);
-                struct migrate_pair p = res.map.pairs[k];
-                p.to = tmp;
-                remap_mark(dom->mark, &p);
-        }
-        for (size_t k = 0; k < res.map.n_pairs; k++) {
-                _cleanup_free_ char *tmp = xasprintf("migrating-%zu", k);
-                struct migrate_pair p = res.map.pairs[k];
-                p.from = tmp;
-                remap_mark(dom->mark, &p);
-        }
-        free(src);
-        free(to);
-        xmlSetProp(dom->mark, (const xmlChar *) "fingerprint", (const xmlChar *) f->digest);
+        remap_mark(dom->mark, &res.map);
+        xml_set_prop(dom->mark, "fingerprint", ps->digest);
         if (domain_format(dom, &res.xml) < 0) {
                 res.verdict = MIGRATE_REFUSE;
                 res.reason = xstrdup("internal error: cannot format the rewritten domain XML");
+                goto done;
+        }
+        /* What the domain parser (and so pcinumad on its next plan) reads
+         * must be what was mapped: a <source> the rewrite did not reach
+         * would leave the source host's device in the definition while
+         * the mark, the journal and the hook's message say it moved. */
+        res.reason = verify_rewrite(res.xml, dom, &res.map, hostdev_of);
+        if (res.reason) {
+                res.verdict = MIGRATE_REFUSE;
+                free(res.xml);
+                res.xml = NULL;
+                migrate_map_done(&res.map);
                 goto done;
         }
         res.verdict = MIGRATE_ACCEPT;
@@ -798,4 +921,13 @@ done:
 int migrate_map(const struct mark *m, const struct hostmap *h, const struct fingerprint *f,
                 const struct migrate_in_use *in_use, const char *self, struct migrate_map *ret, char **ret_reason) {
         return migrate_map_budget(m, h, f, in_use, self, MIGRATE_MAP_BUDGET, ret, ret_reason);
+}
+
+int migrate_map_budget(const struct mark *m, const struct hostmap *h, const struct fingerprint *f,
+                       const struct migrate_in_use *in_use, const char *self, size_t budget, struct migrate_map *ret,
+                       char **ret_reason) {
+        struct positions *ps = positions_of(f, h);
+        int r = map_devices(m, h, ps, in_use, self, budget, NULL, ret, ret_reason);
+        positions_free(ps);
+        return r;
 }

@@ -107,6 +107,7 @@ struct migrate_result {
         char *policy;                   /* the mark's policy, when it is a mode name; or NULL */
         char *uuid;                     /* the domain's, or NULL */
         struct migrate_map map;         /* ACCEPT: what went where */
+        struct work work;               /* the request's work budget (work.h) and what it spent */
 };
 void migrate_result_done(struct migrate_result *r);
 

@@ -255,8 +255,10 @@ static void for_each_device_address(struct domain *d, const char *phase,
                 for (xmlNodePtr c = n->children; c; c = c->next) {
                         struct pci_addr a;
                         visited++;
-                        if (pci_address_of(c, &a))
+                        if (pci_address_of(c, &a)) {
+                                visited += WORK_ADDRESS;
                                 fn(c, &a, u);
+                        }
                 }
         }
         spend(d, visited, phase);
@@ -628,20 +630,69 @@ static bool sets_clique_prop(xmlNodePtr n) {
         return false;
 }
 
-/* The <qemu:device alias='alias'> in any <qemu:override> of the domain
- * (with 'ours': only one that sets the clique property), or NULL. */
-static xmlNodePtr override_device(xmlNodePtr root, const char *alias, bool ours) {
-        for (xmlNodePtr o = root->children; o; o = o->next) {
+/* The <qemu:device> elements of every <qemu:override> of the domain, by
+ * alias then document order: one walk for all of a phase's lookups (a
+ * domain may hold thousands; a mark, a clique record per GPU).  Devices
+ * added while it is used are not in it: libvirt keeps aliases unique, so
+ * none is looked up. */
+struct override_entry {
+        char *alias;
+        xmlNodePtr dev;                 /* NULL once removed */
+        bool ours;                      /* it sets the clique property (sets_clique_prop()) */
+        size_t order;
+};
+
+struct override_index {
+        struct override_entry *v;
+        size_t n;
+};
+
+static void override_index_done(struct override_index *x) {
+        for (size_t i = 0; i < x->n; i++)
+                free(x->v[i].alias);
+        free(x->v);
+        *x = (struct override_index) {0};
+}
+
+static int cmp_override(const void *a, const void *b) {
+        const struct override_entry *x = a, *y = b;
+        int c = strcmp(x->alias, y->alias);
+        return c ? c : (x->order > y->order) - (x->order < y->order);
+}
+
+static void override_index_build(struct domain *d, xmlNodePtr root, const char *phase, struct override_index *x) {
+        *x = (struct override_index) {0};
+        size_t visited = 0;
+        for (xmlNodePtr o = root->children; o; o = o->next, visited++) {
                 if (!is_qemu_elem(o, "override"))
                         continue;
-                for (xmlNodePtr c = o->children; c; c = c->next) {
-                        if (!is_qemu_elem(c, "device"))
-                                continue;
-                        _cleanup_free_ char *a = xml_prop(c, "alias");
-                        if (a && streq(a, alias) && (!ours || sets_clique_prop(c)))
-                                return c;
+                for (xmlNodePtr c = o->children; c; c = c->next, visited++) {
+                        _cleanup_free_ char *a = is_qemu_elem(c, "device") ? xml_prop(c, "alias") : NULL;
+                        if (a)
+                                *GROW(x->v, x->n) = (struct override_entry) {
+                                        .alias = TAKE_PTR(a), .dev = c, .ours = sets_clique_prop(c), .order = x->n,
+                                };
                 }
         }
+        if (x->n > 1)
+                qsort(x->v, x->n, sizeof(*x->v), cmp_override);
+        spend(d, visited + x->n * 2, phase);
+}
+
+/* The first <qemu:device alias='alias'> (with 'ours': only one that sets
+ * the clique property) in document order, or NULL. */
+static struct override_entry *override_device(struct override_index *x, const char *alias, bool ours) {
+        size_t lo = 0, hi = x->n;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (strcmp(x->v[mid].alias, alias) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        for (size_t i = lo; i < x->n && streq(x->v[i].alias, alias); i++)
+                if (x->v[i].dev && (!ours || x->v[i].ours))
+                        return &x->v[i];
         return NULL;
 }
 
@@ -663,6 +714,8 @@ static xmlNodePtr append_qemu_child(struct domain *d, xmlNodePtr parent, const c
 static void apply_cliques(struct domain *d, const struct plan *p, struct mark *mk) {
         xmlNodePtr root = xmlDocGetRootElement(d->doc);
         xmlNodePtr ovr = NULL;
+        _cleanup_(override_index_done) struct override_index overrides;
+        override_index_build(d, root, PHASE_APPLY, &overrides);
         for (size_t i = 0; i < p->n_cliques && i < mk->n_cliques; i++) {
                 const struct plan_device *pd = &p->devices[p->cliques[i].device];
                 struct mark_clique *rec = &mk->cliques[i];
@@ -671,7 +724,7 @@ static void apply_cliques(struct domain *d, const struct plan *p, struct mark *m
                 _cleanup_free_ char *name = al ? xml_prop(al, "name") : NULL;
                 if (name && mark_is_user_alias(name)) {
                         rec->alias = TAKE_PTR(name);
-                        if (override_device(root, rec->alias, false)) {
+                        if (override_device(&overrides, rec->alias, false)) {
                                 rec->override = xstrdup("user");
                                 continue;
                         }
@@ -728,13 +781,17 @@ static void apply_cliques(struct domain *d, const struct plan *p, struct mark *m
  * (restore_features() then removes the namespace if it may). */
 static void revert_cliques(struct domain *d, const struct mark *mk) {
         xmlNodePtr root = xmlDocGetRootElement(d->doc);
+        _cleanup_(override_index_done) struct override_index overrides;
+        override_index_build(d, root, PHASE_REVERT, &overrides);
         for (size_t i = 0; i < mk->n_cliques; i++) {
                 const struct mark_clique *rec = &mk->cliques[i];
                 if (rec->override || !rec->alias)
                         continue;
-                xmlNodePtr dev = override_device(root, rec->alias, true);
-                if (dev)
-                        remove_child_unit(d, dev);
+                struct override_entry *dev = override_device(&overrides, rec->alias, true);
+                if (dev) {
+                        remove_child_unit(d, dev->dev);
+                        dev->dev = NULL;
+                }
                 struct pci_addr a;
                 if (!rec->alias_original || !rec->host || pci_addr_parse(rec->host, &a) < 0)
                         continue;
@@ -1170,8 +1227,14 @@ static void restore_pruned(struct domain *d, struct revert_state *s) {
         struct mark *mk = &s->mark;
         if (mk->n_removed > 1)
                 qsort(mk->removed, mk->n_removed, sizeof(*mk->removed), cmp_removed);
+        /* The controllers as the document holds them now (pcinuma's are
+         * gone), kept up to date below: explicit indexes are unique (the
+         * domain parser and mark_parse() see to it). */
+        struct controller_map map;
+        controller_map_build(d, PHASE_REVERT, &map);
         for (size_t i = 0; i < mk->n_removed; i++) {
-                xmlNodePtr existing = find_controller_elem(d, PHASE_REVERT, mk->removed[i].controller);
+                int index = mk->removed[i].controller;
+                xmlNodePtr existing = index >= 0 && index <= 255 ? map.at[index] : NULL;
                 if (existing) {
                         if (!elem_has_model(existing, "pcie-root-port") || bus_referenced(d, mk->removed[i].controller)) {
                                 strbuf_printf(&s->warn, "%sPCI controller %d was not restored: libvirt has since put a device on the root port "
@@ -1181,8 +1244,12 @@ static void restore_pruned(struct domain *d, struct revert_state *s) {
                                 continue;
                         }
                         unlink_unit(d, existing);
+                        map.at[index] = NULL;
                 }
                 xmlNodePtr e = TAKE_PTR(mk->removed[i].elem);
+                int e_index = controller_index(e);
+                if (e_index >= 0 && !map.at[e_index])
+                        map.at[e_index] = e;
                 xmlNodePtr ref = element_at(d, devices, mk->removed[i].position);
                 if (ref)
                         insert_unit_before(ref, e);

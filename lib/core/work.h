@@ -8,17 +8,22 @@
  * whatever a phase does.  When it runs out the phase stops, and the
  * request is refused with a message naming the phase; nothing is changed.
  *
- * A unit is about one step of an inner loop (a comparison, a lookup):
- * WORK_BUDGET units take well under 100 ms on the project's 2-core test
- * machine, and the largest real request spends a small fraction of it
- * (tests/bench, "worst-input"; docs/performance.md).  Pure. */
+ * A unit is about 10 ns of CPU on the project's 2-core test machine: one
+ * step of an inner loop (a string comparison, a lookup, visiting one XML
+ * node); a step that costs more spends more (WORK_ADDRESS).  WORK_BUDGET
+ * units take about 50 ms, and the largest real requests we know spend a
+ * few percent of it (tests/bench "worst-input", docs/performance.md).
+ * Pure. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 
 /* The units one request may spend. */
-#define WORK_BUDGET UINT64_C(20000000)
+#define WORK_BUDGET UINT64_C(4000000)
+
+/* What reading a PCI <address> (its attributes, parsed) costs. */
+#define WORK_ADDRESS 10
 
 struct work {
         uint64_t limit;                 /* 0: no limit */

@@ -67,7 +67,8 @@ static void one(const char *kind, const char *xml, size_t len, const struct host
                         *outcome = xasprintf("error: %s", strna(err));
                 else if (r->verdict == PLAN_REFUSED) {
                         char *why = engine_refusal(r);
-                        *outcome = xasprintf("refused: %s", strna(why));
+                        *outcome = xasprintf("refused (work %llu of %llu): %s: %s", (unsigned long long) r->work.spent,
+                                             (unsigned long long) r->work.limit, strna(r->plan->reason), strna(why));
                         free(why);
                 } else
                         *outcome = xasprintf("%s%s (%zu bytes)", plan_verdict_to_string(r->verdict),
@@ -76,18 +77,23 @@ static void one(const char *kind, const char *xml, size_t len, const struct host
         } else if (streq(kind, "revert")) {
                 char *out = NULL, *warning = NULL;
                 bool changed = false;
-                if (engine_revert(xml, len, &out, &changed, &warning, &err) < 0)
-                        *outcome = xasprintf("error: %s", strna(err));
+                struct work w = work_new(WORK_BUDGET);
+                if (engine_revert_budget(xml, len, &w, &out, &changed, &warning, &err) < 0)
+                        *outcome = xasprintf("error (work %llu of %llu): %s", (unsigned long long) w.spent,
+                                             (unsigned long long) w.limit, strna(err));
                 else
-                        *outcome = xasprintf("reverted%s (%zu bytes)%s%s", changed ? ", changed" : ", unchanged",
-                                             out ? strlen(out) : 0, warning ? "; warning: " : "", strempty(warning));
+                        *outcome = xasprintf("reverted%s (%zu bytes; work %llu of %llu)%s%s",
+                                             changed ? ", changed" : ", unchanged", out ? strlen(out) : 0,
+                                             (unsigned long long) w.spent, (unsigned long long) w.limit,
+                                             warning ? "; warning: " : "", strempty(warning));
                 free(out);
                 free(warning);
         } else {
                 struct migrate_result m = {0};
                 migrate_incoming(xml, len, h, pol, NULL, &m);
                 static const char *const v[] = { "pass", "accept", "refuse-marked", "refuse" };
-                *outcome = xasprintf("%s%s%s", v[m.verdict], m.reason ? ": " : "", strempty(m.reason));
+                *outcome = xasprintf("%s (work %llu of %llu)%s%s", v[m.verdict], (unsigned long long) m.work.spent,
+                                     (unsigned long long) m.work.limit, m.reason ? ": " : "", strempty(m.reason));
                 migrate_result_done(&m);
         }
         free(err);
