@@ -727,6 +727,82 @@ static void test_errors_devices(void **state) {
                     -EINVAL, "nodeset");
 }
 
+/* Issue 24: the parser's work is bounded by the input's size, not its
+ * square.  More than DOMAIN_XML_TAGS_MAX tags are refused before parsing;
+ * a duplicate among thousands of hostdevs is found by the index, with
+ * both lines; every hostdev can be looked up; a vCPU pinned many times
+ * keeps its last pin, once; a controller's model and a hostdev's source
+ * are read only in no namespace (xmlutil.h). */
+static void test_bounded(void **state) {
+        (void) state;
+        struct strbuf b = {0};
+        strbuf_append(&b, "<domain><name>d</name><devices>");
+        for (unsigned i = 0; i <= DOMAIN_XML_TAGS_MAX; i++)
+                strbuf_append(&b, "<x/>");
+        strbuf_append(&b, "</devices></domain>");
+        parse_fails(b.buf, -E2BIG, "more than 32768 tags", "DOMAIN_XML_TAGS_MAX");
+        strbuf_done(&b);
+
+        /* 4000 hostdevs, the last a duplicate of the first; then without
+         * it (the last on bus 0xff) */
+        for (int dup = 1; dup >= 0; dup--) {
+                strbuf_append(&b, "<domain><name>d</name><devices>\n");
+                for (unsigned i = 0; i < 4000; i++) {
+                        unsigned k = i < 3999 ? i : dup ? 0 : 0xff00;
+                        strbuf_printf(&b, "<hostdev mode='subsystem' type='pci'><source><address bus='%u' slot='%u' "
+                                          "function='%u'/></source></hostdev>\n", k >> 8, (k >> 3) & 0x1f, k & 7);
+                }
+                strbuf_append(&b, "</devices></domain>");
+                if (dup) {
+                        parse_fails(b.buf, -EINVAL, "line 4001: host device 0000:00:00.0 is assigned twice (also at line 2)");
+                        strbuf_done(&b);
+                }
+        }
+        struct domain *d = parse_ok(b.buf);
+        assert_int_equal(d->n_hostdevs, 4000);
+        assert_non_null(domain_find_pci_hostdev(d, &(struct pci_addr) { .bus = 0xff }));
+        for (unsigned i = 0; i < 3999; i++) {
+                struct pci_addr a = { .bus = (uint8_t) (i >> 8), .slot = (uint8_t) ((i >> 3) & 0x1f), .func = (uint8_t) (i & 7) };
+                const struct domain_hostdev *hd = domain_find_pci_hostdev(d, &a);
+                assert_non_null(hd);
+                assert_true(pci_addr_eq(&hd->host, &a));
+                assert_ptr_equal(hd, &d->hostdevs[i]);
+        }
+        struct pci_addr none = { .bus = 0xee };
+        assert_null(domain_find_pci_hostdev(d, &none));
+        assert_null(domain_find_mdev_hostdev(d, "4b20d080-1b54-4048-85b3-a6a62d165c01"));
+        domain_free(d);
+        strbuf_done(&b);
+
+        /* a vCPU pinned again and again: one entry, the last pin */
+        strbuf_append(&b, "<domain><name>d</name><cputune>");
+        for (unsigned i = 0; i < 1000; i++)
+                strbuf_printf(&b, "<vcpupin vcpu='%u' cpuset='%u'/>", i % 2, i);
+        strbuf_append(&b, "</cputune><devices/></domain>");
+        d = parse_ok(b.buf);
+        assert_int_equal(d->n_vcpupins, 2);
+        assert_int_equal(d->vcpupins[0].vcpu, 0);
+        assert_bitmap_is(&d->vcpupins[0].cpuset, "998");
+        assert_bitmap_is(&d->vcpupins[1].cpuset, "999");
+        domain_free(d);
+        strbuf_done(&b);
+
+        /* namespaced look-alikes are not read */
+        d = parse_ok("<domain xmlns:x='urn:x'><name>d</name><devices>"
+                     "<controller type='pci' index='0' x:model='pcie-expander-bus' model='pcie-root'/>"
+                     "<controller type='pci' index='1' x:model='pcie-root-port'/>"
+                     "<hostdev mode='subsystem' type='pci'><x:source><address bus='0x99'/></x:source>"
+                     "<source><x:address bus='0x98'/><address bus='0x3b'/></source></hostdev>"
+                     "</devices></domain>");
+        assert_string_equal(d->controllers[0].model, "pcie-root");
+        assert_string_equal(d->controllers[1].model, "");
+        assert_int_equal(d->hostdevs[0].host.bus, 0x3b);
+        assert_non_null(d->hostdevs[0].src_addr);
+        assert_true(xml_is(d->hostdevs[0].src_addr, "address"));
+        assert_true(xml_is(d->hostdevs[0].src_addr->parent, "source"));
+        domain_free(d);
+}
+
 static void test_ignored_devices(void **state) {
         (void) state;
         /* hostdev interfaces naming a network, USB and SCSI hostdevs,
@@ -837,6 +913,7 @@ int main(void) {
                 cmocka_unit_test(test_errors_cells),
                 cmocka_unit_test(test_errors_devices),
                 cmocka_unit_test(test_ignored_devices),
+                cmocka_unit_test(test_bounded),
                 cmocka_unit_test(test_format),
                 cmocka_unit_test(test_reload),
         };

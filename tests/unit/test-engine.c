@@ -158,6 +158,65 @@ static void test_forged_mark(void **state) {
         }
 }
 
+/* Issue 24: every request is bounded by the host and the budget.  A
+ * domain with more hostdevs than the host has devices is refused before
+ * planning; a pinning that would take more work than the budget is
+ * refused naming the phase; a revert with a budget too small is refused
+ * naming its phase, and changes nothing; a real plan spends a small part
+ * of the budget. */
+static void test_bounded_work(void **state) {
+        (void) state;
+        _cleanup_(engine_result_freep) struct engine_result *r = plan_forced(fake_vm_xml, "require");
+        assert_true(r->work.spent > 0);
+        assert_true(r->work.spent < WORK_BUDGET / 100);
+
+        /* 5 hostdevs on a host with 4 devices */
+        static const char five[] =
+                "<domain type='kvm'>\n  <name>" FAKE_VM_NAME "</name>\n  <uuid>" FAKE_VM_UUID "</uuid>\n"
+                FAKE_VM_XML_BODY FAKE_VM_HOSTDEV("0x10") FAKE_VM_HOSTDEV("0x30") FAKE_VM_HOSTDEV("0x50")
+                FAKE_VM_HOSTDEV("0x70") FAKE_VM_HOSTDEV("0x90") FAKE_VM_XML_TAIL;
+        enum policy_mode m = POLICY_LEGACY, off = POLICY_OFF;
+        struct engine_result *res = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(engine_plan(five, strlen(five), host, NULL, &m, &res, &err), -E2BIG);
+        assert_null(res);
+        assert_true(strstr(err, "the domain has 5 host devices (hostdevs), more than this host has to give (4 PCI "
+                                "functions that are not bridges, and mdevs)"));
+        /* policy off: not planned, so not refused */
+        assert_int_equal(engine_plan(five, strlen(five), host, NULL, &off, &res, &err), 0);
+        engine_result_free(res);
+        res = NULL;
+
+        /* 256 cells, each with every vCPU: 256 x 16384 steps */
+        struct strbuf b = {0};
+        strbuf_append(&b, "<domain><name>pins</name><vcpu cpuset='0-15'>16384</vcpu><os><type arch='x86_64' "
+                          "machine='q35'>hvm</type></os><cpu><numa>");
+        for (unsigned c = 0; c < 256; c++)
+                strbuf_printf(&b, "<cell id='%u' cpus='0-16383' memory='1'/>", c);
+        strbuf_append(&b, "</numa></cpu><devices>" FAKE_VM_HOSTDEV("0x10") "</devices></domain>");
+        free(err);
+        err = NULL;
+        assert_int_equal(engine_plan(b.buf, b.len, host, NULL, &m, &res, &err), -E2BIG);
+        assert_true(strstr(err, "the request needs more work than pcinuma gives one (4000000 steps, WORK_BUDGET) in "
+                                "reading the guest's CPU pinning"));
+        strbuf_done(&b);
+
+        /* the revert within a budget, and without enough of one */
+        char *out = NULL, *warning = NULL;
+        bool changed = false;
+        struct work w = work_new(WORK_BUDGET);
+        assert_int_equal(engine_revert_budget(r->xml, strlen(r->xml), &w, &out, &changed, &warning, &err), 0);
+        assert_true(changed);
+        assert_true(w.spent > 0 && w.spent < WORK_BUDGET / 100);
+        free(out);
+        free(warning);
+        out = warning = NULL;
+        struct work tiny = work_new(w.spent / 2);
+        assert_int_equal(engine_revert_budget(r->xml, strlen(r->xml), &tiny, &out, &changed, &warning, &err), -E2BIG);
+        assert_null(out);
+        assert_true(strstr(err, "in undoing the pcinuma mark"));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_plan_unplanned),
@@ -166,6 +225,7 @@ int main(void) {
                 cmocka_unit_test(test_plan_across_policies),
                 cmocka_unit_test(test_revert_round_trip),
                 cmocka_unit_test(test_forged_mark),
+                cmocka_unit_test(test_bounded_work),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -814,6 +814,56 @@ static void test_parse_attrs(void **state) {
         xmlFreeDoc(doc);
 }
 
+/* A mark with more records of a kind than any plan writes is refused
+ * (-E2BIG, naming the kind), at the limit it is read: that bounds what
+ * the revert and the migration do per mark. */
+static void test_record_limits(void **state) {
+        (void) state;
+        static const struct {
+                unsigned max;
+                const char *kind;
+        } kinds[] = {
+                { MARK_DEVICE_RECORDS_MAX, "device" }, { MARK_DEVICE_RECORDS_MAX, "managed" },
+                { MARK_CONTROLLER_RECORDS_MAX, "expander" }, { MARK_CONTROLLER_RECORDS_MAX, "controller" },
+        };
+        for (size_t k = 0; k < ELEMENTSOF(kinds); k++)
+                for (unsigned n = kinds[k].max; n <= kinds[k].max + 1; n++) {
+                        struct strbuf b = {0};
+                        strbuf_append(&b, "<domain><metadata>" OPEN_MARK ">");
+                        for (unsigned i = 0; i < n; i++) {
+                                unsigned bus = (i >> 8) & 0xff, slot = (i >> 3) & 0x1f, fn = i & 7;
+                                if (k == 0)
+                                        strbuf_printf(&b, "<pcinuma:device host='0000:%02x:%02x.%u'/>", bus, slot, fn);
+                                else if (k == 1)
+                                        strbuf_printf(&b, "<pcinuma:managed host='0000:%02x:%02x.%u' original='yes'/>", bus, slot, fn);
+                                else if (k == 2)
+                                        strbuf_printf(&b, "<pcinuma:expander controller='%u' guest-cell='0' host-nodes='0' busNr='9'/>", i % 256);
+                                else
+                                        strbuf_printf(&b, "<pcinuma:controller index='%u' model='pcie-root-port'/>", i % 256);
+                        }
+                        strbuf_append(&b, "</pcinuma:topology></metadata><devices/></domain>");
+                        xmlDocPtr doc = read_doc(b.buf);
+                        xmlNodePtr root = xmlDocGetRootElement(doc), node = NULL;
+                        _cleanup_free_ char *err = NULL;
+                        assert_int_equal(mark_locate(root, &node, &err), 0);
+                        struct mark m = {0};
+                        int r = mark_parse(node, child(root, "devices"), &m, &err);
+                        if (n == kinds[k].max) {
+                                if (r < 0)
+                                        fail_msg("%s at the limit: %s", kinds[k].kind, err);
+                                mark_done(&m);
+                        } else {
+                                assert_int_equal(r, -E2BIG);
+                                _cleanup_free_ char *want = xasprintf("more than %u <pcinuma:%s> records", kinds[k].max,
+                                                                      kinds[k].kind);
+                                if (!strstr(err, want))
+                                        fail_msg("'%s' does not say '%s'", err, want);
+                        }
+                        xmlFreeDoc(doc);
+                        strbuf_done(&b);
+                }
+}
+
 static void test_locate(void **state) {
         (void) state;
         static const struct { const char *xml; int r; const char *want; } cases[] = {
@@ -859,6 +909,7 @@ int main(void) {
                 cmocka_unit_test(test_fingerprint_version_stale),
                 cmocka_unit_test(test_migrate_forged_values),
                 cmocka_unit_test(test_locate),
+                cmocka_unit_test(test_record_limits),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -815,6 +815,173 @@ static void test_incoming_mdev(void **state) {
         migrate_result_done(&r);
 }
 
+/* s with 'text' put in before the first occurrence of 'before' (which
+ * must be there).  malloc'ed. */
+static char *insert_before(const char *s, const char *before, const char *text) {
+        const char *at = strstr(s, before);
+        assert_non_null(at);
+        return xasprintf("%.*s%s%s", (int) (at - s), s, text, at);
+}
+
+/* The host device of the first hostdev of xml, as the domain parser reads
+ * it ("0000:18:00.0"). */
+static char *first_source(const char *xml) {
+        _cleanup_domain_ struct domain *d = NULL;
+        _cleanup_free_ char *err = NULL;
+        if (domain_parse(xml, strlen(xml), &d, &err) < 0)
+                fail_msg("%s", err);
+        assert_true(d->n_hostdevs > 0);
+        char b[PCI_ADDR_STRLEN];
+        return xstrdup(pci_addr_format(&d->hostdevs[0].host, b));
+}
+
+/* Issue 24: the migrate rewrite and the domain parser read the same
+ * <source>.  A decoy <x:source> in another namespace before the real one
+ * (and the other readings two parsers could differ on: a namespaced
+ * <address> first, a <source> after the <driver>, two <source>s) never
+ * takes the new address: what the domain parser reads after the rewrite
+ * is the mapped device.  Before, the decoy got it, and the definition
+ * kept the source host's BDF while the mark said it moved. */
+static void test_incoming_parser_differentials(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *a = fake_vm_host();
+        _cleanup_hostmap_ struct hostmap *b = fake_vm_host_renumbered();
+        _cleanup_free_ char *planned = fake_vm_planned(a, "require");
+        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\"}}");
+        const struct {
+                const char *what, *before, *text;
+                bool kept;              /* the text is in the output as it was */
+        } cases[] = {
+                { "a namespaced <source> first", "<source>",
+                  "<x:source xmlns:x=\"urn:x\"><address domain=\"0x0000\" bus=\"0x10\" slot=\"0x00\" function=\"0x0\"/>"
+                  "</x:source>", true },
+                { "a namespaced <address> first", "<address domain=\"0x0000\" bus=\"0x10\"",
+                  "<x:address xmlns:x=\"urn:x\" domain=\"0x0000\" bus=\"0x10\" slot=\"0x00\" function=\"0x0\"/>", true },
+                { "a <source> after the <driver>", "<source>", "<driver name=\"vfio\"/>", true },
+                { "two <source>s", "<source>",
+                  "<source><address domain=\"0x0000\" bus=\"0x10\" slot=\"0x00\" function=\"0x0\"/></source>", false },
+                { "a namespaced bus attribute", "bus=\"0x10\"", "x:bus=\"0x10\" xmlns:x=\"urn:x\" ", false },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ char *xml = insert_before(planned, cases[i].before, cases[i].text);
+                _cleanup_free_ char *before = first_source(xml);
+                assert_string_equal(before, "0000:10:00.0");
+                struct migrate_result r = {0};
+                migrate_incoming(xml, strlen(xml), b, pol, NULL, &r);
+                if (r.verdict != MIGRATE_ACCEPT)
+                        fail_msg("%s: refused: %s", cases[i].what, strna(r.reason));
+                assert_string_equal(to_of(&r.map, "0000:10:00.0"), "0000:18:00.0");
+                _cleanup_free_ char *after = first_source(r.xml);
+                if (!streq(after, "0000:18:00.0"))
+                        fail_msg("%s: the domain parser reads %s after the rewrite, not 0000:18:00.0", cases[i].what, after);
+                /* The decoys are left as they were. */
+                if (cases[i].kept && !has(r.xml, cases[i].text))
+                        fail_msg("%s: the rewrite changed %s", cases[i].what, cases[i].text);
+                /* And the destination plans the result as it is. */
+                _cleanup_(engine_result_freep) struct engine_result *e = NULL;
+                _cleanup_free_ char *err = NULL;
+                assert_int_equal(engine_plan(r.xml, strlen(r.xml), b, pol, NULL, &e, &err), 0);
+                assert_true(e->already_planned);
+                migrate_result_done(&r);
+        }
+}
+
+/* A mark that records one device twice does not describe the domain. */
+static void test_incoming_duplicate_record(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *a = fake_vm_host();
+        _cleanup_hostmap_ struct hostmap *b = fake_vm_host_renumbered();
+        _cleanup_free_ char *planned = fake_vm_planned(a, "require");
+        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\"}}");
+        const char *rec = strstr(planned, "<pcinuma:device host=\"0000:10:00.0\"");
+        assert_non_null(rec);
+        const char *end = strstr(rec, "/>");
+        _cleanup_free_ char *twice = xasprintf("%.*s\n", (int) (end + 2 - rec), rec);
+        _cleanup_free_ char *xml = insert_before(planned, "<pcinuma:device host=\"0000:10:00.0\"", twice);
+        struct migrate_result r = {0};
+        migrate_incoming(xml, strlen(xml), b, pol, NULL, &r);
+        assert_int_equal(r.verdict, MIGRATE_REFUSE);
+        assert_true(has(r.reason, "the pcinuma mark records device 0000:10:00.0 twice"));
+        migrate_result_done(&r);
+}
+
+/* The review's finding: n hostdevs and a mark that records them in the
+ * reverse order.  Before, two checks compared every hostdev with every
+ * record, formatting a BDF in the inner loop (24,000: 40-60 s of CPU).
+ * Now the domain is refused before any matching, having spent nothing of
+ * the request's budget, for having more devices than this host; and a
+ * marked domain beyond DOMAIN_XML_TAGS_MAX is refused, not let in. */
+static char *finding_xml(unsigned n) {
+        struct strbuf b = {0};
+        strbuf_printf(&b, "<domain type='qemu'><name>finding</name><uuid>6c3e4e0a-4a5d-4c47-9a7b-1d2f3e4a5b6c</uuid>"
+                          "<metadata><p:topology xmlns:p='urn:pcinuma:topology:1' version='1' migratable='yes' "
+                          "fingerprint-version='2'>\n");
+        for (unsigned i = n; i-- > 0;)
+                strbuf_printf(&b, "<p:device host='0000:%02x:%02x.%u' position='rc:0@a fn:0@b'/>\n", i >> 8,
+                              (i >> 3) & 0x1f, i & 7);
+        strbuf_append(&b, "</p:topology></metadata><memory>65536</memory><os><type arch='x86_64' machine='q35'>hvm</type>"
+                          "</os><devices>\n");
+        for (unsigned i = 0; i < n; i++)
+                strbuf_printf(&b, "<hostdev mode='subsystem' type='pci'><source><address bus='%u' slot='%u' function='%u'/>"
+                                  "</source></hostdev>\n", i >> 8, (i >> 3) & 0x1f, i & 7);
+        strbuf_append(&b, "</devices></domain>\n");
+        return strbuf_steal(&b);
+}
+
+static void test_incoming_bounded_by_host(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *b = fake_vm_host_renumbered();
+        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\"}}");
+        _cleanup_free_ char *xml = finding_xml(5000);
+        struct migrate_result r = {0};
+        migrate_incoming(xml, strlen(xml), b, pol, NULL, &r);
+        assert_int_equal(r.verdict, MIGRATE_REFUSE);
+        if (!has(r.reason, "the domain has 5000 PCI host devices; this host has only 4 passthrough-capable devices "
+                           "(refused before matching any)"))
+                fail_msg("%s", strna(r.reason));
+        assert_int_equal(r.work.spent, 0);
+        assert_null(r.xml);
+        migrate_result_done(&r);
+
+        /* 24,000 (3.9 MB, under DOMAIN_XML_MAX): beyond the tag limit. */
+        _cleanup_free_ char *big = finding_xml(24000);
+        assert_true(strlen(big) < DOMAIN_XML_MAX);
+        migrate_incoming(big, strlen(big), b, pol, NULL, &r);
+        assert_int_equal(r.verdict, MIGRATE_REFUSE);
+        if (!has(r.reason, "the domain XML carries a pcinuma mark but is beyond what pcinuma reads (domain XML has "
+                           "more than 32768 tags"))
+                fail_msg("%s", strna(r.reason));
+        assert_null(r.xml);
+        migrate_result_done(&r);
+
+        /* Without a mark, the same size is libvirt's business: it passes. */
+        _cleanup_free_ char *unmarked = finding_xml(24000);
+        char *m = strstr(unmarked, "urn:pcinuma:topology:1");
+        memcpy(m, "urn:other:topology:001", 22);
+        migrate_incoming(unmarked, strlen(unmarked), b, pol, NULL, &r);
+        assert_int_equal(r.verdict, MIGRATE_PASS);
+        migrate_result_done(&r);
+}
+
+/* The search spends the request's budget (work.h) as it goes: a forged
+ * mark that the placement limit alone would let run for 50,000
+ * placements of a big mark stops when the budget is spent, naming the
+ * phase. */
+static void test_search_spends_budget(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *a = fake_vm_host();
+        _cleanup_hostmap_ struct hostmap *b = fake_vm_host_renumbered();
+        _cleanup_free_ char *planned = fake_vm_planned(a, "require");
+        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\"}}");
+        struct migrate_result r = {0};
+        migrate_incoming(planned, strlen(planned), b, pol, NULL, &r);
+        assert_int_equal(r.verdict, MIGRATE_ACCEPT);
+        /* A real domain spends a small part of it. */
+        assert_true(r.work.spent > 0);
+        assert_true(r.work.spent < WORK_BUDGET / 100);
+        migrate_result_done(&r);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_renumbered_accepted),
@@ -830,6 +997,10 @@ int main(void) {
                 cmocka_unit_test(test_prefers_free_devices),
                 cmocka_unit_test(test_free_mapping_searched_first),
                 cmocka_unit_test(test_incoming_mdev),
+                cmocka_unit_test(test_incoming_parser_differentials),
+                cmocka_unit_test(test_incoming_duplicate_record),
+                cmocka_unit_test(test_incoming_bounded_by_host),
+                cmocka_unit_test(test_search_spends_budget),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

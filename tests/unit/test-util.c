@@ -288,6 +288,37 @@ static void test_bitmap_ops(void **state) {
 
 /* ---- strbuf, GROW, allocation helpers, set_error ----------------------- */
 
+/* bitmap_set_range() sets what setting each bit would, a word at a time
+ * (ranges in one word, across words, on word edges), and bitmap_or()
+ * grows its destination only as far as the source's last set bit. */
+static void test_bitmap_range(void **state) {
+        (void) state;
+        static const unsigned ranges[][2] = { { 3, 10 }, { 0, 63 }, { 0, 64 }, { 10, 200 }, { 64, 64 }, { 63, 64 },
+                                              { 0, 16383 }, { 127, 129 }, { 5, 5 } };
+        for (size_t i = 0; i < ELEMENTSOF(ranges); i++) {
+                struct bitmap fast = {0}, slow = {0};
+                bitmap_set_range(&fast, ranges[i][0], ranges[i][1]);
+                for (unsigned k = ranges[i][0]; k <= ranges[i][1]; k++)
+                        bitmap_set(&slow, k);
+                assert_true(bitmap_equal(&fast, &slow));
+                assert_int_equal(bitmap_count(&fast), ranges[i][1] - ranges[i][0] + 1);
+                assert_int_equal(bitmap_next(&fast, 0), (int) ranges[i][0]);
+                bitmap_done(&fast);
+                bitmap_done(&slow);
+        }
+        struct bitmap a = {0}, b = {0};
+        bitmap_set(&a, 1);
+        b.bits = xcalloc(8, sizeof(uint64_t));   /* words past the last set bit */
+        b.n_words = 8;
+        b.bits[1] = 2;                          /* bit 65 */
+        bitmap_or(&a, &b);
+        assert_int_equal(a.n_words, 2);
+        assert_int_equal(bitmap_count(&a), 2);
+        assert_true(bitmap_test(&a, 65));
+        bitmap_done(&a);
+        bitmap_done(&b);
+}
+
 static void test_strbuf(void **state) {
         (void) state;
         struct strbuf b = {0};
@@ -573,6 +604,7 @@ int main(void) {
                 cmocka_unit_test(test_bitmap_parse_bad),
                 cmocka_unit_test(test_bitmap_roundtrip),
                 cmocka_unit_test(test_bitmap_ops),
+                cmocka_unit_test(test_bitmap_range),
                 cmocka_unit_test(test_strbuf),
                 cmocka_unit_test(test_grow),
                 cmocka_unit_test(test_alloc_helpers),
