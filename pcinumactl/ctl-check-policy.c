@@ -118,6 +118,8 @@ int ctl_check_policy(int argc, char **argv) {
         printf("\n");
         for (size_t i = 0; i < p->n_variant_drivers; i++)
                 printf("vfio variant driver: %s\n", p->variant_drivers[i]);
+        for (size_t i = 0; i < p->n_pool; i++)
+                printf("passthrough pool: %s\n", p->pool[i].text);
         printf("allow_domain_policy: %s\n", p->allow_domain_policy ? "true" : "false");
         if (p->n_rules == 0)
                 printf("rules: none\n");

@@ -146,6 +146,7 @@ struct dest {
         struct pos pos;
         const struct migrate_used *taken;       /* another domain uses it, or NULL */
         unsigned tier;                  /* the search's preference: 0 best (free, no mdevs) */
+        bool host_bound;                /* a host driver holds it: never given (it may still parent mdevs) */
 };
 
 /* An mdev of this host whose parent the fingerprint counts. */
@@ -230,7 +231,7 @@ static bool is_mdev(const struct mark_device *md) {
 static const struct pos *candidate(const struct search *s, size_t k, size_t j) {
         const struct mark_device *md = &s->m->devices[k];
         if (!is_mdev(md))
-                return &s->dst[j].pos;
+                return s->dst[j].host_bound ? NULL : &s->dst[j].pos;
         const char *type = s->h->mdevs[s->mdst[j].mdev].type;
         return type && md->mdev_type && streq(type, md->mdev_type) ? &s->mdst[j].pos : NULL;
 }
@@ -395,6 +396,35 @@ static const struct migrate_used *used_by_other(const struct migrate_in_use *in_
         return NULL;
 }
 
+/* Is host device d meant for passthrough: bound to no driver, to vfio-pci
+ * or a VFIO variant driver (planner_is_vfio_variant(), with the policy's
+ * vfio_variant_drivers), or listed in the policy's passthrough_pool?  A
+ * device a host driver holds (a GPU on nvidia, the boot NVMe on nvme) is
+ * the host's: libvirt would detach it from the host at the guest's start
+ * (managed='yes'). */
+static bool meant_for_passthrough(const struct hostmap_device *d, const struct policy *pol) {
+        struct planner_options o = {
+                .variant_drivers = pol ? pol->variant_drivers : NULL, .n_variant_drivers = pol ? pol->n_variant_drivers : 0,
+        };
+        return !d->driver || !*d->driver || streq(d->driver, "vfio-pci") || planner_is_vfio_variant(d->driver, &o) ||
+               policy_pool_find(pol, &d->addr, d->class, d->vendor, d->device);
+}
+
+/* When mark device k has no candidate: the devices in its place that a
+ * host driver holds (meant_for_passthrough()), "0000:3b:00.0 (driver
+ * nvidia), ...", or NULL when there are none. */
+static char *host_bound_in_place(const struct search *s, size_t k) {
+        struct strbuf b = {0};
+        for (size_t j = 0; j < s->n_dst; j++) {
+                const struct dest *d = &s->dst[j];
+                if (!d->host_bound || !same_shape(&s->src[k], &d->pos))
+                        continue;
+                const struct hostmap_device *dev = &s->h->devices[d->device];
+                strbuf_printf(&b, "%s%s (driver %s)", b.len ? ", " : "", dev->name, dev->driver);
+        }
+        return strbuf_steal(&b);
+}
+
 /* Reorder the n elements of 'size' bytes at base stably by the tier (an
  * unsigned below n_tiers) at tier_offset in each, best (0) first. */
 static void order_by_tier(void *base, size_t n, size_t size, size_t tier_offset, unsigned n_tiers) {
@@ -439,8 +469,8 @@ static char *why_not_mdev(const struct search *s, const struct mark_device *md) 
 /* migrate_map_budget(), spending from the request's budget 'work' too
  * (NULL: none). */
 static int map_devices(const struct mark *m, const struct hostmap *h, const struct positions *ps,
-                       const struct migrate_in_use *in_use, const char *self, size_t budget, struct work *work,
-                       struct migrate_map *ret, char **ret_reason) {
+                       const struct policy *pol, const struct migrate_in_use *in_use, const char *self, size_t budget,
+                       struct work *work, struct migrate_map *ret, char **ret_reason) {
         int r = -1;
         struct search s = { .m = m, .h = h, .budget = budget, .work = work };
         size_t n_items = 0, n_pci = 0, n_mdev = 0;
@@ -476,6 +506,7 @@ static int map_devices(const struct mark *m, const struct hostmap *h, const stru
                 struct dest *d = GROW(s.dst, s.n_dst);
                 *d = (struct dest) { .device = ps->order[o] };
                 d->position = ps->pos[d->device] ? xstrdup(ps->pos[d->device]) : NULL;
+                d->host_bound = !meant_for_passthrough(&h->devices[d->device], pol);
                 if (!d->position || pos_parse(d->position, &d->pos) < 0)
                         s.n_dst--, free(d->position);
         }
@@ -539,8 +570,15 @@ static int map_devices(const struct mark *m, const struct hostmap *h, const stru
                         break;
                 if (has_candidate(&s, k))
                         continue;
+                _cleanup_free_ char *bound = is_mdev(&m->devices[k]) ? NULL : host_bound_in_place(&s, k);
                 _cleanup_free_ char *w = is_mdev(&m->devices[k]) ? why_not_mdev(&s, &m->devices[k])
-                                                                 : why_not(h, &m->devices[k], &s.src[k], s.dst, s.n_dst);
+                        : bound && *bound
+                        ? xasprintf("device %s (%s, host node %d): the only devices of this host in its place are bound "
+                                    "to host drivers, and pcinuma never gives a migrating guest a device the host uses: "
+                                    "%s (bind one to vfio-pci, or list it in the policy's passthrough_pool)",
+                                    m->devices[k].host, m->devices[k].vendor_device ? m->devices[k].vendor_device : "?",
+                                    m->devices[k].host_node, bound)
+                        : why_not(h, &m->devices[k], &s.src[k], s.dst, s.n_dst);
                 strbuf_printf(&why, "%s%s", why.len ? "; " : "", w);
         }
         if (work_exhausted(work)) {
@@ -878,7 +916,7 @@ void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, cons
                 goto done;
         }
         const struct positions *ps = hostmap_derived(h, positions_compute, positions_free);
-        if (map_devices(&mark, h, ps, in_use, dom->uuid, MIGRATE_MAP_BUDGET, &res.work, &res.map, &res.reason) < 0) {
+        if (map_devices(&mark, h, ps, pol, in_use, dom->uuid, MIGRATE_MAP_BUDGET, &res.work, &res.map, &res.reason) < 0) {
                 res.verdict = MIGRATE_REFUSE;
                 goto done;
         }
@@ -926,8 +964,14 @@ int migrate_map(const struct mark *m, const struct hostmap *h, const struct fing
 int migrate_map_budget(const struct mark *m, const struct hostmap *h, const struct fingerprint *f,
                        const struct migrate_in_use *in_use, const char *self, size_t budget, struct migrate_map *ret,
                        char **ret_reason) {
+        return migrate_map_policy(m, h, f, NULL, in_use, self, budget, ret, ret_reason);
+}
+
+int migrate_map_policy(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, const struct policy *pol,
+                       const struct migrate_in_use *in_use, const char *self, size_t budget, struct migrate_map *ret,
+                       char **ret_reason) {
         struct positions *ps = positions_of(f, h);
-        int r = map_devices(m, h, ps, in_use, self, budget, NULL, ret, ret_reason);
+        int r = map_devices(m, h, ps, pol, in_use, self, budget, NULL, ret, ret_reason);
         positions_free(ps);
         return r;
 }

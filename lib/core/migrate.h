@@ -66,7 +66,11 @@ struct migrate_in_use {
  * its destination here; mdevs that share a parent share one here).
  * Devices and mdevs in in_use (NULL: none; entries of domain 'self', the
  * incoming one, do not count) are taken only when no mapping of free ones
- * exists; each pair that got one says by whom (used_by).
+ * exists; each pair that got one says by whom (used_by).  A PCI device
+ * that a host driver holds (not vfio-pci, a VFIO variant driver, or none)
+ * is never taken unless the policy lists it in its passthrough_pool
+ * (migrate_map_policy()); when only such devices are in a device's place,
+ * the refusal names them.
  * 0 and *ret, or -1 with *ret_reason (malloc'ed: which device or mdev,
  * what differs). */
 int migrate_map(const struct mark *m, const struct hostmap *h, const struct fingerprint *f,
@@ -90,6 +94,14 @@ int migrate_map(const struct mark *m, const struct hostmap *h, const struct fing
 
 /* migrate_map() with another limit than MIGRATE_MAP_BUDGET (for tests). */
 int migrate_map_budget(const struct mark *m, const struct hostmap *h, const struct fingerprint *f,
+                       const struct migrate_in_use *in_use, const char *self, size_t budget, struct migrate_map *ret,
+                       char **ret_reason);
+
+/* migrate_map_budget() under this host's policy pol: its passthrough_pool
+ * and vfio_variant_drivers say which devices a host driver holds may be
+ * given (migrate_map() and migrate_map_budget() take none: only devices
+ * bound to no driver, vfio-pci or a VFIO variant driver). */
+int migrate_map_policy(const struct mark *m, const struct hostmap *h, const struct fingerprint *f, const struct policy *pol,
                        const struct migrate_in_use *in_use, const char *self, size_t budget, struct migrate_map *ret,
                        char **ret_reason);
 

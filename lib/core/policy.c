@@ -111,6 +111,9 @@ struct policy *policy_free(struct policy *p) {
         for (size_t i = 0; i < p->n_variant_drivers; i++)
                 free(p->variant_drivers[i]);
         free(p->variant_drivers);
+        for (size_t i = 0; i < p->n_pool; i++)
+                free(p->pool[i].text);
+        free(p->pool);
         free(p);
         return NULL;
 }
@@ -654,8 +657,80 @@ static int find_duplicate_key(const struct parse_ctx *c, const char *buf, size_t
         return r;
 }
 
+static bool all_hex(const char *s, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') || (s[i] >= 'A' && s[i] <= 'F')))
+                        return false;
+        return true;
+}
+
+/* One passthrough_pool entry: a BDF, class:0x followed by 2, 4 or 6 hex
+ * digits (a prefix of the 24-bit class), or vendor:device. */
+static int parse_pool_entry(const char *s, struct policy_pool_entry *ret) {
+        size_t l = strlen(s);
+        uint64_t v;
+        *ret = (struct policy_pool_entry) {0};
+        if (strncmp(s, "class:0x", 8) == 0 && (l == 10 || l == 12 || l == 14) && all_hex(s + 8, l - 8) &&
+            parse_uint(s + 8, 16, 0xffffff, &v) == 0) {
+                unsigned shift = (unsigned) (14 - l) * 4;
+                *ret = (struct policy_pool_entry) {
+                        .kind = POLICY_POOL_CLASS, .class = (uint32_t) v << shift, .class_mask = (0xffffffu << shift) & 0xffffffu,
+                };
+                return 0;
+        }
+        if (l == 9 && s[4] == ':' && all_hex(s, 4) && all_hex(s + 5, 4)) {
+                uint64_t vd, dv;
+                _cleanup_free_ char *vendor = xstrndup(s, 4);
+                if (parse_uint(vendor, 16, 0xffff, &vd) == 0 && parse_uint(s + 5, 16, 0xffff, &dv) == 0) {
+                        *ret = (struct policy_pool_entry) {
+                                .kind = POLICY_POOL_VENDOR_DEVICE, .vendor = (uint16_t) vd, .device = (uint16_t) dv,
+                        };
+                        return 0;
+                }
+        }
+        struct pci_addr a;
+        if (pci_addr_parse(s, &a) == 0) {
+                *ret = (struct policy_pool_entry) { .kind = POLICY_POOL_BDF, .addr = a };
+                return 0;
+        }
+        return -EINVAL;
+}
+
+static int parse_pool(struct parse_ctx *c, json_object *v, struct policy *p) {
+        int r = expect_type(c, "passthrough_pool", v, json_type_array, "an array");
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < json_object_array_length(v); i++) {
+                _cleanup_free_ char *path = xasprintf("passthrough_pool[%zu]", i);
+                const char *text = NULL;
+                struct policy_pool_entry e;
+                r = get_nonempty_string(c, path, json_object_array_get_idx(v, i), &text);
+                if (r < 0)
+                        return r;
+                if (parse_pool_entry(text, &e) < 0)
+                        return parse_error(c, path, "'%s' is not a PCI address (0000:3b:00.0), a class (class:0x03, "
+                                           "class:0x0302 or class:0x030200) or a vendor:device pair (10de:2330)", text);
+                e.text = xstrdup(text);
+                *GROW(p->pool, p->n_pool) = e;
+        }
+        return 0;
+}
+
+const struct policy_pool_entry *policy_pool_find(const struct policy *p, const struct pci_addr *a, uint32_t class,
+                                                 uint16_t vendor, uint16_t device) {
+        for (size_t i = 0; p && i < p->n_pool; i++) {
+                const struct policy_pool_entry *e = &p->pool[i];
+                if ((e->kind == POLICY_POOL_BDF && pci_addr_eq(&e->addr, a)) ||
+                    (e->kind == POLICY_POOL_CLASS && (class & e->class_mask) == e->class) ||
+                    (e->kind == POLICY_POOL_VENDOR_DEVICE && e->vendor == vendor && e->device == device))
+                        return e;
+        }
+        return NULL;
+}
+
 int policy_parse(const char *buf, size_t len, const char *source, struct policy **ret, char **ret_error) {
-        static const char *const keys[] = { "default", "allow_domain_policy", "rules", "hook", "vfio_variant_drivers" };
+        static const char *const keys[] = { "default", "allow_domain_policy", "rules", "hook", "vfio_variant_drivers",
+                                            "passthrough_pool" };
         struct parse_ctx c = {
                 .source = source ? source : "policy",
                 .ret_error = ret_error,
@@ -745,6 +820,12 @@ int policy_parse(const char *buf, size_t len, const char *source, struct policy 
                                 return r;
                         *GROW(p->variant_drivers, p->n_variant_drivers) = xstrdup(name);
                 }
+        }
+
+        if (json_object_object_get_ex(root, "passthrough_pool", &v)) {
+                r = parse_pool(&c, v, p);
+                if (r < 0)
+                        return r;
         }
 
         *ret = TAKE_PTR(p);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "pciaddr.h"
 #include "util.h"
 
 /* Ordered from weakest to strictest; values follow Nova's
@@ -64,6 +65,23 @@ enum policy_unreachable {
         POLICY_UNREACHABLE_REFUSE,
 };
 
+/* An entry of "passthrough_pool" (docs/policy.md): host devices that
+ * the migration mapping may give an incoming guest although a host driver
+ * holds them. */
+enum policy_pool_kind {
+        POLICY_POOL_BDF,                /* "0000:3b:00.0" */
+        POLICY_POOL_CLASS,              /* "class:0x03", "class:0x0302", "class:0x030200" */
+        POLICY_POOL_VENDOR_DEVICE,      /* "10de:2330" */
+};
+
+struct policy_pool_entry {
+        char *text;                     /* as written, for messages */
+        enum policy_pool_kind kind;
+        struct pci_addr addr;           /* BDF */
+        uint32_t class, class_mask;     /* CLASS: the 24-bit class, and which of its bits count */
+        uint16_t vendor, device;        /* VENDOR_DEVICE */
+};
+
 struct policy {
         struct policy_settings def;   /* "default" */
         bool allow_domain_policy;     /* may a domain's own <pcinuma:policy name=...> choose? */
@@ -72,6 +90,8 @@ struct policy {
         unsigned hook_timeout_ms;     /* "hook": {"timeout_ms"} */
         char **variant_drivers;       /* "vfio_variant_drivers": extra VFIO variant driver names */
         size_t n_variant_drivers;
+        struct policy_pool_entry *pool; /* "passthrough_pool" */
+        size_t n_pool;
         enum policy_unreachable hook_on_unreachable;
 };
 
@@ -100,6 +120,11 @@ int policy_load_file(const char *path, struct policy **ret, char **ret_error);
 struct policy *policy_free(struct policy *p);
 static inline void policy_freep(struct policy **p) { policy_free(*p); }
 #define _cleanup_policy_ _cleanup_(policy_freep)
+
+/* The entry of p's passthrough_pool that names the host device at a, of
+ * class 'class' and vendor:device, or NULL (also for a NULL p). */
+const struct policy_pool_entry *policy_pool_find(const struct policy *p, const struct pci_addr *a, uint32_t class,
+                                                 uint16_t vendor, uint16_t device);
 
 /* The settings for a subject: the first matching rule, else the default.
  * If the policy allows it and the subject requests a valid mode, that mode

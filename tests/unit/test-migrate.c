@@ -62,6 +62,24 @@ static int map_on(const struct hostmap *b, const struct mark *m, struct migrate_
         return migrate_map(m, b, f, NULL, NULL, ret, reason);
 }
 
+/* A policy whose passthrough_pool holds 'entries' (a JSON list's inside). */
+static struct policy *pool_policy(const char *entries) {
+        _cleanup_free_ char *json = xasprintf("{\"passthrough_pool\": [%s]}", entries);
+        struct policy *p = NULL;
+        _cleanup_free_ char *err = NULL;
+        if (policy_parse(json, strlen(json), "t.json", &p, &err) < 0)
+                fail_msg("%s", err);
+        return p;
+}
+
+/* map_on() under a policy whose passthrough_pool holds 'entries'. */
+static int map_pool(const struct hostmap *b, const struct mark *m, const char *entries, struct migrate_map *ret,
+                    char **reason) {
+        _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(b);
+        _cleanup_policy_ struct policy *pol = pool_policy(entries);
+        return migrate_map_policy(m, b, f, pol, NULL, NULL, MIGRATE_MAP_BUDGET, ret, reason);
+}
+
 static const char *to_of(const struct migrate_map *map, const char *from) {
         for (size_t i = 0; i < map->n_pairs; i++)
                 if (streq(map->pairs[i].from, from))
@@ -81,7 +99,28 @@ static void test_renumbered_accepted(void **state) {
         mark_of(a, used, ELEMENTSOF(used), &m);
         struct migrate_map map = {0};
         _cleanup_free_ char *reason = NULL;
-        assert_int_equal(map_on(b, &m, &map, &reason), 0);
+        /* Issue 24: the NVMe in B's place is on its host driver (nvme):
+         * the host's, never given, and named. */
+        assert_int_equal(map_on(b, &m, &map, &reason), -1);
+        if (!has(reason, "device 0000:b1:00.0 (144d:a80a, host node 1): the only devices of this host in its place are "
+                         "bound to host drivers, and pcinuma never gives a migrating guest a device the host uses: "
+                         "0002:11:00.0 (driver nvme) (bind one to vfio-pci, or list it in the policy's passthrough_pool)"))
+                fail_msg("%s", reason);
+        assert_int_equal(map.n_pairs, 0);
+        free(reason);
+        reason = NULL;
+        /* Listed in the pool (by class, by BDF, by vendor:device), it is. */
+        assert_int_equal(map_pool(b, &m, "\"class:0x0108\"", &map, &reason), 0);
+        migrate_map_done(&map);
+        assert_int_equal(map_pool(b, &m, "\"0002:11:00.0\"", &map, &reason), 0);
+        migrate_map_done(&map);
+        assert_int_equal(map_pool(b, &m, "\"class:0x01\", \"144d:a80a\"", &map, &reason), 0);
+        migrate_map_done(&map);
+        /* Another device in the pool does not count. */
+        assert_int_equal(map_pool(b, &m, "\"0002:11:00.1\", \"class:0x0302\", \"144d:a80b\"", &map, &reason), -1);
+        free(reason);
+        reason = NULL;
+        assert_int_equal(map_pool(b, &m, "\"class:0x010802\"", &map, &reason), 0);
         assert_null(reason);
         assert_int_equal(map.n_pairs, ELEMENTSOF(used));
         /* Domain 2, buses + 0x60: the GPU to one of that switch's GPUs,
@@ -133,7 +172,7 @@ static void test_moved_gpu_refused(void **state) {
         static const char *const other[] = { "0000:b1:00.0", "0000:31:00.3" };
         _cleanup_(mark_done) struct mark m2 = {0};
         mark_of(a, other, 2, &m2);
-        assert_int_equal(map_on(hc, &m2, &map, &reason), 0);
+        assert_int_equal(map_pool(hc, &m2, "\"class:0x0108\"", &map, &reason), 0);
         migrate_map_done(&map);
 }
 
@@ -156,14 +195,25 @@ static void test_other_driver_refused(void **state) {
         assert_true(has(reason, "0000:15:00.0 (node 0, driver mlx5_vfio_pci)"));
         /* The GPU beside it is refused too: its root complex holds another NIC. */
         assert_true(has(reason, "device 0000:14:00.0 (10de:2330, driver vfio-pci, host node 0): no root complex"));
-        /* The same kind: a host driver where the source had vfio-pci. */
+        /* The same kind: a host driver where the source had vfio-pci.
+         * The same position, but the host's (issue 24): refused naming
+         * them, unless the policy's passthrough_pool lists them. */
         _cleanup_free_ struct dev_spec *e = copy_a();
         e[find_spec(e, 0x15, 0, 0)].driver = "mlx5_core";
         e[find_spec(e, 0x14, 0, 0)].driver = "nvidia";
+        e[find_spec(e, 0x13, 0, 0)].driver = "nvidia";
         _cleanup_hostmap_ struct hostmap *he = build(e, N_A, &renumbered);
         free(reason);
         reason = NULL;
-        assert_int_equal(map_on(he, &m, &map, &reason), 0);
+        assert_int_equal(map_on(he, &m, &map, &reason), -1);
+        if (!has(reason, "device 0000:15:00.0 (15b3:1021, host node 0): the only devices of this host in its place are "
+                         "bound to host drivers") || !has(reason, "0002:75:00.0 (driver mlx5_core)") ||
+            !has(reason, "device 0000:14:00.0 (10de:2330, host node 0)") ||
+            !has(reason, "0002:73:00.0 (driver nvidia), 0002:74:00.0 (driver nvidia)"))
+                fail_msg("%s", reason);
+        free(reason);
+        reason = NULL;
+        assert_int_equal(map_pool(he, &m, "\"0002:75:00.0\", \"10de:2330\"", &map, &reason), 0);
         assert_string_equal(to_of(&map, "0000:15:00.0"), "0002:75:00.0");
         const char *gpu = to_of(&map, "0000:14:00.0");
         assert_true(streq(gpu, "0002:73:00.0") || streq(gpu, "0002:74:00.0"));
@@ -448,26 +498,30 @@ static void test_prefers_gpu_without_mdevs(void **state) {
         mark_of(a, two, 2, &m2);
         struct migrate_map map = {0};
         _cleanup_free_ char *reason = NULL;
-        assert_int_equal(map_on(b, &m, &map, &reason), 0);
+        /* (its GPUs are on nvidia: given only from the pool) */
+        assert_int_equal(map_pool(b, &m, "\"10de:2330\"", &map, &reason), 0);
         assert_string_equal(to_of(&map, "0000:13:00.0"), "0002:74:00.0");
         migrate_map_done(&map);
-        assert_int_equal(map_on(b2, &m2, &map, &reason), 0);
+        assert_int_equal(map_pool(b2, &m2, "\"10de:2330\"", &map, &reason), 0);
         assert_int_equal(map.n_pairs, 2);
         migrate_map_done(&map);
         /* Numbered like A: the same-named GPU (13:00.0) holds the vGPU, so
          * the other one still wins; the same name only leads within a
          * tier. */
         _cleanup_hostmap_ struct hostmap *c = build_mdevs(s, N_A, &plain, on73, 1);
-        assert_int_equal(map_on(c, &m, &map, &reason), 0);
+        assert_int_equal(map_pool(c, &m, "\"10de:2330\"", &map, &reason), 0);
         assert_string_equal(to_of(&map, "0000:13:00.0"), "0000:14:00.0");
         migrate_map_done(&map);
 }
 
+/* The GPUs of these hosts are on nvidia (a vGPU host's): whole, they are
+ * given only from the policy's passthrough_pool. */
 static int map_in_use(const struct hostmap *b, const struct mark *m, const struct migrate_used *u, size_t n,
                       const char *self, struct migrate_map *ret, char **reason) {
         _cleanup_fingerprint_ struct fingerprint *f = fingerprint_new(b);
+        _cleanup_policy_ struct policy *pol = pool_policy("\"10de:2330\"");
         struct migrate_in_use in_use = { .v = u, .n = n };
-        return migrate_map(m, b, f, &in_use, self, ret, reason);
+        return migrate_map_policy(m, b, f, pol, &in_use, self, MIGRATE_MAP_BUDGET, ret, reason);
 }
 
 #define OTHER "cccccccc-0000-4000-8000-000000000001"
@@ -982,6 +1036,39 @@ static void test_search_spends_budget(void **state) {
         migrate_result_done(&r);
 }
 
+/* Issue 24: a GPU the destination's nvidia driver holds is the host's.
+ * The incoming domain is refused naming the GPUs, unless this host's
+ * policy lists them in its passthrough_pool.  (Before, a device counted
+ * as free when no definition named it, whatever held it.) */
+static void test_incoming_host_bound(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *a = fake_vm_host();
+        _cleanup_hostmap_ struct hostmap *b = fake_host_4n(fake_host_slit, fake_host_sockets);
+        static const char *const gpus[] = { "0000:18:00.0", "0000:38:00.0", "0000:58:00.0", "0000:78:00.0" };
+        for (int n = 0; n < 4; n++)
+                fake_host_add_dev(b, gpus[n], n, 0x030200)->driver = xstrdup(n == 3 ? "vfio-pci" : "nvidia");
+        hostmap_finish(b);
+        _cleanup_free_ char *planned = fake_vm_planned(a, "require");
+        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\"}}");
+        struct migrate_result r = {0};
+        migrate_incoming(planned, strlen(planned), b, pol, NULL, &r);
+        assert_int_equal(r.verdict, MIGRATE_REFUSE);
+        if (!has(r.reason, "device 0000:10:00.0 (0000:0000, host node 0): the only devices of this host in its place "
+                           "are bound to host drivers, and pcinuma never gives a migrating guest a device the host uses: "
+                           "0000:18:00.0 (driver nvidia)") || !has(r.reason, "0000:58:00.0 (driver nvidia)") ||
+            has(r.reason, "0000:78:00.0"))
+                fail_msg("%s", strna(r.reason));
+        assert_null(r.xml);
+        migrate_result_done(&r);
+        _cleanup_policy_ struct policy *pooled =
+                policy_of("{\"default\": {\"policy\": \"require\"}, \"passthrough_pool\": [\"class:0x0302\"]}");
+        migrate_incoming(planned, strlen(planned), b, pooled, NULL, &r);
+        if (r.verdict != MIGRATE_ACCEPT)
+                fail_msg("%s", strna(r.reason));
+        assert_string_equal(to_of(&r.map, "0000:10:00.0"), "0000:18:00.0");
+        migrate_result_done(&r);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_renumbered_accepted),
@@ -1001,6 +1088,7 @@ int main(void) {
                 cmocka_unit_test(test_incoming_duplicate_record),
                 cmocka_unit_test(test_incoming_bounded_by_host),
                 cmocka_unit_test(test_search_spends_budget),
+                cmocka_unit_test(test_incoming_host_bound),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

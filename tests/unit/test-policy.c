@@ -628,9 +628,48 @@ static void test_load_file_size_limit(void **state) {
         free(err);
 }
 
+/* "passthrough_pool" (issue 24): BDFs, classes (a prefix of 2, 4 or 6
+ * hex digits) and vendor:device pairs, each matching what it names and
+ * nothing else; anything else refused naming the entry. */
+static void test_passthrough_pool(void **state) {
+        (void) state;
+        _cleanup_policy_ struct policy *none = parse_ok("{}");
+        assert_int_equal(none->n_pool, 0);
+        struct pci_addr a = { .domain = 0, .bus = 0x3b, .slot = 0, .func = 0 }, b = { .bus = 0x3c };
+        assert_null(policy_pool_find(none, &a, 0x030200, 0x10de, 0x2330));
+        assert_null(policy_pool_find(NULL, &a, 0x030200, 0x10de, 0x2330));
+
+        _cleanup_policy_ struct policy *p = parse_ok(
+                "{\"passthrough_pool\": [\"0000:3b:00.0\", \"class:0x0108\", \"class:0x12\", \"class:0x020700\", \"10de:2330\"]}");
+        assert_int_equal(p->n_pool, 5);
+        assert_string_equal(p->pool[1].text, "class:0x0108");
+        assert_string_equal(policy_pool_find(p, &a, 0x088000, 0x8086, 0x0b00)->text, "0000:3b:00.0");
+        assert_null(policy_pool_find(p, &b, 0x088000, 0x8086, 0x0b00));
+        assert_string_equal(policy_pool_find(p, &b, 0x010802, 0x144d, 0xa80a)->text, "class:0x0108");
+        assert_null(policy_pool_find(p, &b, 0x010601, 0x144d, 0xa80a));
+        assert_string_equal(policy_pool_find(p, &b, 0x120000, 0x1, 0x2)->text, "class:0x12");
+        assert_string_equal(policy_pool_find(p, &b, 0x020700, 0x15b3, 0x1021)->text, "class:0x020700");
+        assert_null(policy_pool_find(p, &b, 0x020000, 0x15b3, 0x1017));
+        assert_string_equal(policy_pool_find(p, &b, 0x030200, 0x10de, 0x2330)->text, "10de:2330");
+        assert_null(policy_pool_find(p, &b, 0x030200, 0x10de, 0x2331));
+
+        assert_parse_error("{\"passthrough_pool\": \"10de:2330\"}", SRC ": passthrough_pool: expected an array, got string");
+        assert_parse_error("{\"passthrough_pool\": [\"\"]}", SRC ": passthrough_pool[0]: expected a non-empty string");
+        static const char *const bad[] = { "nvidia", "class:0x1", "class:0x01080", "class:0x0108021", "class:0xzz",
+                                           "10de:233", "10de:23300", "0000:3b:00.8", "gpu" };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                _cleanup_free_ char *json = xasprintf("{\"passthrough_pool\": [\"10de:2330\", \"%s\"]}", bad[i]);
+                _cleanup_free_ char *want = xasprintf(SRC ": passthrough_pool[1]: '%s' is not a PCI address (0000:3b:00.0), "
+                                                      "a class (class:0x03, class:0x0302 or class:0x030200) or a "
+                                                      "vendor:device pair (10de:2330)", bad[i]);
+                assert_parse_error(json, want);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_mode_strings),
+                cmocka_unit_test(test_passthrough_pool),
                 cmocka_unit_test(test_new_default),
                 cmocka_unit_test(test_minimal),
                 cmocka_unit_test(test_feature_switches),
