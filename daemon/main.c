@@ -33,6 +33,8 @@ static void usage(FILE *f) {
                 "                          for N ms (default 250)\n"
                 "  --state-dir DIR         keep the definitions pcinuma replaces in DIR/preimages\n"
                 "                          (default $PCINUMA_STATE_DIR, else " PCINUMA_DEFAULT_STATE_DIR ")\n"
+                "  --preimage-max-bytes N  keep at most N bytes of them (default 134217728, 128 MiB); a\n"
+                "                          domain's newest is never dropped to make room for another's\n"
                 "  --version               print the version\n");
 }
 
@@ -51,6 +53,7 @@ int main(int argc, char **argv) {
                 ARG_WATCHER_PROGRAM,
                 ARG_SETTLE_MS,
                 ARG_STATE_DIR,
+                ARG_PREIMAGE_MAX,
         };
         static const struct option opts[] = {
                 { "sysfs-root", required_argument, NULL, ARG_SYSFS_ROOT },
@@ -66,6 +69,7 @@ int main(int argc, char **argv) {
                 { "watcher-program", required_argument, NULL, ARG_WATCHER_PROGRAM },
                 { "settle-ms", required_argument, NULL, ARG_SETTLE_MS },
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+                { "preimage-max-bytes", required_argument, NULL, ARG_PREIMAGE_MAX },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
@@ -84,6 +88,7 @@ int main(int argc, char **argv) {
                 .log_target = "auto",
                 .settle_ms = 250,
                 .state_dir = env_state && env_state[0] == '/' ? env_state : PCINUMA_DEFAULT_STATE_DIR,
+                .preimage_max_bytes = UINT64_C(128) << 20,
         };
         enum log_target target = LOG_TARGET_AUTO;
         uint64_t v;
@@ -160,6 +165,14 @@ int main(int argc, char **argv) {
                                 return 2;
                         }
                         cfg.state_dir = optarg;
+                        break;
+                case ARG_PREIMAGE_MAX:
+                        if (parse_uint(optarg, 10, UINT64_MAX, &v) < 0 || v == 0) {
+                                fprintf(stderr, "pcinumad: --preimage-max-bytes: expected a positive number of bytes, "
+                                        "not '%s'\n", optarg);
+                                return 2;
+                        }
+                        cfg.preimage_max_bytes = v;
                         break;
                 case ARG_VERSION:
                         printf("pcinumad %s\n", PCINUMA_VERSION);

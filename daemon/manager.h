@@ -39,6 +39,7 @@ struct manager_config {
         const char *log_target;         /* passed on to the watcher: journal, stderr, auto */
         unsigned settle_ms;             /* passed on: quiet time before a domain is redefined */
         const char *state_dir;          /* passed on: pre-images go to STATE_DIR/preimages */
+        uint64_t preimage_max_bytes;    /* passed on: the pre-image folder's byte limit */
         unsigned request_timeout_ms;    /* per-connection read timeout */
         unsigned max_connections;
         int watch_udev;                 /* 1 yes, 0 no, -1 auto: only for the real /sys */

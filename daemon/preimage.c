@@ -1,9 +1,11 @@
 /* The pre-image store of pcinuma-watcher (see preimage.h): one file per
- * definition pcinuma replaced, bounded per domain and in total. */
+ * definition pcinuma replaced, bounded per domain and in total (files and
+ * bytes), never at the cost of another domain's newest. */
 #include "preimage.h"
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -18,13 +20,19 @@
 struct preimage_store {
         char *dir;
         int dirfd;              /* -1 until the first save opens it */
+        uint64_t max_bytes;
 };
 
-struct preimage_store *preimage_store_new(const char *dir) {
+struct preimage_store *preimage_store_new(const char *dir, uint64_t max_bytes) {
         struct preimage_store *s = xcalloc(1, sizeof(*s));
         s->dir = xstrdup(dir);
         s->dirfd = -1;
+        s->max_bytes = max_bytes;
         return s;
+}
+
+const char *preimage_store_dir(const struct preimage_store *s) {
+        return s->dir;
 }
 
 struct preimage_store *preimage_store_free(struct preimage_store *s) {
@@ -121,10 +129,39 @@ struct entry {
         char *file;
         const char *uuid;       /* into file */
         const char *stamp;      /* into file */
+        uint64_t size;
+        bool newest;            /* the newest of its domain (mark_newest()) */
+        bool gone;
 };
 
 static int entry_cmp(const void *a, const void *b) {
         return strcmp(((const struct entry *) a)->stamp, ((const struct entry *) b)->stamp);
+}
+
+static int by_uuid_then_stamp(const void *a, const void *b, void *base) {
+        const struct entry *v = base;
+        const struct entry *x = &v[*(const size_t *) a], *y = &v[*(const size_t *) b];
+        int c = strncmp(x->uuid, y->uuid, UUID_LEN);
+        return c ? c : strcmp(x->stamp, y->stamp);
+}
+
+/* Mark each domain's newest file (v sorted by stamp; 'first', when it is
+ * one of v's files, counts as its domain's newest whatever its stamp: the
+ * file just saved, after a clock step). */
+static void mark_newest(struct entry *v, size_t n, const char *first) {
+        _cleanup_free_ size_t *ix = xcalloc(n ? n : 1, sizeof(size_t));
+        for (size_t i = 0; i < n; i++)
+                ix[i] = i;
+        qsort_r(ix, n, sizeof(size_t), by_uuid_then_stamp, v);
+        for (size_t k = 0; k < n; k++) {
+                bool last = k + 1 == n || strncmp(v[ix[k]].uuid, v[ix[k + 1]].uuid, UUID_LEN) != 0;
+                v[ix[k]].newest = last;
+        }
+        for (size_t i = 0; first && i < n; i++)
+                if (streq(v[i].file, first))
+                        for (size_t j = 0; j < n; j++)
+                                if (strncmp(v[j].uuid, v[i].uuid, UUID_LEN) == 0)
+                                        v[j].newest = j == i;
 }
 
 /* Our files, parsed from their end (a name may hold '_'). */
@@ -147,8 +184,11 @@ static size_t list_files(int dirfd, struct entry **ret) {
                 char *base = de->d_name + len - SUFFIX_LEN;
                 if (base[0] != '_' || base[1 + UUID_LEN] != '_')
                         continue;
+                struct stat st;
+                if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
                 struct entry *e = GROW(v, n);
-                e->file = xstrdup(de->d_name);
+                *e = (struct entry) { .file = xstrdup(de->d_name), .size = (uint64_t) st.st_size };
                 e->uuid = e->file + (len - SUFFIX_LEN) + 1;
                 e->stamp = e->uuid + UUID_LEN + 1;
         }
@@ -158,9 +198,42 @@ static size_t list_files(int dirfd, struct entry **ret) {
         return n;
 }
 
-void preimage_prune(struct preimage_store *s, const char *path, const char *uuid) {
-        if (s->dirfd < 0)
+static void entries_free(struct entry *v, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(v[i].file);
+        free(v);
+}
+
+void preimage_dropped_done(struct preimage_dropped *d) {
+        free(d->files);
+        *d = (struct preimage_dropped) {0};
+}
+
+static void drop(struct preimage_store *s, struct entry *e, struct preimage_dropped *d, struct strbuf *names,
+                 size_t *left, uint64_t *bytes, bool own) {
+        if (unlinkat(s->dirfd, e->file, 0) < 0 && errno != ENOENT)
                 return;
+        e->gone = true;
+        (*left)--;
+        *bytes -= e->size;
+        d->bytes += e->size;
+        if (own)
+                d->n_own++;
+        else
+                d->n_others++;
+        size_t k = d->n_own + d->n_others;
+        if (k <= 10)
+                strbuf_printf(names, "%s%s", names->len ? " " : "", e->file);
+        else if (k == 11)
+                strbuf_append(names, " ...");
+}
+
+void preimage_prune(struct preimage_store *s, const char *path, const char *uuid, struct preimage_dropped *ret) {
+        struct preimage_dropped d = {0};
+        if (s->dirfd < 0) {
+                *ret = d;
+                return;
+        }
         /* To disk now, not before the define: an fsync there (~10 ms)
          * would delay the define; the file was written before it. */
         const char *slash = strrchr(path, '/');
@@ -170,29 +243,63 @@ void preimage_prune(struct preimage_store *s, const char *path, const char *uuid
         (void) fsync(s->dirfd);
         struct entry *v = NULL;
         size_t n = list_files(s->dirfd, &v);
-        size_t mine = 0, left = n;
-        for (size_t i = 0; i < n; i++)
-                if (strncmp(v[i].uuid, uuid, UUID_LEN) == 0)
-                        mine++;
-        /* Oldest first: drop while over either limit.  Never the file just
-         * saved, which the journal names: after the clock stepped back its
-         * stamp may sort first. */
+        /* Never the file just saved, which the journal names: after the
+         * clock stepped back its stamp may sort first. */
         const char *just_saved = slash ? slash + 1 : path;
+        mark_newest(v, n, just_saved);
+        size_t mine = 0, left = n;
+        uint64_t bytes = 0;
         for (size_t i = 0; i < n; i++) {
-                bool is_mine = strncmp(v[i].uuid, uuid, UUID_LEN) == 0;
-                if (streq(v[i].file, just_saved))
-                        continue;
-                if ((is_mine && mine > PREIMAGE_PER_DOMAIN) || left > PREIMAGE_TOTAL) {
-                        if (unlinkat(s->dirfd, v[i].file, 0) == 0 || errno == ENOENT) {
-                                left--;
-                                if (is_mine)
-                                        mine--;
-                        }
+                mine += strncmp(v[i].uuid, uuid, UUID_LEN) == 0;
+                bytes += v[i].size;
+        }
+        struct strbuf names = {0};
+        /* This domain's beyond its newest PREIMAGE_PER_DOMAIN, oldest first. */
+        for (size_t i = 0; i < n && mine > PREIMAGE_PER_DOMAIN; i++)
+                if (strncmp(v[i].uuid, uuid, UUID_LEN) == 0 && !streq(v[i].file, just_saved) && !v[i].newest) {
+                        drop(s, &v[i], &d, &names, &left, &bytes, true);
+                        mine -= v[i].gone;
+                }
+        /* The folder's limits: the oldest files that are not their
+         * domain's newest, whoever's. */
+        for (size_t i = 0; i < n && (left > PREIMAGE_TOTAL || bytes > s->max_bytes); i++)
+                if (!v[i].gone && !v[i].newest && !streq(v[i].file, just_saved))
+                        drop(s, &v[i], &d, &names, &left, &bytes,
+                             strncmp(v[i].uuid, uuid, UUID_LEN) == 0);
+        d.files = strbuf_steal(&names);
+        d.n_left = left;
+        d.bytes_left = bytes;
+        d.over = left > PREIMAGE_TOTAL || bytes > s->max_bytes;
+        entries_free(v, n);
+        *ret = d;
+}
+
+/* Would the folder have room for a new pre-image of 'size' bytes of
+ * domain 'uuid', once every file that is not the newest of its domain
+ * went (this domain's are all older than the new one)?  0, or -ENOSPC
+ * with the reason. */
+static int check_room(struct preimage_store *s, const char *name, const char *uuid, uint64_t size, char **ret_error) {
+        struct entry *v = NULL;
+        size_t n = list_files(s->dirfd, &v);
+        mark_newest(v, n, NULL);
+        size_t files = 1, all = n;
+        uint64_t bytes = size, all_bytes = 0;
+        for (size_t i = 0; i < n; i++) {
+                all_bytes += v[i].size;
+                if (v[i].newest && strncmp(v[i].uuid, uuid, UUID_LEN) != 0) {
+                        files++;
+                        bytes += v[i].size;
                 }
         }
-        for (size_t i = 0; i < n; i++)
-                free(v[i].file);
-        free(v);
+        entries_free(v, n);
+        if (files <= PREIMAGE_TOTAL && bytes <= s->max_bytes)
+                return 0;
+        return set_error(ret_error, -ENOSPC,
+                         "no room for domain %s's pre-image (%" PRIu64 " bytes) in %s: it holds %zu files of %" PRIu64
+                         " bytes, and the other domains' newest pre-images alone, which pcinuma never drops for "
+                         "another's, leave too little under its limits (%d files, %" PRIu64 " bytes: pcinumad "
+                         "--preimage-max-bytes); remove old pre-images there by hand or raise the limit",
+                         name, size, s->dir, all, all_bytes, PREIMAGE_TOTAL, s->max_bytes);
 }
 
 int preimage_save(struct preimage_store *s, const char *name, const char *uuid, const char *xml, char **ret_path,
@@ -202,6 +309,9 @@ int preimage_save(struct preimage_store *s, const char *name, const char *uuid, 
                 return r;
         if (strlen(uuid) != UUID_LEN)
                 return set_error(ret_error, -EINVAL, "domain %s has no UUID of %d characters", name, UUID_LEN);
+        r = check_room(s, name, uuid, strlen(xml), ret_error);
+        if (r < 0)
+                return r;
         _cleanup_free_ char *prefix = file_prefix(name, uuid);
         _cleanup_free_ char *file = NULL;
         _cleanup_close_ int fd = create_file(s->dirfd, prefix, &file);

@@ -630,6 +630,30 @@ static void note_window(struct watcher *w, uint64_t us) {
                 w->window_us_max = us;
 }
 
+/* What a prune dropped, in the journal (none: nothing). */
+static void log_dropped(struct watcher *w, const char *name, const struct dom_state *s, const struct preimage_dropped *d) {
+        size_t n = d->n_own + d->n_others;
+        if (!n && !d->over)
+                return;
+        struct log_fields f = {0};
+        log_fields_add(&f, "PCINUMA_DOMAIN", "%s", name);
+        log_fields_add(&f, "PCINUMA_UUID", "%s", s->uuid);
+        log_fields_add(&f, "PCINUMA_PREIMAGE_DIR", "%s", preimage_store_dir(w->preimages));
+        log_fields_add(&f, "PCINUMA_PREIMAGES_DROPPED", "%zu", n);
+        log_fields_add(&f, "PCINUMA_PREIMAGES_LEFT", "%zu", d->n_left);
+        log_fields_add(&f, "PCINUMA_PREIMAGE_BYTES", "%" PRIu64, d->bytes_left);
+        if (d->files)
+                log_fields_add(&f, "PCINUMA_PREIMAGE_FILES", "%s", d->files);
+        log_event(d->over ? LOG_WARNING : d->n_others ? LOG_NOTICE : LOG_INFO, PCINUMA_MID_PREIMAGES_DROPPED, &f,
+                  "Dropped %zu pre-image%s (%" PRIu64 " bytes) from %s after redefining %s: %zu of it beyond its newest "
+                  "%d, %zu older ones of other domains for the folder's limits; %zu files of %" PRIu64 " bytes left%s",
+                  n, n == 1 ? "" : "s", d->bytes, preimage_store_dir(w->preimages), name, d->n_own, PREIMAGE_PER_DOMAIN,
+                  d->n_others, d->n_left, d->bytes_left,
+                  d->over ? ", still over the folder's limits with only domains' newest pre-images: new ones are "
+                            "refused until there is room" : "");
+        log_fields_done(&f);
+}
+
 enum commit_result { COMMIT_DONE, COMMIT_CHANGED };
 
 /* Save the pre-image, re-read, and define the plan only if the re-read
@@ -666,7 +690,10 @@ static enum commit_result commit(struct watcher *w, struct dom_state *s, virDoma
                 redefine_failed(w, plan, name, lv_error());
                 return COMMIT_DONE;
         }
-        preimage_prune(w->preimages, pre, s->uuid);
+        struct preimage_dropped dropped;
+        preimage_prune(w->preimages, pre, s->uuid, &dropped);
+        log_dropped(w, name, s, &dropped);
+        preimage_dropped_done(&dropped);
         /* Check it once its event is in: see verify().  No event comes in
          * while we process, so the count now is the count at the define. */
         verify_clear(s);
@@ -950,29 +977,32 @@ static void on_sigterm(int watch, int fd, int events, void *opaque) {
 static void usage(FILE *f) {
         fprintf(f,
                 "Usage: pcinuma-watcher --uri URI [--log-target journal|stderr|auto] [--fd N]\n"
-                "                       [--settle-ms N] [--state-dir DIR]\n"
+                "                       [--settle-ms N] [--state-dir DIR] [--preimage-max-bytes N]\n"
                 "\n"
                 "pcinumad's libvirt watcher.  pcinumad starts it; it is not meant to be run by hand.\n"
                 "It talks to pcinumad over the socket on fd N (default 3) and to libvirt at URI, and\n"
                 "redefines persistent domains with the topology pcinumad plans for them, once their\n"
                 "events have been quiet for N ms (default %d), keeping what it replaces in\n"
-                "DIR/preimages (default " PCINUMA_DEFAULT_STATE_DIR ").\n", SETTLE_MS_DEFAULT);
+                "DIR/preimages (default " PCINUMA_DEFAULT_STATE_DIR "), at most N bytes of them\n"
+                "(default %" PRIu64 ").\n", SETTLE_MS_DEFAULT, PREIMAGE_MAX_BYTES_DEFAULT);
 }
 
 int main(int argc, char **argv) {
-        enum { ARG_URI = 0x100, ARG_LOG_TARGET, ARG_FD, ARG_VERSION, ARG_SETTLE_MS, ARG_STATE_DIR };
+        enum { ARG_URI = 0x100, ARG_LOG_TARGET, ARG_FD, ARG_VERSION, ARG_SETTLE_MS, ARG_STATE_DIR, ARG_PREIMAGE_MAX };
         static const struct option opts[] = {
                 { "uri", required_argument, NULL, ARG_URI },
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },
                 { "fd", required_argument, NULL, ARG_FD },
                 { "settle-ms", required_argument, NULL, ARG_SETTLE_MS },
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+                { "preimage-max-bytes", required_argument, NULL, ARG_PREIMAGE_MAX },
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
         struct watcher w = { .fd = 3, .lifecycle_cb = -1, .backoff_ms = BACKOFF_MIN_MS, .settle_ms = SETTLE_MS_DEFAULT };
         const char *state_dir = PCINUMA_DEFAULT_STATE_DIR;
+        uint64_t preimage_max = PREIMAGE_MAX_BYTES_DEFAULT;
         enum log_target target = LOG_TARGET_AUTO;
         uint64_t v;
         int c;
@@ -1009,6 +1039,13 @@ int main(int argc, char **argv) {
                         }
                         state_dir = optarg;
                         break;
+                case ARG_PREIMAGE_MAX:
+                        if (parse_uint(optarg, 10, UINT64_MAX, &preimage_max) < 0 || preimage_max == 0) {
+                                fprintf(stderr, "pcinuma-watcher: --preimage-max-bytes: expected a positive number of "
+                                        "bytes, not '%s'\n", optarg);
+                                return 2;
+                        }
+                        break;
                 case ARG_VERSION:
                         printf("pcinuma-watcher %s\n", PCINUMA_VERSION);
                         return 0;
@@ -1025,7 +1062,7 @@ int main(int argc, char **argv) {
         }
         log_setup(target, "pcinumad");
         _cleanup_free_ char *pre_dir = xasprintf("%s/preimages", state_dir);
-        w.preimages = preimage_store_new(pre_dir);
+        w.preimages = preimage_store_new(pre_dir, preimage_max);
         w.schema = load_schema();
 
         int fl = fcntl(w.fd, F_GETFL);

@@ -3,6 +3,7 @@
 #include "watcher.h"
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <linux/sockios.h>
@@ -400,10 +401,12 @@ static int spawn(struct watcher *w) {
                 schedule_restart(w);
                 return r;
         }
-        char settle[16];
+        char settle[16], max_bytes[24];
         snprintf(settle, sizeof settle, "%u", w->m->cfg.settle_ms);
+        snprintf(max_bytes, sizeof max_bytes, "%" PRIu64, w->m->cfg.preimage_max_bytes);
         char *argv[] = { w->program, (char *) "--uri", w->uri, (char *) "--log-target", w->log_target,
-                         (char *) "--settle-ms", settle, (char *) "--state-dir", (char *) w->m->cfg.state_dir, NULL };
+                         (char *) "--settle-ms", settle, (char *) "--state-dir", (char *) w->m->cfg.state_dir,
+                         (char *) "--preimage-max-bytes", max_bytes, NULL };
         pid_t parent = getpid();
         pid_t pid = fork();
         if (pid < 0) {
