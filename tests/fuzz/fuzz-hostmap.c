@@ -56,7 +56,7 @@ static struct pci_addr addr_or_die(const char *s) {
         return a;
 }
 
-struct hostmap *fuzz_sample_hostmap(void) {
+static struct hostmap *sample(uint32_t domain, const char *mdev_prefix) {
         struct hostmap *h = hostmap_new();
 
         for (int i = 0; i < 4; i++) {
@@ -71,21 +71,34 @@ struct hostmap *fuzz_sample_hostmap(void) {
         for (size_t i = 0; i < ELEMENTSOF(sample_devices); i++) {
                 const struct sample_device *s = &sample_devices[i];
                 struct pci_addr a = addr_or_die(s->bdf);
+                a.domain = domain;
                 struct hostmap_device *d = hostmap_add_device(h, &a);
                 d->class = s->class;
                 d->sysfs_node = s->sysfs_node;
                 if (s->physfn) {
                         d->has_physfn = true;
                         d->physfn = addr_or_die(s->physfn);
+                        d->physfn.domain = domain;
                 }
         }
 
         struct pci_addr parent = addr_or_die("0000:91:00.0");
-        hostmap_add_mdev(h, "4b20d080-1b54-4048-85b3-a6a62d165c01", &parent)->type = xstrdup("nvidia-63");
-        hostmap_add_mdev(h, "4b20d080-1b54-4048-85b3-a6a62d165c02", &parent)->type = xstrdup("nvidia-63");
+        parent.domain = domain;
+        _cleanup_free_ char *m1 = xasprintf("%s-1b54-4048-85b3-a6a62d165c01", mdev_prefix);
+        _cleanup_free_ char *m2 = xasprintf("%s-1b54-4048-85b3-a6a62d165c02", mdev_prefix);
+        hostmap_add_mdev(h, m1, &parent)->type = xstrdup("nvidia-63");
+        hostmap_add_mdev(h, m2, &parent)->type = xstrdup("nvidia-63");
 
         hostmap_finish(h);
         return h;
+}
+
+struct hostmap *fuzz_sample_hostmap(void) {
+        return sample(0, "4b20d080");
+}
+
+struct hostmap *fuzz_sample_hostmap_twin(void) {
+        return sample(1, "7c31e191");
 }
 
 void fuzz_fail(const char *fmt, ...) {

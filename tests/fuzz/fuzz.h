@@ -21,6 +21,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * sysfs tree loads.  The caller owns the map. */
 struct hostmap *fuzz_sample_hostmap(void);
 
+/* The same host numbered otherwise (every device in PCI domain 0x0001, the
+ * mdevs under other UUIDs): the same topology fingerprint, the twin an
+ * incoming migration maps onto (fuzz-migrate).  The caller owns the map. */
+struct hostmap *fuzz_sample_hostmap_twin(void);
+
 /* Abort with a message: a property the target checks does not hold.  The
  * fuzzer reports the abort as a crash with the input that caused it. */
 _Noreturn void fuzz_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -3,7 +3,7 @@
 
     seed-corpus.py OUTDIR [SYSFS_TREE...]
 
-OUTDIR gets domain/, policy/, protocol/, revert/, sysfs/ and wproto/, one file per input,
+OUTDIR gets domain/, migrate/, policy/, protocol/, revert/, sysfs/ and wproto/, one file per input,
 named by the SHA-1 of its content as libFuzzer names them.  The seeds come
 from the golden cases, conf/policy.json and the policy unit tests, frames
 written here, and the fixture hosts (built with tests/fixtures/mkfakesysfs.py
@@ -331,6 +331,56 @@ def revert_seeds(outdir):
                                              lambda mm: mm.group(1) + body + mm.group(2), x, count=1, flags=re.S))
 
 
+# ---- migrate ----------------------------------------------------------------
+
+# Readings two XML parsers could disagree on (issue 24): each goes into a
+# marked domain's first hostdev.
+DIFFERENTIALS = [
+    ("<source>", '<x:source xmlns:x="urn:x"><address domain="0x0000" bus="0x10" slot="0x00" function="0x0"/></x:source>'),
+    ("<source>", '<x:source xmlns:x="urn:pcinuma:topology:1"><address bus="0x99"/></x:source>'),
+    ("<source>", '<driver name="vfio"/>'),
+    ("<source>", '<source><address domain="0x0000" bus="0x10" slot="0x00" function="0x0"/></source>'),
+]
+
+
+def migrate_seeds(outdir):
+    """Planned domains (the golden outputs, which carry marks), and the
+    same with parser differentials in a hostdev, the mark's records
+    reversed, a record twice, a record of a device the domain lacks, and
+    the mark's other answers (migratable="no", an old fingerprint
+    version)."""
+    golden = os.path.join(TOP, "tests", "golden")
+    for case in sorted(os.listdir(golden)):
+        p = os.path.join(golden, case, "expected.xml")
+        if not os.path.isfile(p):
+            continue
+        with open(p, encoding="utf-8") as f:
+            x = f.read()
+        if "urn:pcinuma:topology:1" not in x:
+            continue
+        put(outdir, "migrate", x)
+        put(outdir, "migrate", x.replace('migratable="no"', 'migratable="yes"'))
+        put(outdir, "migrate", x.replace('fingerprint-version="2"', 'fingerprint-version="1"'))
+        h = x.find("<hostdev ")
+        if h >= 0:
+            for before, text in DIFFERENTIALS:
+                at = x.find(before, h)
+                if at >= 0:
+                    put(outdir, "migrate", x[:at] + text + x[at:])
+            a = x.find("<address ", x.find("<source>", h))
+            if a >= 0:
+                put(outdir, "migrate", x[:a] + '<x:address xmlns:x="urn:x" domain="0x0000" bus="0x77" slot="0x00" '
+                    'function="0x0"/>' + x[a:])
+        recs = re.findall(r' *<pcinuma:device [^>]*/>\n', x)
+        if len(recs) > 1:
+            start = x.index(recs[0])
+            end = x.index(recs[-1]) + len(recs[-1])
+            put(outdir, "migrate", x[:start] + "".join(reversed(recs)) + x[end:])
+        if recs:
+            put(outdir, "migrate", x.replace(recs[0], recs[0] + recs[0], 1))
+            put(outdir, "migrate", x.replace(recs[0], recs[0] + re.sub(r'host="[^"]*"', 'host="0000:ee:1f.7"', recs[0]), 1))
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -341,6 +391,7 @@ def main():
     wproto_seeds(out)
     sysfs_seeds(out, sys.argv[2:])
     revert_seeds(out)
+    migrate_seeds(out)
 
 
 if __name__ == "__main__":
