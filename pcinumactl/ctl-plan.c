@@ -25,14 +25,25 @@ static void usage(FILE *f) {
                 "  --policy-file FILE the policy file (default " CTL_DEFAULT_POLICY_FILE " if it exists,\n"
                 "                     else the built-in default: legacy)\n"
                 "  --format FORMAT    xml (default), explain or json\n"
+                "  --all-pairs        with explain: list every device pair in the path fidelity\n"
+                "                     report, not only those whose path type changed\n"
                 "\n"
                 "Exit status: 0 planned or unchanged, 1 refused by the policy, 2 bad input.\n");
 }
 
-static bool format_option(void *data, int c, const char *arg) {
-        if (c != 'F')
+struct plan_options {
+        const char *format;
+        unsigned explain_flags;
+};
+
+static bool plan_option(void *data, int c, const char *arg) {
+        struct plan_options *o = data;
+        if (c == 'F')
+                o->format = arg;
+        else if (c == 'A')
+                o->explain_flags |= ENGINE_EXPLAIN_ALL_PAIRS;
+        else
                 return false;
-        *(const char **) data = arg;
         return true;
 }
 
@@ -42,15 +53,19 @@ int ctl_plan(int argc, char **argv) {
                 CTL_OPTION_POLICY,
                 CTL_OPTION_POLICY_FILE,
                 { "format", required_argument, NULL, 'F' },
+                { "all-pairs", no_argument, NULL, 'A' },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
         struct ctl_plan_args a = { .who = who, .root = ctl_default_sysfs_root() };
-        const char *format = "xml";
-        int r = ctl_parse_args(argc, argv, who, opts, usage, format_option, &format, &a,
+        struct plan_options po = { .format = "xml" };
+        int r = ctl_parse_args(argc, argv, who, opts, usage, plan_option, &po, &a,
                                "expected one FILE (or - for standard input)");
         if (r >= 0)
                 return r;
+        const char *format = po.format;
+        if (po.explain_flags && !streq(format, "explain"))
+                return ctl_error(CTL_EXIT_BAD_INPUT, who, "--all-pairs goes with --format explain");
         if (!streq(format, "xml") && !streq(format, "explain") && !streq(format, "json"))
                 return ctl_error(CTL_EXIT_BAD_INPUT, who, "unknown format '%s' (expected xml, explain or json)", format);
 
@@ -61,7 +76,7 @@ int ctl_plan(int argc, char **argv) {
                 return r;
 
         if (streq(format, "explain")) {
-                _cleanup_free_ char *s = engine_explain(res, h);
+                _cleanup_free_ char *s = engine_explain_flags(res, h, po.explain_flags);
                 fputs(s, stdout);
         } else if (streq(format, "json")) {
                 _cleanup_free_ char *s = engine_json(res, h);
@@ -76,7 +91,7 @@ int ctl_plan(int argc, char **argv) {
                 ctl_error(0, who, "warning: %s", res->plan->warnings[i]);
 
         if (res->verdict == PLAN_REFUSED) {
-                /* One line per offending device, each with the prefix. */
+                /* The reason, then one line per cause, each with the prefix. */
                 _cleanup_free_ char *s = engine_refusal(res);
                 for (char *line = s, *nl; line && *line; line = nl ? nl + 1 : NULL) {
                         nl = strchr(line, '\n');
