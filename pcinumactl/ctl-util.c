@@ -135,6 +135,49 @@ const char *ctl_hostmap_load_reason(const char *root, int r, const char *err) {
         return reason;
 }
 
+int ctl_load_policy(const char *who, const char *name, const char *file, struct policy **ret, const char **ret_source) {
+        _cleanup_free_ char *err = NULL;
+        if (name && file)
+                return ctl_error(CTL_EXIT_BAD_INPUT, who, "--policy and --policy-file exclude each other");
+        if (name) {
+                enum policy_mode mode;
+                if (policy_mode_from_string(name, &mode) < 0)
+                        return ctl_error(CTL_EXIT_BAD_INPUT, who,
+                                         "unknown policy '%s' (expected off, legacy, preferred, socket, require)", name);
+                struct policy *p = policy_new_default();
+                p->def = policy_settings_default(mode);
+                *ret = p;
+                *ret_source = "--policy";
+                return 0;
+        }
+        struct stat st;
+        if (!file && stat(CTL_DEFAULT_POLICY_FILE, &st) == 0)
+                file = CTL_DEFAULT_POLICY_FILE;
+        if (!file) {
+                *ret = policy_new_default();
+                *ret_source = "the built-in default";
+                return 0;
+        }
+        if (streq(file, "-")) {
+                /* policy_parse() refuses more than its own limit, by
+                 * name; this one only bounds the read. */
+                _cleanup_free_ char *buf = NULL;
+                size_t len = 0;
+                int r = read_full_fd(STDIN_FILENO, 16u << 20, &buf, &len);
+                if (r < 0)
+                        return ctl_error(CTL_EXIT_BAD_INPUT, who, "cannot read the policy from standard input: %s",
+                                         strerror(-r));
+                if (policy_parse(buf, len, "standard input", ret, &err) < 0)
+                        return ctl_error(CTL_EXIT_BAD_INPUT, who, "%s", err);
+                *ret_source = "standard input";
+                return 0;
+        }
+        if (policy_load_file(file, ret, &err) < 0)
+                return ctl_error(CTL_EXIT_BAD_INPUT, who, "%s", err);
+        *ret_source = file;
+        return 0;
+}
+
 int ctl_plan_input(const struct ctl_plan_args *a, struct hostmap **ret_h, struct engine_result **ret_res) {
         const char *policy_file = a->policy_file;
         if (a->policy_name && policy_file)

@@ -103,6 +103,17 @@ int ctl_parse_args(int argc, char **argv, const char *who, const struct option *
  * "sysfs root '<root>': " prefix, so the root is named once. */
 const char *ctl_hostmap_load_reason(const char *root, int r, const char *err);
 
+struct policy;
+/* The policy a verb judges by, for verbs that judge many domains (audit):
+ * --policy NAME (name non-NULL: as if the policy file held only
+ * {"default": {"policy": NAME}}), --policy-file FILE (file non-NULL; "-"
+ * reads standard input), else PCINUMA_DEFAULT_POLICY_FILE when it exists,
+ * else the built-in default.  *ret_source names where it came from ("the
+ * built-in default", the file, "--policy require"; static or the
+ * argument).  On error prints it naming the file and returns
+ * CTL_EXIT_BAD_INPUT; else 0 with *ret owned by the caller. */
+int ctl_load_policy(const char *who, const char *name, const char *file, struct policy **ret, const char **ret_source);
+
 struct engine_result;
 /* Load the policy, the domain XML and the host map, and plan.  On error,
  * prints it on stderr (naming the file at fault) and returns the exit

@@ -26,6 +26,8 @@ static void usage(FILE *f) {
                 "                      the guest's NCCL topology file (NCCL_TOPO_FILE) as planned\n"
                 "  fingerprint [--sysfs-root DIR] [--json]\n"
                 "                      the host's topology fingerprint (digest first, then by device group)\n"
+                "  audit [--connect URI] [--policy NAME|--policy-file FILE] [--sysfs-root DIR] [--json]\n"
+                "                      every defined domain's state and next-start verdict\n"
                 "  check-policy FILE   validate a policy file\n"
                 "  status [--socket PATH] [--json]\n"
                 "                      show pcinumad's state and counters\n"
@@ -47,6 +49,7 @@ static const struct {
         { "topo", ctl_topo },
         { "nccl-topo", ctl_nccl_topo },
         { "fingerprint", ctl_fingerprint },
+        { "audit", ctl_audit },
 };
 
 int main(int argc, char **argv) {

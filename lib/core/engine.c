@@ -74,6 +74,7 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
         if (res->base->mark)
                 domain_snapshot(res->base, &snapshot);
         const struct domain *cur = snapshot ? snapshot : res->base;
+        res->marked = cur->mark != NULL;
 
         if (forced) {
                 /* The feature switches keep their defaults. */

@@ -14,6 +14,7 @@ struct engine_result {
         enum plan_verdict verdict;
         bool changed;                 /* xml differs from the input */
         bool already_planned;         /* the input carried a mark that matches the plan */
+        bool marked;                  /* the input carried a pcinuma mark (planned before) */
         bool reverted;                /* the input's mark was undone (policy off, not eligible any more) */
         char *xml;                    /* the output; the input verbatim when unchanged; NULL when refused */
         struct plan *plan;
