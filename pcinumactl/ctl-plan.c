@@ -9,13 +9,14 @@
 #include "ctl.h"
 #include "engine.h"
 #include "hostmap.h"
+#include "hwloctopo.h"
 
 static const char *const who = "pcinumactl plan";
 
 static void usage(FILE *f) {
         fprintf(f,
                 "Usage: pcinumactl plan [--sysfs-root DIR] [--policy NAME | --policy-file FILE]\n"
-                "                       [--format xml|explain|json] FILE|-\n"
+                "                       [--format xml|explain|json|hwloc] [--all-pairs] FILE|-\n"
                 "\n"
                 "Plan the NUMA-aware PCIe topology of a libvirt domain XML and print it.\n"
                 "\n"
@@ -24,7 +25,8 @@ static void usage(FILE *f) {
                 "  --policy NAME      off, legacy, preferred, socket, require (alias required)\n"
                 "  --policy-file FILE the policy file (default " CTL_DEFAULT_POLICY_FILE " if it exists,\n"
                 "                     else the built-in default: legacy)\n"
-                "  --format FORMAT    xml (default), explain or json\n"
+                "  --format FORMAT    xml (default), explain, json, or hwloc (the planned guest as\n"
+                "                     hwloc XML, for lstopo -i FILE --if xml)\n"
                 "  --all-pairs        with explain: list every device pair in the path fidelity\n"
                 "                     report, not only those whose path type changed\n"
                 "\n"
@@ -66,8 +68,8 @@ int ctl_plan(int argc, char **argv) {
         const char *format = po.format;
         if (po.explain_flags && !streq(format, "explain"))
                 return ctl_error(CTL_EXIT_BAD_INPUT, who, "--all-pairs goes with --format explain");
-        if (!streq(format, "xml") && !streq(format, "explain") && !streq(format, "json"))
-                return ctl_error(CTL_EXIT_BAD_INPUT, who, "unknown format '%s' (expected xml, explain or json)", format);
+        if (!streq(format, "xml") && !streq(format, "explain") && !streq(format, "json") && !streq(format, "hwloc"))
+                return ctl_error(CTL_EXIT_BAD_INPUT, who, "unknown format '%s' (expected xml, explain, json or hwloc)", format);
 
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_engine_result_ struct engine_result *res = NULL;
@@ -81,6 +83,12 @@ int ctl_plan(int argc, char **argv) {
         } else if (streq(format, "json")) {
                 _cleanup_free_ char *s = engine_json(res, h);
                 fputs(s, stdout);
+        } else if (streq(format, "hwloc")) {
+                /* A refused plan has no guest to draw, as it has no XML. */
+                if (res->verdict != PLAN_REFUSED) {
+                        _cleanup_free_ char *s = hwloctopo_guest(res->plan, res->base, h);
+                        fputs(s, stdout);
+                }
         } else if (res->xml)
                 fputs(res->xml, stdout);
 
