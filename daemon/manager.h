@@ -46,6 +46,7 @@ struct manager_config {
          * libvirtd runs its hooks as its own user. */
         uid_t allowed_uids[8];
         size_t n_allowed_uids;
+        const char *metrics_file;       /* Prometheus text metrics (metrics.h), or NULL: none */
 };
 
 struct manager {
@@ -56,6 +57,7 @@ struct manager {
         sd_event_source *hold_timer;    /* removals held for a grace period (recheck.h) */
         struct server *server;
         struct watcher *watcher;        /* NULL with --libvirt-uri none */
+        struct metrics *metrics;        /* counts even without a file */
 
         struct hostmap *hostmap;
         uint64_t hostmap_loaded_usec;   /* CLOCK_REALTIME */
@@ -107,3 +109,6 @@ void manager_forget_domain(struct manager *m, const char *uuid);
 
 /* The status object. */
 json_object *manager_status(struct manager *m);
+
+/* The watcher's counters changed: write the metrics file soon. */
+void manager_metrics_changed(struct manager *m);
