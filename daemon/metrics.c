@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -209,8 +210,12 @@ static int write_file(struct metrics *mt) {
         int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (fd < 0)
                 return -errno;
-        ssize_t n = write(fd, text, len);
-        int r = n < 0 ? -errno : (size_t) n != len ? -EIO : 0;
+        /* node_exporter runs as another user: readable by all, whatever
+         * the unit's UMask. */
+        int r = fchmod(fd, 0644) < 0 ? -errno : 0;
+        ssize_t n = r < 0 ? 0 : write(fd, text, len);
+        if (r == 0)
+                r = n < 0 ? -errno : (size_t) n != len ? -EIO : 0;
         if (close(fd) < 0 && r == 0)
                 r = -errno;
         if (r == 0 && rename(tmp, mt->path) < 0)

@@ -118,7 +118,10 @@ class Env:
             [a.pcinumad, "--sysfs-root", self.sys, "--socket", self.sock, "--libvirt-uri", "test:///default",
              "--watcher-program", FAKE_WATCHER, "--log-target", "stderr", "--policy-file", self.policy,
              "--metrics-file", self.metrics],
-            stderr=self.log, stdin=subprocess.DEVNULL, env=env)
+            stderr=self.log, stdin=subprocess.DEVNULL, env=env,
+            # the unit's UMask: the file must still be readable by
+            # node_exporter's user
+            preexec_fn=lambda: os.umask(0o077))
 
     def write_policy(self, text):
         with open(self.policy + ".tmp", "w") as f:
@@ -194,7 +197,7 @@ def run(a):
               get(s, "pcinuma_watcher_connected") == 1,
               "host map, domains and watcher gauges", text)
         mode = stat.S_IMODE(os.stat(e.metrics).st_mode)
-        check(mode == 0o644 and os.listdir(e.mdir) == ["pcinuma.prom"], "mode 0644, no temporary file left",
+        check(mode == 0o644 and os.listdir(e.mdir) == ["pcinuma.prom"], "mode 0644 under umask 077, no temporary file left",
               "%o %r" % (mode, os.listdir(e.mdir)))
 
         # Hook calls: a refusal (unplanned under require), an allowed
