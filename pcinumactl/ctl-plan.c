@@ -94,9 +94,22 @@ int ctl_plan(int argc, char **argv) {
 
         if (res->revert_warning)
                 ctl_error(0, who, "warning: undoing the earlier plan: %s", res->revert_warning);
-        /* explain lists the warnings in its own text already. */
-        for (size_t i = 0; i < res->plan->n_warnings && !streq(format, "explain"); i++)
+        /* explain lists the warnings and causes in its own text already. */
+        struct strbuf said = {0};
+        for (size_t i = 0; i < res->plan->n_warnings && !streq(format, "explain"); i++) {
                 ctl_error(0, who, "warning: %s", res->plan->warnings[i]);
+                strbuf_printf(&said, "%s\n", res->plan->warnings[i]);
+        }
+        /* Devices that stay on pcie.0: each cause once, with its fix and
+         * the devices it concerns (a cause a warning named: its fix). */
+        if (!streq(format, "explain") && res->verdict != PLAN_REFUSED) {
+                _cleanup_free_ char *s = engine_causes(res, PLAN_STAY, said.buf);
+                for (char *line = s, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+                        nl = strchr(line, '\n');
+                        ctl_error(0, who, "%.*s", nl ? (int) (nl - line) : (int) strlen(line), line);
+                }
+        }
+        free(said.buf);
 
         if (res->verdict == PLAN_REFUSED) {
                 /* The reason, then one line per cause, each with the prefix. */

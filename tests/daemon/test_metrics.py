@@ -19,8 +19,7 @@ Checks, reading the file as node_exporter's textfile collector would:
     once a second (pcinuma_metrics_writes_total over a burst of requests);
     atomically (no temporary file left; mode 0644); and removed when
     pcinumad stops;
-  * --metrics-file with a relative path is refused (exit 2), and "none"
-    writes nothing.
+  * --metrics-file with a relative path is refused (exit 2).
 
 Skipped (77) when promtool is missing.  Output: "ok N - ..." lines and
 "N passed, M failed"."""
