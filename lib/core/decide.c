@@ -77,9 +77,9 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
                 _cleanup_free_ char *lines = engine_causes(r, PLAN_REFUSE, reason);
                 _cleanup_free_ char *body = prefixed(lines);
                 d->verdict = DECIDE_REFUSE;
-                d->message = xasprintf("pcinuma: refusing to start domain %s: %s%s%s%s\n%s", name, reason,
-                                       strstr(reason, "policy ") ? "" : " (policy ", strstr(reason, "policy ") ? "" : mode,
-                                       strstr(reason, "policy ") ? "" : ")", body);
+                /* The policy, unless the reason names it already. */
+                _cleanup_free_ char *policy = strstr(reason, "policy ") ? xstrdup("") : xasprintf(" (policy %s)", mode);
+                d->message = xasprintf("pcinuma: refusing to start domain %s: %s%s\n%s", name, reason, policy, body);
                 return;
         }
         case PLAN_SKIP: {
