@@ -13,6 +13,9 @@
 #   iproute2               the migration test's network namespaces and veth
 #                          pairs (tests/libvirt/test_migrate.py; without
 #                          it that test falls back to Unix sockets)
+#   virtinst               the real virt-install of the clients suite
+#                          (tests/clients/test_adapters.py: --print-xml |
+#                          pcinumactl plan - | virsh define /dev/stdin)
 # clang is not listed: the test command builds with the default cc, and
 # the libFuzzer targets are built only with CC=clang (docs/fuzzing.md).
 set -eu
@@ -22,7 +25,7 @@ PKGS="gcc meson ninja-build pkg-config python3
       libxml2-utils libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu
       qemu-system-x86 qemu-utils
       linux-image-amd64 busybox-static cpio
-      sudo procps systemd valgrind bzip2 groff-base strace iproute2
+      sudo procps systemd valgrind bzip2 groff-base strace iproute2 virtinst
       git ca-certificates debootstrap
       build-essential debhelper dpkg-dev"
 

@@ -67,6 +67,7 @@ static void usage(FILE *f) {
                 "  --state-dir DIR     where the last plan of each domain is kept between\n"
                 "                      KubeVirt's define passes (default: $PCINUMA_KUBEVIRT_STATE_DIR,\n"
                 "                      else " DEFAULT_STATE_DIR ")\n"
+                "  --version           print the version\n"
                 "\n"
                 "Exit status: 0 planned or unchanged (the domain on stdout), 1 refused by the\n"
                 "policy (nothing on stdout: KubeVirt does not start the VMI), 2 bad input.\n");

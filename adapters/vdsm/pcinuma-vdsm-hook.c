@@ -56,6 +56,7 @@ static void usage(FILE *f) {
                 "  --policy NAME       off, legacy, preferred, socket, require (alias required)\n"
                 "  --policy-file FILE  the policy file (default: $PCINUMA_POLICY_FILE, else\n"
                 "                      " CTL_DEFAULT_POLICY_FILE " if it exists, else the built-in default)\n"
+                "  --version           print the version\n"
                 "\n"
                 "Exit status: 0 done (planned, unchanged or allowed), 1 refused by the policy\n"
                 "(or the file could not be replaced), 2 bad input; the file is left as it was\n"
