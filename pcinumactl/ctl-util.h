@@ -1,7 +1,9 @@
 /* What pcinumactl's verbs share: exit codes, the options --sysfs-root,
  * --policy and --policy-file, reading a FILE or "-", error printing, and
- * loading policy + domain + host map into a plan (plan and topo).  No verb
- * file calls another verb file; whatever two verbs need lives here. */
+ * loading policy + domain + host map into a plan (plan, define, topo,
+ * nccl-topo, and the orchestrator adapters in adapters/, which link this
+ * file as ctl_util_dep).  No verb file calls another verb file; whatever
+ * two verbs need lives here. */
 #pragma once
 
 #include <getopt.h>

@@ -37,7 +37,8 @@ input); `virt-install --print-xml | pcinumactl plan - | virsh define
 which a session libvirtd cannot start: the checks end at the definition.
 
     test_adapters.py --pcinumactl P --kubevirt-hook P --vdsm-hook P
-                     --mkfakesysfs P --hosts DIR --data DIR --workdir DIR
+                     --mkfakesysfs P --hosts DIR --data DIR --examples DIR
+                     --workdir DIR
                      [--no-libvirt] [-v]
 
 Output: "ok N - ..." lines, "N passed, M failed"; exit 1 on a failure, 77
@@ -286,9 +287,50 @@ class Test:
         self.check(r4.returncode == 0 and r4.stdout == first,
                    "kubevirt: a retried first pass (KubeVirt's domain afresh) is planned afresh, not given the old mark",
                    r4.stderr)
+        self.kubevirt_example(vmi, one_cell)
         self.check(os.path.isdir(state2) and stat.S_IMODE(os.stat(state2).st_mode) == 0o700
                    and len(os.listdir(state2)) == 1,
                    "kubevirt: the state directory is 0700 and holds one file for the domain", repr(os.listdir(state2)))
+
+    def kubevirt_example(self, vmi, one_cell):
+        """adapters/kubevirt: the image's policy.json and example.yaml's
+        ConfigMap script, which KubeVirt mounts over /usr/bin/onDefineDomain
+        and which runs the image's other copy with --policy require."""
+        ex = self.a.examples
+        pol = os.path.join(ex, "policy.json")
+        r = run([self.a.pcinumactl, "check-policy", pol])
+        self.check(r.returncode == 0 and "default: preferred" in r.stdout,
+                   "kubevirt example: the image's policy.json is valid (default preferred)", r.stdout + r.stderr)
+        text = read(os.path.join(ex, "example.yaml"))
+        m = re.search(r"^  onDefineDomain: \|\n((?:    .*\n)+)", text, re.M)
+        ann = re.search(r"hooks.kubevirt.io/hookSidecars: >-\n((?:          .*\n)+)", text)
+        try:
+            sidecars = json.loads(" ".join(l.strip() for l in ann.group(1).splitlines())) if ann else None
+        except ValueError:
+            sidecars = None
+        self.check(m is not None and sidecars and sidecars[0]["configMap"]["hookPath"] == "/usr/bin/onDefineDomain"
+                   and sidecars[0]["args"] == ["--version", "v1alpha3"],
+                   "kubevirt example: example.yaml has the ConfigMap script and a hookSidecars annotation that mounts "
+                   "it at /usr/bin/onDefineDomain", repr(sidecars))
+        if not m:
+            return
+        script = "".join(l[4:] + "\n" for l in m.group(1).splitlines())
+        bindir = os.path.join(self.tmp, "sidecar-configmap")
+        os.makedirs(bindir)
+        os.chmod(bindir, 0o755)
+        real = reachable_copy(self.a.kubevirt_hook, bindir, "pcinuma-kubevirt-hook")
+        write(os.path.join(bindir, "onDefineDomain"),
+              script.replace("/usr/libexec/pcinuma/pcinuma-kubevirt-hook", real), 0o755)
+        env = {"PATH": bindir + ":/usr/bin:/bin", "PCINUMA_SYSFS_ROOT": self.tree("two-socket"),
+               "PCINUMA_POLICY_FILE": pol, "PCINUMA_KUBEVIRT_STATE_DIR": os.path.join(self.tmp, "kv-cm-state")}
+        image = dict(env, PATH=os.path.join(self.tmp, "sidecar-bin") + ":/usr/bin:/bin")
+        r0 = self.on_define_domain(vmi, one_cell, image)
+        r1 = self.on_define_domain(vmi, one_cell, env)
+        self.check(r0.returncode == 0 and NS in r0.stdout and r1.returncode == 1 and r1.stdout == ""
+                   and "policy require" in r1.stderr,
+                   "kubevirt example: the image's policy plans the one-cell domain, the ConfigMap's script refuses it "
+                   "(policy require)", "image: exit %d %s\nconfigmap: exit %d %s"
+                   % (r0.returncode, r0.stderr, r1.returncode, r1.stderr))
 
     # -- VDSM ----------------------------------------------------------
     def vdsm_hooks_dir(self, point, extra=()):
@@ -671,7 +713,8 @@ class Test:
 
 def main():
     ap = argparse.ArgumentParser()
-    for opt in ("--pcinumactl", "--kubevirt-hook", "--vdsm-hook", "--mkfakesysfs", "--hosts", "--data", "--workdir"):
+    for opt in ("--pcinumactl", "--kubevirt-hook", "--vdsm-hook", "--mkfakesysfs", "--hosts", "--data", "--examples",
+                "--workdir"):
         ap.add_argument(opt, required=True)
     ap.add_argument("--no-libvirt", action="store_true", help="the contracts only, without a libvirtd")
     ap.add_argument("-v", "--verbose", action="store_true")
