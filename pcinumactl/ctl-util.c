@@ -171,6 +171,9 @@ int ctl_load_hostmap(const struct ctl_plan_args *a, struct hostmap **ret_h) {
         if (hostmap_load_for_plan(a->root, &h, &err) < 0)
                 return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "cannot read the host map: %s", err);
         ctl_print_hostmap_warnings(a->who, h);
+#if PCINUMA_STAND_INS
+        h->stand_ins = a->stand_ins;
+#endif
         *ret_h = TAKE_PTR(h);
         return 0;
 }

@@ -66,6 +66,7 @@ char *ctl_device_path(const struct hostmap_device *d);
 struct json_object *ctl_json_hex(unsigned v, int width);
 
 struct hostmap;
+struct standins;
 /* "<who>: warning: sysfs <what>" on stderr for each sysfs file the host
  * map reader could not make sense of, and a count of those it dropped. */
 void ctl_print_hostmap_warnings(const char *who, const struct hostmap *h);
@@ -79,6 +80,11 @@ struct ctl_plan_args {
         const char *policy_name;
         const char *policy_file;
         const char *input;
+#if PCINUMA_STAND_INS
+        /* A stand_ins build only: the stand-in table to hang on the host
+         * map (standins.h), or NULL; the caller keeps it. */
+        const struct standins *stand_ins;
+#endif
 };
 
 /* Store one of --sysfs-root, --policy or --policy-file, as getopt_long

@@ -43,6 +43,7 @@
 #include "fileio.h"
 #include "hostmap.h"
 #include "sha256.h"
+#include "standins.h"
 
 static const char *const who = "pcinuma-kubevirt-hook";
 
@@ -71,6 +72,14 @@ static void usage(FILE *f) {
                 "\n"
                 "Exit status: 0 planned or unchanged (the domain on stdout), 1 refused by the\n"
                 "policy (nothing on stdout: KubeVirt does not start the VMI), 2 bad input.\n");
+#if PCINUMA_STAND_INS
+        fprintf(f,
+                "\n"
+                "A test build (meson -Dstand_ins=true), never for production:\n"
+                "  --stand-ins FILE    FILE is a JSON object {\"MAC\": \"host BDF\", ...}: a virtio\n"
+                "                      <interface type='user'> with such a MAC is planned as the\n"
+                "                      passthrough device at that host address\n");
+#endif
 }
 
 static const char *env_or(const char *name, const char *dflt) {
@@ -226,6 +235,7 @@ struct options {
         const char *vmi;
         const char *domain;
         const char *state_dir;
+        const char *stand_ins;          /* a stand_ins build only */
 };
 
 static bool own_option(void *data, int c, const char *arg) {
@@ -240,6 +250,11 @@ static bool own_option(void *data, int c, const char *arg) {
         case 'S':
                 o->state_dir = arg;
                 return true;
+#if PCINUMA_STAND_INS
+        case 'I':
+                o->stand_ins = arg;
+                return true;
+#endif
         default:
                 return false;
         }
@@ -255,6 +270,9 @@ int main(int argc, char **argv) {
                 CTL_OPTION_POLICY_FILE,
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'v' },
+#if PCINUMA_STAND_INS
+                { "stand-ins", required_argument, NULL, 'I' },
+#endif
                 { NULL, 0, NULL, 0 },
         };
         struct ctl_plan_args a = {
@@ -302,6 +320,14 @@ int main(int argc, char **argv) {
 
         size_t len = strlen(o.domain);
         _cleanup_free_ char *err = NULL;
+#if PCINUMA_STAND_INS
+        _cleanup_standins_ struct standins *stand_ins = NULL;
+        if (o.stand_ins) {
+                if (standins_load_file(o.stand_ins, &stand_ins, &err) < 0)
+                        return ctl_error(CTL_EXIT_BAD_INPUT, who, "%s", err);
+                a.stand_ins = stand_ins;
+        }
+#endif
         _cleanup_domain_ struct domain *in = NULL;
         if (len > DOMAIN_XML_MAX)
                 return ctl_error(CTL_EXIT_BAD_INPUT, who, "--domain is larger than the %u byte limit for a domain XML",

@@ -36,6 +36,7 @@
 #include "engine.h"
 #include "hostmap.h"
 #include "protocol.h"
+#include "standins.h"
 
 static const char *const who = "pcinuma-vdsm-hook";
 
@@ -61,6 +62,14 @@ static void usage(FILE *f) {
                 "Exit status: 0 done (planned, unchanged or allowed), 1 refused by the policy\n"
                 "(or the file could not be replaced), 2 bad input; the file is left as it was\n"
                 "unless the exit status is 0.\n");
+#if PCINUMA_STAND_INS
+        fprintf(f,
+                "\n"
+                "A test build (meson -Dstand_ins=true), never for production:\n"
+                "  --stand-ins FILE    FILE is a JSON object {\"MAC\": \"host BDF\", ...}: a virtio\n"
+                "                      <interface type='user'> with such a MAC is planned as the\n"
+                "                      passthrough device at that host address\n");
+#endif
 }
 
 /* The hook point from the path VDSM ran us by:
@@ -186,10 +195,16 @@ int main(int argc, char **argv) {
                 CTL_OPTION_POLICY_FILE,
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'v' },
+#if PCINUMA_STAND_INS
+                { "stand-ins", required_argument, NULL, 'I' },
+#endif
                 { NULL, 0, NULL, 0 },
         };
         struct ctl_plan_args a = { .who = who, .root = ctl_default_sysfs_root() };
         _cleanup_free_ char *hook = NULL;
+#if PCINUMA_STAND_INS
+        const char *stand_ins_file = NULL;
+#endif
         int c;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
                 if (ctl_plan_args_option(&a, c, optarg))
@@ -205,6 +220,11 @@ int main(int argc, char **argv) {
                 case 'v':
                         printf("%s %s\n", who, PCINUMA_VERSION);
                         return 0;
+#if PCINUMA_STAND_INS
+                case 'I':
+                        stand_ins_file = optarg;
+                        continue;
+#endif
                 default:
                         usage(stderr);
                         return CTL_EXIT_BAD_INPUT;
@@ -234,5 +254,14 @@ int main(int argc, char **argv) {
                 return ctl_error(CTL_EXIT_BAD_INPUT, who,
                                  "$_hook_domxml is not set: VDSM names the domain XML file there when it runs a hook");
         a.input = path;
+#if PCINUMA_STAND_INS
+        _cleanup_standins_ struct standins *stand_ins = NULL;
+        if (stand_ins_file) {
+                _cleanup_free_ char *err = NULL;
+                if (standins_load_file(stand_ins_file, &stand_ins, &err) < 0)
+                        return ctl_error(CTL_EXIT_BAD_INPUT, who, "%s", err);
+                a.stand_ins = stand_ins;
+        }
+#endif
         return streq(hook, "before_vm_start") ? before_vm_start(&a) : before_vm_migrate_destination(&a);
 }

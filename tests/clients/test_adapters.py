@@ -247,6 +247,8 @@ class Test:
                    "kubevirt: a domain without host devices is printed unchanged, byte for byte",
                    "exit %d, stderr %s" % (r.returncode, r.stderr))
 
+        self.stand_ins_option(vmi, dom, env)
+
         # Bad input: exit 2, nothing on stdout.
         bad_policy = self.policy("bad-policy.json", '{"default": {"policy": "sometimes"}}\n')
         cases = [
@@ -291,6 +293,27 @@ class Test:
         self.check(os.path.isdir(state2) and stat.S_IMODE(os.stat(state2).st_mode) == 0o700
                    and len(os.listdir(state2)) == 1,
                    "kubevirt: the state directory is 0700 and holds one file for the domain", repr(os.listdir(state2)))
+
+    def stand_ins_option(self, vmi, dom, env):
+        """--stand-ins exists in a stand_ins build only (docs/hacking.md,
+        "The stand-in seam"): a normal build's adapters refuse it as an
+        unknown option; a stand_ins build's take it and refuse a bad table
+        as bad input, naming the file."""
+        bad = write(os.path.join(self.tmp, "bad-stand-ins.json"), '{"not a mac": "0000:21:00.0"}\n')
+        for prog in (self.a.kubevirt_hook, self.a.vdsm_hook):
+            name = os.path.basename(prog)
+            seam = "--stand-ins" in run([prog, "--help"]).stdout
+            r = run([prog, "--vmi", vmi, "--domain", dom, "--stand-ins", bad] if "kubevirt" in name
+                    else [prog, "--hook", "before_vm_start", "--stand-ins", bad],
+                    env=dict(env, _hook_domxml=os.path.join(self.a.data, "vdsm-domain.xml")))
+            if seam:
+                self.check(r.returncode == 2 and r.stdout == "" and bad in r.stderr,
+                           "%s: a stand_ins build takes --stand-ins and refuses a bad table, naming the file" % name,
+                           "exit %d: %s" % (r.returncode, r.stderr))
+            else:
+                self.check(r.returncode == 2 and r.stdout == "" and "stand-ins" in r.stderr,
+                           "%s: a normal build refuses --stand-ins (unknown option), exit 2" % name,
+                           "exit %d: %s" % (r.returncode, r.stderr))
 
     def kubevirt_example(self, vmi, one_cell):
         """adapters/kubevirt: the image's policy.json and example.yaml's
