@@ -370,7 +370,7 @@ class Test:
             write(os.path.join(d, name), text, 0o755)
         return d
 
-    def run_hooks_dir(self, hooks_dir, data, env_extra, tmpdir=None, user=None):
+    def run_hooks_dir(self, hooks_dir, data, env_extra, tmpdir=None, user=None, lock=False):
         """VDSM's _runHooksDir(): the scripts of the directory in name
         order, the XML in a mkstemp() file named by $_hook_domxml, exit 2
         stops the chain, the file read back by its name.  Returns
@@ -387,6 +387,8 @@ class Test:
             os.chown(path, pw.pw_uid, pw.pw_gid)
         env = dict(os.environ, _hook_domxml=path, vmId="0b2d4f6a-8c0e-4a2c-9e4f-6a8c0e2a4c6e", **env_extra)
         results = []
+        if lock:
+            os.chmod(os.path.dirname(path), 0o555)
         try:
             for s in scripts:
                 r = run([s], env=env, user=user)
@@ -398,6 +400,8 @@ class Test:
             mode = stat.S_IMODE(os.stat(path).st_mode)
             names = sorted(os.listdir(os.path.dirname(path)))
         finally:
+            if lock:
+                os.chmod(os.path.dirname(path), 0o755)
             os.unlink(path)
         return results, final, mode, names
 
@@ -471,15 +475,17 @@ class Test:
         # A write that fails leaves the original: VDSM runs hooks as its
         # own user; here an unprivileged user in a directory it cannot
         # write (the temporary file beside $_hook_domxml cannot be made).
-        user = "nobody"
+        # Root (not fakeroot, as in a package build) writes anywhere: then
+        # the hook runs as nobody; anyone else gets a directory of mode 0555.
+        user = "nobody" if os.geteuid() == 0 and "FAKEROOTKEY" not in os.environ else None
         ro = os.path.join(self.tmp, "vdsm-ro")
         os.makedirs(ro, exist_ok=True)
         os.chmod(ro, 0o755)
         d = hooks("before_vm_start", require)
-        res, final, _, names = self.run_hooks_dir(d, dom, env, tmpdir=ro, user=user)
+        res, final, _, names = self.run_hooks_dir(d, dom, env, tmpdir=ro, user=user, lock=user is None)
         self.check(res[0][1] == 1 and final == dom and len(names) == 1 and "left as it was" in res[0][2],
                    "vdsm: a plan that cannot be written (run as %s, the directory not writable) exits 1 and leaves "
-                   "the original file" % user, repr(res))
+                   "the original file" % (user or "this user"), repr(res))
 
         # before_vm_migrate_destination: what pcinumad's migration gate
         # would answer; the file is never changed.
