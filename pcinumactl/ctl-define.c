@@ -85,9 +85,11 @@ int ctl_define(int argc, char **argv) {
         virConnectPtr c = ctl_libvirt_connect(who, uri);
         if (!c)
                 return CTL_EXIT_FAILED;
-        /* VALIDATE: libvirt checks the XML against its schema first, so a
-         * domain pcinuma cannot have made valid is rejected whole. */
-        virDomainPtr dom = virDomainDefineXMLFlags(c, res->xml, VIR_DOMAIN_DEFINE_VALIDATE);
+        /* No VIR_DOMAIN_DEFINE_VALIDATE: libvirt takes the domain as `virsh
+         * define` gives it (what pcinuma adds validates; a client's own
+         * deviations from the schema that libvirt's parser accepts, such
+         * as KubeVirt's, stay accepted). */
+        virDomainPtr dom = virDomainDefineXMLFlags(c, res->xml, 0);
         if (!dom) {
                 ctl_error(0, who, "libvirt did not define %s: %s", ctl_input_name(a.input), ctl_libvirt_error());
                 virConnectClose(c);
