@@ -16,7 +16,9 @@
 #   virtinst, python3-libvirt  the real-client suite (tests/clients, in the
 #                          stand_ins build of scripts/test.sh): virt-install
 #                          and a Nova-like client on Debian's libvirt
-#                          bindings start guests as real clients do
+#                          bindings start guests as real clients do; also
+#                          tests/clients/test_adapters.py (--print-xml |
+#                          pcinumactl plan - | virsh define /dev/stdin)
 # clang is not listed: the test command builds with the default cc, and
 # the libFuzzer targets are built only with CC=clang (docs/fuzzing.md).
 set -eu
