@@ -39,6 +39,14 @@ static void usage(FILE *f) {
                 "                          textfile collector (default " METRICS_DEFAULT_FILE "\n"
                 "                          when that folder exists, else none)\n"
                 "  --version               print the version\n");
+#if PCINUMA_STAND_INS
+        fprintf(f,
+                "\n"
+                "A test build (meson -Dstand_ins=true), never for production:\n"
+                "  --stand-ins FILE        FILE is a JSON object {\"MAC\": \"host BDF\", ...}: a virtio\n"
+                "                          <interface type='user'> with such a MAC is placed as the\n"
+                "                          passthrough device at that host address\n");
+#endif
 }
 
 int main(int argc, char **argv) {
@@ -57,6 +65,9 @@ int main(int argc, char **argv) {
                 ARG_SETTLE_MS,
                 ARG_STATE_DIR,
                 ARG_METRICS_FILE,
+#if PCINUMA_STAND_INS
+                ARG_STAND_INS,
+#endif
         };
         static const struct option opts[] = {
                 { "sysfs-root", required_argument, NULL, ARG_SYSFS_ROOT },
@@ -73,6 +84,9 @@ int main(int argc, char **argv) {
                 { "settle-ms", required_argument, NULL, ARG_SETTLE_MS },
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
                 { "metrics-file", required_argument, NULL, ARG_METRICS_FILE },
+#if PCINUMA_STAND_INS
+                { "stand-ins", required_argument, NULL, ARG_STAND_INS },
+#endif
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
@@ -181,6 +195,11 @@ int main(int argc, char **argv) {
                         } else
                                 cfg.metrics_file = optarg;
                         break;
+#if PCINUMA_STAND_INS
+                case ARG_STAND_INS:
+                        cfg.stand_ins_file = optarg;
+                        break;
+#endif
                 case ARG_VERSION:
                         printf("pcinumad %s\n", PCINUMA_VERSION);
                         return 0;

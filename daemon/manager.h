@@ -47,6 +47,9 @@ struct manager_config {
         uid_t allowed_uids[8];
         size_t n_allowed_uids;
         const char *metrics_file;       /* Prometheus text metrics (metrics.h), or NULL: none */
+#if PCINUMA_STAND_INS
+        const char *stand_ins_file;     /* --stand-ins (a test build; standins.h), or NULL; passed on */
+#endif
 };
 
 struct manager {
@@ -60,6 +63,9 @@ struct manager {
         struct metrics *metrics;        /* counts even without a file */
 
         struct hostmap *hostmap;
+#if PCINUMA_STAND_INS
+        struct standins *stand_ins;     /* read once at start; every host map points to it */
+#endif
         uint64_t hostmap_loaded_usec;   /* CLOCK_REALTIME */
         uint64_t hostmap_generation;
         struct policy *policy;

@@ -13,12 +13,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ctl-libvirt.h"
 #include "ctl-util.h"
 #include "ctl.h"
 #include "decide.h"
 #include "engine.h"
+#include "fileio.h"
 #include "hostmap.h"
 #include "policy.h"
 #include "protocol.h" /* _cleanup_json_ */
@@ -207,6 +210,43 @@ static int audit_domain(virDomainPtr dom, const struct hostmap *h, const struct 
         return 0;
 }
 
+/* The policy to judge by, as a policy (decide_hook() takes one): the
+ * shared loader's (--policy-file, the default file, the built-in default),
+ * --policy NAME as a policy whose default is NAME and that has no rules,
+ * and "-" for --policy-file read here (standard input is free: audit reads
+ * no FILE).  *ret_source says which, for the summary line. */
+static int load_policy(const struct ctl_plan_args *a, struct policy **ret, char **ret_source) {
+        if (a->policy_file && streq(a->policy_file, "-") && !a->policy_name) {
+                /* policy_parse() refuses more than its own limit, by name;
+                 * this bounds the read. */
+                _cleanup_free_ char *buf = NULL, *err = NULL;
+                size_t len = 0;
+                int r = read_full_fd(STDIN_FILENO, 16u << 20, &buf, &len);
+                if (r < 0)
+                        return ctl_error(CTL_EXIT_BAD_INPUT, who, "cannot read the policy from standard input: %s",
+                                         strerror(-r));
+                if (policy_parse(buf, len, "standard input", ret, &err) < 0)
+                        return ctl_error(CTL_EXIT_BAD_INPUT, who, "%s", err);
+                *ret_source = xstrdup("standard input");
+                return 0;
+        }
+        _cleanup_(ctl_policy_done) struct ctl_policy p = {0};
+        int r = ctl_load_policy(a, &p);
+        if (r != 0)
+                return r;
+        if (p.forced) {
+                *ret = policy_new_default();
+                (*ret)->def = policy_settings_default(p.mode);
+                *ret_source = xasprintf("--policy %s", policy_mode_to_string(p.mode));
+                return 0;
+        }
+        struct stat st;
+        *ret_source = xstrdup(a->policy_file ? a->policy_file
+                              : stat(CTL_DEFAULT_POLICY_FILE, &st) == 0 ? CTL_DEFAULT_POLICY_FILE : "the built-in default");
+        *ret = TAKE_PTR(p.pol);
+        return 0;
+}
+
 static int by_name(const void *a, const void *b) {
         return strcmp(((const struct audit_row *) a)->name, ((const struct audit_row *) b)->name);
 }
@@ -285,11 +325,10 @@ int ctl_audit(int argc, char **argv) {
                 return r;
 
         _cleanup_policy_ struct policy *pol = NULL;
-        const char *source = NULL;
-        r = ctl_load_policy(who, o.a.policy_name, o.a.policy_file, &pol, &source);
+        _cleanup_free_ char *source_desc = NULL;
+        r = load_policy(&o.a, &pol, &source_desc);
         if (r != 0)
                 return r;
-        _cleanup_free_ char *source_desc = o.a.policy_name ? xasprintf("--policy %s", o.a.policy_name) : xstrdup(source);
 
         _cleanup_free_ char *err = NULL;
         _cleanup_hostmap_ struct hostmap *h = NULL;
@@ -297,7 +336,7 @@ int ctl_audit(int argc, char **argv) {
                 return ctl_error(CTL_EXIT_BAD_INPUT, who, "cannot read the host map: %s", err);
         ctl_print_hostmap_warnings(who, h);
 
-        virConnectPtr c = ctl_libvirt_open(who, o.uri, true);
+        virConnectPtr c = ctl_libvirt_connect_read_only(who, o.uri);
         if (!c)
                 return CTL_EXIT_BAD_INPUT;
         virDomainPtr *doms = NULL;

@@ -1,20 +1,21 @@
-/* pcinumactl's libvirt connection, shared by the verbs that talk to
- * libvirt (revert --domain, audit): open a connection with libvirt's own
- * error printing turned off, so that each verb says what failed in its
- * own words, and read libvirt's last error message.  Nothing on the hook
- * path links this. */
+/* What the pcinumactl verbs that talk to libvirt share (revert --domain,
+ * define, audit): opening a connection with libvirt's own error printing off,
+ * and libvirt's last error message.  These are the only pcinumactl files
+ * that link libvirt's API; nothing on the hook path does. */
 #pragma once
 
 #include <libvirt/libvirt.h>
-#include <stdbool.h>
 
-/* Connect to uri (NULL: libvirt's default), read-only when read_only (a
- * verb that changes nothing asks libvirt to enforce it).  On failure,
- * prints "<who>: cannot connect to libvirt at URI: <libvirt's message>"
- * and returns NULL. */
-virConnectPtr ctl_libvirt_open(const char *who, const char *uri, bool read_only);
-
-/* libvirt's last error message, or "unknown libvirt error".  The string
- * is libvirt's: the next libvirt call may free it, so copy it first when
- * another call comes before its use. */
+/* libvirt's last error message, or "unknown libvirt error".  It points
+ * into libvirt's error object: copy it before the next libvirt call. */
 const char *ctl_libvirt_error(void);
+
+/* Connect to uri (NULL: libvirt's default), with libvirt's default error
+ * printing on stderr turned off (the verbs print their own messages).  On
+ * failure prints "<who>: cannot connect to libvirt at URI: <why>" and
+ * returns NULL. */
+virConnectPtr ctl_libvirt_connect(const char *who, const char *uri);
+
+/* The same, read-only: for a verb that changes nothing (audit), which
+ * libvirt then enforces. */
+virConnectPtr ctl_libvirt_connect_read_only(const char *who, const char *uri);

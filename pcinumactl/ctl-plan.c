@@ -66,10 +66,10 @@ int ctl_plan(int argc, char **argv) {
         if (r >= 0)
                 return r;
         const char *format = po.format;
-        if (po.explain_flags && !streq(format, "explain"))
-                return ctl_error(CTL_EXIT_BAD_INPUT, who, "--all-pairs goes with --format explain");
         if (!streq(format, "xml") && !streq(format, "explain") && !streq(format, "json") && !streq(format, "hwloc"))
                 return ctl_error(CTL_EXIT_BAD_INPUT, who, "unknown format '%s' (expected xml, explain, json or hwloc)", format);
+        if (po.explain_flags && !streq(format, "explain"))
+                return ctl_error(CTL_EXIT_BAD_INPUT, who, "--all-pairs goes with --format explain");
 
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_engine_result_ struct engine_result *res = NULL;
@@ -92,34 +92,10 @@ int ctl_plan(int argc, char **argv) {
         } else if (res->xml)
                 fputs(res->xml, stdout);
 
-        if (res->revert_warning)
-                ctl_error(0, who, "warning: undoing the earlier plan: %s", res->revert_warning);
         /* explain lists the warnings and causes in its own text already. */
-        struct strbuf said = {0};
-        for (size_t i = 0; i < res->plan->n_warnings && !streq(format, "explain"); i++) {
-                ctl_error(0, who, "warning: %s", res->plan->warnings[i]);
-                strbuf_printf(&said, "%s\n", res->plan->warnings[i]);
-        }
-        /* Devices that stay on pcie.0: each cause once, with its fix and
-         * the devices it concerns (a cause a warning named: its fix). */
-        if (!streq(format, "explain") && res->verdict != PLAN_REFUSED) {
-                _cleanup_free_ char *s = engine_causes(res, PLAN_STAY, said.buf);
-                for (char *line = s, *nl; line && *line; line = nl ? nl + 1 : NULL) {
-                        nl = strchr(line, '\n');
-                        ctl_error(0, who, "%.*s", nl ? (int) (nl - line) : (int) strlen(line), line);
-                }
-        }
-        free(said.buf);
-
-        if (res->verdict == PLAN_REFUSED) {
-                /* The reason, then one line per cause, each with the prefix. */
-                _cleanup_free_ char *s = engine_refusal(res);
-                for (char *line = s, *nl; line && *line; line = nl ? nl + 1 : NULL) {
-                        nl = strchr(line, '\n');
-                        ctl_error(0, who, "%.*s", nl ? (int) (nl - line) : (int) strlen(line), line);
-                }
-                return CTL_EXIT_REFUSED;
-        }
+        r = ctl_report_plan(who, res, !streq(format, "explain"));
+        if (r != 0)
+                return r;
         if (fflush(stdout) != 0 || ferror(stdout))
                 return ctl_error(CTL_EXIT_BAD_INPUT, who, "cannot write the output: %s", strerror(errno));
         return 0;

@@ -1,7 +1,6 @@
 /* pcinumactl revert: undo pcinuma's rewrite from its metadata mark, either
  * of a domain XML file (printed), or of a defined domain's persistent
- * definition through libvirt (--domain, through ctl-libvirt.h; nothing on
- * the hook path talks to libvirt). */
+ * definition through libvirt (--domain, with ctl-libvirt.c's connection). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +40,7 @@ static void note_if_replanned(const char *policy_file, virDomainPtr dom, const c
 /* Undo the rewrite of a defined domain's persistent definition.  uri may
  * be NULL (libvirt's default).  Returns the exit code. */
 static int revert_domain(const char *name, const char *uri, const char *policy_file) {
-        virConnectPtr c = ctl_libvirt_open(who, uri, false);
+        virConnectPtr c = ctl_libvirt_connect(who, uri);
         if (!c)
                 return CTL_EXIT_BAD_INPUT;
         int ret = CTL_EXIT_BAD_INPUT;

@@ -72,7 +72,7 @@ _pcinumactl()
     fi
 
     case $cmd in
-        plan | revert | topo | nccl-topo)
+        plan | revert | define | topo | nccl-topo)
             _filedir xml ;;
         check-policy)
             _filedir json ;;
