@@ -664,84 +664,114 @@ static void append_list(struct strbuf *b, const char *label, char *const *items,
         strbuf_append(b, "\n");
 }
 
-/* The devices of p with 'action' whose cause is one of want[] (indexed by
- * cause), grouped by host node in the order the devices have them:
+/* One device of a message: its index in plan->devices and the key it is
+ * grouped by (its cause, 0 for every domain-wide one; its host node). */
+struct cause_dev {
+        size_t i;
+        int group, node;
+};
+
+static int cmp_cause_dev(const void *x, const void *y) {
+        const struct cause_dev *a = x, *b = y;
+        /* By group, then host node (none last), then device order. */
+        if (a->group != b->group)
+                return a->group < b->group ? -1 : 1;
+        unsigned an = (unsigned) a->node, bn = (unsigned) b->node;     /* -1 sorts last */
+        if (an != bn)
+                return an < bn ? -1 : 1;
+        return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* The devices v[0..n) (one group, sorted), by host node:
  * "  devices on host node 0: a, b"; at most ENGINE_DEVICES_LISTED, then
  * how many more (a domain may hold thousands of hostdevs). */
 #define ENGINE_DEVICES_LISTED 64
-static void append_devices(struct strbuf *b, const struct plan *p, enum plan_action action, const bool *want) {
-        size_t listed = 0, more = 0;
-        for (size_t i = 0; i < p->n_devices; i++) {
-                const struct plan_device *pd = &p->devices[i];
-                if (pd->action != action || pd->cause < 0 || !want[pd->cause])
-                        continue;
-                bool first = true;
-                for (size_t k = 0; k < i && first; k++) {
-                        const struct plan_device *o = &p->devices[k];
-                        first = !(o->action == action && o->cause >= 0 && want[o->cause] && o->host_node == pd->host_node);
-                }
-                if (!first)
-                        continue;
-                char **names = NULL;
-                size_t n = 0;
-                for (size_t k = i; k < p->n_devices; k++) {
-                        const struct plan_device *o = &p->devices[k];
-                        if (o->action != action || o->cause < 0 || !want[o->cause] || o->host_node != pd->host_node)
-                                continue;
-                        if (listed++ < ENGINE_DEVICES_LISTED)
-                                *GROW(names, n) = (char *) o->name;
-                        else
-                                more++;
-                }
-                if (!n)
-                        continue;
-                _cleanup_free_ char *label = pd->host_node >= 0
-                        ? xasprintf("  device%s on host node %d", n == 1 ? "" : "s", pd->host_node)
-                        : xasprintf("  device%s without a host node", n == 1 ? "" : "s");
-                append_list(b, label, names, n);
+static void append_devices(struct strbuf *b, const struct plan *p, const struct cause_dev *v, size_t n) {
+        size_t listed = 0;
+        for (size_t k = 0; k < n && listed < ENGINE_DEVICES_LISTED;) {
+                size_t end = k;
+                while (end < n && v[end].node == v[k].node)
+                        end++;
+                if (end - k > ENGINE_DEVICES_LISTED - listed)
+                        end = k + ENGINE_DEVICES_LISTED - listed;
+                char **names = xcalloc(end - k, sizeof(char *));
+                for (size_t j = k; j < end; j++)
+                        names[j - k] = (char *) p->devices[v[j].i].name;
+                _cleanup_free_ char *label = v[k].node >= 0
+                        ? xasprintf("  device%s on host node %d", end - k == 1 ? "" : "s", v[k].node)
+                        : xasprintf("  device%s without a host node", end - k == 1 ? "" : "s");
+                append_list(b, label, names, end - k);
                 free(names);
+                listed += end - k;
+                k = end;
         }
-        if (more)
-                strbuf_printf(b, "  and %zu more devices\n", more);
+        if (n > listed)
+                strbuf_printf(b, "  and %zu more devices\n", n - listed);
+}
+
+/* At most this many causes of their own are said; then how many more. */
+#define ENGINE_CAUSES_LISTED 32
+
+static void append_cause(struct strbuf *b, const struct plan_cause *pc, const char *said) {
+        if (said && strstr(said, pc->what)) {
+                if (pc->fix)
+                        strbuf_printf(b, "fix: %s\n", pc->fix);
+        } else if (pc->fix)
+                strbuf_printf(b, "%s; fix: %s\n", pc->what, pc->fix);
+        else
+                strbuf_printf(b, "%s\n", pc->what);
 }
 
 char *engine_causes(const struct engine_result *r, enum plan_action action, const char *said) {
         const struct plan *p = r->plan;
         struct strbuf b = {0};
-        _cleanup_free_ bool *used = xcalloc(p->n_causes ? p->n_causes : 1, sizeof(bool));
-        for (size_t i = 0; i < p->n_devices; i++)
-                if (p->devices[i].action == action && p->devices[i].cause >= 0)
-                        used[p->devices[i].cause] = true;
-        bool cells = false;
-        /* The domain-wide causes first, together: they concern the same
-         * devices, listed once after them.  A cause the caller's line
-         * already says gives only its fix. */
-        _cleanup_free_ bool *want = xcalloc(p->n_causes ? p->n_causes : 1, sizeof(bool));
-        for (int pass = 0; pass < 2; pass++) {
-                bool any = false;
-                for (size_t c = 0; c < p->n_causes; c++) {
-                        const struct plan_cause *pc = &p->causes[c];
-                        if (!used[c] || pc->domain != (pass == 0))
-                                continue;
-                        if (said && strstr(said, pc->what)) {
-                                if (pc->fix)
-                                        strbuf_printf(&b, "fix: %s\n", pc->fix);
-                        } else if (pc->fix)
-                                strbuf_printf(&b, "%s; fix: %s\n", pc->what, pc->fix);
-                        else
-                                strbuf_printf(&b, "%s\n", pc->what);
-                        cells |= pc->cells;
-                        want[c] = any = true;
-                        if (pass == 1) {
-                                append_devices(&b, p, action, want);
-                                want[c] = false;
-                        }
-                }
-                if (pass == 0 && any) {
-                        append_devices(&b, p, action, want);
-                        memset(want, 0, p->n_causes * sizeof(bool));
-                }
+        /* The devices concerned, sorted once: the domain-wide causes' as
+         * one group (they concern the same devices, listed once after
+         * them), then each other cause's. */
+        _cleanup_free_ struct cause_dev *v = xcalloc(p->n_devices ? p->n_devices : 1, sizeof(*v));
+        size_t n = 0;
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                if (pd->action != action || pd->cause < 0 || (size_t) pd->cause >= p->n_causes)
+                        continue;
+                v[n++] = (struct cause_dev) {
+                        .i = i, .group = p->causes[pd->cause].domain ? -1 : pd->cause, .node = pd->host_node,
+                };
         }
+        if (!n)
+                return xstrdup("");
+        qsort(v, n, sizeof(*v), cmp_cause_dev);
+        bool cells = false;
+        size_t k = 0, said_causes = 0, more_causes = 0;
+        if (v[0].group < 0) {
+                /* A cause the caller's line already says gives only its fix. */
+                _cleanup_free_ bool *seen = xcalloc(p->n_causes, sizeof(bool));
+                for (size_t j = 0; j < n && v[j].group < 0; j++)
+                        seen[p->devices[v[j].i].cause] = true;
+                for (size_t c = 0; c < p->n_causes; c++)
+                        if (seen[c]) {
+                                append_cause(&b, &p->causes[c], said);
+                                cells |= p->causes[c].cells;
+                        }
+                while (k < n && v[k].group < 0)
+                        k++;
+                append_devices(&b, p, v, k);
+        }
+        while (k < n) {
+                size_t end = k;
+                while (end < n && v[end].group == v[k].group)
+                        end++;
+                if (said_causes++ < ENGINE_CAUSES_LISTED) {
+                        const struct plan_cause *pc = &p->causes[v[k].group];
+                        append_cause(&b, pc, said);
+                        cells |= pc->cells;
+                        append_devices(&b, p, v + k, end - k);
+                } else
+                        more_causes++;
+                k = end;
+        }
+        if (more_causes)
+                strbuf_printf(&b, "and %zu more causes (pcinumactl plan --format explain lists them all)\n", more_causes);
         if (cells)
                 strbuf_printf(&b, "guest cells: %s\n", p->cells_desc ? p->cells_desc : "none");
         return strbuf_steal(&b);

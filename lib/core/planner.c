@@ -92,9 +92,14 @@ _printf_(2, 3) static void add_warning(struct plan *p, const char *fmt, ...) {
 }
 
 /* The cause 'what', with its fix (NULL: none), added once however many
- * devices it concerns; returns its index in p->causes. */
+ * devices it concerns; returns its index in p->causes.  Only the last
+ * CAUSES_LOOKBACK causes are compared: a cause recurs among few others
+ * (the domain's, one per host node), and a domain of thousands of
+ * hostdevs with a reason of their own each must not make planning
+ * quadratic. */
+#define CAUSES_LOOKBACK 64
 static int add_cause(struct plan *p, bool domain, const char *fix, const char *what) {
-        for (size_t i = 0; i < p->n_causes; i++)
+        for (size_t i = p->n_causes; i-- > 0 && p->n_causes - i <= CAUSES_LOOKBACK;)
                 if (streq(p->causes[i].what, what))
                         return (int) i;
         *GROW(p->causes, p->n_causes) = (struct plan_cause) {
