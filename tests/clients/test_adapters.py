@@ -39,7 +39,7 @@ which a session libvirtd cannot start: the checks end at the definition.
     test_adapters.py --pcinumactl P --kubevirt-hook P --vdsm-hook P
                      --mkfakesysfs P --hosts DIR --data DIR --examples DIR
                      --workdir DIR
-                     [--no-libvirt] [-v]
+                     [--no-libvirt] [--stand-ins-build] [-v]
 
 Output: "ok N - ..." lines, "N passed, M failed"; exit 1 on a failure, 77
 (skip) when libvirt is wanted and libvirtd, virsh, virt-xml-validate or
@@ -300,9 +300,11 @@ class Test:
         unknown option; a stand_ins build's take it and refuse a bad table
         as bad input, naming the file."""
         bad = write(os.path.join(self.tmp, "bad-stand-ins.json"), '{"not a mac": "0000:21:00.0"}\n')
+        seam = self.a.stand_ins_build
         for prog in (self.a.kubevirt_hook, self.a.vdsm_hook):
             name = os.path.basename(prog)
-            seam = "--stand-ins" in run([prog, "--help"]).stdout
+            helped = "--stand-ins" in run([prog, "--help"]).stdout
+            self.check(helped == seam, "%s --help %s --stand-ins" % (name, "lists" if seam else "does not list"))
             r = run([prog, "--vmi", vmi, "--domain", dom, "--stand-ins", bad] if "kubevirt" in name
                     else [prog, "--hook", "before_vm_start", "--stand-ins", bad],
                     env=dict(env, _hook_domxml=os.path.join(self.a.data, "vdsm-domain.xml")))
@@ -746,6 +748,8 @@ def main():
                 "--workdir"):
         ap.add_argument(opt, required=True)
     ap.add_argument("--no-libvirt", action="store_true", help="the contracts only, without a libvirtd")
+    ap.add_argument("--stand-ins-build", action="store_true",
+                    help="the adapters are a stand_ins build's (meson -Dstand_ins=true)")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
