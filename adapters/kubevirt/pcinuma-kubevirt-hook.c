@@ -23,7 +23,7 @@
  * first.  So the hook keeps its last output per domain in a state
  * directory (inside the sidecar container) and, when a domain comes back
  * without a mark but with the devices exactly where that output put them,
- * puts the mark back and undoes the plan (engine_revert()) before planning
+ * puts the mark back and undoes the plan (rewrite_revert()) before planning
  * again: every pass gets the same plan of the domain KubeVirt made. */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +42,7 @@
 #include "engine.h"
 #include "fileio.h"
 #include "hostmap.h"
+#include "rewrite.h"
 #include "sha256.h"
 #include "standins.h"
 
@@ -191,9 +192,23 @@ static bool carries_layout(const struct domain *in, const struct domain *last) {
         return true;
 }
 
-/* in with last's mark put back into its <metadata>, reverted: the domain
- * as KubeVirt made it, with what KubeVirt changed since.  NULL (after a
- * warning) when the revert refuses. */
+/* Parse a domain XML as the plan reads it: in a stand_ins build with a's
+ * stand-in table, so that a stand-in is a hostdev here as well (its guest
+ * address compared, its revert done). */
+static int parse_domain(const struct ctl_plan_args *a, const char *xml, size_t len, struct domain **ret,
+                        char **ret_error) {
+#if PCINUMA_STAND_INS
+        return domain_parse_stand_ins(xml, len, a->stand_ins, ret, ret_error);
+#else
+        (void) a;
+        return domain_parse(xml, len, ret, ret_error);
+#endif
+}
+
+/* in with last's mark put back into its <metadata>, reverted (in place,
+ * on in's own model: a stand_ins build's stand-ins stay hostdevs): the
+ * domain as KubeVirt made it, with what KubeVirt changed since.  NULL
+ * (after a warning) when the revert refuses. */
 static char *undo_last_plan(struct domain *in, const struct domain *last) {
         xmlNodePtr root = xmlDocGetRootElement(in->doc);
         xmlNodePtr md = xml_child(root, "metadata");
@@ -218,12 +233,11 @@ static char *undo_last_plan(struct domain *in, const struct domain *last) {
                 xmlAddNextSibling(ws, mark);
         } else
                 xmlAddChild(md, mark);
-        _cleanup_free_ char *with_mark = NULL, *out = NULL, *warning = NULL, *err = NULL;
-        bool changed = false;
-        if (domain_format(in, &with_mark) < 0 ||
-            engine_revert(with_mark, strlen(with_mark), &out, &changed, &warning, &err) < 0) {
+        _cleanup_free_ char *out = NULL, *warning = NULL, *err = NULL;
+        if (domain_reload(in, &err) < 0 || rewrite_revert(in, &warning, &err) < 0 || domain_format(in, &out) < 0) {
                 ctl_error(0, who, "warning: domain %s: the plan of KubeVirt's previous define pass cannot be undone (%s); "
-                          "planning the domain as it is", in->name, err ? err : "cannot format the XML");
+                          "planning the domain as it is", in->name ? in->name : "(unnamed)",
+                          err ? err : "cannot format the XML");
                 return NULL;
         }
         if (warning)
@@ -332,7 +346,7 @@ int main(int argc, char **argv) {
         if (len > DOMAIN_XML_MAX)
                 return ctl_error(CTL_EXIT_BAD_INPUT, who, "--domain is larger than the %u byte limit for a domain XML",
                                  DOMAIN_XML_MAX);
-        if (domain_parse(o.domain, len, &in, &err) < 0)
+        if (parse_domain(&a, o.domain, len, &in, &err) < 0)
                 return ctl_error(CTL_EXIT_BAD_INPUT, who, "--domain: %s", err);
 
         /* A later define pass of the same domain: the plan of the previous
@@ -344,7 +358,8 @@ int main(int argc, char **argv) {
                 _cleanup_free_ char *last_xml = read_state(dirfd, sname);
                 _cleanup_domain_ struct domain *last = NULL;
                 _cleanup_free_ char *lerr = NULL;
-                if (last_xml && domain_parse(last_xml, strlen(last_xml), &last, &lerr) == 0 && carries_layout(in, last))
+                if (last_xml && parse_domain(&a, last_xml, strlen(last_xml), &last, &lerr) == 0 &&
+                    carries_layout(in, last))
                         undone = undo_last_plan(in, last);
         }
 

@@ -189,12 +189,13 @@ class Test:
         return {"PATH": bindir + ":/usr/bin:/bin", "PCINUMA_SYSFS_ROOT": self.tree(host),
                 "PCINUMA_POLICY_FILE": policy_file, "PCINUMA_KUBEVIRT_STATE_DIR": state_dir, "LANG": "C.UTF-8"}
 
-    def on_define_domain(self, vmi, domain, env):
+    def on_define_domain(self, vmi, domain, env, extra=()):
         # exec.Command("onDefineDomain", "--vmi", vmi, "--domain", domain):
-        # looked up in $PATH, argv[0] the bare name.
+        # looked up in $PATH, argv[0] the bare name.  extra: options a
+        # wrapper would add (a stand_ins build's --stand-ins).
         path = shutil.which("onDefineDomain", path=env["PATH"])
-        return subprocess.run(["onDefineDomain", "--vmi", vmi, "--domain", domain], executable=path, env=env,
-                              capture_output=True, text=True, timeout=TIMEOUT)
+        return subprocess.run(["onDefineDomain", "--vmi", vmi, "--domain", domain] + list(extra), executable=path,
+                              env=env, capture_output=True, text=True, timeout=TIMEOUT)
 
     def kubevirt(self):
         vmi = read(os.path.join(self.a.data, "kubevirt-vmi.json"))
@@ -316,6 +317,39 @@ class Test:
                 self.check(r.returncode == 2 and r.stdout == "" and "stand-ins" in r.stderr,
                            "%s: a normal build refuses --stand-ins (unknown option), exit 2" % name,
                            "exit %d: %s" % (r.returncode, r.stderr))
+        if seam:
+            self.stand_in_passes(vmi, env)
+
+    def stand_in_passes(self, vmi, env):
+        """A stand_ins build: KubeVirt's second define pass of a domain whose
+        devices are stand-ins (virtio NICs the table maps to the one-node
+        host's 0000:21:00.0 and 0000:22:00.0) gets the first pass's plan, as
+        a hostdev's does: the stand-ins are read from the state directory's
+        plan and the revert with the table, one set of expander buses."""
+        table = write(os.path.join(self.tmp, "stand-ins.json"),
+                      '{"52:54:00:5a:00:01": "0000:21:00.0", "52:54:00:5a:00:02": "0000:22:00.0"}\n')
+        nics = "".join("    <interface type='user'>\n      <mac address='%s'/>\n      <model type='virtio'/>\n"
+                       "    </interface>\n" % m for m in ("52:54:00:5A:00:01", "52:54:00:5a:00:02"))
+        dom = ("<domain type='qemu'>\n  <name>ml_stand-ins</name>\n  <memory unit='MiB'>256</memory>\n"
+               "  <vcpu placement='static'>2</vcpu>\n  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>\n"
+               "  </os>\n  <features>\n    <acpi/>\n  </features>\n  <cpu mode='custom' match='exact'>\n    <model fallback='allow'>qemu64</model>\n"
+               "    <numa>\n      <cell id='0' cpus='0' memory='128' unit='MiB'/>\n"
+               "      <cell id='1' cpus='1' memory='128' unit='MiB'/>\n    </numa>\n  </cpu>\n"
+               "  <numatune>\n    <memnode cellid='0' mode='strict' nodeset='0'/>\n"
+               "    <memnode cellid='1' mode='strict' nodeset='0'/>\n  </numatune>\n  <devices>\n"
+               "    <controller type='pci' index='0' model='pcie-root'/>\n%s  </devices>\n</domain>\n" % nics)
+        e = dict(env, PCINUMA_SYSFS_ROOT=self.tree("one-node"),
+                 PCINUMA_KUBEVIRT_STATE_DIR=os.path.join(self.tmp, "kv-stand-ins-state"))
+        args = ["--stand-ins", table]
+        r1 = self.on_define_domain(vmi, dom, e, args)
+        second = re.sub(r"\s*<pcinuma:topology .*?</pcinuma:topology>", "", r1.stdout, flags=re.S)
+        r2 = self.on_define_domain(vmi, second, e, args)
+        pxbs = r2.stdout.count("model=\"pcie-expander-bus\"")
+        self.check(r1.returncode == 0 and NS in r1.stdout and NS not in second and r2.returncode == 0
+                   and r2.stdout == r1.stdout and pxbs == 1,
+                   "kubevirt: a stand_ins build: a second define pass of a domain with stand-ins (the first's "
+                   "devices, no mark) gets the same plan, one set of expander buses",
+                   "exit %d, %d; %d expander buses\n%s%s" % (r1.returncode, r2.returncode, pxbs, r1.stderr, r2.stderr))
 
     def kubevirt_example(self, vmi, one_cell):
         """adapters/kubevirt: the image's policy.json and example.yaml's
