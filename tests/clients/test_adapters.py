@@ -711,6 +711,16 @@ class Test:
         self.check(plan is not None and json.loads(plan.stdout).get("already_planned") is True,
                    "define: pcinumactl plan finds the definition already planned (the watcher would leave it)")
         s.undefine("ctl-define-1")
+        # A planned domain under policy off: the plan is undone, and the
+        # line says so (not "unchanged").
+        off = [ctl, "define", "--sysfs-root", tree, "--policy", "off", "--connect", "qemu:///session"]
+        r = s.run_as(off + [s.write(back)]) if back else None
+        back_off = s.dumpxml("ctl-define-1") if r is not None and r.returncode == 0 else ""
+        self.check(r is not None and r.returncode == 0 and back_off and NS not in back_off
+                   and "with pcinuma's earlier plan undone (policy off)" in r.stdout and "unchanged" not in r.stdout,
+                   "define: a planned domain under policy off is defined with the plan undone, and says so",
+                   (r.stdout + r.stderr) if r is not None else "no definition to start from")
+        s.undefine("ctl-define-1")
         r = s.run_as(base + ["-"], input=dom)
         self.check(r.returncode == 0 and "defined from standard input" in r.stdout
                    and s.virsh("dominfo", "ctl-define-1").returncode == 0,
