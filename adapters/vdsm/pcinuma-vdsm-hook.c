@@ -142,7 +142,7 @@ static int before_vm_start(const struct ctl_plan_args *a) {
         if (r < 0)
                 return ctl_error(CTL_EXIT_FAILED, who, "cannot replace '%s' with the plan of domain %s: %s; left as it was",
                                  a->input, name, strerror(-r));
-        ctl_error(0, who, "domain %s: planned (policy %s)", name, mode);
+        ctl_error(0, who, "domain %s: %s (policy %s)", name, res->reverted ? "plan undone" : "planned", mode);
         return 0;
 }
 

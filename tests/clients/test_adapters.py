@@ -478,6 +478,15 @@ class Test:
                    "\n".join(probs))
         self.vdsm_plan = final
 
+        # The planned domain under policy off: the plan is undone (no mark,
+        # no expander bus), and the hook says so.
+        off = self.policy("off.json", '{"default": {"policy": "off"}}\n')
+        res, final, _, _ = self.run_hooks_dir(hooks("before_vm_start", off), self.vdsm_plan, env, tmpdir=spool)
+        self.check(res[0][1] == 0 and NS not in final and "pcie-expander-bus" not in final
+                   and "plan undone (policy off)" in res[0][2]
+                   and "planned" not in res[0][2],
+                   "vdsm: a planned domain under policy off gets its plan undone, and the hook says so", repr(res))
+
         # The hook point from the directory VDSM runs it from (no --hook).
         d = self.vdsm_hooks_dir("before_vm_start")
         res, final, _, _ = self.run_hooks_dir(d, dom, dict(env, PCINUMA_POLICY_FILE=require), tmpdir=spool)
