@@ -973,7 +973,17 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-        enum { ARG_URI = 0x100, ARG_LOG_TARGET, ARG_FD, ARG_VERSION, ARG_SETTLE_MS, ARG_STATE_DIR, ARG_STAND_INS };
+        enum {
+                ARG_URI = 0x100,
+                ARG_LOG_TARGET,
+                ARG_FD,
+                ARG_VERSION,
+                ARG_SETTLE_MS,
+                ARG_STATE_DIR,
+#if PCINUMA_STAND_INS
+                ARG_STAND_INS,
+#endif
+        };
         static const struct option opts[] = {
                 { "uri", required_argument, NULL, ARG_URI },
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },

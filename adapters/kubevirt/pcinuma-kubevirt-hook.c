@@ -249,7 +249,9 @@ struct options {
         const char *vmi;
         const char *domain;
         const char *state_dir;
-        const char *stand_ins;          /* a stand_ins build only */
+#if PCINUMA_STAND_INS
+        const char *stand_ins;
+#endif
 };
 
 static bool own_option(void *data, int c, const char *arg) {
