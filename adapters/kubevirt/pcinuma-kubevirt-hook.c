@@ -276,7 +276,9 @@ static bool own_option(void *data, int c, const char *arg) {
         }
 }
 
-int main(int argc, char **argv) {
+/* Read the command line into a and o.  Returns -1 to go on, else the exit
+ * status (--help, --version, a usage error). */
+static int parse_args(int argc, char **argv, struct ctl_plan_args *a, struct options *o) {
         static const struct option opts[] = {
                 { "vmi", required_argument, NULL, 'V' },
                 { "domain", required_argument, NULL, 'D' },
@@ -291,15 +293,9 @@ int main(int argc, char **argv) {
 #endif
                 { NULL, 0, NULL, 0 },
         };
-        struct ctl_plan_args a = {
-                .who = who,
-                .root = ctl_default_sysfs_root(),
-                .input = "--domain",
-        };
-        struct options o = { .state_dir = env_or("PCINUMA_KUBEVIRT_STATE_DIR", DEFAULT_STATE_DIR) };
         int c;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
-                if (ctl_plan_args_option(&a, c, optarg) || own_option(&o, c, optarg))
+                if (ctl_plan_args_option(a, c, optarg) || own_option(o, c, optarg))
                         continue;
                 if (c == 'h') {
                         usage(stdout);
@@ -319,20 +315,47 @@ int main(int argc, char **argv) {
         }
         /* The shim passes no options of ours: the image's environment
          * does (adapters/kubevirt/Containerfile). */
-        if (!a.policy_name && !a.policy_file)
-                a.policy_file = env_or("PCINUMA_POLICY_FILE", NULL);
-        if (!o.vmi || !o.domain) {
-                ctl_error(0, who, "KubeVirt passes --vmi JSON and --domain XML; %s is missing", !o.vmi ? "--vmi" : "--domain");
+        if (!a->policy_name && !a->policy_file)
+                a->policy_file = env_or("PCINUMA_POLICY_FILE", NULL);
+        if (!o->vmi || !o->domain) {
+                ctl_error(0, who, "KubeVirt passes --vmi JSON and --domain XML; %s is missing", !o->vmi ? "--vmi" : "--domain");
                 usage(stderr);
                 return CTL_EXIT_BAD_INPUT;
         }
         /* The shim unmarshals the VMI before it runs the hook: anything but
          * a JSON object is not KubeVirt calling. */
-        json_object *vmi = json_tokener_parse(o.vmi);
+        json_object *vmi = json_tokener_parse(o->vmi);
         bool vmi_ok = vmi && json_object_is_type(vmi, json_type_object);
         json_object_put(vmi);
         if (!vmi_ok)
                 return ctl_error(CTL_EXIT_BAD_INPUT, who, "--vmi is not a JSON object (KubeVirt passes the VMI as JSON)");
+        return -1;
+}
+
+/* A later define pass of the domain (its last plan, 'sname' in the state
+ * directory, laid out in 'in'): in with that plan undone, to be planned
+ * from KubeVirt's domain again.  NULL otherwise. */
+static char *undo_previous_pass(const struct ctl_plan_args *a, struct domain *in, int dirfd, const char *sname) {
+        if (dirfd < 0 || !sname || in->mark)
+                return NULL;
+        _cleanup_free_ char *last_xml = read_state(dirfd, sname);
+        _cleanup_domain_ struct domain *last = NULL;
+        _cleanup_free_ char *err = NULL;
+        if (!last_xml || parse_domain(a, last_xml, strlen(last_xml), &last, &err) < 0 || !carries_layout(in, last))
+                return NULL;
+        return undo_last_plan(in, last);
+}
+
+int main(int argc, char **argv) {
+        struct ctl_plan_args a = {
+                .who = who,
+                .root = ctl_default_sysfs_root(),
+                .input = "--domain",
+        };
+        struct options o = { .state_dir = env_or("PCINUMA_KUBEVIRT_STATE_DIR", DEFAULT_STATE_DIR) };
+        int r = parse_args(argc, argv, &a, &o);
+        if (r >= 0)
+                return r;
 
         size_t len = strlen(o.domain);
         _cleanup_free_ char *err = NULL;
@@ -345,29 +368,16 @@ int main(int argc, char **argv) {
         }
 #endif
         _cleanup_domain_ struct domain *in = NULL;
-        if (len > DOMAIN_XML_MAX)
-                return ctl_error(CTL_EXIT_BAD_INPUT, who, "--domain is larger than the %u byte limit for a domain XML",
-                                 DOMAIN_XML_MAX);
         if (parse_domain(&a, o.domain, len, &in, &err) < 0)
                 return ctl_error(CTL_EXIT_BAD_INPUT, who, "--domain: %s", err);
 
-        /* A later define pass of the same domain: the plan of the previous
-         * one, undone, so that it is planned from KubeVirt's domain again. */
         _cleanup_close_ int dirfd = open_state_dir(o.state_dir);
         _cleanup_free_ char *sname = state_name(in->name);
-        _cleanup_free_ char *undone = NULL;
-        if (dirfd >= 0 && sname && !in->mark) {
-                _cleanup_free_ char *last_xml = read_state(dirfd, sname);
-                _cleanup_domain_ struct domain *last = NULL;
-                _cleanup_free_ char *lerr = NULL;
-                if (last_xml && parse_domain(&a, last_xml, strlen(last_xml), &last, &lerr) == 0 &&
-                    carries_layout(in, last))
-                        undone = undo_last_plan(in, last);
-        }
+        _cleanup_free_ char *undone = undo_previous_pass(&a, in, dirfd, sname);
 
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_engine_result_ struct engine_result *res = NULL;
-        int r = ctl_plan_xml(&a, undone ? undone : o.domain, undone ? strlen(undone) : len, &h, &res);
+        r = ctl_plan_xml(&a, undone ? undone : o.domain, undone ? strlen(undone) : len, &h, &res);
         if (r != 0)
                 return r;
         r = ctl_report_plan(who, res, true);
