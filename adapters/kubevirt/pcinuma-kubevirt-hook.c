@@ -74,12 +74,7 @@ static void usage(FILE *f) {
                 "Exit status: 0 planned or unchanged (the domain on stdout), 1 refused by the\n"
                 "policy (nothing on stdout: KubeVirt does not start the VMI), 2 bad input.\n");
 #if PCINUMA_STAND_INS
-        fprintf(f,
-                "\n"
-                "A test build (meson -Dstand_ins=true), never for production:\n"
-                "  --stand-ins FILE    FILE is a JSON object {\"MAC\": \"host BDF\", ...}: a virtio\n"
-                "                      <interface type='user'> with such a MAC is planned as the\n"
-                "                      passthrough device at that host address\n");
+        fputs(CTL_USAGE_STAND_INS, f);
 #endif
 }
 
@@ -249,9 +244,6 @@ struct options {
         const char *vmi;
         const char *domain;
         const char *state_dir;
-#if PCINUMA_STAND_INS
-        const char *stand_ins;
-#endif
 };
 
 static bool own_option(void *data, int c, const char *arg) {
@@ -266,11 +258,6 @@ static bool own_option(void *data, int c, const char *arg) {
         case 'S':
                 o->state_dir = arg;
                 return true;
-#if PCINUMA_STAND_INS
-        case 'I':
-                o->stand_ins = arg;
-                return true;
-#endif
         default:
                 return false;
         }
@@ -289,7 +276,7 @@ static int parse_args(int argc, char **argv, struct ctl_plan_args *a, struct opt
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'v' },
 #if PCINUMA_STAND_INS
-                { "stand-ins", required_argument, NULL, 'I' },
+                CTL_OPTION_STAND_INS,
 #endif
                 { NULL, 0, NULL, 0 },
         };
@@ -315,8 +302,7 @@ static int parse_args(int argc, char **argv, struct ctl_plan_args *a, struct opt
         }
         /* The shim passes no options of ours: the image's environment
          * does (adapters/kubevirt/Containerfile). */
-        if (!a->policy_name && !a->policy_file)
-                a->policy_file = env_or("PCINUMA_POLICY_FILE", NULL);
+        ctl_plan_args_env(a);
         if (!o->vmi || !o->domain) {
                 ctl_error(0, who, "KubeVirt passes --vmi JSON and --domain XML; %s is missing", !o->vmi ? "--vmi" : "--domain");
                 usage(stderr);
@@ -361,11 +347,9 @@ int main(int argc, char **argv) {
         _cleanup_free_ char *err = NULL;
 #if PCINUMA_STAND_INS
         _cleanup_standins_ struct standins *stand_ins = NULL;
-        if (o.stand_ins) {
-                if (standins_load_file(o.stand_ins, &stand_ins, &err) < 0)
-                        return ctl_error(CTL_EXIT_BAD_INPUT, who, "%s", err);
-                a.stand_ins = stand_ins;
-        }
+        r = ctl_load_stand_ins(&a, &stand_ins);
+        if (r != 0)
+                return r;
 #endif
         _cleanup_domain_ struct domain *in = NULL;
         if (parse_domain(&a, o.domain, len, &in, &err) < 0)
