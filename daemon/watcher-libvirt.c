@@ -149,8 +149,9 @@ struct watcher {
         xmlRelaxNGPtr schema;           /* NULL: the define validates */
 #if PCINUMA_STAND_INS
         /* A test build: pcinumad's stand-in table (--stand-ins), or NULL.
-         * All planning is pcinumad's; this is for what the watcher itself
-         * reads of a domain's devices. */
+         * Read and checked as pcinumad reads it (a bad table stops the
+         * watcher too), but nothing uses it yet: all planning is
+         * pcinumad's, and the watcher reads no domain's devices. */
         struct standins *stand_ins;
 #endif
 
