@@ -294,6 +294,39 @@ class Test:
         self.check(os.path.isdir(state2) and stat.S_IMODE(os.stat(state2).st_mode) == 0o700
                    and len(os.listdir(state2)) == 1,
                    "kubevirt: the state directory is 0700 and holds one file for the domain", repr(os.listdir(state2)))
+        self.hostile_state_dirs(vmi, dom, second_in, first)
+
+    def hostile_state_dirs(self, vmi, dom, second_in, first):
+        """The state directory's default is in /tmp, which others may write
+        (and the sidecar may run as root): a directory that is a symlink,
+        that others may write, or that another user owns is not used (a
+        warning; nothing written there or through it), and the hook still
+        prints the plan."""
+        require = os.path.join(self.tmp, "require.json")
+        target = os.path.join(self.tmp, "kv-symlink-target")
+        os.makedirs(target, mode=0o700)
+        link = os.path.join(self.tmp, "kv-symlink")
+        os.symlink(target, link)
+        wide = os.path.join(self.tmp, "kv-world-writable")
+        os.makedirs(wide)
+        os.chmod(wide, 0o777)
+        cases = [("a symlink to a directory of this user", link, target),
+                 ("mode 0777", wide, wide)]
+        if os.geteuid() == 0:
+            other = os.path.join(self.tmp, "kv-nobody")
+            os.makedirs(other, mode=0o700)
+            pw = pwd.getpwnam("nobody")
+            os.chown(other, pw.pw_uid, pw.pw_gid)
+            cases.append(("a directory of another user (nobody)", other, other))
+        for what, state, where in cases:
+            env = self.shim_env("two-socket", require, state)
+            r1 = self.on_define_domain(vmi, dom, env)
+            r2 = self.on_define_domain(vmi, second_in, env)
+            self.check(r1.returncode == 0 and r1.stdout == first and r2.returncode == 0
+                       and "not using the state directory" in r1.stderr and os.listdir(where) == [],
+                       "kubevirt: a state directory that is %s is not used (a warning, nothing written), the plan "
+                       "still printed" % what,
+                       "exit %d, %d; files %r\n%s" % (r1.returncode, r2.returncode, os.listdir(where), r1.stderr))
 
     def stand_ins_option(self, vmi, dom, env):
         """--stand-ins exists in a stand_ins build only (docs/hacking.md,
