@@ -16,6 +16,7 @@
 #include "fileio.h"
 #include "hostmap.h"
 #include "policy.h"
+#include "standins.h"
 
 int ctl_error(int status, const char *who, const char *fmt, ...) {
         va_list ap;
@@ -89,10 +90,34 @@ bool ctl_plan_args_option(struct ctl_plan_args *a, int c, const char *arg) {
         case CTL_OPT_POLICY_FILE:
                 a->policy_file = arg;
                 return true;
+#if PCINUMA_STAND_INS
+        case CTL_OPT_STAND_INS:
+                a->stand_ins_file = arg;
+                return true;
+#endif
         default:
                 return false;
         }
 }
+
+void ctl_plan_args_env(struct ctl_plan_args *a) {
+        const char *e = getenv("PCINUMA_POLICY_FILE");
+        if (!a->policy_name && !a->policy_file && e && *e)
+                a->policy_file = e;
+}
+
+#if PCINUMA_STAND_INS
+int ctl_load_stand_ins(struct ctl_plan_args *a, struct standins **ret) {
+        _cleanup_free_ char *err = NULL;
+        *ret = NULL;
+        if (!a->stand_ins_file)
+                return 0;
+        if (standins_load_file(a->stand_ins_file, ret, &err) < 0)
+                return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "%s", err);
+        a->stand_ins = *ret;
+        return 0;
+}
+#endif
 
 int ctl_parse_args(int argc, char **argv, const char *who, const struct option *opts, void (*usage)(FILE *f),
                    ctl_option_fn option, void *data, struct ctl_plan_args *a, const char *count_error) {
