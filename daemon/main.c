@@ -3,9 +3,11 @@
  * layout). */
 #include <getopt.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "log.h"
 #include "manager.h"
+#include "metrics.h"
 #include "paths.h"
 #include "util.h"
 
@@ -35,7 +37,18 @@ static void usage(FILE *f) {
                 "                          (default $PCINUMA_STATE_DIR, else " PCINUMA_DEFAULT_STATE_DIR ")\n"
                 "  --preimage-max-bytes N  keep at most N bytes of them (default 134217728, 128 MiB); a\n"
                 "                          domain's newest is never dropped to make room for another's\n"
+                "  --metrics-file PATH|none  write Prometheus text metrics to PATH, for node_exporter's\n"
+                "                          textfile collector (default " METRICS_DEFAULT_FILE "\n"
+                "                          when that folder exists, else none)\n"
                 "  --version               print the version\n");
+#if PCINUMA_STAND_INS
+        fprintf(f,
+                "\n"
+                "A test build (meson -Dstand_ins=true), never for production:\n"
+                "  --stand-ins FILE        FILE is a JSON object {\"MAC\": \"host BDF\", ...}: a virtio\n"
+                "                          <interface type='user'> with such a MAC is placed as the\n"
+                "                          passthrough device at that host address\n");
+#endif
 }
 
 int main(int argc, char **argv) {
@@ -54,6 +67,10 @@ int main(int argc, char **argv) {
                 ARG_SETTLE_MS,
                 ARG_STATE_DIR,
                 ARG_PREIMAGE_MAX,
+                ARG_METRICS_FILE,
+#if PCINUMA_STAND_INS
+                ARG_STAND_INS,
+#endif
         };
         static const struct option opts[] = {
                 { "sysfs-root", required_argument, NULL, ARG_SYSFS_ROOT },
@@ -70,6 +87,10 @@ int main(int argc, char **argv) {
                 { "settle-ms", required_argument, NULL, ARG_SETTLE_MS },
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
                 { "preimage-max-bytes", required_argument, NULL, ARG_PREIMAGE_MAX },
+                { "metrics-file", required_argument, NULL, ARG_METRICS_FILE },
+#if PCINUMA_STAND_INS
+                { "stand-ins", required_argument, NULL, ARG_STAND_INS },
+#endif
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
@@ -90,6 +111,10 @@ int main(int argc, char **argv) {
                 .state_dir = env_state && env_state[0] == '/' ? env_state : PCINUMA_DEFAULT_STATE_DIR,
                 .preimage_max_bytes = UINT64_C(128) << 20,
         };
+        /* node_exporter's textfile folder, when its package made it. */
+        struct stat st;
+        if (stat(METRICS_DEFAULT_DIR, &st) == 0 && S_ISDIR(st.st_mode))
+                cfg.metrics_file = METRICS_DEFAULT_FILE;
         enum log_target target = LOG_TARGET_AUTO;
         uint64_t v;
         int c;
@@ -174,6 +199,20 @@ int main(int argc, char **argv) {
                         }
                         cfg.preimage_max_bytes = v;
                         break;
+                case ARG_METRICS_FILE:
+                        if (streq(optarg, "none"))
+                                cfg.metrics_file = NULL;
+                        else if (optarg[0] != '/') {
+                                fprintf(stderr, "pcinumad: --metrics-file: expected an absolute path or none, not '%s'\n", optarg);
+                                return 2;
+                        } else
+                                cfg.metrics_file = optarg;
+                        break;
+#if PCINUMA_STAND_INS
+                case ARG_STAND_INS:
+                        cfg.stand_ins_file = optarg;
+                        break;
+#endif
                 case ARG_VERSION:
                         printf("pcinumad %s\n", PCINUMA_VERSION);
                         return 0;

@@ -71,7 +71,7 @@ struct watcher {
 
         /* the child's last report; counts from earlier children add up in base_* */
         bool connected;
-        uint64_t n_redefined, n_failed, base_redefined, base_failed;
+        uint64_t n_redefined, n_failed, base_redefined, base_failed, base_conflicts;
         char *last_error;
         struct wproto_status child_status;  /* its last status message's counters (last_error: above) */
 };
@@ -260,6 +260,14 @@ static void on_plan(struct watcher *w, const struct wproto_plan *req) {
                 send_frame(w, buf, len, true);
 }
 
+void watcher_counters(struct watcher *w, bool *ret_connected, uint64_t *ret_redefinitions, uint64_t *ret_failures,
+                      uint64_t *ret_conflicts) {
+        *ret_connected = w->connected;
+        *ret_redefinitions = w->base_redefined + w->n_redefined;
+        *ret_failures = w->base_failed + w->n_failed;
+        *ret_conflicts = w->base_conflicts + w->child_status.conflicts;
+}
+
 static void on_status(struct watcher *w, const struct wproto_status *st) {
         bool was = w->connected;
         w->connected = st->connected;
@@ -271,6 +279,7 @@ static void on_status(struct watcher *w, const struct wproto_status *st) {
                 w->restart_ms = RESTART_MIN_MS;
         w->child_status = *st;
         w->child_status.last_error = NULL;      /* it points into the message */
+        manager_metrics_changed(w->m);
 }
 
 static void handle_msg(json_object *o, void *userdata) {
@@ -386,12 +395,14 @@ static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
 static void child_gone(struct watcher *w) {
         w->base_redefined += w->n_redefined;
         w->base_failed += w->n_failed;
+        w->base_conflicts += w->child_status.conflicts;
         w->n_redefined = w->n_failed = 0;
         w->child_status = (struct wproto_status) {0};
         w->child_src = sd_event_source_disable_unref(w->child_src);
         close_link(w);
         w->pid = 0;
         w->connected = false;
+        manager_metrics_changed(w->m);
 }
 
 static int spawn(struct watcher *w) {
@@ -406,7 +417,14 @@ static int spawn(struct watcher *w) {
         snprintf(max_bytes, sizeof max_bytes, "%" PRIu64, w->m->cfg.preimage_max_bytes);
         char *argv[] = { w->program, (char *) "--uri", w->uri, (char *) "--log-target", w->log_target,
                          (char *) "--settle-ms", settle, (char *) "--state-dir", (char *) w->m->cfg.state_dir,
-                         (char *) "--preimage-max-bytes", max_bytes, NULL };
+                         (char *) "--preimage-max-bytes", max_bytes, NULL, NULL, NULL };
+#if PCINUMA_STAND_INS
+        /* A test build: the watcher reads the same stand-in table. */
+        if (w->m->cfg.stand_ins_file) {
+                argv[ELEMENTSOF(argv) - 3] = (char *) "--stand-ins";
+                argv[ELEMENTSOF(argv) - 2] = (char *) w->m->cfg.stand_ins_file;
+        }
+#endif
         pid_t parent = getpid();
         pid_t pid = fork();
         if (pid < 0) {

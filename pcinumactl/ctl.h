@@ -11,6 +11,9 @@ int ctl_plan(int argc, char **argv);
  * defined domain's persistent definition through libvirt (--domain). */
 int ctl_revert(int argc, char **argv);
 
+/* ctl-define.c: plan a domain XML and define the plan through libvirt. */
+int ctl_define(int argc, char **argv);
+
 /* ctl-host.c: show the host map (nodes, distances, passthrough devices). */
 int ctl_host(int argc, char **argv);
 int ctl_nccl_topo(int argc, char **argv);
@@ -24,6 +27,11 @@ int ctl_topo(int argc, char **argv);
 /* ctl-check-policy.c: validate a policy file and summarise it; exit 0
  * valid, 1 invalid policy, 2 usage error or unreadable file. */
 int ctl_check_policy(int argc, char **argv);
+
+/* ctl-audit.c: every defined domain's state and next-start verdict under
+ * the policy, through libvirt (read-only); exit 1 when one would be
+ * refused. */
+int ctl_audit(int argc, char **argv);
 
 /* ctl-status.c: ask pcinumad for its state and counters. */
 int ctl_status(int argc, char **argv);
