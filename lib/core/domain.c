@@ -729,6 +729,18 @@ int domain_reload(struct domain *d, char **ret_error) {
 }
 
 /* The document of buf[0..len), checked and parsed (domain_parse()). */
+int domain_check_limits(const char *buf, size_t len, char **ret_error) {
+        if (len > DOMAIN_XML_MAX)
+                return set_error(ret_error, -EFBIG, "domain XML is %zu bytes, more than the %u byte limit", len, DOMAIN_XML_MAX);
+        size_t tags = 0;
+        for (const char *p = buf, *end = buf + len; (p = memchr(p, '<', (size_t) (end - p))); p++)
+                if (++tags > DOMAIN_XML_TAGS_MAX)
+                        return set_error(ret_error, -E2BIG,
+                                         "domain XML has more than %u tags ('<'), far more than any domain has: refused "
+                                         "before parsing (DOMAIN_XML_TAGS_MAX)", DOMAIN_XML_TAGS_MAX);
+        return 0;
+}
+
 static int read_document(const char *buf, size_t len, xmlDocPtr *ret, char **ret_error) {
         if (len > DOMAIN_XML_MAX)
                 return set_error(ret_error, -EFBIG, "domain XML is %zu bytes, more than the %u byte limit", len, DOMAIN_XML_MAX);
@@ -736,13 +748,9 @@ static int read_document(const char *buf, size_t len, xmlDocPtr *ret, char **ret
                 return set_error(ret_error, -EINVAL, "domain XML is empty");
         if (memchr(buf, 0, len))
                 return set_error(ret_error, -EINVAL, "domain XML contains a NUL byte");
-
-        size_t tags = 0;
-        for (const char *p = buf, *end = buf + len; (p = memchr(p, '<', (size_t) (end - p))); p++)
-                if (++tags > DOMAIN_XML_TAGS_MAX)
-                        return set_error(ret_error, -E2BIG,
-                                         "domain XML has more than %u tags ('<'), far more than any domain has: refused "
-                                         "before parsing (DOMAIN_XML_TAGS_MAX)", DOMAIN_XML_TAGS_MAX);
+        int limits = domain_check_limits(buf, len, ret_error);
+        if (limits < 0)
+                return limits;
 
         /* No DTDs at all: libvirt never writes one, and refusing them up
          * front rules out entity expansion attacks whatever the libxml2

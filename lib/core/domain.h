@@ -169,6 +169,11 @@ struct domain {
 #endif
 };
 
+/* The limits above: 0, or -EFBIG (bytes) or -E2BIG (tags) with
+ * *ret_error.  domain_parse() checks them first; the engine checks what
+ * it writes, so that pcinuma never writes a domain it would not read. */
+int domain_check_limits(const char *buf, size_t len, char **ret_error);
+
 /* Parse buf[0..len).  Errors (-EINVAL; -EFBIG, more than DOMAIN_XML_MAX
  * bytes; -E2BIG, more than DOMAIN_XML_TAGS_MAX tags) come with
  * *ret_error naming the problem: malformed XML with its line, not a

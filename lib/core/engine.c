@@ -188,6 +188,14 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
                 r = domain_format(out, &res->xml);
                 if (r < 0)
                         return set_error(ret_error, r, "cannot format XML");
+                /* What pcinuma writes it must read again (the next start's
+                 * hook, the watcher): a domain at the limits that the plan
+                 * takes past them is refused, not written. */
+                _cleanup_free_ char *too_big = NULL;
+                r = domain_check_limits(res->xml, strlen(res->xml), &too_big);
+                if (r < 0)
+                        return set_error(ret_error, r, "the planned domain would be beyond what pcinuma reads: %s; "
+                                         "refused, nothing was changed", too_big);
                 res->changed = true;
                 break;
         }

@@ -201,6 +201,23 @@ static void test_bounded_work(void **state) {
                                 "reading the guest's CPU pinning"));
         strbuf_done(&b);
 
+        /* a domain just under the tag limit that the plan takes past it:
+         * refused, not written (pcinuma must read what it writes) */
+        size_t tags = 0;
+        for (const char *c = fake_vm_xml; *c; c++)
+                tags += *c == '<';
+        strbuf_appendn(&b, fake_vm_xml, strlen(fake_vm_xml) - strlen("  </devices>\n</domain>\n"));
+        for (size_t i = tags; i < DOMAIN_XML_TAGS_MAX - 4; i++)
+                strbuf_append(&b, "<disk type='file' device='disk'/>");
+        strbuf_append(&b, "  </devices>\n</domain>\n");
+        free(err);
+        err = NULL;
+        enum policy_mode req = POLICY_REQUIRE;
+        assert_int_equal(engine_plan(b.buf, b.len, host, NULL, &req, &res, &err), -E2BIG);
+        if (!strstr(err, "the planned domain would be beyond what pcinuma reads: domain XML has more than 32768 tags"))
+                fail_msg("%s", err);
+        strbuf_done(&b);
+
         /* the revert within a budget, and without enough of one */
         char *out = NULL, *warning = NULL;
         bool changed = false;
