@@ -26,7 +26,7 @@
  * small elements costs 100 ms before pcinuma reads any of it.  A large
  * real domain (hundreds of disks, every vCPU pinned) has a few thousand
  * tags.  Refused before parsing (docs/security.md, "Bounded work"). */
-#define DOMAIN_XML_TAGS_MAX 32768u
+#define DOMAIN_XML_TAGS_MAX 16384u
 
 
 enum domain_hostdev_kind {

@@ -85,6 +85,12 @@ static bool spend(struct domain *d, size_t n, const char *phase) {
         return work_spend(d->work, n, phase);
 }
 
+/* Has d's budget run out?  Then every walk returns at once, finding
+ * nothing: the phase goes on to its end quickly and is refused there. */
+static bool spent(const struct domain *d) {
+        return work_exhausted(d->work);
+}
+
 static int check_work(const struct domain *d, char **ret_error) {
         return work_exhausted(d->work) ? work_error(d->work, ret_error) : 0;
 }
@@ -108,18 +114,18 @@ struct controller_map {
 static void controller_map_build(struct domain *d, const char *phase, struct controller_map *m) {
         *m = (struct controller_map) {0};
         size_t n = 0;
-        for (xmlNodePtr c = d->devices ? d->devices->children : NULL; c; c = c->next, n++) {
+        for (xmlNodePtr c = d->devices && !spent(d) ? d->devices->children : NULL; c; c = c->next, n++) {
                 int idx = controller_index(c);
                 if (idx >= 0 && !m->at[idx])
                         m->at[idx] = c;
         }
-        spend(d, n, phase);
+        spend(d, n * WORK_NODE, phase);
 }
 
 static xmlNodePtr find_controller_elem(struct domain *d, const char *phase, int index) {
         size_t n = 0;
         xmlNodePtr found = NULL;
-        for (xmlNodePtr c = d->devices ? d->devices->children : NULL; c && !found; c = c->next, n++)
+        for (xmlNodePtr c = d->devices && !spent(d) ? d->devices->children : NULL; c && !found; c = c->next, n++)
                 if (controller_index(c) == index)
                         found = c;
         spend(d, n, phase);
@@ -133,7 +139,7 @@ static bool elem_has_model(xmlNodePtr e, const char *model) {
 static int element_position(struct domain *d, xmlNodePtr parent, xmlNodePtr e) {
         int pos = 0;
         size_t n = 0;
-        for (xmlNodePtr c = parent->children; c; c = c->next, n++) {
+        for (xmlNodePtr c = spent(d) ? NULL : parent->children; c; c = c->next, n++) {
                 if (c == e)
                         break;
                 if (c->type == XML_ELEMENT_NODE)
@@ -146,7 +152,7 @@ static int element_position(struct domain *d, xmlNodePtr parent, xmlNodePtr e) {
 static xmlNodePtr element_at(struct domain *d, xmlNodePtr parent, int pos) {
         size_t n = 0;
         xmlNodePtr found = NULL;
-        for (xmlNodePtr c = parent->children; c && !found; c = c->next, n++)
+        for (xmlNodePtr c = spent(d) ? NULL : parent->children; c && !found; c = c->next, n++)
                 if (c->type == XML_ELEMENT_NODE && pos-- == 0)
                         found = c;
         spend(d, n, PHASE_REVERT);
@@ -248,13 +254,13 @@ static bool pci_address_of(xmlNodePtr c, struct pci_addr *ret) {
 static void for_each_device_address(struct domain *d, const char *phase,
                                     void (*fn)(xmlNodePtr addr, const struct pci_addr *a, void *u), void *u) {
         size_t visited = 0;
-        for (xmlNodePtr n = d->devices->children; n; n = n->next) {
-                visited++;
+        for (xmlNodePtr n = spent(d) ? NULL : d->devices->children; n; n = n->next) {
+                visited += WORK_NODE;
                 if (n->type != XML_ELEMENT_NODE)
                         continue;
                 for (xmlNodePtr c = n->children; c; c = c->next) {
                         struct pci_addr a;
-                        visited++;
+                        visited += WORK_NODE;
                         if (pci_address_of(c, &a)) {
                                 visited += WORK_ADDRESS;
                                 fn(c, &a, u);
@@ -663,7 +669,7 @@ static int cmp_override(const void *a, const void *b) {
 static void override_index_build(struct domain *d, xmlNodePtr root, const char *phase, struct override_index *x) {
         *x = (struct override_index) {0};
         size_t visited = 0;
-        for (xmlNodePtr o = root->children; o; o = o->next, visited++) {
+        for (xmlNodePtr o = spent(d) ? NULL : root->children; o; o = o->next, visited++) {
                 if (!is_qemu_elem(o, "override"))
                         continue;
                 for (xmlNodePtr c = o->children; c; c = c->next, visited++) {
@@ -1015,57 +1021,124 @@ static xmlNodePtr find_hostdev_elem(struct domain *d, const struct mark_device *
         return hd ? hd->elem : NULL;
 }
 
-/* Who sits on a bus: the first device (an element under <devices>) with a
- * guest PCI address on it, other than those in 'except'. */
-struct bus_query {
-        int bus;
-        xmlNodePtr const *except;
-        size_t n_except;
-        xmlNodePtr found;
-        struct pci_addr at;
+/* The guest PCI addresses of the devices, as for_each_device_address()
+ * finds them, read in one walk and kept up to date as a phase edits them:
+ * the revert asks who sits on a bus or at an address once per record,
+ * and a walk of the devices per question (each address parsed again)
+ * grew with the domain times the mark.  Entries are in document order;
+ * 'pos' is the device's place among <devices>' children then. */
+struct addr_entry {
+        xmlNodePtr dev, addr;
+        struct pci_addr a;
+        size_t pos;
+        bool dead;
 };
 
-static void check_bus(xmlNodePtr addr, const struct pci_addr *a, void *u) {
-        struct bus_query *q = u;
-        if (q->found || a->domain != 0 || a->bus != q->bus)
-                return;
-        for (size_t i = 0; i < q->n_except; i++)
-                if (addr->parent == q->except[i])
-                        return;
-        q->found = addr->parent;
-        q->at = *a;
+struct addr_table {
+        struct addr_entry *v;
+        size_t n;
+};
+
+static void addr_table_done(struct addr_table *t) {
+        free(t->v);
+        *t = (struct addr_table) {0};
 }
 
-static xmlNodePtr bus_user(struct domain *d, int bus, xmlNodePtr const *except, size_t n_except, struct pci_addr *ret_at) {
-        struct bus_query q = { .bus = bus, .except = except, .n_except = n_except };
-        for_each_device_address(d, PHASE_REVERT, check_bus, &q);
-        if (ret_at)
-                *ret_at = q.at;
-        return q.found;
+static void addr_table_build(struct domain *d, struct addr_table *t) {
+        *t = (struct addr_table) {0};
+        size_t visited = 0, pos = 0;
+        for (xmlNodePtr n = spent(d) || !d->devices ? NULL : d->devices->children; n; n = n->next, pos++) {
+                visited += WORK_NODE;
+                if (n->type != XML_ELEMENT_NODE)
+                        continue;
+                for (xmlNodePtr c = n->children; c; c = c->next) {
+                        struct pci_addr a;
+                        visited += WORK_NODE;
+                        if (pci_address_of(c, &a)) {
+                                visited += WORK_ADDRESS;
+                                *GROW(t->v, t->n) = (struct addr_entry) { .dev = n, .addr = c, .a = a, .pos = pos };
+                        }
+                }
+        }
+        spend(d, visited, PHASE_REVERT);
+}
+
+/* Device element 'dev' left the document: its addresses with it. */
+static void addr_table_drop_dev(struct domain *d, struct addr_table *t, xmlNodePtr dev) {
+        for (size_t i = 0; i < t->n; i++)
+                if (t->v[i].dev == dev)
+                        t->v[i].dead = true;
+        spend(d, t->n, PHASE_REVERT);
+}
+
+/* <address> element 'addr' left the document, or holds a (parsed) address
+ * now; 'dev' is its device, at place 'pos'. */
+static void addr_table_set(struct domain *d, struct addr_table *t, xmlNodePtr dev, xmlNodePtr addr, size_t pos, bool gone) {
+        struct addr_entry *e = NULL;
+        for (size_t i = 0; i < t->n && !e; i++)
+                if (t->v[i].addr == addr)
+                        e = &t->v[i];
+        spend(d, t->n, PHASE_REVERT);
+        struct pci_addr a;
+        bool pci = !gone && pci_address_of(addr, &a);
+        if (!e && !pci)
+                return;
+        if (!e)
+                e = GROW(t->v, t->n);
+        *e = (struct addr_entry) { .dev = dev, .addr = addr, .a = pci ? a : (struct pci_addr) {0}, .pos = pos, .dead = !pci };
+}
+
+/* A device's place among <devices>' children when the table was made:
+ * that of an entry of it, or counted. */
+static size_t addr_table_pos(struct domain *d, const struct addr_table *t, xmlNodePtr dev) {
+        for (size_t i = 0; i < t->n; i++)
+                if (t->v[i].dev == dev)
+                        return t->v[i].pos;
+        size_t pos = 0;
+        for (xmlNodePtr n = d->devices ? d->devices->children : NULL; n && n != dev; n = n->next)
+                pos++;
+        spend(d, t->n + pos * WORK_NODE, PHASE_REVERT);
+        return pos;
+}
+
+/* Who sits on a bus: the first device (an element under <devices>) with a
+ * guest PCI address on it, other than those in 'except'. */
+static xmlNodePtr bus_user(struct domain *d, const struct addr_table *t, int bus, xmlNodePtr const *except,
+                           size_t n_except, struct pci_addr *ret_at) {
+        spend(d, t->n, PHASE_REVERT);
+        for (size_t i = 0; i < t->n; i++) {
+                const struct addr_entry *e = &t->v[i];
+                if (e->dead || e->a.domain != 0 || e->a.bus != bus)
+                        continue;
+                bool excepted = false;
+                for (size_t k = 0; k < n_except && !excepted; k++)
+                        excepted = e->dev == except[k];
+                spend(d, n_except, PHASE_REVERT);
+                if (excepted)
+                        continue;
+                if (ret_at)
+                        *ret_at = e->a;
+                return e->dev;
+        }
+        return NULL;
 }
 
 /* Does any device's guest PCI address sit on 'bus'? */
-static bool bus_referenced(struct domain *d, int bus) {
-        return bus_user(d, bus, NULL, 0, NULL) != NULL;
+static bool bus_referenced(struct domain *d, const struct addr_table *t, int bus) {
+        return bus_user(d, t, bus, NULL, 0, NULL) != NULL;
 }
 
-struct addr_query {
-        const struct pci_addr *want;
-        xmlNodePtr except;
-        xmlNodePtr found;
-};
-
-static void check_addr(xmlNodePtr addr, const struct pci_addr *a, void *u) {
-        struct addr_query *q = u;
-        if (!q->found && addr->parent != q->except && pci_addr_eq(a, q->want))
-                q->found = addr->parent;
-}
-
-/* The device (other than 'except') whose guest address is *a, or NULL. */
-static xmlNodePtr address_user(struct domain *d, const struct pci_addr *a, xmlNodePtr except) {
-        struct addr_query q = { .want = a, .except = except };
-        for_each_device_address(d, PHASE_REVERT, check_addr, &q);
-        return q.found;
+/* The device (other than 'except') whose guest address is *a, first in
+ * document order, or NULL. */
+static xmlNodePtr address_user(struct domain *d, const struct addr_table *t, const struct pci_addr *a, xmlNodePtr except) {
+        const struct addr_entry *best = NULL;
+        for (size_t i = 0; i < t->n; i++) {
+                const struct addr_entry *e = &t->v[i];
+                if (!e->dead && e->dev != except && pci_addr_eq(&e->a, a) && (!best || e->pos < best->pos))
+                        best = e;
+        }
+        spend(d, t->n, PHASE_REVERT);
+        return best ? best->dev : NULL;
 }
 
 /* A device element as a warning names it: "<interface> 52:54:00:…",
@@ -1176,14 +1249,17 @@ static const struct domain_controller *controller_of(const struct domain *d, xml
  * so, leaves first, until nothing more can go. */
 static void remove_our_controllers(struct domain *d, struct revert_state *s) {
         _cleanup_free_ bool *gone = xcalloc(s->n_ours ? s->n_ours : 1, sizeof(bool));
+        _cleanup_(addr_table_done) struct addr_table t;
+        addr_table_build(d, &t);
         for (bool progress = true; progress;) {
                 progress = false;
                 for (size_t i = 0; i < s->n_ours; i++) {
                         if (gone[i])
                                 continue;
                         const struct domain_controller *c = controller_of(d, s->ours[i]);
-                        if (!c || bus_user(d, c->index, s->moved, s->n_moved, NULL))
+                        if (!c || bus_user(d, &t, c->index, s->moved, s->n_moved, NULL))
                                 continue;
+                        addr_table_drop_dev(d, &t, s->ours[i]);
                         unlink_unit(d, s->ours[i]);
                         gone[i] = progress = true;
                 }
@@ -1193,7 +1269,7 @@ static void remove_our_controllers(struct domain *d, struct revert_state *s) {
                         continue;
                 const struct domain_controller *c = controller_of(d, s->ours[i]);
                 struct pci_addr at;
-                xmlNodePtr user = c ? bus_user(d, c->index, s->moved, s->n_moved, &at) : NULL;
+                xmlNodePtr user = c ? bus_user(d, &t, c->index, s->moved, s->n_moved, &at) : NULL;
                 if (!user)
                         continue;
                 _cleanup_free_ char *who = describe_device(user);
@@ -1232,21 +1308,28 @@ static void restore_pruned(struct domain *d, struct revert_state *s) {
          * domain parser and mark_parse() see to it). */
         struct controller_map map;
         controller_map_build(d, PHASE_REVERT, &map);
+        _cleanup_(addr_table_done) struct addr_table t;
+        addr_table_build(d, &t);
         for (size_t i = 0; i < mk->n_removed; i++) {
                 int index = mk->removed[i].controller;
                 xmlNodePtr existing = index >= 0 && index <= 255 ? map.at[index] : NULL;
                 if (existing) {
-                        if (!elem_has_model(existing, "pcie-root-port") || bus_referenced(d, mk->removed[i].controller)) {
+                        if (!elem_has_model(existing, "pcie-root-port") || bus_referenced(d, &t, mk->removed[i].controller)) {
                                 strbuf_printf(&s->warn, "%sPCI controller %d was not restored: libvirt has since put a device on the root port "
                                               "that took its index; the devices that were on it get a new address from libvirt",
                                               s->warn.len ? "\n" : "", mk->removed[i].controller);
                                 *GROW(s->lost, s->n_lost) = mk->removed[i].controller;
                                 continue;
                         }
+                        addr_table_drop_dev(d, &t, existing);
                         unlink_unit(d, existing);
                         map.at[index] = NULL;
                 }
                 xmlNodePtr e = TAKE_PTR(mk->removed[i].elem);
+                /* (its place in the table's order does not matter here:
+                 * this phase only asks whether a bus is used) */
+                for (xmlNodePtr c = e->children; c; c = c->next)
+                        addr_table_set(d, &t, e, c, 0, false);
                 int e_index = controller_index(e);
                 if (e_index >= 0 && !map.at[e_index])
                         map.at[e_index] = e;
@@ -1266,8 +1349,8 @@ static void restore_pruned(struct domain *d, struct revert_state *s) {
 /* Put device record rec's original address on its hostdev hd, whose
  * current <address> is *addr (or NULL).  *addr becomes the <address> to
  * remove (so that libvirt picks a free one), or NULL when it is restored. */
-static int restore_address(struct domain *d, struct revert_state *s, const struct mark_device *rec, xmlNodePtr hd, xmlNodePtr *io_addr,
-                           char **ret_error) {
+static int restore_address(struct domain *d, struct revert_state *s, struct addr_table *t, const struct mark_device *rec,
+                           xmlNodePtr hd, xmlNodePtr *io_addr, char **ret_error) {
         xmlNodePtr addr = *io_addr;
         if (!addr) {
                 addr = xmlNewDocNode(d->doc, NULL, (const xmlChar *) "address", NULL);
@@ -1287,9 +1370,10 @@ static int restore_address(struct domain *d, struct revert_state *s, const struc
         if (xml_parse_pci_address(addr, &a) == 0) {
                 for (size_t k = 0; k < s->n_lost; k++)
                         on_lost = on_lost || (a.domain == 0 && a.bus == s->lost[k]);
-                taken = address_user(d, &a, hd);
+                taken = address_user(d, t, &a, hd);
         }
         if (!on_lost && !taken) {
+                addr_table_set(d, t, hd, addr, addr_table_pos(d, t, hd), false);
                 *io_addr = NULL;
                 return 0;
         }
@@ -1306,6 +1390,8 @@ static int restore_address(struct domain *d, struct revert_state *s, const struc
 
 /* Pass 3: the devices' original addresses. */
 static int restore_addresses(struct domain *d, struct revert_state *s, char **ret_error) {
+        _cleanup_(addr_table_done) struct addr_table t;
+        addr_table_build(d, &t);
         for (size_t i = 0; i < s->mark.n_devices; i++) {
                 const struct mark_device *rec = &s->mark.devices[i];
                 xmlNodePtr hd = find_hostdev_elem(d, rec);
@@ -1313,17 +1399,19 @@ static int restore_addresses(struct domain *d, struct revert_state *s, char **re
                         continue;   /* removed from the domain since */
                 xmlNodePtr addr = NULL;
                 size_t n = 0;
-                for (xmlNodePtr a = hd->children; a; a = a->next, n++)
+                for (xmlNodePtr a = spent(d) ? NULL : hd->children; a; a = a->next, n++)
                         if (xml_is(a, "address"))
                                 addr = a;
                 spend(d, n, PHASE_REVERT);
                 if (rec->original_address && !streq(rec->original_address, "none")) {
-                        int r = restore_address(d, s, rec, hd, &addr, ret_error);
+                        int r = restore_address(d, s, &t, rec, hd, &addr, ret_error);
                         if (r < 0)
                                 return r;
                 }
-                if (addr)
+                if (addr) {
+                        addr_table_set(d, &t, hd, addr, 0, true);
                         unlink_unit(d, addr);
+                }
         }
         return 0;
 }

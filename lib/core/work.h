@@ -22,8 +22,11 @@
 /* The units one request may spend. */
 #define WORK_BUDGET UINT64_C(4000000)
 
-/* What reading a PCI <address> (its attributes, parsed) costs. */
-#define WORK_ADDRESS 10
+/* What visiting one XML node costs (its name compared), and reading a PCI
+ * <address> (its attributes found and parsed): measured on the revert's
+ * walks over <devices> (tests/bench "worst-input"). */
+#define WORK_NODE 2
+#define WORK_ADDRESS 25
 
 struct work {
         uint64_t limit;                 /* 0: no limit */

@@ -3,7 +3,7 @@
 the host, not by the input.
 
 Builds the most expensive inputs we know how to build, each at the size
-caps (DOMAIN_XML_MAX, 4 MiB, and DOMAIN_XML_TAGS_MAX, 32768 tags, whichever
+caps (DOMAIN_XML_MAX, 4 MiB, and DOMAIN_XML_TAGS_MAX, 16384 tags, whichever
 binds first), and times each request kind pcinumad serves on them, as
 pcinumad runs it (bench-worst: engine_plan(), engine_revert(),
 migrate_incoming(); one core, thread CPU time, median of 5 runs).  The
@@ -22,14 +22,20 @@ The inputs:
   pinning        1024 guest cells each with every vCPU, 16,384 vCPUs each
                  pinned to every host CPU, and vcpupins repeated to the cap
   big-host-all   a generated host of 960 GPUs (4 nodes, one root port
-                 each): a domain with all of them (plan), its mark on a
-                 renumbered copy of the host (migrate)
+                 each): a domain with all of them (plan)
+  big-host-64-*  64 of them planned (plan, revert) and migrated onto a
+                 renumbered copy of the host; and the same padded with
+                 disks to the tag limit, less the room the plan takes
   same-position  a mark of 241 devices in one position on a host with 240
                  alike per node: the migration search's worst
   mark-records   a mark with the most records of each kind a plan writes
                  (2048 devices, managed and cliques, 256 expanders,
-                 controllers and removed) on a domain padded with disks
+                 controllers and removed), 1024 of the devices in the
+                 domain, 1024 <qemu:device> overrides, padded with disks
                  (revert)
+  revert-walks   1024 moved devices each to go back to its original
+                 address, 255 pruned controllers to restore over libvirt's
+                 fillers, disks to the cap (revert)
 
     bench_worst.py --bench-worst PATH --mkfakesysfs PATH --hosts DIR --example XML
 """
@@ -45,19 +51,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as B  # noqa: E402
 
 XML_MAX = 4 * 1024 * 1024
-TAGS_MAX = 32768
+TAGS_MAX = 16384
 TARGET_MS = 100.0
 NS = "urn:pcinuma:topology:1"
 UUID = "6c3e4e0a-4a5d-4c47-9a7b-1d2f3e4a5b6c"
 
 
-def capped(head, unit, tail, tags_per_unit, bytes_margin=1024):
+def capped(head, unit, tail, tags_per_unit, bytes_margin=1024, tags_margin=16):
     """head + as many copies of unit(i) as fit under both caps + tail."""
     out, size, tags = [head], len(head) + len(tail), head.count("<") + tail.count("<")
     i = 0
     while True:
         u = unit(i)
-        if size + len(u) > XML_MAX - bytes_margin or tags + tags_per_unit > TAGS_MAX - 16:
+        if size + len(u) > XML_MAX - bytes_margin or tags + tags_per_unit > TAGS_MAX - tags_margin:
             break
         out.append(u)
         size += len(u)
@@ -199,10 +205,30 @@ def mark_records(gpu):
             "<controller type='pci' index='0' model='pcie-root'/>" % (UUID, NS, marks))
     hostdevs = "".join("<hostdev mode='subsystem' type='pci'><source><address bus='%d' slot='%d' function='%d'/>"
                        "</source><address type='pci' bus='%d' slot='0'/></hostdev>" % (bdf3(i) + (1 + i % 255,))
-                       for i in range(2048))
-    overrides = "<qemu:override>" + "".join("<qemu:device alias='ua-y%d'/>" % i for i in range(2048)) + \
+                       for i in range(1024))
+    overrides = "<qemu:override>" + "".join("<qemu:device alias='ua-y%d'/>" % i for i in range(1024)) + \
                 "</qemu:override>"
     return capped(head + hostdevs, disk, "</devices>" + overrides + "</domain>\n", 5)[0]
+
+
+def revert_walks():
+    """A mark of 1024 moved devices each to go back to its original
+    address, 255 pruned controllers to restore over libvirt's fillers, and
+    disks to the cap: every record asks who sits where."""
+    n = 1024
+    recs = "".join('<p:device host="0000:%02x:%02x.%d" host-node="0" guest-cell="0" controller="%d" '
+                   'original-address="type=pci domain=0x0000 bus=0x00 slot=0x%02x function=0x0"/>'
+                   % (bdf3(i) + (1 + i % 255, 1 + i % 30)) for i in range(n))
+    recs += "".join('<p:removed controller="%d" position="%d">&lt;controller type=\'pci\' index=\'%d\' '
+                    'model=\'pcie-root-port\'/&gt;</p:removed>' % (i, i, i) for i in range(1, 256))
+    head = ("<domain type='qemu'><name>worst</name><uuid>%s</uuid><metadata><p:topology xmlns:p='%s' version='1' "
+            "migratable='yes' policy='require'>%s</p:topology></metadata><memory>65536</memory><os>"
+            "<type arch='x86_64' machine='q35'>hvm</type></os><devices>"
+            "<controller type='pci' index='0' model='pcie-root'/>" % (UUID, NS, recs))
+    head += "".join("<controller type='pci' index='%d' model='pcie-root-port'/>" % i for i in range(1, 256))
+    head += "".join("<hostdev mode='subsystem' type='pci'><source><address bus='%d' slot='%d' function='%d'/></source>"
+                    "<address type='pci' bus='%d' slot='0'/></hostdev>" % (bdf3(i) + (1 + i % 255,)) for i in range(n))
+    return capped(head, disk, "</devices></domain>\n", 5)[0]
 
 
 def run_one(a, sysfs, path, label, kind, policy=None, runs=5):
@@ -248,7 +274,8 @@ def run(a):
             run_one(a, fleet_a, path, label, kind, policy)
 
     for label, text in (("pad-disks", pad_disks("0000:18:00.0")), ("controllers", controllers()),
-                        ("pinning", pinning("0000:18:00.0")), ("mark-records", mark_records("0000:18:00.0"))):
+                        ("pinning", pinning("0000:18:00.0")), ("mark-records", mark_records("0000:18:00.0")),
+                        ("revert-walks", revert_walks())):
         path = write(work, label, text)
         for kind in ("plan", "revert", "migrate"):
             run_one(a, fleet_a, path, label, kind, policy)
@@ -258,6 +285,18 @@ def run(a):
     twin = B.mkfakesysfs(a.mkfakesysfs, renumbered(desc), os.path.join(work, "big-host-twin"))
     path = write(work, "big-host-all", all_devices(gpus))
     run_one(a, big, path, "big-host-all", "plan", policy)
+    # 64 GPUs and disks without guest addresses up to the tag limit, less
+    # what the plan adds (pcinuma refuses to write what it would not read)
+    head, tail = all_devices(gpus[:64], 1).split("  </devices>\n</domain>\n")[0], "  </devices>\n</domain>\n"
+    bare = lambda i: "    <disk type='file' device='disk'><source file='/i/%d.img'/><target dev='vd%d' bus='virtio'/></disk>\n" % (i, i)
+    padded = capped(head, bare, tail, 4, tags_margin=1200)[0]
+    path = write(work, "big-host-64-padded", padded)
+    run_one(a, big, path, "big-host-64-padded", "plan", policy)
+    if getattr(a, "pcinumactl", None):
+        path = write(work, "big-host-64-padded-planned", B.planned_xml(a.pcinumactl, big, path, "require"))
+        for kind in ("plan", "revert"):
+            run_one(a, big, path, "big-host-64-padded-planned", kind, policy)
+        run_one(a, twin, path, "big-host-64-padded-planned", "migrate", policy)
     # Its biggest plannable part: 64 GPUs of one node, planned, then
     # migrated to the twin and reverted.
     planned = B.planned_xml(a.pcinumactl, big, write(work, "big-host-64", all_devices(gpus[:64], 1)), "require") \

@@ -214,7 +214,7 @@ static void test_bounded_work(void **state) {
         err = NULL;
         enum policy_mode req = POLICY_REQUIRE;
         assert_int_equal(engine_plan(b.buf, b.len, host, NULL, &req, &res, &err), -E2BIG);
-        if (!strstr(err, "the planned domain would be beyond what pcinuma reads: domain XML has more than 32768 tags"))
+        if (!strstr(err, "the planned domain would be beyond what pcinuma reads: domain XML has more than 16384 tags"))
                 fail_msg("%s", err);
         strbuf_done(&b);
 
