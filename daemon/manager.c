@@ -3,6 +3,7 @@
 #include "paths.h"
 
 #include <fcntl.h>
+#include <libxml/parser.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
@@ -23,6 +24,62 @@ static uint64_t now_usec(clockid_t clock) {
         struct timespec ts;
         clock_gettime(clock, &ts);
         return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+/* --- what jobs share with the manager -----------------------------------
+ *
+ * A worker decides with the host map and the policy of the moment its
+ * request came in; a reload or a udev rescan may replace them meanwhile.
+ * So each is held through a reference count: the manager holds one on
+ * the current object, each job (hook_job) one on those it reads.  Counts
+ * change on the main thread only (a job takes its references when it is
+ * queued and drops them when it completes there), so they need no atomics;
+ * a worker only reads the object, which nobody changes once it is
+ * published. */
+struct shared {
+        unsigned n_ref;
+        void *obj;
+        void (*free_obj)(void *obj);
+};
+
+static struct shared *shared_new(void *obj, void (*free_obj)(void *obj)) {
+        struct shared *s = xcalloc(1, sizeof(*s));
+        *s = (struct shared) { .n_ref = 1, .obj = obj, .free_obj = free_obj };
+        return s;
+}
+
+static struct shared *shared_ref(struct shared *s) {
+        s->n_ref++;
+        return s;
+}
+
+static struct shared *shared_unref(struct shared *s) {
+        if (s && --s->n_ref == 0) {
+                s->free_obj(s->obj);
+                free(s);
+        }
+        return NULL;
+}
+
+static void shared_unrefp(struct shared **s) {
+        shared_unref(*s);
+}
+
+static void free_hostmap(void *h) {
+        hostmap_free(h);
+}
+
+static void free_policy(void *p) {
+        policy_free(p);
+}
+
+/* Make h (p) the current host map (policy); the previous one goes when
+ * its last job is done.  rescan() keeps the previous map a while longer
+ * (it compares), so it does this itself. */
+static void set_policy(struct manager *m, struct policy *p) {
+        shared_unref(m->policy_ref);
+        m->policy_ref = shared_new(p, free_policy);
+        m->policy = p;
 }
 
 /* Load the policy file; 0 with *ret, or a negative errno with *ret_error
@@ -111,8 +168,9 @@ static void log_hostmap_warnings(const struct manager *m, const struct hostmap *
 }
 
 /* Rebuild the host map; on success, *ret_old (when non-NULL) gets the
- * previous map, for the caller to compare and free. */
-static int rescan(struct manager *m, const char *why, struct hostmap **ret_old) {
+ * manager's reference to the previous map, for the caller to compare and
+ * drop. */
+static int rescan(struct manager *m, const char *why, struct shared **ret_old) {
         _cleanup_free_ char *err = NULL;
         struct hostmap *h = NULL;
         uint64_t t0 = now_usec(CLOCK_MONOTONIC);
@@ -121,11 +179,13 @@ static int rescan(struct manager *m, const char *why, struct hostmap **ret_old) 
                 log_msg(LOG_ERR, "Failed to rescan the host (%s): %s; keeping the previous host map", why, err);
                 return r;
         }
-        if (ret_old)
-                *ret_old = m->hostmap;
-        else
-                hostmap_free(m->hostmap);
+        struct shared *old = m->hostmap_ref;
+        m->hostmap_ref = shared_new(h, free_hostmap);
         m->hostmap = h;
+        if (ret_old)
+                *ret_old = old;
+        else
+                shared_unref(old);
         m->hostmap_loaded_usec = now_usec(CLOCK_REALTIME);
         m->hostmap_generation++;
         log_hostmap_warnings(m, h);
@@ -267,8 +327,7 @@ void manager_reload(struct manager *m) {
                 log_event(LOG_ERR, PCINUMA_MID_POLICY_INVALID, &f, "Policy reload failed, keeping the last good policy: %s", err);
                 log_fields_done(&f);
         } else {
-                policy_free(m->policy);
-                m->policy = p;
+                set_policy(m, p);
                 policy_changed = true;
                 m->policy_from_file = from_file;
                 m->policy_loaded_usec = now_usec(CLOCK_REALTIME);
@@ -282,9 +341,9 @@ void manager_reload(struct manager *m) {
                 log_fields_done(&f);
                 publish_hook_conf(m);
         }
-        _cleanup_hostmap_ struct hostmap *old = NULL;
+        _cleanup_(shared_unrefp) struct shared *old = NULL;
         (void) rescan(m, "reload", &old);
-        act_on_changes(m, old, policy_changed, "reload");
+        act_on_changes(m, old ? old->obj : NULL, policy_changed, "reload");
         (void) sd_notify(false, "READY=1");
         set_status(m);
 }
@@ -296,10 +355,10 @@ static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void
 
 static int on_rescan_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct manager *m = userdata;
-        _cleanup_hostmap_ struct hostmap *old = NULL;
+        _cleanup_(shared_unrefp) struct shared *old = NULL;
         if (rescan(m, "udev", &old) >= 0) {
                 set_status(m);
-                act_on_changes(m, old, false, "udev");
+                act_on_changes(m, old->obj, false, "udev");
         }
         return 0;
 }
@@ -373,6 +432,7 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
                 log_fields_done(&f);
                 return r;
         }
+        m->policy_ref = shared_new(m->policy, free_policy);
         m->policy_loaded_usec = now_usec(CLOCK_REALTIME);
         if (!m->policy_from_file)
                 log_msg(LOG_WARNING, "No policy file at %s; the built-in default policy is in force (default %s, no rules)",
@@ -383,6 +443,7 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
                 log_msg(LOG_ERR, "Cannot start: cannot read the host map: %s", err);
                 return r;
         }
+        m->hostmap_ref = shared_new(m->hostmap, free_hostmap);
         m->hostmap_loaded_usec = now_usec(CLOCK_REALTIME);
         m->hostmap_generation = 1;
         log_hostmap_warnings(m, m->hostmap);
@@ -406,6 +467,13 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
             (r = sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m)) < 0)
                 return log_errno(LOG_ERR, r, "Failed to watch signals: %m");
         signal(SIGPIPE, SIG_IGN);
+
+        /* libxml2's global state is set up once, here, before any worker
+         * parses a document (xmlInitParser() is not thread-safe). */
+        xmlInitParser();
+        r = workers_new(m->event, cfg->workers ? cfg->workers : workers_default_threads(), &m->workers);
+        if (r < 0)
+                return r;
 
         int fd = -1;
         bool activated = false;
@@ -441,15 +509,18 @@ struct manager *manager_free(struct manager *m) {
         if (!m)
                 return NULL;
         watcher_stop(m->watcher);
+        /* The server first: its connections let go of their jobs; then
+         * the jobs that are running end, and the rest are dropped. */
         server_free(m->server);
+        workers_free(m->workers);
         sd_event_source_disable_unref(m->rescan_timer);
         sd_event_source_disable_unref(m->hold_timer);
         recheck_cache_done(&m->cache);
         recheck_holds_done(&m->holds);
         sd_device_monitor_unref(m->monitor);
         sd_event_unref(m->event);
-        hostmap_free(m->hostmap);
-        policy_free(m->policy);
+        shared_unref(m->hostmap_ref);
+        shared_unref(m->policy_ref);
         free(m->policy_error);
         free(m);
         return NULL;
@@ -568,9 +639,46 @@ static void log_decision(const struct decision *d) {
         log_fields_done(&f);
 }
 
+/* --- hook decisions, on the workers -------------------------------------
+ *
+ * A hook request is decided on a worker thread (workers.h), so that a
+ * heavy one never holds up the event loop: other domains' verdicts,
+ * status, the watcher, the watchdog.  The job owns everything the worker
+ * reads: the request, references to the host map and the policy of the
+ * moment (struct shared), and a hook_context the main thread filled in
+ * from the manager's state when the request came in.  The worker runs
+ * decide_hook() and encodes the answer (hook_job_run()); everything else
+ * happens on the main thread when it is done (hook_job_complete()):
+ * counters, the log, the watcher, the answer on the connection.
+ *
+ * To give a decision more of the manager's state, add a field to struct
+ * hook_context, fill it in hook_context_fill() (copy it: the worker must
+ * not see the manager's memory, which changes while it runs) and free it
+ * in hook_context_done(); hook_job_run() passes it to the core.  A side
+ * effect of a decision goes into hook_job_complete(), before the answer
+ * is sent. */
+
+/* What a hook decision needs from the manager's state, copied when the
+ * request arrives. */
+struct hook_context {
+        bool updating;                  /* a libvirt watcher runs, and redefines domains */
+        struct migrate_in_use in_use;   /* migrate: the devices defined domains use (the recheck cache);
+                                         * every string owned by the context */
+};
+
+static void hook_context_done(struct hook_context *c) {
+        for (size_t i = 0; i < c->in_use.n; i++) {
+                free((char *) c->in_use.v[i].id);
+                free((char *) c->in_use.v[i].uuid);
+                free((char *) c->in_use.v[i].domain);
+        }
+        free((void *) c->in_use.v);
+        *c = (struct hook_context) {0};
+}
+
 /* The devices each defined domain uses, as the recheck cache knows them
  * (domains the watcher has looked at), for an incoming migration's
- * mapping; the strings stay the cache's.  Caller frees ret->v. */
+ * mapping: copies, since the cache changes while the worker reads them. */
 static void devices_in_use(const struct recheck_cache *c, struct migrate_in_use *ret) {
         size_t n = 0;
         for (size_t i = 0; i < c->n; i++)
@@ -580,14 +688,108 @@ static void devices_in_use(const struct recheck_cache *c, struct migrate_in_use 
         for (size_t i = 0; i < c->n; i++)
                 for (size_t j = 0; j < c->v[i].devices.n; j++)
                         v[k++] = (struct migrate_used) {
-                                .id = c->v[i].devices.v[j], .uuid = c->v[i].uuid, .domain = c->v[i].name,
+                                .id = xstrdup(c->v[i].devices.v[j]),
+                                .uuid = c->v[i].uuid ? xstrdup(c->v[i].uuid) : NULL,
+                                .domain = c->v[i].name ? xstrdup(c->v[i].name) : NULL,
                         };
         *ret = (struct migrate_in_use) { .v = v, .n = k };
 }
 
-json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_uid, pid_t peer_pid) {
+static void hook_context_fill(const struct manager *m, const struct proto_request *req, struct hook_context *ret) {
+        struct hook_context c = { .updating = m->watcher != NULL };
+        if (streq(req->argv[1], "migrate"))
+                devices_in_use(&m->cache, &c.in_use);
+        *ret = c;
+}
+
+struct hook_job {
+        struct work work;               /* first: the pool's part (workers.h) */
+        /* Main thread only: */
+        struct manager *m;
+        struct conn *conn;              /* where the answer goes; NULL once the client has gone */
+        struct shared *hostmap, *policy;        /* references, dropped when the job completes */
+        /* The worker's input, read only there once queued: */
+        struct proto_request req;
+        struct hook_context ctx;
+        /* The worker's output: */
+        struct decision d;
+        char *frame;                    /* the answer, encoded; NULL if it could not be */
+        size_t frame_len;
+};
+
+static void hook_job_free(struct hook_job *j) {
+        decision_done(&j->d);
+        hook_context_done(&j->ctx);
+        proto_request_done(&j->req);
+        shared_unref(j->hostmap);
+        shared_unref(j->policy);
+        free(j->frame);
+        free(j);
+}
+
+/* On a worker thread: the job's own data, the host map and the policy. */
+static void hook_job_run(struct work *w) {
+        struct hook_job *j = (struct hook_job *) w;
+        struct decision *d = &j->d;
+        decide_hook(&j->req, j->hostmap->obj, j->policy->obj, &j->ctx.in_use, j->ctx.updating, d);
+        json_object *resp = proto_response_new_hook(d->exit_code, d->out, d->message, decide_verdict_to_string(d->verdict));
+        if (proto_frame_encode(resp, &j->frame, &j->frame_len) < 0)
+                j->frame = NULL;
+        json_object_put(resp);
+        /* The XML answer is in the frame now (up to 4 MiB). */
+        free(d->out);
+        d->out = NULL;
+}
+
+/* On the main thread, once the worker is done (or, cancelled, when
+ * pcinumad stops: then only freed). */
+static void hook_job_complete(struct work *w) {
+        struct hook_job *j = (struct hook_job *) w;
+        struct manager *m = j->m;
+        const struct decision *d = &j->d;
+        if (!w->cancelled) {
+                m->n_verdict[d->verdict]++;
+                log_decision(&j->d);
+                /* A start that found the layout out of date: make sure the
+                 * watcher looks at this domain, even if it missed an event. */
+                if (m->watcher && d->result && d->result->verdict == PLAN_APPLY && !d->result->already_planned && d->uuid)
+                        watcher_recheck_domain(m->watcher, d->uuid);
+                if (j->conn)
+                        server_reply(j->conn, TAKE_PTR(j->frame), j->frame_len);
+        }
+        hook_job_free(j);
+}
+
+void manager_job_detach(struct hook_job *j) {
+        j->conn = NULL;
+}
+
+/* A hook request the workers cannot take now (WORKERS_LARGE_QUEUED large
+ * ones wait): an error answer at once, which the hook treats as a daemon
+ * that cannot give a verdict (on_unreachable), rather than a wait the hook
+ * would time out on. */
+static json_object *answer_busy(struct manager *m, const struct proto_request *req, pid_t peer_pid) {
+        struct workers_stats st;
+        workers_stats(m->workers, &st);
+        _cleanup_free_ char *why = xasprintf(
+                "pcinumad is busy: %u requests with a domain XML over %u KiB are being decided and %u wait, "
+                "so this one (%zu KiB) is not taken", st.busy_large, WORKERS_LARGE_BYTES / 1024, st.queued_large,
+                req->xml_len / 1024);
+        struct log_fields f = {0};
+        log_fields_add(&f, "PCINUMA_DOMAIN", "%s", req->argv[0]);
+        log_fields_add(&f, "PCINUMA_PHASE", "%s", req->argv[1]);
+        log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) peer_pid);
+        log_event(LOG_WARNING, PCINUMA_MID_BUSY, &f, "Not deciding %s %s of domain %s: %s", req->argv[1], req->argv[2],
+                  req->argv[0], why);
+        log_fields_done(&f);
+        return proto_response_new_error("%s", why);
+}
+
+json_object *manager_handle(struct manager *m, json_object *request, struct conn *c, uid_t peer_uid, pid_t peer_pid,
+                            struct hook_job **ret_job) {
         struct proto_request req = {0};
         _cleanup_free_ char *err = NULL;
+        *ret_job = NULL;
         m->n_requests++;
         if (proto_request_parse(request, &req, &err) < 0) {
                 m->n_errors++;
@@ -597,29 +799,29 @@ json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_
                 log_fields_done(&f);
                 return proto_response_new_error("%s", err);
         }
-        json_object *resp;
         if (req.type == PROTO_REQUEST_STATUS) {
                 m->n_status++;
-                resp = proto_response_new_status(manager_status(m));
-        } else {
-                struct decision d;
-                m->n_hook++;
-                struct migrate_in_use in_use = {0};
-                if (streq(req.argv[1], "migrate"))
-                        devices_in_use(&m->cache, &in_use);
-                decide_hook(&req, m->hostmap, m->policy, &in_use, m->watcher != NULL, &d);
-                free((void *) in_use.v);
-                m->n_verdict[d.verdict]++;
-                log_decision(&d);
-                /* A start that found the layout out of date: make sure the
-                 * watcher looks at this domain, even if it missed an event. */
-                if (m->watcher && d.result && d.result->verdict == PLAN_APPLY && !d.result->already_planned && d.uuid)
-                        watcher_recheck_domain(m->watcher, d.uuid);
-                resp = proto_response_new_hook(d.exit_code, d.out, d.message, decide_verdict_to_string(d.verdict));
-                decision_done(&d);
+                proto_request_done(&req);
+                return proto_response_new_status(manager_status(m));
         }
-        proto_request_done(&req);
-        return resp;
+
+        m->n_hook++;
+        struct hook_job *j = xcalloc(1, sizeof(*j));
+        j->work = (struct work) { .run = hook_job_run, .complete = hook_job_complete,
+                                  .large = req.xml_len > WORKERS_LARGE_BYTES };
+        j->m = m;
+        j->conn = c;
+        j->hostmap = shared_ref(m->hostmap_ref);
+        j->policy = shared_ref(m->policy_ref);
+        hook_context_fill(m, &req, &j->ctx);
+        j->req = req;
+        if (workers_submit(m->workers, &j->work) < 0) {
+                json_object *resp = answer_busy(m, &j->req, peer_pid);
+                hook_job_free(j);
+                return resp;
+        }
+        *ret_job = j;
+        return NULL;
 }
 
 static json_object *json_u64(uint64_t v) {
@@ -680,6 +882,20 @@ json_object *manager_status(struct manager *m) {
         json_object_object_add(rc, "full_rechecks", json_u64(m->n_recheck_all));
         json_object_object_add(rc, "logged_once", json_u64(m->n_logged_once));
         json_object_object_add(o, "rechecks", rc);
+
+        struct workers_stats ws;
+        workers_stats(m->workers, &ws);
+        json_object *wk = json_object_new_object();
+        json_object_object_add(wk, "threads", json_u64(ws.threads));
+        json_object_object_add(wk, "busy", json_u64(ws.busy));
+        json_object_object_add(wk, "queued", json_u64(ws.queued));
+        json_object_object_add(wk, "completed", json_u64(ws.completed));
+        json_object_object_add(wk, "busy_large", json_u64(ws.busy_large));
+        json_object_object_add(wk, "queued_large", json_u64(ws.queued_large));
+        json_object_object_add(wk, "refused_busy", json_u64(ws.refused));
+        json_object_object_add(wk, "longest_run_ms", json_u64(ws.longest_run_usec / 1000));
+        json_object_object_add(wk, "longest_wait_ms", json_u64(ws.longest_wait_usec / 1000));
+        json_object_object_add(o, "workers", wk);
 
         json_object *v = json_object_new_object();
         for (int i = 0; i < 4; i++)
