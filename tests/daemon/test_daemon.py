@@ -1256,7 +1256,7 @@ def t_activation_wrong_pid():
 
 
 def t_status_cli():
-    with Daemon("status", policy="require") as d:
+    with Daemon("status", policy="require", extra=["--workers", "3"]) as d:
         sock = d.sock
         r = run_hook("gpu-vm-1", "prepare", "begin", planned("gpu-vm-1", "require"), sock)
         eq(r.rc, 0, "hook 1: %r" % r)
@@ -1293,6 +1293,13 @@ def t_status_cli():
         eq(rq, {"hook": 3, "status": 1, "errors": 1, "rejected_peers": 0, "connections": 1}, "requests")
         check(total in (4, 5), "requests.total %r" % total)
         eq(st["verdicts"], {"allow": 1, "warn": 0, "refuse": 1, "pass": 1}, "verdicts")
+        # the 3 hook calls were decided on the workers; nothing is running now
+        wk = dict(st["workers"])
+        longest = wk.pop("longest_run_ms"), wk.pop("longest_wait_ms")
+        eq(wk, {"threads": 3, "busy": 0, "queued": 0, "completed": 3, "busy_large": 0, "queued_large": 0,
+                "refused_busy": 0}, "workers")
+        check(all(isinstance(x, int) and 0 <= x < 60000 for x in longest), "workers.longest_run_ms/_wait_ms %r"
+              % (longest,))
 
         p = subprocess.run([ARGS.pcinumactl, "status", "--socket", sock],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -1317,6 +1324,8 @@ def t_status_cli():
                         % (total + 1), out, re.M), "requests line in:\n%s" % out)
         check(re.search(r"^verdicts:\s+1 allow, 0 warn, 1 refuse, 1 pass$", out, re.M),
               "verdicts line in:\n%s" % out)
+        check(re.search(r"^workers:\s+3 threads, 0 busy, 0 queued, 3 completed; longest decision \d+ ms$", out, re.M),
+              "workers line in:\n%s" % out)
         check(re.search(r"^libvirt:\s+not watched \(--libvirt-uri none\)$", out, re.M),
               "libvirt line in:\n%s" % out)
     # a stopped daemon: pcinumactl status fails and says so
