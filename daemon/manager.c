@@ -639,24 +639,36 @@ static void log_decision(const struct decision *d) {
         log_fields_done(&f);
 }
 
-/* --- hook decisions, on the workers -------------------------------------
+/* --- hook decisions, and the workers --------------------------------------
  *
- * A hook request is decided on a worker thread (workers.h), so that a
- * heavy one never holds up the event loop: other domains' verdicts,
- * status, the watcher, the watchdog.  The job owns everything the worker
+ * A hook request whose domain XML is larger than HOOK_INLINE_MAX is
+ * decided on a worker thread (workers.h), so that however heavy it is, it
+ * never holds up the event loop: other domains' verdicts, status, the
+ * watcher, the watchdog.  An ordinary one (every real domain XML but the
+ * largest) is decided at once on the main thread: its decision is bounded
+ * by its size (the core's work is), and it saves the two thread hand-offs
+ * a worker costs, which on a loaded host are scheduler delays on every VM
+ * start.
+ *
+ * Either way the request is a hook_job that owns everything its decision
  * reads: the request, references to the host map and the policy of the
  * moment (struct shared), and a hook_context the main thread filled in
- * from the manager's state when the request came in.  The worker runs
- * decide_hook() and encodes the answer (hook_job_run()); everything else
- * happens on the main thread when it is done (hook_job_complete()):
- * counters, the log, the watcher, the answer on the connection.
+ * from the manager's state when the request came in.  hook_job_decide()
+ * runs decide_hook() on that alone (on a worker, hook_job_run() encodes
+ * the answer too); everything else happens on the main thread afterwards,
+ * in hook_job_apply(): counters, the log, the watcher; then the answer is
+ * sent.
  *
  * To give a decision more of the manager's state, add a field to struct
- * hook_context, fill it in hook_context_fill() (copy it: the worker must
- * not see the manager's memory, which changes while it runs) and free it
- * in hook_context_done(); hook_job_run() passes it to the core.  A side
- * effect of a decision goes into hook_job_complete(), before the answer
- * is sent. */
+ * hook_context, fill it in hook_context_fill() (a copy: on a worker the
+ * manager's memory changes while the decision runs) and free it in
+ * hook_context_done(); hook_job_decide() passes it to the core.  A side
+ * effect of a decision goes into hook_job_apply(), which both paths run
+ * before the answer is sent. */
+
+/* Decided on the main thread up to this size of domain XML (a planned
+ * 16-device domain is 25 KiB); on a worker above it. */
+#define HOOK_INLINE_MAX (64u * 1024u)
 
 /* What a hook decision needs from the manager's state, copied when the
  * request arrives. */
@@ -706,14 +718,14 @@ struct hook_job {
         struct work work;               /* first: the pool's part (workers.h) */
         /* Main thread only: */
         struct manager *m;
-        struct conn *conn;              /* where the answer goes; NULL once the client has gone */
-        struct shared *hostmap, *policy;        /* references, dropped when the job completes */
-        /* The worker's input, read only there once queued: */
+        struct conn *conn;              /* where a worker's answer goes; NULL once the client has gone */
+        struct shared *hostmap, *policy;        /* references, dropped when the job is freed */
+        /* The decision's input, read only by it once queued: */
         struct proto_request req;
         struct hook_context ctx;
-        /* The worker's output: */
+        /* Its output: */
         struct decision d;
-        char *frame;                    /* the answer, encoded; NULL if it could not be */
+        char *frame;                    /* a worker's answer, encoded; NULL if it could not be */
         size_t frame_len;
 };
 
@@ -727,33 +739,48 @@ static void hook_job_free(struct hook_job *j) {
         free(j);
 }
 
-/* On a worker thread: the job's own data, the host map and the policy. */
+/* Any thread: the job's own data, the host map and the policy. */
+static void hook_job_decide(struct hook_job *j) {
+        decide_hook(&j->req, j->hostmap->obj, j->policy->obj, &j->ctx.in_use, j->ctx.updating, &j->d);
+}
+
+static json_object *hook_job_answer(const struct hook_job *j) {
+        const struct decision *d = &j->d;
+        return proto_response_new_hook(d->exit_code, d->out, d->message, decide_verdict_to_string(d->verdict));
+}
+
+/* A worker thread's part. */
 static void hook_job_run(struct work *w) {
         struct hook_job *j = (struct hook_job *) w;
-        struct decision *d = &j->d;
-        decide_hook(&j->req, j->hostmap->obj, j->policy->obj, &j->ctx.in_use, j->ctx.updating, d);
-        json_object *resp = proto_response_new_hook(d->exit_code, d->out, d->message, decide_verdict_to_string(d->verdict));
+        hook_job_decide(j);
+        json_object *resp = hook_job_answer(j);
         if (proto_frame_encode(resp, &j->frame, &j->frame_len) < 0)
                 j->frame = NULL;
         json_object_put(resp);
         /* The XML answer is in the frame now (up to 4 MiB). */
-        free(d->out);
-        d->out = NULL;
+        free(j->d.out);
+        j->d.out = NULL;
 }
 
-/* On the main thread, once the worker is done (or, cancelled, when
+/* The main thread's part, once the decision is made: its side effects,
+ * before the answer is sent. */
+static void hook_job_apply(struct hook_job *j) {
+        struct manager *m = j->m;
+        const struct decision *d = &j->d;
+        m->n_verdict[d->verdict]++;
+        log_decision(d);
+        /* A start that found the layout out of date: make sure the
+         * watcher looks at this domain, even if it missed an event. */
+        if (m->watcher && d->result && d->result->verdict == PLAN_APPLY && !d->result->already_planned && d->uuid)
+                watcher_recheck_domain(m->watcher, d->uuid);
+}
+
+/* On the main thread, once a worker is done (or, cancelled, when
  * pcinumad stops: then only freed). */
 static void hook_job_complete(struct work *w) {
         struct hook_job *j = (struct hook_job *) w;
-        struct manager *m = j->m;
-        const struct decision *d = &j->d;
         if (!w->cancelled) {
-                m->n_verdict[d->verdict]++;
-                log_decision(&j->d);
-                /* A start that found the layout out of date: make sure the
-                 * watcher looks at this domain, even if it missed an event. */
-                if (m->watcher && d->result && d->result->verdict == PLAN_APPLY && !d->result->already_planned && d->uuid)
-                        watcher_recheck_domain(m->watcher, d->uuid);
+                hook_job_apply(j);
                 if (j->conn)
                         server_reply(j->conn, TAKE_PTR(j->frame), j->frame_len);
         }
@@ -815,6 +842,13 @@ json_object *manager_handle(struct manager *m, json_object *request, struct conn
         j->policy = shared_ref(m->policy_ref);
         hook_context_fill(m, &req, &j->ctx);
         j->req = req;
+        if (req.xml_len <= HOOK_INLINE_MAX) {
+                hook_job_decide(j);
+                hook_job_apply(j);
+                json_object *resp = hook_job_answer(j);
+                hook_job_free(j);
+                return resp;
+        }
         if (workers_submit(m->workers, &j->work) < 0) {
                 json_object *resp = answer_busy(m, &j->req, peer_pid);
                 hook_job_free(j);

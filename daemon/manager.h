@@ -61,7 +61,7 @@ struct manager {
         sd_event_source *hold_timer;    /* removals held for a grace period (recheck.h) */
         struct server *server;
         struct watcher *watcher;        /* NULL with --libvirt-uri none */
-        struct workers *workers;        /* hook decisions (workers.h) */
+        struct workers *workers;        /* hook decisions for domain XMLs over 64 KiB (workers.h) */
 
         /* The current host map and policy (main thread).  Jobs on the
          * workers hold references to the ones they read (hostmap_ref,
@@ -107,9 +107,10 @@ int manager_run(struct manager *m);
 void manager_reload(struct manager *m);
 
 /* Serve one request (a parsed frame) from the server's connection c.  A
- * status request, a request that is not valid, and a hook request the
- * workers cannot take now (busy) are answered at once: the response object
- * is returned.  Any other hook request goes to a worker: NULL is returned,
+ * status request, a request that is not valid, a hook request with a
+ * domain XML of up to 64 KiB, and one the workers cannot take now (busy)
+ * are answered at once: the response object is returned.  Any other hook
+ * request goes to a worker: NULL is returned,
  * *ret_job is set, and the answer goes to server_reply(c, ...) from the
  * event loop once it is decided, unless the server calls
  * manager_job_detach(*ret_job) first (the client went away). */

@@ -1,10 +1,11 @@
 /* The hook protocol server (docs/security.md, "Who can reach the
  * daemon"): the listening socket, one non-blocking connection per client
  * on the event loop, the peer check, per-client deadlines, and what to do
- * when the process runs out of descriptors.  A hook request is decided on
- * a worker thread (the manager's hook_job): its connection waits for the
- * answer without reading further (server_reply() resumes it), and without
- * a deadline, since the wait is pcinumad's, not the client's. */
+ * when the process runs out of descriptors.  A hook request with a large
+ * domain XML is decided on a worker thread (the manager's hook_job): its
+ * connection waits for the answer without reading further (server_reply()
+ * resumes it), and without a deadline, since the wait is pcinumad's, not
+ * the client's. */
 #include "server.h"
 
 #include <fcntl.h>

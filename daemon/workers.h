@@ -1,7 +1,9 @@
 /* pcinumad's worker threads: a small pool that runs the expensive, pure
  * part of a request (a hook decision: parse, plan, migration mapping) off
  * the event loop, so that one heavy request never holds up another
- * domain's verdict, a status request, the watcher or the watchdog.
+ * domain's verdict, a status request, the watcher or the watchdog.  (The
+ * manager decides ordinary requests, up to 64 KiB of domain XML, on the
+ * main thread at once: see manager.c.)
  *
  * The thread model (docs/hacking.md, "Threads"): the main thread owns all
  * of pcinumad's state and does all I/O.  A job carries everything its
@@ -12,8 +14,8 @@
  * counters, the log, messages to the watcher, the answer to the client.
  *
  * Two lanes: a large job (a domain XML over WORKERS_LARGE_BYTES) may
- * occupy all threads but one, so a small job (every real domain XML) always
- * finds a thread within one small job's time; at most WORKERS_LARGE_QUEUED
+ * occupy all threads but one, so a small job always finds a thread within
+ * one small job's time; at most WORKERS_LARGE_QUEUED
  * large jobs wait, and workers_submit() refuses more (the caller answers
  * "busy").  Small jobs wait in their own queue, bounded by the caller (one
  * job per client connection, --max-connections).  Each queue is FIFO;
@@ -25,8 +27,7 @@
 #include <systemd/sd-event.h>
 
 /* A request whose domain XML is larger than this is a large job.  Real
- * domain XMLs are tens of KiB; a planned 64-device domain is under
- * 100 KiB. */
+ * domain XMLs are tens of KiB (a planned 16-device domain is 25 KiB). */
 #define WORKERS_LARGE_BYTES (256u * 1024u)
 /* Large jobs that may wait for a thread; more are refused. */
 #define WORKERS_LARGE_QUEUED 8u

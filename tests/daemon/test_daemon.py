@@ -1264,6 +1264,11 @@ def t_status_cli():
         eq(r.rc, 1, "hook 2: %r" % r)
         r = run_hook("gpu-vm-1", "migrate", "begin", XML["gpu-vm-1"], sock)
         eq(r.rc, 0, "hook 3: %r" % r)
+        # over 64 KiB of XML: decided on a worker thread, not the event loop
+        padded = XML["gpu-vm-1"].replace("</domain>", "<!-- %s -->\n</domain>" % ("p" * (100 * 1024)))
+        r = run_hook("gpu-vm-1", "restore", "begin", padded, sock)
+        eq((r.rc, r.err), (0, ""), "hook 4: %r" % r)
+        check(r.out == padded, "hook 4: the restored XML is not the input")
         with connect(sock) as s:
             s.sendall(encode(b"nope"))
             recv_frame(s)
@@ -1287,16 +1292,16 @@ def t_status_cli():
         eq((pol["file"], pol["from_file"], pol["default"], pol["rules"], pol["last_error"]),
            (d.policy_file, True, "require", 0, None), "policy")
         check(0 < now_usec - pol["loaded_at_usec"] < 60e6, "policy.loaded_at_usec %r" % pol["loaded_at_usec"])
-        # 3 hook calls, 1 malformed frame, and this status request
+        # 4 hook calls, 1 malformed frame, and this status request
         rq = dict(st["requests"])
         total = rq.pop("total")
-        eq(rq, {"hook": 3, "status": 1, "errors": 1, "rejected_peers": 0, "connections": 1}, "requests")
-        check(total in (4, 5), "requests.total %r" % total)
-        eq(st["verdicts"], {"allow": 1, "warn": 0, "refuse": 1, "pass": 1}, "verdicts")
-        # the 3 hook calls were decided on the workers; nothing is running now
+        eq(rq, {"hook": 4, "status": 1, "errors": 1, "rejected_peers": 0, "connections": 1}, "requests")
+        check(total in (5, 6), "requests.total %r" % total)
+        eq(st["verdicts"], {"allow": 1, "warn": 0, "refuse": 1, "pass": 2}, "verdicts")
+        # the large one was decided on a worker (the others at once); nothing runs now
         wk = dict(st["workers"])
         longest = wk.pop("longest_run_ms"), wk.pop("longest_wait_ms")
-        eq(wk, {"threads": 3, "busy": 0, "queued": 0, "completed": 3, "busy_large": 0, "queued_large": 0,
+        eq(wk, {"threads": 3, "busy": 0, "queued": 0, "completed": 1, "busy_large": 0, "queued_large": 0,
                 "refused_busy": 0}, "workers")
         check(all(isinstance(x, int) and 0 <= x < 60000 for x in longest), "workers.longest_run_ms/_wait_ms %r"
               % (longest,))
@@ -1320,11 +1325,11 @@ def t_status_cli():
         eq(m.group(1), d.policy_file, "policy file (human)")
         loaded = time.mktime(time.strptime(m.group(2), "%Y-%m-%d %H:%M:%S"))
         check(abs(loaded - pol["loaded_at_usec"] / 1e6) < 2, "policy load time (human) %s" % m.group(2))
-        check(re.search(r"^requests:\s+%d total, 3 hook, 2 status, 1 errors, 0 rejected peers, 1 open connections$"
+        check(re.search(r"^requests:\s+%d total, 4 hook, 2 status, 1 errors, 0 rejected peers, 1 open connections$"
                         % (total + 1), out, re.M), "requests line in:\n%s" % out)
-        check(re.search(r"^verdicts:\s+1 allow, 0 warn, 1 refuse, 1 pass$", out, re.M),
+        check(re.search(r"^verdicts:\s+1 allow, 0 warn, 1 refuse, 2 pass$", out, re.M),
               "verdicts line in:\n%s" % out)
-        check(re.search(r"^workers:\s+3 threads, 0 busy, 0 queued, 3 completed; longest decision \d+ ms$", out, re.M),
+        check(re.search(r"^workers:\s+3 threads, 0 busy, 0 queued, 1 completed; longest decision \d+ ms$", out, re.M),
               "workers line in:\n%s" % out)
         check(re.search(r"^libvirt:\s+not watched \(--libvirt-uri none\)$", out, re.M),
               "libvirt line in:\n%s" % out)
@@ -1541,13 +1546,15 @@ class HeavyClient(threading.Thread):
 def t_heavy_requests():
     """One slow request never delays another domain's verdict (issue 24):
     while three clients keep sending the heaviest incoming migration
-    (heavy_migration_xml()), start checks through the real hook, one a
-    second, are each answered in under 2 s with the right verdict; a heavy
-    request is being decided during each of them; and the watchdog
-    (WATCHDOG_USEC set to the same 2 s, a fake notify socket) gets its ping
-    within every period.  On a daemon that decides on its event loop the
-    first heavy request holds everything: the hook gives up after its
-    timeout ("starting anyway") and no WATCHDOG=1 comes."""
+    (heavy_migration_xml(), decided on the worker threads), start checks
+    through the real hook, one a second, are each answered in under 2 s
+    with the right verdict; a heavy request is being decided during each
+    of them; and the watchdog (WATCHDOG_USEC set to the same 2 s, a fake
+    notify socket) gets its ping within every period.  On a daemon that
+    decides everything on its event loop the first heavy request holds
+    everything: the hook gives up after its timeout ("starting anyway") and
+    no WATCHDOG=1 comes.  The one timed assertion of the suite that is not
+    a deadline: the bound is the issue's."""
     period = T(2.0)
     dd = fresh_dir("heavy-notify")
     n = NotifySocket(os.path.join(dd, "notify.sock"))
@@ -1626,7 +1633,8 @@ def t_heavy_requests():
         w = st["workers"]
         print("# heavy requests: %d sent, %d answered; workers then: %r" % (len(heavy), len(answered), w))
         eq(w["threads"], 2, "status workers.threads (--workers 2)")
-        check(w["completed"] >= 4, "status workers.completed %r: the 4 start checks at least" % w["completed"])
+        check(w["busy_large"] + w["queued_large"] + w["completed"] >= 1,
+              "status workers %r: no heavy request went to a worker" % w)
 
         # Heavy requests still decided (the core's cost, issue 24's other
         # items) are not waited for: SIGKILL.  Otherwise a clean stop.
