@@ -654,17 +654,18 @@ static void log_decision(const struct decision *d) {
  * reads: the request, references to the host map and the policy of the
  * moment (struct shared), and a hook_context the main thread filled in
  * from the manager's state when the request came in.  hook_job_decide()
- * runs decide_hook() on that alone (on a worker, hook_job_run() encodes
- * the answer too); everything else happens on the main thread afterwards,
- * in hook_job_apply(): counters, the log, the watcher; then the answer is
- * sent.
+ * runs decide_hook() on that alone, and the answer is made from the
+ * decision (on a worker, encoded there too); everything else happens on
+ * the main thread afterwards, in hook_job_apply(): counters, the log, the
+ * watcher; then the answer is sent.
  *
  * To give a decision more of the manager's state, add a field to struct
  * hook_context, fill it in hook_context_fill() (a copy: on a worker the
  * manager's memory changes while the decision runs) and free it in
  * hook_context_done(); hook_job_decide() passes it to the core.  A side
  * effect of a decision goes into hook_job_apply(), which both paths run
- * before the answer is sent. */
+ * before the answer is sent; the answer is the decision's (made before
+ * apply runs), so what the client is told belongs in the decision. */
 
 /* Decided on the main thread up to this size of domain XML (a planned
  * 16-device domain is 25 KiB); on a worker above it. */
@@ -762,8 +763,9 @@ static void hook_job_run(struct work *w) {
         j->d.out = NULL;
 }
 
-/* The main thread's part, once the decision is made: its side effects,
- * before the answer is sent. */
+/* The main thread's part, once the decision is made (and its answer, which
+ * this does not change): its side effects, before the answer is sent.  On
+ * a worker's job, d->out is gone by now (it is in the answer). */
 static void hook_job_apply(struct hook_job *j) {
         struct manager *m = j->m;
         const struct decision *d = &j->d;
@@ -844,8 +846,8 @@ json_object *manager_handle(struct manager *m, json_object *request, struct conn
         j->req = req;
         if (req.xml_len <= HOOK_INLINE_MAX) {
                 hook_job_decide(j);
-                hook_job_apply(j);
                 json_object *resp = hook_job_answer(j);
+                hook_job_apply(j);
                 hook_job_free(j);
                 return resp;
         }
