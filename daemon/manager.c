@@ -793,17 +793,20 @@ void manager_job_detach(struct hook_job *j) {
         j->conn = NULL;
 }
 
-/* A hook request the workers cannot take now (WORKERS_LARGE_QUEUED large
- * ones wait): an error answer at once, which the hook treats as a daemon
- * that cannot give a verdict (on_unreachable), rather than a wait the hook
- * would time out on. */
-static json_object *answer_busy(struct manager *m, const struct proto_request *req, pid_t peer_pid) {
+/* A hook request the workers cannot take now (err: -EBUSY, when
+ * WORKERS_LARGE_QUEUED large ones wait; else no thread could be started):
+ * an error answer at once, which the hook treats as a daemon that cannot
+ * give a verdict (on_unreachable), rather than a wait the hook would time
+ * out on. */
+static json_object *answer_busy(struct manager *m, const struct proto_request *req, pid_t peer_pid, int err) {
         struct workers_stats st;
         workers_stats(m->workers, &st);
-        _cleanup_free_ char *why = xasprintf(
-                "pcinumad is busy: %u requests with a domain XML over %u KiB are being decided and %u wait, "
-                "so this one (%zu KiB) is not taken", st.busy_large, WORKERS_LARGE_BYTES / 1024, st.queued_large,
-                req->xml_len / 1024);
+        _cleanup_free_ char *why = err == -EBUSY
+                ? xasprintf("pcinumad is busy: %u requests with a domain XML over %u KiB are being decided and %u wait, "
+                            "so this one (%zu KiB) is not taken", st.busy_large, WORKERS_LARGE_BYTES / 1024,
+                            st.queued_large, req->xml_len / 1024)
+                : xasprintf("pcinumad cannot start its worker threads (%s), so this request (%zu KiB of domain XML) "
+                            "is not decided", strerror(-err), req->xml_len / 1024);
         struct log_fields f = {0};
         log_fields_add(&f, "PCINUMA_DOMAIN", "%s", req->argv[0]);
         log_fields_add(&f, "PCINUMA_PHASE", "%s", req->argv[1]);
@@ -851,8 +854,9 @@ json_object *manager_handle(struct manager *m, json_object *request, struct conn
                 hook_job_free(j);
                 return resp;
         }
-        if (workers_submit(m->workers, &j->work) < 0) {
-                json_object *resp = answer_busy(m, &j->req, peer_pid);
+        int r = workers_submit(m->workers, &j->work);
+        if (r < 0) {
+                json_object *resp = answer_busy(m, &j->req, peer_pid, r);
                 hook_job_free(j);
                 return resp;
         }
@@ -922,7 +926,8 @@ json_object *manager_status(struct manager *m) {
         struct workers_stats ws;
         workers_stats(m->workers, &ws);
         json_object *wk = json_object_new_object();
-        json_object_object_add(wk, "threads", json_u64(ws.threads));
+        json_object_object_add(wk, "threads", json_u64(ws.threads_wanted));
+        json_object_object_add(wk, "started", json_u64(ws.threads));
         json_object_object_add(wk, "busy", json_u64(ws.busy));
         json_object_object_add(wk, "queued", json_u64(ws.queued));
         json_object_object_add(wk, "completed", json_u64(ws.completed));

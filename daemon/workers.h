@@ -50,7 +50,8 @@ struct work {
 };
 
 struct workers_stats {
-        unsigned threads;
+        unsigned threads;               /* running: 0 until the first job */
+        unsigned threads_wanted;
         unsigned busy;                  /* running a job now */
         unsigned queued;                /* waiting for a thread */
         unsigned busy_large, queued_large;
@@ -62,9 +63,10 @@ struct workers_stats {
 
 struct workers;
 
-/* Start n_threads threads (WORKERS_MIN..WORKERS_MAX) and watch for
- * finished jobs on e.  The caller's signal mask is blocked in the threads
- * whatever it is: signals go to the main thread. */
+/* A pool of n_threads threads (WORKERS_MIN..WORKERS_MAX) that reports
+ * finished jobs on e.  The threads start with the first workers_submit().
+ * Every signal is blocked in them whatever the caller's mask is: signals
+ * go to the main thread. */
 int workers_new(sd_event *e, unsigned n_threads, struct workers **ret);
 /* Stop: wait for the jobs running now to end (each is bounded by the
  * core's work budgets), then complete every job not yet completed with
@@ -72,9 +74,10 @@ int workers_new(sd_event *e, unsigned n_threads, struct workers **ret);
  * freed; join the threads. */
 struct workers *workers_free(struct workers *p);
 
-/* Queue w (main thread).  -EBUSY when w is large and
- * WORKERS_LARGE_QUEUED large jobs wait already: w is not queued, and the
- * caller still owns it. */
+/* Queue w (main thread), starting the threads if they are not running.
+ * -EBUSY when w is large and WORKERS_LARGE_QUEUED large jobs wait
+ * already, or another negative errno when no thread could be started: w
+ * is not queued, and the caller still owns it. */
 int workers_submit(struct workers *p, struct work *w);
 
 void workers_stats(struct workers *p, struct workers_stats *ret);

@@ -1301,8 +1301,8 @@ def t_status_cli():
         # the large one was decided on a worker (the others at once); nothing runs now
         wk = dict(st["workers"])
         longest = wk.pop("longest_run_ms"), wk.pop("longest_wait_ms")
-        eq(wk, {"threads": 3, "busy": 0, "queued": 0, "completed": 1, "busy_large": 0, "queued_large": 0,
-                "refused_busy": 0}, "workers")
+        eq(wk, {"threads": 3, "started": 3, "busy": 0, "queued": 0, "completed": 1, "busy_large": 0,
+                "queued_large": 0, "refused_busy": 0}, "workers")
         check(all(isinstance(x, int) and 0 <= x < 60000 for x in longest), "workers.longest_run_ms/_wait_ms %r"
               % (longest,))
 

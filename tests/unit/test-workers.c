@@ -126,6 +126,11 @@ static void test_jobs_complete_on_main_thread(void **state) {
         struct workers *p = NULL;
         assert_int_equal(sd_event_new(&e), 0);
         assert_int_equal(workers_new(e, 3, &p), 0);
+        /* no thread before the first job: the process stays single-threaded */
+        struct workers_stats st0;
+        workers_stats(p, &st0);
+        assert_int_equal(st0.threads, 0);
+        assert_int_equal(st0.threads_wanted, 3);
         for (int i = 0; i < 50; i++)
                 assert_int_equal(workers_submit(p, &job_new(i % 10 == 0, false, i)->w), 0);
         loop_until(e, &g.completed, 50);
@@ -135,6 +140,7 @@ static void test_jobs_complete_on_main_thread(void **state) {
         struct workers_stats st;
         workers_stats(p, &st);
         assert_int_equal(st.threads, 3);
+        assert_int_equal(st.threads_wanted, 3);
         assert_int_equal(st.busy, 0);
         assert_int_equal(st.queued, 0);
         assert_int_equal(st.completed, 50);
