@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <libxml/parser.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
@@ -471,6 +472,13 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
         /* libxml2's global state is set up once, here, before any worker
          * parses a document (xmlInitParser() is not thread-safe). */
         xmlInitParser();
+        /* One malloc arena for all threads, set before there are any: a
+         * worker's large document then reuses what the main thread freed
+         * (the peak stays what it was without workers), and the trim after
+         * a burst of them (hook_job_complete()) finds everything in one
+         * place.  MALLOC_ARENA_MAX in the environment, if set, wins. */
+        if (!getenv("MALLOC_ARENA_MAX"))
+                (void) mallopt(M_ARENA_MAX, 1);
         r = workers_new(m->event, cfg->workers ? cfg->workers : workers_default_threads(), &m->workers);
         if (r < 0)
                 return r;
@@ -786,7 +794,15 @@ static void hook_job_complete(struct work *w) {
                 if (j->conn)
                         server_reply(j->conn, TAKE_PTR(j->frame), j->frame_len);
         }
+        struct manager *m = j->m;
         hook_job_free(j);
+        /* A worker's job is a large document (a 1 MiB domain's DOM is
+         * about 10 MiB), whose freed pages malloc would keep.  Once the
+         * workers are idle they go back to the system: one trim per burst
+         * of large requests (tens of ms after one of 50 MiB), never for an
+         * ordinary request. */
+        if (!w->cancelled && workers_idle(m->workers))
+                (void) malloc_trim(0);
 }
 
 void manager_job_detach(struct hook_job *j) {

@@ -26,6 +26,7 @@ struct workers {
         unsigned large_max;             /* threads a large job may occupy: all but one */
         bool stopping;
         uint64_t completed, refused, longest_run, longest_wait;
+        unsigned completing;            /* main thread only: taken from 'done', complete() not yet called */
 
         pthread_t *threads;
         unsigned n_threads;             /* started */
@@ -137,8 +138,11 @@ static int on_done(sd_event_source *s, int fd, uint32_t revents, void *userdata)
         p->completed += done.n;
         pthread_mutex_unlock(&p->lock);
 
-        for (struct work *w; (w = pop(&done));)
+        p->completing = done.n;
+        for (struct work *w; (w = pop(&done));) {
+                p->completing--;
                 w->complete(w);
+        }
         return 0;
 }
 
@@ -257,6 +261,13 @@ int workers_submit(struct workers *p, struct work *w) {
         pthread_cond_signal(&p->wake);
         pthread_mutex_unlock(&p->lock);
         return 0;
+}
+
+bool workers_idle(struct workers *p) {
+        pthread_mutex_lock(&p->lock);
+        bool idle = p->busy == 0 && p->small.n == 0 && p->large.n == 0 && p->done.n == 0 && p->completing == 0;
+        pthread_mutex_unlock(&p->lock);
+        return idle;
 }
 
 void workers_stats(struct workers *p, struct workers_stats *ret) {

@@ -81,6 +81,9 @@ struct workers *workers_free(struct workers *p);
 int workers_submit(struct workers *p, struct work *w);
 
 void workers_stats(struct workers *p, struct workers_stats *ret);
+/* No job runs, waits, or waits for its completion (main thread; in a
+ * complete(), the job being completed does not count). */
+bool workers_idle(struct workers *p);
 
 /* The default thread count: the CPUs this process may run on, clamped to
  * WORKERS_MIN..WORKERS_DEFAULT_MAX. */
