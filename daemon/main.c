@@ -27,8 +27,8 @@ static void usage(FILE *f) {
                 "  --log-target journal|stderr|auto   where to log (default auto)\n"
                 "  --request-timeout-ms N  close a client that sends nothing for N ms (default 5000)\n"
                 "  --max-connections N     at most N clients at once (default 256)\n"
-                "  --workers N             decide hook requests on N threads (2..64; default: the\n"
-                "                          number of CPUs, at most 8)\n"
+                "  --workers N             decide hook requests with over 64 KiB of domain XML on N\n"
+                "                          threads (2..64; default: the number of CPUs, at most 8)\n"
                 "  --allow-uid UID         also serve this uid (a session libvirtd's user); repeatable\n"
                 "  --watch-udev yes|no|auto  rescan on udev PCI events (auto: only for /sys)\n"
                 "  --settle-ms N           redefine a domain once its libvirt events have been quiet\n"
@@ -36,6 +36,14 @@ static void usage(FILE *f) {
                 "  --state-dir DIR         keep the definitions pcinuma replaces in DIR/preimages\n"
                 "                          (default $PCINUMA_STATE_DIR, else " PCINUMA_DEFAULT_STATE_DIR ")\n"
                 "  --version               print the version\n");
+#if PCINUMA_STAND_INS
+        fprintf(f,
+                "\n"
+                "A test build (meson -Dstand_ins=true), never for production:\n"
+                "  --stand-ins FILE        FILE is a JSON object {\"MAC\": \"host BDF\", ...}: a virtio\n"
+                "                          <interface type='user'> with such a MAC is placed as the\n"
+                "                          passthrough device at that host address\n");
+#endif
 }
 
 int main(int argc, char **argv) {
@@ -54,6 +62,9 @@ int main(int argc, char **argv) {
                 ARG_SETTLE_MS,
                 ARG_STATE_DIR,
                 ARG_WORKERS,
+#if PCINUMA_STAND_INS
+                ARG_STAND_INS,
+#endif
         };
         static const struct option opts[] = {
                 { "sysfs-root", required_argument, NULL, ARG_SYSFS_ROOT },
@@ -70,6 +81,9 @@ int main(int argc, char **argv) {
                 { "settle-ms", required_argument, NULL, ARG_SETTLE_MS },
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
                 { "workers", required_argument, NULL, ARG_WORKERS },
+#if PCINUMA_STAND_INS
+                { "stand-ins", required_argument, NULL, ARG_STAND_INS },
+#endif
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
@@ -173,6 +187,11 @@ int main(int argc, char **argv) {
                         }
                         cfg.state_dir = optarg;
                         break;
+#if PCINUMA_STAND_INS
+                case ARG_STAND_INS:
+                        cfg.stand_ins_file = optarg;
+                        break;
+#endif
                 case ARG_VERSION:
                         printf("pcinumad %s\n", PCINUMA_VERSION);
                         return 0;
