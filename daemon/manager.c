@@ -813,19 +813,20 @@ static void hook_job_apply(struct hook_job *j) {
  * pcinumad stops: then only freed). */
 static void hook_job_complete(struct work *w) {
         struct hook_job *j = (struct hook_job *) w;
-        if (!w->cancelled) {
+        struct manager *m = j->m;
+        bool cancelled = w->cancelled;
+        if (!cancelled) {
                 hook_job_apply(j);
                 if (j->conn)
                         server_reply(j->conn, TAKE_PTR(j->frame), j->frame_len);
         }
-        struct manager *m = j->m;
-        hook_job_free(j);
+        hook_job_free(j);       /* and w with it */
         /* A worker's job is a large document (a 1 MiB domain's DOM is
          * about 10 MiB), whose freed pages malloc would keep.  Once the
          * workers are idle they go back to the system: one trim per burst
          * of large requests (tens of ms after one of 50 MiB), never for an
          * ordinary request. */
-        if (!w->cancelled && workers_idle(m->workers))
+        if (!cancelled && workers_idle(m->workers))
                 (void) malloc_trim(0);
 }
 
