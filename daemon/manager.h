@@ -51,6 +51,7 @@ struct manager_config {
          * libvirtd runs its hooks as its own user. */
         uid_t allowed_uids[8];
         size_t n_allowed_uids;
+        const char *metrics_file;       /* Prometheus text metrics (metrics.h), or NULL: none */
 #if PCINUMA_STAND_INS
         const char *stand_ins_file;     /* --stand-ins (a test build; standins.h), or NULL; passed on */
 #endif
@@ -65,6 +66,7 @@ struct manager {
         struct server *server;
         struct watcher *watcher;        /* NULL with --libvirt-uri none */
         struct workers *workers;        /* hook decisions for domain XMLs over 64 KiB (workers.h) */
+        struct metrics *metrics;        /* counts even without a file */
 
         /* The current host map and policy (main thread).  Jobs on the
          * workers hold references to the ones they read (hostmap_ref,
@@ -134,3 +136,6 @@ void manager_forget_domain(struct manager *m, const char *uuid);
 
 /* The status object. */
 json_object *manager_status(struct manager *m);
+
+/* The watcher's counters changed: write the metrics file soon. */
+void manager_metrics_changed(struct manager *m);
