@@ -47,6 +47,51 @@ static char *prefixed(const char *s) {
         return strbuf_steal(&b);
 }
 
+/* A start whose domain is beyond pcinuma's bounds (docs/security.md,
+ * "Bounded work": the document's bytes or tags, more hostdevs than the
+ * host has, a mark's records, the work budget, a plan that would write
+ * past them): pcinuma cannot plan it, and stops it only under a policy
+ * that refuses what it cannot plan (require, socket).  Under the others it
+ * starts unchanged, with a warning (off: silently).  The policy is the
+ * domain's when its document can be read; when the document itself is
+ * beyond the limits, the domain is known by its name alone (the hook's
+ * argument): the default or a rule on the name decides, since its uuid,
+ * tag and requested policy cannot be read. */
+static void decide_beyond_limits(const struct proto_request *req, const struct policy *pol, const char *err,
+                                 struct decision *d) {
+        const char *name = d->domain;
+        _cleanup_domain_ struct domain *dom = NULL;
+        _cleanup_free_ char *ignored = NULL;
+        struct policy_subject subj = { .name = req->argv[0][0] ? req->argv[0] : NULL };
+        bool by_name = domain_parse(req->xml, req->xml_len, &dom, &ignored) < 0;
+        if (!by_name)
+                subj = (struct policy_subject) {
+                        .name = dom->name,
+                        .uuid = dom->uuid,
+                        .tag = dom->policy_tag,
+                        .requested = dom->requested_policy,
+                };
+        struct policy_settings settings;
+        policy_resolve(pol, &subj, &settings, NULL);
+        d->mode = settings.mode;
+        d->has_mode = true;
+        if (dom && dom->uuid)
+                d->uuid = xstrdup(dom->uuid);
+        const char *mode = policy_mode_to_string(settings.mode);
+        const char *how = by_name ? ", by the domain's name alone" : "";
+        if (settings.mode == POLICY_REQUIRE || settings.mode == POLICY_SOCKET) {
+                d->verdict = DECIDE_REFUSE;
+                d->message = xasprintf("pcinuma: refusing to start domain %s: it is beyond what pcinuma can plan "
+                                       "(policy %s%s): %s\n", name, mode, how, err);
+        } else if (settings.mode == POLICY_OFF)
+                d->verdict = DECIDE_ALLOW;
+        else {
+                d->verdict = DECIDE_WARN;
+                d->message = xasprintf("pcinuma: warning: domain %s starts unchanged, without a NUMA plan: it is beyond "
+                                       "what pcinuma can plan (policy %s%s): %s\n", name, mode, how, err);
+        }
+}
+
 static void decide_prepare(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
                            bool updating, struct decision *d) {
         _cleanup_free_ char *err = NULL;
@@ -57,7 +102,12 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
                 d->message = xasprintf("pcinuma: refusing to start domain %s: libvirt passed no domain XML to the prepare hook\n", name);
                 return;
         }
-        if (engine_plan(req->xml, req->xml_len, h, pol, NULL, &d->result, &err) < 0) {
+        int rc = engine_plan(req->xml, req->xml_len, h, pol, NULL, &d->result, &err);
+        if (rc == -E2BIG || rc == -EFBIG) {
+                decide_beyond_limits(req, pol, err, d);
+                return;
+        }
+        if (rc < 0) {
                 d->verdict = DECIDE_REFUSE;
                 d->message = xasprintf("pcinuma: refusing to start domain %s: %s\n", name, err);
                 return;

@@ -179,6 +179,63 @@ static void test_prepare_bad_xml(void **state) {
         decision_done(&d);
 }
 
+/* prepare begin of a domain beyond pcinuma's bounds (here: more tags than
+ * DOMAIN_XML_TAGS_MAX, refused before parsing): pcinuma cannot plan it,
+ * and stops the start only under a policy that refuses what it cannot
+ * plan (require, socket); preferred and legacy let it start unchanged with
+ * a warning, off silently.  Its policy comes from its name alone (a rule
+ * on the name counts).  Before, every policy refused it. */
+static void test_prepare_beyond_limits(void **state) {
+        (void) state;
+        struct strbuf b = {0};
+        const char *end = strstr(fake_vm_xml, "</domain>");
+        assert_non_null(end);
+        strbuf_appendn(&b, fake_vm_xml, (size_t) (end - fake_vm_xml));
+        for (unsigned i = 0; i <= DOMAIN_XML_TAGS_MAX; i++)
+                strbuf_append(&b, "<!---->");
+        strbuf_append(&b, end);
+        _cleanup_free_ char *big = strbuf_steal(&b);
+        for (size_t i = 0; i < ELEMENTSOF(policies); i++) {
+                _cleanup_policy_ struct policy *pol = fake_vm_policy(policies[i]);
+                _cleanup_free_ char *in_policy = xasprintf("(policy %s, by the domain's name alone)", policies[i]);
+                struct decision d;
+                decide(pol, "prepare", "begin", big, false, &d);
+                assert_true(d.has_mode);
+                assert_string_equal(policy_mode_to_string(d.mode), policies[i]);
+                assert_null(d.out);
+                if (strict(policies[i])) {
+                        assert_int_equal(d.verdict, DECIDE_REFUSE);
+                        assert_int_equal(d.exit_code, 1);
+                        assert_true(has(d.message, "pcinuma: refusing to start domain " FAKE_VM_NAME
+                                                   ": it is beyond what pcinuma can plan"));
+                        assert_true(has(d.message, "DOMAIN_XML_TAGS_MAX"));
+                        assert_true(has(d.message, in_policy));
+                } else if (streq(policies[i], "off")) {
+                        assert_int_equal(d.verdict, DECIDE_ALLOW);
+                        assert_int_equal(d.exit_code, 0);
+                        assert_null(d.message);
+                } else {
+                        assert_int_equal(d.verdict, DECIDE_WARN);
+                        assert_int_equal(d.exit_code, 0);
+                        assert_true(has(d.message, "pcinuma: warning: domain " FAKE_VM_NAME " starts unchanged"));
+                        assert_true(has(d.message, "DOMAIN_XML_TAGS_MAX"));
+                        assert_true(has(d.message, in_policy));
+                }
+                decision_done(&d);
+        }
+        /* A rule on the name decides over the default. */
+        const char *json = "{\"default\": {\"policy\": \"preferred\"}, \"rules\": [{\"match\": {\"name\": \""
+                           FAKE_VM_NAME "\"}, \"policy\": \"require\"}]}";
+        _cleanup_policy_ struct policy *pol = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(policy_parse(json, strlen(json), "t.json", &pol, &err), 0);
+        struct decision d;
+        decide(pol, "prepare", "begin", big, false, &d);
+        assert_int_equal(d.verdict, DECIDE_REFUSE);
+        assert_true(has(d.message, "(policy require, by the domain's name alone)"));
+        decision_done(&d);
+}
+
 /* migrate begin: an unmarked domain passes with its XML on stdout.  A
  * marked one planned under migration: same-topology comes in on a host
  * with the same topology (here: the same host) and keeps its XML; one
@@ -401,6 +458,7 @@ int main(void) {
                 cmocka_unit_test(test_prepare_one_line_per_cause),
                 cmocka_unit_test(test_prepare_planned),
                 cmocka_unit_test(test_prepare_bad_xml),
+                cmocka_unit_test(test_prepare_beyond_limits),
                 cmocka_unit_test(test_migrate),
                 cmocka_unit_test(test_restore),
                 cmocka_unit_test(test_other_phases),
