@@ -7,8 +7,9 @@ domains, one of them planned before its cells moved, so its mark is
 stale), reporting 2 conflicts; the real hook asks it about a domain.
 Checks, reading the file as node_exporter's textfile collector would:
 
-  * `promtool check metrics` accepts it (Debian's prometheus package), at
-    start and after every step;
+  * `promtool check metrics` accepts it, at start and after every step
+    (promtool from the PATH, or unpacked from Debian's prometheus package
+    into the build tree without installing it: pcinumatest/promtool.py);
   * the verdicts by phase, policy and verdict; the request latency
     histogram (its count is the number of requests, its buckets
     cumulative); the watcher's redefinitions and conflicts (from its
@@ -21,7 +22,7 @@ Checks, reading the file as node_exporter's textfile collector would:
     pcinumad stops;
   * --metrics-file with a relative path is refused (exit 2).
 
-Skipped (77) when promtool is missing.  Output: "ok N - ..." lines and
+Skipped (77), saying why, when no promtool can be had.  Output: "ok N - ..." lines and
 "N passed, M failed"."""
 
 import argparse
@@ -36,7 +37,9 @@ import sys
 import tempfile
 import time
 
-from pcinumatest import FAKE_WATCHER
+from pcinumatest import FAKE_WATCHER, promtool
+
+PROMTOOL = None
 
 results = []
 
@@ -158,7 +161,7 @@ class Env:
 
     def promtool(self, what):
         text = self.read()
-        r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+        r = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
         check(r.returncode == 0 and text, "promtool check metrics: %s" % what, r.stdout + r.stderr + text[:3000])
 
     def daemon_log(self):
@@ -274,13 +277,16 @@ def run(a):
 
 
 def main():
+    global PROMTOOL
     ap = argparse.ArgumentParser()
-    for o in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts"):
-        ap.add_argument("--" + o, required=True)
+    for o in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "promtool_cache"):
+        ap.add_argument("--" + o.replace("_", "-"), required=True)
     a = ap.parse_args()
-    if not shutil.which("promtool"):
-        print("1..0 # SKIP promtool is not installed (Debian: prometheus)")
+    PROMTOOL, why = promtool.find(a.promtool_cache)
+    if not PROMTOOL:
+        print("1..0 # SKIP %s" % why)
         sys.exit(77)
+    print("# promtool: %s" % PROMTOOL)
     run(a)
     passed = sum(results)
     print("%d passed, %d failed" % (passed, len(results) - passed))
