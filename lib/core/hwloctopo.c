@@ -334,62 +334,66 @@ static void add_ports(struct obj *parent, const struct plan *p, const struct dom
         }
 }
 
-char *hwloctopo_guest(const struct plan *p, const struct domain *d, const struct hostmap *h) {
-        struct obj *m = obj_new(NULL, OBJ_MACHINE, 0);
-        obj_info(m, "PCINUMATopology", "guest %s, %s", d->name ? d->name : "(unnamed)",
-                 p->verdict == PLAN_APPLY ? "as planned" : "as it is (the plan does not apply)");
-        /* lstopo adds the root's lstopoLegend infos to its legend. */
-        obj_info(m, "lstopoLegend", "%s %s (pcinuma, policy %s); each device names its host BDF",
-                 d->name ? d->name : "(unnamed)", p->verdict == PLAN_APPLY ? "as planned" : "as it is, not planned",
-                 policy_mode_to_string(p->mode));
+/* Guest node 'id' below parent, with its vCPUs (a Core and a PU each)
+ * beside it; the Machine's and parent's sets grow to hold them. */
+static struct obj *add_guest_node(struct obj *m, struct obj *parent, unsigned id, const struct bitmap *cpus) {
+        bitmap_or(&m->cpuset, cpus);
+        bitmap_set(&m->nodeset, id);
+        if (parent != m) {
+                bitmap_or(&parent->cpuset, cpus);
+                bitmap_set(&parent->nodeset, id);
+        }
+        struct obj *node = obj_new(parent, OBJ_NUMANODE, (int) id);
+        bitmap_or(&node->cpuset, cpus);
+        bitmap_set(&node->nodeset, id);
+        for (int v = bitmap_next(cpus, 0); v >= 0; v = bitmap_next(cpus, (unsigned) v + 1)) {
+                struct obj *core = obj_new(parent, OBJ_CORE, v);
+                struct obj *pu = obj_new(core, OBJ_PU, v);
+                bitmap_set(&core->cpuset, (unsigned) v);
+                bitmap_set(&core->nodeset, id);
+                bitmap_set(&pu->cpuset, (unsigned) v);
+                bitmap_set(&pu->nodeset, id);
+        }
+        return node;
+}
+
+/* The guest's cells below m: a Package each ("Guest cell (host node N)")
+ * holding its NUMANode and vCPUs; a cell without vCPUs has no Package,
+ * its NUMANode (and its I/O) hang from the Machine.  Returns each cell's
+ * object, in d->cells' order.  A domain without cells is one node, 0,
+ * holding every vCPU, as the guest sees it (hwloc wants a node). */
+static struct obj **add_guest_cells(struct obj *m, const struct domain *d) {
         struct obj **cell_obj = xcalloc(d->n_cells ? d->n_cells : 1, sizeof(*cell_obj));
+        if (!d->n_cells) {
+                _cleanup_(bitmap_done) struct bitmap all = {0};
+                for (unsigned v = 0; v < d->vcpus; v++)
+                        bitmap_set(&all, v);
+                add_guest_node(m, m, 0, &all);
+                return cell_obj;
+        }
         for (size_t i = 0; i < d->n_cells; i++) {
                 const struct domain_cell *c = &d->cells[i];
-                bitmap_or(&m->cpuset, &c->cpus);
-                bitmap_set(&m->nodeset, c->id);
-                /* A cell without vCPUs has no Package: its NUMANode hangs
-                 * from the Machine, and so does its I/O. */
                 bool cpus = bitmap_next(&c->cpus, 0) >= 0;
                 struct obj *pkg = cpus ? obj_new(m, OBJ_PACKAGE, (int) c->id) : m;
                 if (cpus) {
-                        bitmap_or(&pkg->cpuset, &c->cpus);
-                        bitmap_set(&pkg->nodeset, c->id);
                         _cleanup_free_ char *nodes = bitmap_isempty(&c->host_nodes) ? NULL : bitmap_format(&c->host_nodes);
                         pkg->subtype = nodes ? xasprintf("Guest cell (host node%s %s)",
                                                          bitmap_count(&c->host_nodes) > 1 ? "s" : "", nodes)
                                              : xstrdup("Guest cell (no host node)");
                 }
-                struct obj *node = obj_new(pkg, OBJ_NUMANODE, (int) c->id);
-                bitmap_or(&node->cpuset, &c->cpus);
-                bitmap_set(&node->nodeset, c->id);
+                struct obj *node = add_guest_node(m, pkg, c->id, &c->cpus);
                 if (!bitmap_isempty(&c->host_nodes)) {
                         _cleanup_free_ char *nodes = bitmap_format(&c->host_nodes);
                         obj_info(node, "PCINUMAHostNodes", "%s", nodes);
                 }
-                for (int v = bitmap_next(&c->cpus, 0); v >= 0; v = bitmap_next(&c->cpus, (unsigned) v + 1)) {
-                        struct obj *core = obj_new(pkg, OBJ_CORE, v);
-                        struct obj *pu = obj_new(core, OBJ_PU, v);
-                        bitmap_set(&core->cpuset, (unsigned) v);
-                        bitmap_set(&core->nodeset, c->id);
-                        bitmap_set(&pu->cpuset, (unsigned) v);
-                        bitmap_set(&pu->nodeset, c->id);
-                }
                 cell_obj[i] = pkg;
         }
-        /* Each expander bus below its cell's Package. */
-        for (size_t i = 0; i < p->n_pxbs; i++) {
-                const struct plan_pxb *x = &p->pxbs[i];
-                struct obj *under = m;
-                for (size_t c = 0; c < d->n_cells; c++)
-                        if (d->cells[c].id == x->cell)
-                                under = cell_obj[c];
-                struct obj *hb = add_host_bridge(under, 0, (unsigned) x->bus_nr, (unsigned) x->bus_nr + x->n_buses - 1);
-                obj_info(hb, "PCINUMAController", "pcie-expander-bus index %d at 0000:00:%02x.0, guest cell %u", x->index,
-                         x->addr.slot, x->cell);
-                add_ports(hb, p, d, h, x->index, (unsigned) x->bus_nr, 0);
-        }
-        /* The devices that stay: on pcie.0 when their address is there,
-         * else where libvirt puts them (a Misc object says so). */
+        return cell_obj;
+}
+
+/* The devices that stay: on pcie.0 when their address is there, else
+ * where libvirt puts them (a Misc object says so). */
+static void add_staying(struct obj *m, const struct plan *p, const struct domain *d, const struct hostmap *h) {
         struct obj *pcie0 = NULL;
         for (size_t i = 0; i < p->n_devices; i++) {
                 const struct plan_device *pd = &p->devices[i];
@@ -407,6 +411,30 @@ char *hwloctopo_guest(const struct plan *p, const struct domain *d, const struct
                 struct obj *misc = obj_new(m, OBJ_MISC, -1);
                 misc->name = xasprintf("%s: %s", pd->name, hd->has_guest_addr ? "on the pcie.0 side" : "address chosen by libvirt");
         }
+}
+
+char *hwloctopo_guest(const struct plan *p, const struct domain *d, const struct hostmap *h) {
+        struct obj *m = obj_new(NULL, OBJ_MACHINE, 0);
+        obj_info(m, "PCINUMATopology", "guest %s, %s", d->name ? d->name : "(unnamed)",
+                 p->verdict == PLAN_APPLY ? "as planned" : "as it is (the plan does not apply)");
+        /* lstopo adds the root's lstopoLegend infos to its legend. */
+        obj_info(m, "lstopoLegend", "%s %s (pcinuma, policy %s); each device names its host BDF",
+                 d->name ? d->name : "(unnamed)", p->verdict == PLAN_APPLY ? "as planned" : "as it is, not planned",
+                 policy_mode_to_string(p->mode));
+        struct obj **cell_obj = add_guest_cells(m, d);
+        /* Each expander bus below its cell's Package. */
+        for (size_t i = 0; i < p->n_pxbs; i++) {
+                const struct plan_pxb *x = &p->pxbs[i];
+                struct obj *under = m;
+                for (size_t c = 0; c < d->n_cells; c++)
+                        if (d->cells[c].id == x->cell)
+                                under = cell_obj[c];
+                struct obj *hb = add_host_bridge(under, 0, (unsigned) x->bus_nr, (unsigned) x->bus_nr + x->n_buses - 1);
+                obj_info(hb, "PCINUMAController", "pcie-expander-bus index %d at 0000:00:%02x.0, guest cell %u", x->index,
+                         x->addr.slot, x->cell);
+                add_ports(hb, p, d, h, x->index, (unsigned) x->bus_nr, 0);
+        }
+        add_staying(m, p, d, h);
         free(cell_obj);
         char *s = write_topology(m);
         obj_free(m);
