@@ -5,10 +5,8 @@
  * then rename()), after a change and at most once a second (an sd-event
  * timer), and removed when pcinumad stops.
  *
- * The counting functions may be called from any thread: a mutex guards
- * the numbers, and a count from another thread than the event loop's
- * wakes the loop (an eventfd), which schedules the write.
- * metrics_changed() and the writing belong to the loop's thread. */
+ * Like the rest of pcinumad, it belongs to the event loop's one thread:
+ * a count schedules the write on that loop. */
 #pragma once
 
 #include <stdbool.h>
