@@ -313,6 +313,21 @@ static int unpinned_cause(struct plan *p) {
         return add_cause(p, true, fix, "no guest cell is pinned to a host node");
 }
 
+/* The cause every device whose action is 'action' has, when they all
+ * have the same one; else -1. */
+static int shared_cause(const struct plan *p, enum plan_action action) {
+        int cause = -1;
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                if (pd->action != action)
+                        continue;
+                if (pd->cause < 0 || (cause >= 0 && pd->cause != cause))
+                        return -1;
+                cause = pd->cause;
+        }
+        return cause;
+}
+
 /* Decide each device's cell (design §6). Returns the number refused. */
 static size_t place_devices(const struct domain *d, const struct hostmap *h, struct plan *p) {
         size_t refused = 0;
@@ -1458,8 +1473,13 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
         }
         if (refused) {
                 p->verdict = PLAN_REFUSED;
-                p->reason = xasprintf("%zu of %zu passthrough device%s cannot be placed under policy %s",
-                                      refused, p->n_devices, p->n_devices > 1 ? "s" : "", policy_mode_to_string(p->mode));
+                /* One cause for all of them: the first line says it too
+                 * (the journal keeps only that line); several: each is
+                 * said on a line of its own after it (engine_causes()). */
+                int cause = shared_cause(p, PLAN_REFUSE);
+                p->reason = xasprintf("%zu of %zu passthrough device%s cannot be placed under policy %s%s%s",
+                                      refused, p->n_devices, p->n_devices > 1 ? "s" : "", policy_mode_to_string(p->mode),
+                                      cause >= 0 ? ": " : "", cause >= 0 ? p->causes[cause].what : "");
                 *ret = TAKE_PTR(p);
                 return 0;
         }

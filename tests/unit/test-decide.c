@@ -96,7 +96,8 @@ static void test_prepare_one_line_per_cause(void **state) {
         size_t first = strcspn(d.message, "\n");
         assert_true(first < strlen(d.message));
         assert_true(strncmp(d.message, "pcinuma: refusing to start domain " FAKE_VM_NAME
-                            ": 4 of 4 passthrough devices cannot be placed under policy legacy\n", first + 1) == 0);
+                            ": 4 of 4 passthrough devices cannot be placed under policy legacy: no guest cell is "
+                            "pinned to a host node\n", first + 1) == 0);
         assert_int_equal(count(d.message, "no guest cell is pinned to a host node"), 1);
         assert_int_equal(count(d.message, "fix: pin each cell with <numatune><memnode"), 1);
         assert_int_equal(count(d.message, "(its devices are on host nodes 0-3)"), 1);
