@@ -338,6 +338,9 @@ static size_t place_devices(const struct domain *d, const struct hostmap *h, str
         bool unpinned = d->n_cells > 0;
         for (size_t c = 0; c < d->n_cells && unpinned; c++)
                 unpinned = bitmap_isempty(&d->cells[c].host_nodes);
+        /* That cause, made once when a device first has it:
+         * unpinned_cause() reads every device. */
+        int unpinned_idx = -1;
 
         for (size_t i = 0; i < p->n_devices; i++) {
                 struct plan_device *pd = &p->devices[i];
@@ -417,13 +420,17 @@ static size_t place_devices(const struct domain *d, const struct hostmap *h, str
                 if (p->mode == POLICY_PREFERRED) {
                         pd->action = PLAN_STAY;
                         set_reason(pd, "no guest cell is backed by any host node; stays on pcie.0 (policy preferred)");
-                        pd->cause = unpinned ? unpinned_cause(p) : add_cause(p, false, NULL, pd->reason);
+                        if (unpinned && unpinned_idx < 0)
+                                unpinned_idx = unpinned_cause(p);
+                        pd->cause = unpinned ? unpinned_idx : add_cause(p, false, NULL, pd->reason);
                         continue;
                 }
                 pd->action = PLAN_REFUSE;
                 refused++;
                 if (unpinned) {
-                        pd->cause = unpinned_cause(p);
+                        if (unpinned_idx < 0)
+                                unpinned_idx = unpinned_cause(p);
+                        pd->cause = unpinned_idx;
                         set_reason(pd, "%s", p->causes[pd->cause].what);
                         continue;
                 }
