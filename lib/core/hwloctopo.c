@@ -99,46 +99,14 @@ _printf_(3, 4) static void obj_info(struct obj *o, const char *name, const char 
 
 /* --- writing --------------------------------------------------------- */
 
-static void xml_attr(struct strbuf *b, const char *name, const char *value) {
-        strbuf_printf(b, " %s=\"", name);
-        for (const char *c = value; *c; c++)
-                switch (*c) {
-                case '&':
-                        strbuf_append(b, "&amp;");
-                        break;
-                case '<':
-                        strbuf_append(b, "&lt;");
-                        break;
-                case '>':
-                        strbuf_append(b, "&gt;");
-                        break;
-                case '"':
-                        strbuf_append(b, "&quot;");
-                        break;
-                default:
-                        /* Control characters are not XML. */
-                        if ((unsigned char) *c >= 0x20 || *c == '\t')
-                                strbuf_appendn(b, c, 1);
-                }
-        strbuf_append(b, "\"");
-}
-
-/* hwloc's bitmap form: 32-bit words, most significant first, each 0x%08x,
- * comma separated; "0x0" when empty. */
+/* hwloc's bitmap form: the kernel's cpumap words, each with 0x; "0x0"
+ * when empty. */
 static void xml_bitmap(struct strbuf *b, const char *name, const struct bitmap *m) {
-        int hi = -1;
-        for (int c = bitmap_next(m, 0); c >= 0; c = bitmap_next(m, (unsigned) c + 1))
-                hi = c;
         strbuf_printf(b, " %s=\"", name);
-        if (hi < 0)
+        if (bitmap_isempty(m))
                 strbuf_append(b, "0x0");
-        for (unsigned w = hi < 0 ? 0 : (unsigned) hi / 32 + 1; w-- > 0;) {
-                uint32_t v = 0;
-                for (unsigned bit = 0; bit < 32; bit++)
-                        if (bitmap_test(m, w * 32 + bit))
-                                v |= UINT32_C(1) << bit;
-                strbuf_printf(b, "0x%08x%s", v, w ? "," : "");
-        }
+        else
+                strbuf_bitmap_words(b, m, "0x");
         strbuf_append(b, "\"");
 }
 
@@ -159,12 +127,12 @@ static bool is_normal(enum obj_kind k) {
 static void write_obj(struct strbuf *b, const struct obj *o, unsigned indent, unsigned *gp) {
         char buf[64];
         strbuf_printf(b, "%*s<object", (int) indent, "");
-        xml_attr(b, "type", type_name(o->kind));
+        strbuf_xml_attr(b, "type", type_name(o->kind));
         if (o->subtype)
-                xml_attr(b, "subtype", o->subtype);
+                strbuf_xml_attr(b, "subtype", o->subtype);
         if (o->os_index >= 0) {
                 snprintf(buf, sizeof buf, "%d", o->os_index);
-                xml_attr(b, "os_index", buf);
+                strbuf_xml_attr(b, "os_index", buf);
         }
         if (is_normal(o->kind)) {
                 xml_bitmap(b, "cpuset", &o->cpuset);
@@ -177,28 +145,28 @@ static void write_obj(struct strbuf *b, const struct obj *o, unsigned indent, un
                         xml_bitmap(b, "allowed_nodeset", &o->nodeset);
         }
         snprintf(buf, sizeof buf, "%u", ++*gp);
-        xml_attr(b, "gp_index", buf);
+        strbuf_xml_attr(b, "gp_index", buf);
         if (o->kind == OBJ_MISC || o->kind == OBJ_OSDEV)
-                xml_attr(b, "name", o->name ? o->name : "");
+                strbuf_xml_attr(b, "name", o->name ? o->name : "");
         if (o->kind == OBJ_OSDEV) {
                 snprintf(buf, sizeof buf, "%d", (int) o->osdev_type);
-                xml_attr(b, "osdev_type", buf);
+                strbuf_xml_attr(b, "osdev_type", buf);
         }
         if (o->kind == OBJ_HOST_BRIDGE || o->kind == OBJ_PCI_BRIDGE) {
-                xml_attr(b, "bridge_type", o->kind == OBJ_HOST_BRIDGE ? "0-1" : "1-1");
+                strbuf_xml_attr(b, "bridge_type", o->kind == OBJ_HOST_BRIDGE ? "0-1" : "1-1");
                 snprintf(buf, sizeof buf, "%u", o->depth);
-                xml_attr(b, "depth", buf);
+                strbuf_xml_attr(b, "depth", buf);
                 snprintf(buf, sizeof buf, "%04x:[%02x-%02x]", o->domain, o->sec, o->sub);
-                xml_attr(b, "bridge_pci", buf);
+                strbuf_xml_attr(b, "bridge_pci", buf);
         }
         if (o->kind == OBJ_PCI_BRIDGE || o->kind == OBJ_PCIDEV) {
                 char bdf[PCI_ADDR_STRLEN];
-                xml_attr(b, "pci_busid", pci_addr_format(&o->busid, bdf));
+                strbuf_xml_attr(b, "pci_busid", pci_addr_format(&o->busid, bdf));
                 /* class (base and sub class), [vendor:device],
                  * [subvendor:subdevice], revision */
                 snprintf(buf, sizeof buf, "%04x [%04x:%04x] [0000:0000] 00", (unsigned) (o->class >> 8), o->vendor, o->device);
-                xml_attr(b, "pci_type", buf);
-                xml_attr(b, "pci_link_speed", "0.000000");
+                strbuf_xml_attr(b, "pci_type", buf);
+                strbuf_xml_attr(b, "pci_link_speed", "0.000000");
         }
         if (!o->n_infos && !o->n_children) {
                 strbuf_append(b, "/>\n");
@@ -207,8 +175,8 @@ static void write_obj(struct strbuf *b, const struct obj *o, unsigned indent, un
         strbuf_append(b, ">\n");
         for (size_t i = 0; i < o->n_infos; i++) {
                 strbuf_printf(b, "%*s<info", (int) indent + 2, "");
-                xml_attr(b, "name", o->infos[i].name);
-                xml_attr(b, "value", o->infos[i].value);
+                strbuf_xml_attr(b, "name", o->infos[i].name);
+                strbuf_xml_attr(b, "value", o->infos[i].value);
                 strbuf_append(b, "/>\n");
         }
         for (size_t i = 0; i < o->n_children; i++)
