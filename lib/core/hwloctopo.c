@@ -462,99 +462,102 @@ static struct obj *node_object(struct obj *m, struct obj **by_node, const struct
         return m;
 }
 
+/* The object that holds host node n's NUMANode and CPUs (a Package of
+ * its own when it is its socket's only node with CPUs, else a Group in
+ * the socket's Package, or in the Machine when it has no socket), made
+ * below m; the Package is made with the socket's first node.  A node
+ * without CPUs (memory only) hangs from the Machine: NULL. */
+static struct obj *add_host_node(struct obj *m, const struct hostmap *h, size_t i) {
+        const struct hostmap_node *n = &h->nodes[i];
+        if (bitmap_next(&n->cpus, 0) < 0) {
+                struct obj *node = obj_new(m, OBJ_NUMANODE, n->id);
+                bitmap_set(&node->nodeset, (unsigned) n->id);
+                return NULL;
+        }
+        size_t on_socket = 0, first = i;
+        for (size_t k = 0; k < h->n_nodes; k++)
+                if (n->socket >= 0 && h->nodes[k].socket == n->socket && bitmap_next(&h->nodes[k].cpus, 0) >= 0) {
+                        on_socket++;
+                        if (k < first)
+                                first = k;
+                }
+        struct obj *pkg = NULL;
+        if (n->socket >= 0 && first < i) {
+                for (size_t c = 0; c < m->n_children && !pkg; c++)
+                        if (m->children[c]->kind == OBJ_PACKAGE && m->children[c]->os_index == n->socket)
+                                pkg = m->children[c];
+        } else if (n->socket >= 0) {
+                pkg = obj_new(m, OBJ_PACKAGE, n->socket);
+                for (size_t k = 0; k < h->n_nodes; k++)
+                        if (h->nodes[k].socket == n->socket) {
+                                bitmap_or(&pkg->cpuset, &h->nodes[k].cpus);
+                                bitmap_set(&pkg->nodeset, (unsigned) h->nodes[k].id);
+                        }
+        }
+        struct obj *loc = pkg && on_socket == 1 ? pkg : obj_new(pkg ? pkg : m, OBJ_GROUP, -1);
+        if (loc != pkg) {
+                bitmap_or(&loc->cpuset, &n->cpus);
+                bitmap_set(&loc->nodeset, (unsigned) n->id);
+        }
+        struct obj *node = obj_new(loc, OBJ_NUMANODE, n->id);
+        bitmap_or(&node->cpuset, &n->cpus);
+        bitmap_set(&node->nodeset, (unsigned) n->id);
+        for (int c = bitmap_next(&n->cpus, 0); c >= 0; c = bitmap_next(&n->cpus, (unsigned) c + 1)) {
+                struct obj *pu = obj_new(loc, OBJ_PU, c);
+                bitmap_set(&pu->cpuset, (unsigned) c);
+                bitmap_set(&pu->nodeset, (unsigned) n->id);
+        }
+        return loc;
+}
+
+/* Host device dev below its host bridge and bridges, in loc (its node's
+ * object); a host bridge goes with the node of its first device, and is
+ * found again wherever it went. */
+static void add_host_device(struct obj *m, struct obj **by_node, const struct hostmap *h, struct obj *loc,
+                            const struct hostmap_device *dev) {
+        unsigned dom, bus;
+        struct obj *parent = loc;
+        if (parse_host_bridge(dev->host_bridge, &dom, &bus)) {
+                struct obj *hb = NULL;
+                for (size_t k = 0; k <= h->n_nodes && !hb; k++) {
+                        struct obj *o = k < h->n_nodes ? by_node[k] : m;
+                        for (size_t c = 0; o && c < o->n_children && !hb; c++)
+                                if (o->children[c]->kind == OBJ_HOST_BRIDGE && o->children[c]->domain == dom &&
+                                    o->children[c]->root_bus == (int) bus)
+                                        hb = o->children[c];
+                }
+                if (!hb) {
+                        hb = add_host_bridge(loc, dom, bus, bus);
+                        hb->root_bus = (int) bus;
+                        obj_info(hb, "PCINUMAHostBridge", "%s", dev->host_bridge);
+                }
+                parent = hb;
+                for (size_t u = 0; u < dev->n_upstream; u++)
+                        parent = bridge_child(parent, h, &dev->upstream[u]);
+        }
+        struct obj *o = add_pcidev(parent, &dev->addr, dev);
+        obj_info(o, "PCINUMAHostNode", "%d", dev->node);
+        /* Not drawn (an OS device would be): lstopo then folds a PF's VFs
+         * into one box, and the picture stays small. */
+        if (dev->driver)
+                obj_info(o, "PCINUMADriver", "%s", dev->driver);
+}
+
 char *hwloctopo_host(const struct hostmap *h) {
         struct obj *m = obj_new(NULL, OBJ_MACHINE, 0);
         obj_info(m, "PCINUMATopology", "host");
         obj_info(m, "lstopoLegend", "this host as pcinuma sees it: NUMA nodes, sockets and PCI devices");
         struct obj **by_node = xcalloc(h->n_nodes ? h->n_nodes : 1, sizeof(*by_node));
+        for (size_t i = 0; i < h->n_nodes; i++) {
+                bitmap_or(&m->cpuset, &h->nodes[i].cpus);
+                bitmap_set(&m->nodeset, (unsigned) h->nodes[i].id);
+        }
         /* Sockets in the order of their first node; nodes in id order. */
-        for (size_t i = 0; i < h->n_nodes; i++) {
-                const struct hostmap_node *n = &h->nodes[i];
-                bitmap_or(&m->cpuset, &n->cpus);
-                bitmap_set(&m->nodeset, (unsigned) n->id);
-        }
-        for (size_t i = 0; i < h->n_nodes; i++) {
-                const struct hostmap_node *n = &h->nodes[i];
-                bool cpus = bitmap_next(&n->cpus, 0) >= 0;
-                if (!cpus) {
-                        /* A CPU-less node (memory only) hangs from the Machine. */
-                        struct obj *node = obj_new(m, OBJ_NUMANODE, n->id);
-                        bitmap_set(&node->nodeset, (unsigned) n->id);
-                        continue;
-                }
-                size_t on_socket = 0, first = i;
-                for (size_t k = 0; k < h->n_nodes; k++)
-                        if (n->socket >= 0 && h->nodes[k].socket == n->socket && bitmap_next(&h->nodes[k].cpus, 0) >= 0) {
-                                on_socket++;
-                                if (k < first)
-                                        first = k;
-                        }
-                struct obj *pkg = NULL;
-                if (n->socket >= 0 && first < i) {
-                        /* The Package was made with the socket's first node. */
-                        for (size_t c = 0; c < m->n_children && !pkg; c++)
-                                if (m->children[c]->kind == OBJ_PACKAGE && m->children[c]->os_index == n->socket)
-                                        pkg = m->children[c];
-                } else if (n->socket >= 0) {
-                        pkg = obj_new(m, OBJ_PACKAGE, n->socket);
-                        for (size_t k = 0; k < h->n_nodes; k++)
-                                if (h->nodes[k].socket == n->socket) {
-                                        bitmap_or(&pkg->cpuset, &h->nodes[k].cpus);
-                                        bitmap_set(&pkg->nodeset, (unsigned) h->nodes[k].id);
-                                }
-                }
-                /* One node on the socket: the Package is its locality; else
-                 * (several, or no socket) a Group per node. */
-                struct obj *loc = pkg && on_socket == 1 ? pkg : obj_new(pkg ? pkg : m, OBJ_GROUP, -1);
-                if (loc != pkg) {
-                        bitmap_or(&loc->cpuset, &n->cpus);
-                        bitmap_set(&loc->nodeset, (unsigned) n->id);
-                }
-                struct obj *node = obj_new(loc, OBJ_NUMANODE, n->id);
-                bitmap_or(&node->cpuset, &n->cpus);
-                bitmap_set(&node->nodeset, (unsigned) n->id);
-                for (int c = bitmap_next(&n->cpus, 0); c >= 0; c = bitmap_next(&n->cpus, (unsigned) c + 1)) {
-                        struct obj *pu = obj_new(loc, OBJ_PU, c);
-                        bitmap_set(&pu->cpuset, (unsigned) c);
-                        bitmap_set(&pu->nodeset, (unsigned) n->id);
-                }
-                by_node[i] = loc;
-        }
-        /* Each device below its host bridge and bridges, in its node's
-         * object; a host bridge goes with the node of its first device. */
-        for (size_t i = 0; i < h->n_devices; i++) {
-                const struct hostmap_device *dev = &h->devices[i];
-                if (hostmap_device_is_bridge(dev))
-                        continue;
-                struct obj *loc = node_object(m, by_node, h, dev->node);
-                unsigned dom, bus;
-                struct obj *parent = loc;
-                if (parse_host_bridge(dev->host_bridge, &dom, &bus)) {
-                        struct obj *hb = NULL;
-                        /* Any object of the tree may hold it already. */
-                        for (size_t k = 0; k <= h->n_nodes && !hb; k++) {
-                                struct obj *o = k < h->n_nodes ? by_node[k] : m;
-                                for (size_t c = 0; o && c < o->n_children && !hb; c++)
-                                        if (o->children[c]->kind == OBJ_HOST_BRIDGE && o->children[c]->domain == dom &&
-                                            o->children[c]->root_bus == (int) bus)
-                                                hb = o->children[c];
-                        }
-                        if (!hb) {
-                                hb = add_host_bridge(loc, dom, bus, bus);
-                                hb->root_bus = (int) bus;
-                                obj_info(hb, "PCINUMAHostBridge", "%s", dev->host_bridge);
-                        }
-                        parent = hb;
-                        for (size_t u = 0; u < dev->n_upstream; u++)
-                                parent = bridge_child(parent, h, &dev->upstream[u]);
-                }
-                struct obj *o = add_pcidev(parent, &dev->addr, dev);
-                obj_info(o, "PCINUMAHostNode", "%d", dev->node);
-                /* Not drawn (an OS device would be): lstopo then folds a
-                 * PF's VFs into one box, and the picture stays small. */
-                if (dev->driver)
-                        obj_info(o, "PCINUMADriver", "%s", dev->driver);
-        }
+        for (size_t i = 0; i < h->n_nodes; i++)
+                by_node[i] = add_host_node(m, h, i);
+        for (size_t i = 0; i < h->n_devices; i++)
+                if (!hostmap_device_is_bridge(&h->devices[i]))
+                        add_host_device(m, by_node, h, node_object(m, by_node, h, h->devices[i].node), &h->devices[i]);
         fix_ranges(m);
         free(by_node);
         char *s = write_topology(m);
