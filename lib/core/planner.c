@@ -1425,35 +1425,35 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
                 return 0;
         }
 
-        /* Eligibility (design §6, §3.5, §3.6). */
-        /* Each a domain-wide cause with its fix; p->reason joins them. */
-        struct strbuf why = {0};
-        int first_cause = -1;
+        /* Eligibility (design §6, §3.5, §3.6).  What is missing is one
+         * domain-wide cause, every fix with it: a device has one cause,
+         * and a domain without cells and without <acpi/> needs both
+         * fixed before it can be planned. */
+        struct strbuf why = {0}, fix = {0};
         if (d->n_cells == 0) {
                 strbuf_append(&why, "the domain has no guest NUMA cells (<cpu><numa>)");
-                first_cause = add_cause(p, true, "give it guest NUMA cells (<cpu><numa><cell>), each pinned to a host node "
-                                                 "(<numatune><memnode>)", why.buf);
+                strbuf_append(&fix, "give it guest NUMA cells (<cpu><numa><cell>), each pinned to a host node "
+                                    "(<numatune><memnode>)");
         }
         if (!d->q35) {
-                _cleanup_free_ char *c = xasprintf("machine type '%s' is not q35 (pcie-expander-bus needs q35)",
-                                                   d->machine ? d->machine : "default (pc)");
-                strbuf_printf(&why, "%s%s", why.len ? "; " : "", c);
-                int k = add_cause(p, true, "use machine type q35 (<os><type machine='q35'>)", c);
-                first_cause = first_cause < 0 ? k : first_cause;
+                strbuf_printf(&why, "%smachine type '%s' is not q35 (pcie-expander-bus needs q35)", why.len ? "; " : "",
+                              d->machine ? d->machine : "default (pc)");
+                strbuf_printf(&fix, "%suse machine type q35 (<os><type machine='q35'>)", fix.len ? "; " : "");
         }
         if (!d->acpi) {
-                const char *c = "ACPI is off (<features><acpi/> is missing), so the guest could not see the expander buses' NUMA nodes";
-                strbuf_printf(&why, "%s%s", why.len ? "; " : "", c);
-                int k = add_cause(p, true, "add <acpi/> to <features>", c);
-                first_cause = first_cause < 0 ? k : first_cause;
+                strbuf_printf(&why, "%sACPI is off (<features><acpi/> is missing), so the guest could not see the "
+                              "expander buses' NUMA nodes", why.len ? "; " : "");
+                strbuf_printf(&fix, "%sadd <acpi/> to <features>", fix.len ? "; " : "");
         }
         if (why.len) {
                 p->reason = strbuf_steal(&why);
+                int cause = add_cause(p, true, fix.buf, p->reason);
+                strbuf_done(&fix);
                 bool strict = p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET;
                 p->verdict = strict ? PLAN_REFUSED : PLAN_SKIP;
                 for (size_t i = 0; i < p->n_devices; i++) {
                         p->devices[i].action = strict ? PLAN_REFUSE : PLAN_STAY;
-                        p->devices[i].cause = first_cause;
+                        p->devices[i].cause = cause;
                         set_reason(&p->devices[i], "%s", p->reason);
                 }
                 if (!strict)
