@@ -332,11 +332,10 @@ int ctl_audit(int argc, char **argv) {
         if (r != 0)
                 return r;
 
-        _cleanup_free_ char *err = NULL;
         _cleanup_hostmap_ struct hostmap *h = NULL;
-        if (hostmap_load_for_plan(o.a.root, &h, &err) < 0)
-                return ctl_error(CTL_EXIT_BAD_INPUT, who, "cannot read the host map: %s", err);
-        ctl_print_hostmap_warnings(who, h);
+        r = ctl_load_hostmap(&o.a, &h);
+        if (r != 0)
+                return r;
 
         virConnectPtr c = ctl_libvirt_connect_read_only(who, o.uri);
         if (!c)
