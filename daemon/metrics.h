@@ -5,8 +5,10 @@
  * then rename()), after a change and at most once a second (an sd-event
  * timer), and removed when pcinumad stops.
  *
- * Like the rest of pcinumad, it belongs to the event loop's one thread:
- * a count schedules the write on that loop. */
+ * It belongs to the event loop's thread, the main one: a count schedules
+ * the write on that loop.  The worker threads count nothing themselves
+ * (a decision made on one is counted in hook_job_apply(), manager.c, on
+ * the main thread), so there is no lock. */
 #pragma once
 
 #include <stdbool.h>
