@@ -138,6 +138,7 @@ struct domain {
         size_t n_hostdev_slots;
         size_t controller_at[256];
 
+        unsigned vcpus;                 /* <vcpu>'s count (the maximum); 1 when absent or not a number */
         struct domain_vcpupin *vcpupins;
         size_t n_vcpupins;
         bool has_vcpu_cpuset;

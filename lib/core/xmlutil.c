@@ -198,25 +198,3 @@ void xml_set_pci_address(xmlNodePtr addr, const struct pci_addr *a) {
         xml_set_prop_hex(addr, "slot", 2, a->slot);
         xml_set_prop_hex(addr, "function", 1, a->func);
 }
-
-void xml_append_attr(struct strbuf *b, const char *name, const char *value) {
-        strbuf_printf(b, " %s=\"", name);
-        for (const char *c = value; *c; c++)
-                switch (*c) {
-                case '&':
-                        strbuf_append(b, "&amp;");
-                        break;
-                case '<':
-                        strbuf_append(b, "&lt;");
-                        break;
-                case '>':
-                        strbuf_append(b, "&gt;");
-                        break;
-                case '"':
-                        strbuf_append(b, "&quot;");
-                        break;
-                default:
-                        strbuf_appendn(b, c, 1);
-                }
-        strbuf_append(b, "\"");
-}

@@ -1,8 +1,8 @@
 /* One reading of XML for all of pcinuma (issue 24): the element and
  * attribute helpers that the domain parser, the rewriter, the mark's
- * writer and parser, the migration rewrite and the NCCL topology writer
- * all use, so that no two of them can read different elements of one
- * document.
+ * writer and parser and the migration rewrite all use (the NCCL and
+ * clique code read the domain through the parser's model), so that no two
+ * of them can read different elements of one document.
  *
  * The namespace rule, the one rule every reader follows:
  *   - libvirt's own elements and attributes are in no namespace.
@@ -94,12 +94,6 @@ int xml_parse_pci_address(xmlNodePtr addr, struct pci_addr *ret);
  * writes them ("0x0000", "0x3b", "0x00", "0x0"), leaving its other
  * attributes (type, multifunction) alone. */
 void xml_set_pci_address(xmlNodePtr addr, const struct pci_addr *a);
-
-/* --- writing text ------------------------------------------------------------- */
-
-/* Append ' name="value"' to b, the value escaped for an attribute (for
- * documents pcinuma writes as text, such as the NCCL topology file). */
-void xml_append_attr(struct strbuf *b, const char *name, const char *value);
 
 static inline void xml_doc_freep(xmlDocPtr *d) { if (*d) xmlFreeDoc(*d); }
 #define _cleanup_xmldoc_ _cleanup_(xml_doc_freep)
