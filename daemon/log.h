@@ -30,6 +30,10 @@
 #define PCINUMA_MID_SYSFS_UNREADABLE   "9d7110b2ce2b4bc2af04d83235beafd5"
 #define PCINUMA_MID_REDEFINE_CONFLICT  "36d0cf70f905419e82df46c0a879d92c"
 #define PCINUMA_MID_MIGRATION_ACCEPTED "5a975bd32a29415693dc5fb00048da32"
+#define PCINUMA_MID_START_RESTARTING   "f6efac6604544011bdbb4be49a330a91"
+#define PCINUMA_MID_RESTARTED          "8805c45ffe6f41b28d6f3862806f65ea"
+#define PCINUMA_MID_RESTART_FAILED     "6341f02d6d2c491e905a6c3fcdda5aa2"
+#define PCINUMA_MID_RESTART_SKIPPED    "f85aaf68ac36456aade6416a682f49ba"
 
 enum log_target {
         LOG_TARGET_AUTO,        /* the journal when stderr is connected to it (JOURNAL_STREAM), else stderr */

@@ -13,6 +13,7 @@
 
 #include <json.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <systemd/sd-event.h>
 
 struct manager;
@@ -39,6 +40,11 @@ void watcher_recheck_all(struct watcher *w);
 /* Ask the watcher to look at one domain (by UUID) soon, e.g. after the
  * prepare gate refused it. */
 void watcher_recheck_domain(struct watcher *w, const char *uuid);
+
+/* The prepare gate let domain uuid start without its plan (at
+ * CLOCK_MONOTONIC since_usec): ask the watcher to restart it into the plan
+ * as soon as it is up, if that is within window_ms. */
+void watcher_restart(struct watcher *w, const char *uuid, unsigned window_ms, uint64_t since_usec);
 
 /* {"uri", "connected", "redefinitions", "failures", "last_error",
  *  "process": {"program", "pid", "restarts", "last_exit"}} */
