@@ -55,6 +55,7 @@
 #include "paths.h"
 #include "preimage.h"
 #include "protocol.h"
+#include "watcher-restart.h"
 #include "wproto.h"
 #include <limits.h>
 
@@ -153,6 +154,8 @@ struct watcher {
         bool check_all;                 /* list every persistent domain at the next turn */
         struct dom_state **states;      /* pointers: a state stays put while the array grows */
         size_t n_states;
+
+        struct restarter *restarter;    /* restarts into the plan (watcher-restart.h) */
 };
 
 static void silent_error_func(void *userdata, virErrorPtr err) {
@@ -266,6 +269,8 @@ static void handle_msg(json_object *o, void *userdata) {
         }
         if (msg.type == WPROTO_RECHECK)
                 recheck(w, msg.recheck.uuid);
+        else if (msg.type == WPROTO_RESTART)
+                restarter_request(w->restarter, w->conn, &msg.restart);
         else if (msg.type == WPROTO_PLANNED && ret_planned && !ret_planned->obj) {
                 *ret_planned = msg;
                 return;
@@ -315,28 +320,39 @@ static void on_parent(int watch, int fd, int events, void *opaque) {
         (void) read_msgs(w, false, NULL);
 }
 
+/* Send a request frame and wait for pcinumad's answer to it (the
+ * messages that come meanwhile are handled as usual); false when pcinumad
+ * has gone.  *ret is the "planned" answer. */
+static bool ask_main(struct watcher *w, uint64_t id, const char *frame, size_t len, struct wproto_msg *ret) {
+        if (w->parent_gone || !send_frame(w, frame, len))
+                return false;
+        while (!ret->obj)
+                if (!read_msgs(w, true, ret))
+                        return false;
+        if (ret->planned.id != id) {
+                log_msg(LOG_ERR, "pcinumad answered another request than the one asked; exiting");
+                wproto_msg_done(ret);
+                w->parent_gone = true;
+                return false;
+        }
+        return true;
+}
+
 /* Have pcinumad plan xml (it owns the host map and the policy); false when
  * it has gone. */
 static bool plan_on_main(struct watcher *w, const char *xml, struct redefine_plan *ret) {
         const struct wproto_plan req = { .id = ++w->next_id, .xml = xml, .xml_len = strlen(xml) };
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
-        if (w->parent_gone || wproto_encode_plan(&req, &buf, &len) < 0 || !send_frame(w, buf, len))
+        if (w->parent_gone || wproto_encode_plan(&req, &buf, &len) < 0)
                 return false;
 
         struct redefine_plan p = { .prio = LOG_DEBUG };
-        while (!p.msg.obj)
-                if (!read_msgs(w, true, &p.msg)) {
-                        redefine_plan_done(&p);
-                        return false;
-                }
-        const struct wproto_planned *a = &p.msg.planned;
-        if (a->id != req.id) {
-                log_msg(LOG_ERR, "pcinumad answered another request than the one asked; exiting");
+        if (!ask_main(w, req.id, buf, len, &p.msg)) {
                 redefine_plan_done(&p);
-                w->parent_gone = true;
                 return false;
         }
+        const struct wproto_planned *a = &p.msg.planned;
         p.redefine = a->redefine && a->xml;
         p.out_xml = a->xml;
         p.summary = a->summary;
@@ -349,6 +365,50 @@ static bool plan_on_main(struct watcher *w, const char *xml, struct redefine_pla
         p.n_borrowed = p.fields.n;
         *ret = p;
         return true;
+}
+
+/* The restarter's: have pcinumad plan a running domain's live XML; the
+ * answer's strings are copied (the restarter keeps them past the message). */
+static bool plan_for_restart(void *userdata, const char *uuid, const char *xml, struct restart_plan *ret) {
+        struct watcher *w = userdata;
+        const struct wproto_plan_restart req = { .id = ++w->next_id, .uuid = uuid, .xml = xml, .xml_len = strlen(xml) };
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        if (w->parent_gone || wproto_encode_plan_restart(&req, &buf, &len) < 0)
+                return false;
+        _cleanup_(wproto_msg_done) struct wproto_msg m = { .obj = NULL };
+        if (!ask_main(w, req.id, buf, len, &m))
+                return false;
+        const struct wproto_planned *a = &m.planned;
+        struct restart_plan p = { .restart = a->redefine && a->xml, .prio = a->prio };
+        p.xml = a->xml ? xstrdup(a->xml) : NULL;
+        p.summary = a->summary ? xstrdup(a->summary) : a->error ? xstrdup(a->error) : NULL;
+        for (size_t i = 0; i < a->n_fields; i++)
+                log_fields_add(&p.fields, a->fields[i].key, "%s", a->fields[i].value);
+        *ret = p;
+        return true;
+}
+
+static void report_restart(void *userdata, const struct wproto_restarted *r) {
+        struct watcher *w = userdata;
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        if (!w->parent_gone && wproto_encode_restarted(r, &buf, &len) >= 0)
+                (void) send_frame(w, buf, len);
+}
+
+static const struct restarter_ops restart_ops = {
+        .plan = plan_for_restart,
+        .report = report_restart,
+};
+
+/* A domain's persistence changed: pcinumad's prepare gate must know at
+ * once (a client starts right after its define), before anything else. */
+static void send_domain(struct watcher *w, const char *uuid, bool persistent) {
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        if (!w->parent_gone && wproto_encode_domain(&(struct wproto_domain) { uuid, persistent }, &buf, &len) >= 0)
+                (void) send_frame(w, buf, len);
 }
 
 /* --- the domains we know of ---------------------------------------------- */
@@ -761,16 +821,28 @@ static void list_all(struct watcher *w) {
         if (n < 0)
                 log_msg(LOG_WARNING, "Cannot list libvirt's domains: %s", lv_error());
         uint64_t now = now_usec();
+        char (*uuids)[VIR_UUID_STRING_BUFLEN] = xcalloc(n > 0 ? (size_t) n : 1, sizeof(*uuids));
+        const char **set = xcalloc(n > 0 ? (size_t) n : 1, sizeof(*set));
+        size_t k = 0;
         for (int i = 0; i < n; i++) {
-                char uuid[VIR_UUID_STRING_BUFLEN] = "";
-                if (virDomainGetUUIDString(doms[i], uuid) == 0) {
-                        struct dom_state *s = state_find(w, uuid, true);
+                if (virDomainGetUUIDString(doms[i], uuids[k]) == 0) {
+                        struct dom_state *s = state_find(w, uuids[k], true);
                         if (!s->due)
                                 s->due = now;   /* one still settling keeps its time */
+                        set[k] = uuids[k];
+                        k++;
                 }
                 virDomainFree(doms[i]);
         }
         free(doms);
+        /* pcinumad's gate learns which domains are persistent; the events
+         * that follow (dispatched after this) keep it current. */
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        if (n >= 0 && !w->parent_gone && wproto_encode_domains(&(struct wproto_domains) { set, k }, &buf, &len) >= 0)
+                (void) send_frame(w, buf, len);
+        free(set);
+        free(uuids);
 }
 
 /* libvirt's client reads an event off the socket in one turn of the loop
@@ -845,6 +917,9 @@ static int on_lifecycle(virConnectPtr conn, virDomainPtr dom, int event, int det
         (void) virDomainGetUUIDString(dom, uuid);
         if (event == VIR_DOMAIN_EVENT_STARTED || event == VIR_DOMAIN_EVENT_STOPPED)
                 log_start_stop(dom, uuid, event == VIR_DOMAIN_EVENT_STARTED);
+        if ((event == VIR_DOMAIN_EVENT_DEFINED || event == VIR_DOMAIN_EVENT_UNDEFINED) && uuid[0])
+                send_domain(w, uuid, event == VIR_DOMAIN_EVENT_DEFINED);
+        restarter_lifecycle(w->restarter, dom, uuid, event, detail);
         if ((event != VIR_DOMAIN_EVENT_DEFINED && event != VIR_DOMAIN_EVENT_UNDEFINED) || !uuid[0])
                 return 0;
         /* Every definition change counts (verify() compares the count
@@ -870,6 +945,7 @@ static void disconnect(struct watcher *w) {
         w->lifecycle_cb = -1;
         (void) virConnectClose(w->conn);
         w->conn = NULL;
+        restarter_disconnected(w->restarter);
         set_connected(w, false);
 }
 
@@ -1043,11 +1119,18 @@ int main(int argc, char **argv) {
         sigaddset(&term, SIGTERM);
         _cleanup_close_ int sfd = sigprocmask(SIG_BLOCK, &term, NULL) == 0 ? signalfd(-1, &term, SFD_CLOEXEC | SFD_NONBLOCK) : -1;
 
+        /* Restarts call libvirt from worker threads: initialise it before
+         * any thread does (libvirt asks multithreaded programs to). */
+        if (virInitialize() < 0) {
+                log_msg(LOG_ERR, "Cannot initialise libvirt: %s", lv_error());
+                return 1;
+        }
         virSetErrorFunc(NULL, silent_error_func);
         if (virEventRegisterDefaultImpl() < 0) {
                 log_msg(LOG_ERR, "Cannot set up libvirt's event loop: %s", lv_error());
                 return 1;
         }
+        w.restarter = restarter_new(&restart_ops, &w, w.preimages);
         int watch = virEventAddHandle(w.fd, VIR_EVENT_HANDLE_READABLE, on_parent, &w, NULL);
         int term_watch = sfd >= 0 ? virEventAddHandle(sfd, VIR_EVENT_HANDLE_READABLE, on_sigterm, &w, NULL) : -1;
         w.reconnect_timer = virEventAddTimeout(0, try_connect, &w, NULL);
@@ -1064,6 +1147,9 @@ int main(int argc, char **argv) {
                         break;
                 }
 
+        /* Restarts under way finish first: a domain they destroyed must
+         * run again. */
+        w.restarter = restarter_free(w.restarter);
         disconnect(&w);
         virEventRemoveHandle(watch);
         if (term_watch >= 0)

@@ -1,0 +1,661 @@
+/* Restarts into the plan, pcinuma-watcher's part (watcher-restart.h).
+ *
+ * A restart's steps, and the thread each runs on:
+ *   main    pcinumad asks (wproto "restart"): wait for the STARTED event;
+ *   main    STARTED, detail BOOTED, within the window: read the live XML
+ *           (SECURE: graphics passwords; MIGRATABLE: what createXML
+ *           accepts back), have pcinumad plan it, keep a transient
+ *           domain's XML as a pre-image; queue the job;
+ *   worker  read the state (paused?) at the last moment, destroy, create
+ *           the plan (paused if it was), or, if that fails, the live XML
+ *           it had; if it was paused and the client resumed it meanwhile
+ *           (a RESUMED event of the old run before its STOPPED event),
+ *           resume the new one;
+ *   main    log it, tell pcinumad.
+ * Everything a worker needs is ready before its destroy, so the time the
+ * domain is down is the destroy and one create. */
+#include "watcher-restart.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libvirt/virterror.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define USEC_PER_MSEC UINT64_C(1000)
+#define USEC_PER_SEC UINT64_C(1000000)
+/* Restarts at once: more wait in the queue. */
+#define RESTART_WORKERS 4
+/* A STARTED event is remembered this long for a request that comes after
+ * it (the watcher was busy when both came). */
+#define STARTED_KEEP_USEC (60 * USEC_PER_SEC)
+/* After a paused restart, how long a worker waits for the old run's
+ * STOPPED event (it says whether a RESUMED came before it). */
+#define STOPPED_WAIT_USEC (5 * USEC_PER_SEC)
+
+void restart_plan_done(struct restart_plan *p) {
+        free(p->xml);
+        free(p->summary);
+        log_fields_done(&p->fields);
+        *p = (struct restart_plan) {0};
+}
+
+struct job {
+        char uuid[VIR_UUID_STRING_BUFLEN];
+        char *name;
+        virDomainPtr dom;               /* the running domain (a reference: it keeps the connection) */
+        char *planned, *original;
+        struct log_fields fields;
+        char *preimage;                 /* a transient domain's live XML, kept */
+        uint64_t since, up;             /* the gate's decision; the STARTED event */
+
+        /* the worker's */
+        bool paused;
+        uint64_t destroy_begin, destroy_end, create_end;
+        char *skip_reason;              /* not destroyed: why */
+        char *plan_error, *fallback_error;
+        enum wproto_outcome outcome;
+        bool resumed_new;               /* the client resumed the old run: the new one was resumed */
+        char *resume_error;
+
+        /* the main thread's, under the lock */
+        bool old_stopped, old_resumed;
+        struct job *next;
+};
+
+struct pending {
+        char uuid[VIR_UUID_STRING_BUFLEN];
+        uint64_t since, deadline;
+        uint64_t window_ms;
+};
+
+struct started {
+        char uuid[VIR_UUID_STRING_BUFLEN];
+        uint64_t at;
+        int detail;
+        bool stopped;
+};
+
+/* A request whose STARTED event had come already: acted on from the
+ * timer, never from inside the read of pcinumad's message (the restart's
+ * own plan request would nest in another one's wait). */
+struct ready {
+        struct pending p;
+        uint64_t up;
+        int detail;
+};
+
+struct restarter {
+        const struct restarter_ops *ops;
+        void *userdata;
+        struct preimage_store *preimages;
+
+        struct pending *pending;
+        size_t n_pending;
+        struct started *started;
+        size_t n_started;
+        struct ready *ready;
+        size_t n_ready;
+        virConnectPtr conn;             /* for the ready ones (a reference) */
+        int timer;
+
+        pthread_mutex_t lock;
+        pthread_cond_t cond;            /* a job queued, a job's old run stopped, stopping */
+        struct job *queue, *queue_tail;
+        struct job **active;            /* queued or running, for the events the main thread sees */
+        size_t n_active;
+        pthread_t threads[RESTART_WORKERS];
+        size_t n_threads, n_idle;
+        bool stopping;
+        int pipe[2];                    /* finished jobs, worker -> main */
+        int pipe_watch;
+};
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+}
+
+static char *lv_error_dup(void) {
+        const char *m = virGetLastErrorMessage();
+        return xstrdup(m ? m : "unknown libvirt error");
+}
+
+static void job_free(struct job *j) {
+        if (!j)
+                return;
+        if (j->dom)
+                virDomainFree(j->dom);
+        free(j->name);
+        free(j->planned);
+        free(j->original);
+        log_fields_done(&j->fields);
+        free(j->preimage);
+        free(j->skip_reason);
+        free(j->plan_error);
+        free(j->fallback_error);
+        free(j->resume_error);
+        free(j);
+}
+
+/* --- the worker ------------------------------------------------------------ */
+
+static void run_job(struct restarter *r, struct job *j) {
+        int state = VIR_DOMAIN_NOSTATE, reason = 0;
+        if (virDomainGetState(j->dom, &state, &reason, 0) < 0) {
+                j->outcome = WPROTO_OUTCOME_SKIPPED;
+                _cleanup_free_ char *e = lv_error_dup();
+                j->skip_reason = xasprintf("its state cannot be read: %s", e);
+                return;
+        }
+        if (state != VIR_DOMAIN_RUNNING && state != VIR_DOMAIN_PAUSED) {
+                /* The client (or the guest) stopped it meanwhile: theirs. */
+                j->outcome = WPROTO_OUTCOME_SKIPPED;
+                j->skip_reason = xstrdup("it is not running any more");
+                return;
+        }
+        j->paused = state == VIR_DOMAIN_PAUSED;
+        unsigned flags = j->paused ? VIR_DOMAIN_START_PAUSED : 0;
+        virConnectPtr conn = virDomainGetConnect(j->dom);
+
+        j->destroy_begin = now_usec();
+        if (virDomainDestroy(j->dom) < 0) {
+                j->outcome = WPROTO_OUTCOME_SKIPPED;
+                _cleanup_free_ char *e = lv_error_dup();
+                j->skip_reason = xasprintf("destroying it failed: %s", e);
+                return;
+        }
+        j->destroy_end = now_usec();
+        virDomainPtr nd = virDomainCreateXML(conn, j->planned, flags);
+        if (nd)
+                j->outcome = WPROTO_OUTCOME_RESTARTED;
+        else {
+                j->plan_error = lv_error_dup();
+                nd = virDomainCreateXML(conn, j->original, flags);
+                if (nd)
+                        j->outcome = WPROTO_OUTCOME_FALLBACK;
+                else {
+                        j->outcome = WPROTO_OUTCOME_LOST;
+                        j->fallback_error = lv_error_dup();
+                }
+        }
+        j->create_end = now_usec();
+        if (!nd)
+                return;
+        if (j->paused) {
+                /* A resume() that reached the old run after our look at
+                 * its state resumed what we destroyed: the client wants it
+                 * running.  Its events (RESUMED, then STOPPED from our
+                 * destroy) say so, in order. */
+                pthread_mutex_lock(&r->lock);
+                struct timespec until;
+                clock_gettime(CLOCK_MONOTONIC, &until);
+                until.tv_sec += STOPPED_WAIT_USEC / USEC_PER_SEC;
+                while (!j->old_stopped && !r->stopping)
+                        if (pthread_cond_timedwait(&r->cond, &r->lock, &until) == ETIMEDOUT)
+                                break;
+                bool resume = j->old_resumed;
+                pthread_mutex_unlock(&r->lock);
+                if (resume) {
+                        if (virDomainResume(nd) == 0)
+                                j->resumed_new = true;
+                        else
+                                j->resume_error = lv_error_dup();
+                }
+        }
+        virDomainFree(nd);
+}
+
+static void *worker(void *userdata) {
+        struct restarter *r = userdata;
+        pthread_mutex_lock(&r->lock);
+        for (;;) {
+                while (!r->queue && !r->stopping) {
+                        r->n_idle++;
+                        pthread_cond_wait(&r->cond, &r->lock);
+                        r->n_idle--;
+                }
+                struct job *j = r->queue;
+                if (!j)
+                        break;          /* stopping, nothing left */
+                r->queue = j->next;
+                if (!r->queue)
+                        r->queue_tail = NULL;
+                pthread_mutex_unlock(&r->lock);
+                run_job(r, j);
+                /* Hand it back to the main thread (a pointer is written
+                 * whole: it is less than PIPE_BUF). */
+                ssize_t n;
+                do
+                        n = write(r->pipe[1], &j, sizeof j);
+                while (n < 0 && errno == EINTR);
+                pthread_mutex_lock(&r->lock);
+        }
+        pthread_mutex_unlock(&r->lock);
+        return NULL;
+}
+
+/* --- the main thread ---------------------------------------------------------- */
+
+static void report(struct restarter *r, const char *uuid, enum wproto_outcome o, uint64_t unplanned, uint64_t total) {
+        const struct wproto_restarted m = { .uuid = uuid, .outcome = o, .unplanned_us = unplanned, .total_us = total };
+        r->ops->report(r->userdata, &m);
+}
+
+/* A restart that does not happen: logged, and pcinumad told. */
+_printf_(5, 6)
+static void skip(struct restarter *r, const char *uuid, const struct log_fields *fields, int prio, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *why = xvasprintf(fmt, ap);
+        va_end(ap);
+        struct log_fields own = {0};
+        if (!fields) {
+                log_fields_add(&own, "PCINUMA_UUID", "%s", uuid);
+                log_fields_add(&own, "PCINUMA_PHASE", "restart");
+                fields = &own;
+        }
+        const char *name = uuid;
+        for (size_t i = 0; i < fields->n; i++)
+                if (streq(fields->v[i].key, "PCINUMA_DOMAIN") && fields->v[i].value[0])
+                        name = fields->v[i].value;
+        log_event(prio, PCINUMA_MID_RESTART_SKIPPED, fields, "Domain %s was not restarted into its plan: %s", name, why);
+        log_fields_done(&own);
+        report(r, uuid, WPROTO_OUTCOME_SKIPPED, 0, 0);
+}
+
+static void job_done(struct restarter *r, struct job *j) {
+        pthread_mutex_lock(&r->lock);
+        for (size_t i = 0; i < r->n_active; i++)
+                if (r->active[i] == j) {
+                        r->active[i] = r->active[--r->n_active];
+                        break;
+                }
+        pthread_mutex_unlock(&r->lock);
+
+        if (j->outcome == WPROTO_OUTCOME_SKIPPED) {
+                skip(r, j->uuid, &j->fields, LOG_WARNING, "%s", j->skip_reason ? j->skip_reason : "?");
+                job_free(j);
+                return;
+        }
+        /* The unplanned run: from its STARTED event to the end of the
+         * destroy (an upper bound: QEMU is gone before destroy returns). */
+        uint64_t unplanned = j->destroy_end - j->up;
+        uint64_t total = j->create_end - j->since;
+        struct log_fields *f = &j->fields;
+        log_fields_add(f, "PCINUMA_UNPLANNED_US", "%" PRIu64, unplanned);
+        log_fields_add(f, "PCINUMA_TOTAL_US", "%" PRIu64, total);
+        log_fields_add(f, "PCINUMA_DESTROY_US", "%" PRIu64, j->destroy_end - j->destroy_begin);
+        log_fields_add(f, "PCINUMA_CREATE_US", "%" PRIu64, j->create_end - j->destroy_end);
+        log_fields_add(f, "PCINUMA_PAUSED", "%s", j->paused ? "yes" : "no");
+        if (j->resumed_new)
+                log_fields_add(f, "PCINUMA_RESUMED", "yes");
+        if (j->preimage)
+                log_fields_add(f, "PCINUMA_PREIMAGE", "%s", j->preimage);
+        const char *state = j->resumed_new ? ", running (its client resumed it meanwhile)"
+                            : j->paused    ? ", paused as it was started"
+                                           : "";
+        switch (j->outcome) {
+        case WPROTO_OUTCOME_RESTARTED:
+                log_event(LOG_INFO, PCINUMA_MID_RESTARTED, f,
+                          "Domain %s restarted into its plan: it ran %.0f ms without it; %.0f ms from its start to "
+                          "the planned domain running%s",
+                          j->name, (double) unplanned / 1000.0, (double) total / 1000.0, state);
+                break;
+        case WPROTO_OUTCOME_FALLBACK:
+                log_fields_add(f, "PCINUMA_LIBVIRT_ERROR", "%s", j->plan_error);
+                log_event(LOG_ERR, PCINUMA_MID_RESTART_FAILED, f,
+                          "Domain %s could not be started with its plan (%s); pcinuma started it again as its client "
+                          "did, without the plan%s",
+                          j->name, j->plan_error, state);
+                break;
+        case WPROTO_OUTCOME_LOST:
+                log_fields_add(f, "PCINUMA_LIBVIRT_ERROR", "%s", j->plan_error);
+                log_fields_add(f, "PCINUMA_FALLBACK_ERROR", "%s", j->fallback_error);
+                log_event(LOG_ERR, PCINUMA_MID_RESTART_FAILED, f,
+                          "Domain %s could not be started with its plan (%s), nor again as its client did (%s): it is "
+                          "shut off%s%s",
+                          j->name, j->plan_error, j->fallback_error,
+                          j->preimage ? "; its XML is in " : "", j->preimage ? j->preimage : "");
+                break;
+        default:
+                break;
+        }
+        if (j->resume_error)
+                log_msg(LOG_ERR, "Domain %s: its client resumed it during the restart, but resuming the restarted "
+                                 "domain failed: %s; it is paused", j->name, j->resume_error);
+        report(r, j->uuid, j->outcome, unplanned, total);
+        job_free(j);
+}
+
+static void on_pipe(int watch, int fd, int events, void *opaque) {
+        struct restarter *r = opaque;
+        (void) watch;
+        (void) events;
+        struct job *j;
+        for (;;) {
+                ssize_t n = read(fd, &j, sizeof j);
+                if (n == (ssize_t) sizeof j)
+                        job_done(r, j);
+                else if (n < 0 && errno == EINTR)
+                        continue;
+                else
+                        return;
+        }
+}
+
+static void queue_job(struct restarter *r, struct job *j) {
+        pthread_mutex_lock(&r->lock);
+        j->next = NULL;
+        if (r->queue_tail)
+                r->queue_tail->next = j;
+        else
+                r->queue = j;
+        r->queue_tail = j;
+        *GROW(r->active, r->n_active) = j;
+        bool spawn = r->n_idle == 0 && r->n_threads < RESTART_WORKERS;
+        pthread_cond_broadcast(&r->cond);
+        pthread_mutex_unlock(&r->lock);
+        if (spawn) {
+                int e = pthread_create(&r->threads[r->n_threads], NULL, worker, r);
+                if (e == 0)
+                        r->n_threads++;
+                else if (r->n_threads == 0)
+                        log_msg(LOG_ERR, "Cannot start a thread for restarts into the plan: %s; domain %s waits", strerror(e),
+                                j->name);
+        }
+}
+
+/* The domain came up (STARTED, BOOTED) within the window: get everything
+ * ready, then hand it to a worker. */
+static void begin(struct restarter *r, virDomainPtr dom, const char *uuid, uint64_t since, uint64_t up) {
+        const char *name = virDomainGetName(dom);
+        char *live = virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_SECURE | VIR_DOMAIN_XML_MIGRATABLE);
+        if (!live) {
+                struct log_fields f = {0};
+                log_fields_add(&f, "PCINUMA_DOMAIN", "%s", name);
+                log_fields_add(&f, "PCINUMA_UUID", "%s", uuid);
+                log_fields_add(&f, "PCINUMA_PHASE", "restart");
+                skip(r, uuid, &f, LOG_WARNING, "its live XML cannot be read: %s", virGetLastErrorMessage());
+                log_fields_done(&f);
+                return;
+        }
+        struct restart_plan p = {0};
+        if (!r->ops->plan(r->userdata, uuid, live, &p)) {
+                free(live);
+                restart_plan_done(&p);
+                return;         /* pcinumad has gone */
+        }
+        if (!p.restart) {
+                skip(r, uuid, &p.fields, p.prio, "%s", p.summary ? p.summary : "pcinumad did not plan it");
+                free(live);
+                restart_plan_done(&p);
+                return;
+        }
+        struct job *j = xcalloc(1, sizeof(*j));
+        snprintf(j->uuid, sizeof j->uuid, "%s", uuid);
+        j->name = xstrdup(name);
+        virDomainRef(dom);
+        j->dom = dom;
+        j->planned = TAKE_PTR(p.xml);
+        j->original = live;
+        j->fields = p.fields;
+        p.fields = (struct log_fields) {0};
+        j->since = since;
+        j->up = up;
+        restart_plan_done(&p);
+        /* A transient domain has no definition to fall back on: keep its
+         * XML, in case neither start works. */
+        if (virDomainIsPersistent(dom) == 0) {
+                _cleanup_free_ char *err = NULL;
+                if (preimage_save(r->preimages, name, uuid, live, &j->preimage, &err) >= 0)
+                        preimage_prune(r->preimages, j->preimage, uuid);
+                else
+                        log_msg(LOG_WARNING, "Domain %s: cannot keep its XML before its restart: %s, ignoring", name, err);
+        }
+        queue_job(r, j);
+}
+
+static const char *start_detail(int detail) {
+        switch (detail) {
+        case VIR_DOMAIN_EVENT_STARTED_MIGRATED:
+                return "it came in by migration";
+        case VIR_DOMAIN_EVENT_STARTED_RESTORED:
+                return "it was restored from a saved state";
+        case VIR_DOMAIN_EVENT_STARTED_FROM_SNAPSHOT:
+                return "it was started from a snapshot";
+        case VIR_DOMAIN_EVENT_STARTED_WAKEUP:
+                return "it woke up from suspend";
+        default:
+                return "it did not boot";
+        }
+}
+
+/* The STARTED event of a domain a restart was asked for. */
+static void act(struct restarter *r, virDomainPtr dom, const char *uuid, const struct pending *p, int detail, uint64_t up) {
+        if (up > p->deadline)
+                skip(r, uuid, NULL, LOG_WARNING, "it came up %.1f s after its start began, beyond the restart window "
+                     "of %" PRIu64 " ms (restart_window_ms)", (double) (up - p->since) / 1e6, p->window_ms);
+        else if (detail != VIR_DOMAIN_EVENT_STARTED_BOOTED)
+                skip(r, uuid, NULL, LOG_INFO, "%s", start_detail(detail));
+        else
+                begin(r, dom, uuid, p->since, up);
+}
+
+static void arm_timer(struct restarter *r) {
+        uint64_t next = 0, now = now_usec();
+        for (size_t i = 0; i < r->n_pending; i++)
+                if (!next || r->pending[i].deadline < next)
+                        next = r->pending[i].deadline;
+        int ms = -1;
+        if (r->n_ready)
+                ms = 0;
+        else if (next)
+                ms = next <= now ? 0 : (int) ((next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC);
+        else if (r->n_started)
+                ms = (int) (STARTED_KEEP_USEC / USEC_PER_MSEC);
+        virEventUpdateTimeout(r->timer, ms);
+}
+
+static void on_timer(int timer, void *opaque) {
+        struct restarter *r = opaque;
+        (void) timer;
+        while (r->n_ready > 0) {
+                struct ready x = r->ready[--r->n_ready];
+                virDomainPtr dom = r->conn ? virDomainLookupByUUIDString(r->conn, x.p.uuid) : NULL;
+                if (dom) {
+                        act(r, dom, x.p.uuid, &x.p, x.detail, x.up);
+                        virDomainFree(dom);
+                } else
+                        skip(r, x.p.uuid, NULL, LOG_NOTICE, "it is gone");
+        }
+        uint64_t now = now_usec();
+        for (size_t i = 0; i < r->n_pending;) {
+                struct pending p = r->pending[i];
+                if (p.deadline >= now) {
+                        i++;
+                        continue;
+                }
+                r->pending[i] = r->pending[--r->n_pending];
+                skip(r, p.uuid, NULL, LOG_NOTICE, "it did not come up within the restart window of %" PRIu64 " ms "
+                     "(restart_window_ms) after its start began", p.window_ms);
+        }
+        /* Forget old STARTED events. */
+        size_t w = 0;
+        for (size_t i = 0; i < r->n_started; i++)
+                if (r->started[i].at + STARTED_KEEP_USEC > now)
+                        r->started[w++] = r->started[i];
+        r->n_started = w;
+        arm_timer(r);
+}
+
+void restarter_request(struct restarter *r, virConnectPtr conn, const struct wproto_restart *req) {
+        if (!r || strlen(req->uuid) >= VIR_UUID_STRING_BUFLEN)
+                return;
+        struct pending p = { .since = req->since_us, .deadline = req->since_us + req->window_ms * USEC_PER_MSEC,
+                             .window_ms = req->window_ms };
+        snprintf(p.uuid, sizeof p.uuid, "%s", req->uuid);
+        /* Its STARTED event may have come first, if this process was busy
+         * when both did: one after the gate's decision, not stopped since,
+         * is this start's. */
+        for (size_t i = 0; i < r->n_started; i++) {
+                struct started *s = &r->started[i];
+                if (!streq(s->uuid, p.uuid) || s->stopped || s->at < p.since)
+                        continue;
+                s->stopped = true;      /* used: at most once per start */
+                *GROW(r->ready, r->n_ready) = (struct ready) { .p = p, .up = s->at, .detail = s->detail };
+                if (conn && conn != r->conn) {
+                        if (r->conn)
+                                virConnectClose(r->conn);
+                        virConnectRef(conn);
+                        r->conn = conn;
+                }
+                arm_timer(r);
+                return;
+        }
+        for (size_t i = 0; i < r->n_pending; i++)
+                if (streq(r->pending[i].uuid, p.uuid)) {
+                        r->pending[i] = p;
+                        arm_timer(r);
+                        return;
+                }
+        *GROW(r->pending, r->n_pending) = p;
+        arm_timer(r);
+}
+
+void restarter_lifecycle(struct restarter *r, virDomainPtr dom, const char *uuid, int event, int detail) {
+        if (!r || !uuid[0])
+                return;
+        if (event == VIR_DOMAIN_EVENT_STOPPED || event == VIR_DOMAIN_EVENT_RESUMED) {
+                /* The old run of a restart under way: a client's resume()
+                 * before our destroy; then our destroy. */
+                pthread_mutex_lock(&r->lock);
+                for (size_t i = 0; i < r->n_active; i++) {
+                        struct job *j = r->active[i];
+                        if (!streq(j->uuid, uuid) || j->old_stopped)
+                                continue;
+                        if (event == VIR_DOMAIN_EVENT_RESUMED)
+                                j->old_resumed = true;
+                        else
+                                j->old_stopped = true;
+                }
+                pthread_cond_broadcast(&r->cond);
+                pthread_mutex_unlock(&r->lock);
+                if (event == VIR_DOMAIN_EVENT_STOPPED)
+                        for (size_t i = 0; i < r->n_started; i++)
+                                if (streq(r->started[i].uuid, uuid))
+                                        r->started[i].stopped = true;
+                return;
+        }
+        if (event != VIR_DOMAIN_EVENT_STARTED)
+                return;
+        uint64_t now = now_usec();
+        for (size_t i = 0; i < r->n_pending; i++) {
+                if (!streq(r->pending[i].uuid, uuid))
+                        continue;
+                struct pending p = r->pending[i];
+                r->pending[i] = r->pending[--r->n_pending];
+                arm_timer(r);
+                act(r, dom, uuid, &p, detail, now);
+                return;
+        }
+        /* No request (yet): remember it, for one that comes late. */
+        struct started *s = NULL;
+        for (size_t i = 0; i < r->n_started && !s; i++)
+                if (streq(r->started[i].uuid, uuid))
+                        s = &r->started[i];
+        if (!s)
+                s = GROW(r->started, r->n_started);
+        *s = (struct started) { .at = now, .detail = detail };
+        snprintf(s->uuid, sizeof s->uuid, "%s", uuid);
+        arm_timer(r);
+}
+
+void restarter_disconnected(struct restarter *r) {
+        if (!r)
+                return;
+        while (r->n_pending > 0) {
+                struct pending p = r->pending[--r->n_pending];
+                skip(r, p.uuid, NULL, LOG_WARNING, "the libvirt connection was lost before it came up");
+        }
+        while (r->n_ready > 0) {
+                struct ready x = r->ready[--r->n_ready];
+                skip(r, x.p.uuid, NULL, LOG_WARNING, "the libvirt connection was lost before it could be restarted");
+        }
+        if (r->conn)
+                virConnectClose(r->conn);
+        r->conn = NULL;
+        r->n_started = 0;
+        arm_timer(r);
+}
+
+struct restarter *restarter_new(const struct restarter_ops *ops, void *userdata, struct preimage_store *preimages) {
+        struct restarter *r = xcalloc(1, sizeof(*r));
+        r->ops = ops;
+        r->userdata = userdata;
+        r->preimages = preimages;
+        r->pipe[0] = r->pipe[1] = -1;
+        r->pipe_watch = r->timer = -1;
+        pthread_mutex_init(&r->lock, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&r->cond, &ca);
+        pthread_condattr_destroy(&ca);
+        if (pipe2(r->pipe, O_CLOEXEC) < 0) {
+                log_errno(LOG_ERR, -errno, "Cannot set up restarts into the plan: pipe: %m; not restarting domains");
+                return restarter_free(r);
+        }
+        (void) fcntl(r->pipe[0], F_SETFL, O_NONBLOCK);
+        r->pipe_watch = virEventAddHandle(r->pipe[0], VIR_EVENT_HANDLE_READABLE, on_pipe, r, NULL);
+        r->timer = virEventAddTimeout(-1, on_timer, r, NULL);
+        if (r->pipe_watch < 0 || r->timer < 0) {
+                log_msg(LOG_ERR, "Cannot set up restarts into the plan: libvirt's event loop refused a handle; "
+                                 "not restarting domains");
+                return restarter_free(r);
+        }
+        return r;
+}
+
+struct restarter *restarter_free(struct restarter *r) {
+        if (!r)
+                return NULL;
+        pthread_mutex_lock(&r->lock);
+        r->stopping = true;
+        pthread_cond_broadcast(&r->cond);
+        pthread_mutex_unlock(&r->lock);
+        /* The queued and running restarts finish: a domain destroyed must
+         * be started again. */
+        for (size_t i = 0; i < r->n_threads; i++)
+                pthread_join(r->threads[i], NULL);
+        if (r->pipe[0] >= 0)
+                on_pipe(-1, r->pipe[0], 0, r);
+        /* Jobs nobody ran (no thread could start). */
+        for (struct job *j = r->queue, *next; j; j = next) {
+                next = j->next;
+                job_free(j);
+        }
+        if (r->pipe_watch >= 0)
+                virEventRemoveHandle(r->pipe_watch);
+        if (r->timer >= 0)
+                virEventRemoveTimeout(r->timer);
+        if (r->pipe[0] >= 0)
+                close(r->pipe[0]);
+        if (r->pipe[1] >= 0)
+                close(r->pipe[1]);
+        if (r->conn)
+                virConnectClose(r->conn);
+        free(r->pending);
+        free(r->started);
+        free(r->ready);
+        free(r->active);
+        pthread_cond_destroy(&r->cond);
+        pthread_mutex_destroy(&r->lock);
+        free(r);
+        return NULL;
+}
