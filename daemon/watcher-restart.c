@@ -101,7 +101,6 @@ struct restarter {
         struct ready *ready;
         size_t n_ready;
         virConnectPtr conn;             /* for the ready ones (a reference) */
-        int timer;
 
         pthread_mutex_t lock;
         pthread_cond_t cond;            /* a job queued, a job's old run stopped, stopping */
@@ -112,7 +111,6 @@ struct restarter {
         size_t n_threads, n_idle;
         bool stopping;
         int pipe[2];                    /* finished jobs, worker -> main */
-        int pipe_watch;
 };
 
 static uint64_t now_usec(void) {
@@ -333,13 +331,16 @@ static void job_done(struct restarter *r, struct job *j) {
         job_free(j);
 }
 
-static void on_pipe(int watch, int fd, int events, void *opaque) {
-        struct restarter *r = opaque;
-        (void) watch;
-        (void) events;
+int restarter_fd(const struct restarter *r) {
+        return r ? r->pipe[0] : -1;
+}
+
+void restarter_drain(struct restarter *r) {
+        if (!r)
+                return;
         struct job *j;
         for (;;) {
-                ssize_t n = read(fd, &j, sizeof j);
+                ssize_t n = read(r->pipe[0], &j, sizeof j);
                 if (n == (ssize_t) sizeof j)
                         job_done(r, j);
                 else if (n < 0 && errno == EINTR)
@@ -447,24 +448,25 @@ static void act(struct restarter *r, virDomainPtr dom, const char *uuid, const s
                 begin(r, dom, uuid, p->since, up);
 }
 
-static void arm_timer(struct restarter *r) {
-        uint64_t next = 0, now = now_usec();
+/* When restarter_work() has something to do next; 0: nothing. */
+static uint64_t next_due(const struct restarter *r, uint64_t now) {
+        if (r->n_ready)
+                return now;
+        uint64_t next = 0;
         for (size_t i = 0; i < r->n_pending; i++)
                 if (!next || r->pending[i].deadline < next)
                         next = r->pending[i].deadline;
-        int ms = -1;
-        if (r->n_ready)
-                ms = 0;
-        else if (next)
-                ms = next <= now ? 0 : (int) ((next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC);
-        else if (r->n_started)
-                ms = (int) (STARTED_KEEP_USEC / USEC_PER_MSEC);
-        virEventUpdateTimeout(r->timer, ms);
+        for (size_t i = 0; i < r->n_started; i++) {
+                uint64_t forget = r->started[i].at + STARTED_KEEP_USEC;
+                if (!next || forget < next)
+                        next = forget;
+        }
+        return next;
 }
 
-static void on_timer(int timer, void *opaque) {
-        struct restarter *r = opaque;
-        (void) timer;
+uint64_t restarter_work(struct restarter *r, uint64_t now) {
+        if (!r)
+                return 0;
         while (r->n_ready > 0) {
                 struct ready x = r->ready[--r->n_ready];
                 virDomainPtr dom = r->conn ? virDomainLookupByUUIDString(r->conn, x.p.uuid) : NULL;
@@ -474,7 +476,6 @@ static void on_timer(int timer, void *opaque) {
                 } else
                         skip(r, x.p.uuid, NULL, LOG_NOTICE, "it is gone");
         }
-        uint64_t now = now_usec();
         for (size_t i = 0; i < r->n_pending;) {
                 struct pending p = r->pending[i];
                 if (p.deadline >= now) {
@@ -491,7 +492,7 @@ static void on_timer(int timer, void *opaque) {
                 if (r->started[i].at + STARTED_KEEP_USEC > now)
                         r->started[w++] = r->started[i];
         r->n_started = w;
-        arm_timer(r);
+        return next_due(r, now);
 }
 
 void restarter_request(struct restarter *r, virConnectPtr conn, const struct wproto_restart *req) {
@@ -515,53 +516,52 @@ void restarter_request(struct restarter *r, virConnectPtr conn, const struct wpr
                         virConnectRef(conn);
                         r->conn = conn;
                 }
-                arm_timer(r);
                 return;
         }
         for (size_t i = 0; i < r->n_pending; i++)
                 if (streq(r->pending[i].uuid, p.uuid)) {
                         r->pending[i] = p;
-                        arm_timer(r);
                         return;
                 }
         *GROW(r->pending, r->n_pending) = p;
-        arm_timer(r);
 }
 
-void restarter_lifecycle(struct restarter *r, virDomainPtr dom, const char *uuid, int event, int detail) {
+void restarter_job_event(struct restarter *r, const char *uuid, int event) {
+        if (!r || (event != VIR_DOMAIN_EVENT_STOPPED && event != VIR_DOMAIN_EVENT_RESUMED))
+                return;
+        /* The old run of a restart under way: a client's resume() before
+         * our destroy; then our destroy. */
+        pthread_mutex_lock(&r->lock);
+        for (size_t i = 0; i < r->n_active; i++) {
+                struct job *j = r->active[i];
+                if (!streq(j->uuid, uuid) || j->old_stopped)
+                        continue;
+                if (event == VIR_DOMAIN_EVENT_RESUMED)
+                        j->old_resumed = true;
+                else
+                        j->old_stopped = true;
+        }
+        pthread_cond_broadcast(&r->cond);
+        pthread_mutex_unlock(&r->lock);
+}
+
+void restarter_lifecycle(struct restarter *r, virDomainPtr dom, const char *uuid, int event, int detail, uint64_t at) {
         if (!r || !uuid[0])
                 return;
-        if (event == VIR_DOMAIN_EVENT_STOPPED || event == VIR_DOMAIN_EVENT_RESUMED) {
-                /* The old run of a restart under way: a client's resume()
-                 * before our destroy; then our destroy. */
-                pthread_mutex_lock(&r->lock);
-                for (size_t i = 0; i < r->n_active; i++) {
-                        struct job *j = r->active[i];
-                        if (!streq(j->uuid, uuid) || j->old_stopped)
-                                continue;
-                        if (event == VIR_DOMAIN_EVENT_RESUMED)
-                                j->old_resumed = true;
-                        else
-                                j->old_stopped = true;
-                }
-                pthread_cond_broadcast(&r->cond);
-                pthread_mutex_unlock(&r->lock);
-                if (event == VIR_DOMAIN_EVENT_STOPPED)
-                        for (size_t i = 0; i < r->n_started; i++)
-                                if (streq(r->started[i].uuid, uuid))
-                                        r->started[i].stopped = true;
+        if (event == VIR_DOMAIN_EVENT_STOPPED) {
+                for (size_t i = 0; i < r->n_started; i++)
+                        if (streq(r->started[i].uuid, uuid))
+                                r->started[i].stopped = true;
                 return;
         }
         if (event != VIR_DOMAIN_EVENT_STARTED)
                 return;
-        uint64_t now = now_usec();
         for (size_t i = 0; i < r->n_pending; i++) {
                 if (!streq(r->pending[i].uuid, uuid))
                         continue;
                 struct pending p = r->pending[i];
                 r->pending[i] = r->pending[--r->n_pending];
-                arm_timer(r);
-                act(r, dom, uuid, &p, detail, now);
+                act(r, dom, uuid, &p, detail, at);
                 return;
         }
         /* No request (yet): remember it, for one that comes late. */
@@ -571,9 +571,8 @@ void restarter_lifecycle(struct restarter *r, virDomainPtr dom, const char *uuid
                         s = &r->started[i];
         if (!s)
                 s = GROW(r->started, r->n_started);
-        *s = (struct started) { .at = now, .detail = detail };
+        *s = (struct started) { .at = at, .detail = detail };
         snprintf(s->uuid, sizeof s->uuid, "%s", uuid);
-        arm_timer(r);
 }
 
 void restarter_disconnected(struct restarter *r) {
@@ -591,7 +590,6 @@ void restarter_disconnected(struct restarter *r) {
                 virConnectClose(r->conn);
         r->conn = NULL;
         r->n_started = 0;
-        arm_timer(r);
 }
 
 struct restarter *restarter_new(const struct restarter_ops *ops, void *userdata, struct preimage_store *preimages) {
@@ -600,7 +598,6 @@ struct restarter *restarter_new(const struct restarter_ops *ops, void *userdata,
         r->userdata = userdata;
         r->preimages = preimages;
         r->pipe[0] = r->pipe[1] = -1;
-        r->pipe_watch = r->timer = -1;
         pthread_mutex_init(&r->lock, NULL);
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
@@ -608,17 +605,10 @@ struct restarter *restarter_new(const struct restarter_ops *ops, void *userdata,
         pthread_cond_init(&r->cond, &ca);
         pthread_condattr_destroy(&ca);
         if (pipe2(r->pipe, O_CLOEXEC) < 0) {
-                log_errno(LOG_ERR, -errno, "Cannot set up restarts into the plan: pipe: %m; not restarting domains");
+                log_errno(LOG_ERR, -errno, "Cannot set up restarts into the plan: pipe: %m");
                 return restarter_free(r);
         }
         (void) fcntl(r->pipe[0], F_SETFL, O_NONBLOCK);
-        r->pipe_watch = virEventAddHandle(r->pipe[0], VIR_EVENT_HANDLE_READABLE, on_pipe, r, NULL);
-        r->timer = virEventAddTimeout(-1, on_timer, r, NULL);
-        if (r->pipe_watch < 0 || r->timer < 0) {
-                log_msg(LOG_ERR, "Cannot set up restarts into the plan: libvirt's event loop refused a handle; "
-                                 "not restarting domains");
-                return restarter_free(r);
-        }
         return r;
 }
 
@@ -634,16 +624,12 @@ struct restarter *restarter_free(struct restarter *r) {
         for (size_t i = 0; i < r->n_threads; i++)
                 pthread_join(r->threads[i], NULL);
         if (r->pipe[0] >= 0)
-                on_pipe(-1, r->pipe[0], 0, r);
+                restarter_drain(r);
         /* Jobs nobody ran (no thread could start). */
         for (struct job *j = r->queue, *next; j; j = next) {
                 next = j->next;
                 job_free(j);
         }
-        if (r->pipe_watch >= 0)
-                virEventRemoveHandle(r->pipe_watch);
-        if (r->timer >= 0)
-                virEventRemoveTimeout(r->timer);
         if (r->pipe[0] >= 0)
                 close(r->pipe[0]);
         if (r->pipe[1] >= 0)

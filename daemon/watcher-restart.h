@@ -8,11 +8,11 @@
  * not start, the live XML it had, so the client's VM runs.  The domain
  * runs without its plan from its STARTED event to the end of the destroy.
  *
- * Only the worker threads' libvirt calls (state, destroy, create, resume)
- * leave the main thread: the link to pcinumad, the log and this module's
- * state stay on libvirt's event loop thread, so the watcher's events keep
- * flowing (other domains' definitions, their persistence) while a QEMU
- * starts.  Libvirt's connections are thread-safe; each job holds a
+ * The module is driven by the watcher's main thread (restarter_request,
+ * _lifecycle, _work, _drain), which owns the link to pcinumad and the log;
+ * only the workers' libvirt calls (state, destroy, create, resume) leave
+ * it, so the main thread goes on with other domains while a QEMU starts.
+ * Libvirt's connections are thread-safe; each job holds a
  * reference to its domain, and through it to the connection. */
 #pragma once
 
@@ -44,21 +44,36 @@ struct restarter_ops {
 
 struct restarter;
 
-/* Start the module on libvirt's default event loop (registered already);
- * preimages keeps a transient domain's live XML before its restart. */
+/* A restarter; preimages keeps a transient domain's live XML before its
+ * restart.  NULL when its pipe cannot be made. */
 struct restarter *restarter_new(const struct restarter_ops *ops, void *userdata, struct preimage_store *preimages);
 /* Wait for the restarts under way (a domain must not be left destroyed and
  * not started again), then free everything.  Accepts NULL. */
 struct restarter *restarter_free(struct restarter *r);
 
 /* pcinumad's request (wproto "restart").  If the domain's STARTED event
- * came already (this watcher was busy), it is acted on at once. */
+ * came already (the main thread was busy when both came), it is acted on
+ * by the next restarter_work(). */
 void restarter_request(struct restarter *r, virConnectPtr conn, const struct wproto_restart *req);
 
-/* Every lifecycle event of every domain (STARTED, STOPPED and RESUMED
- * matter). */
-void restarter_lifecycle(struct restarter *r, virDomainPtr dom, const char *uuid, int event, int detail);
+/* Every lifecycle event of every domain, in order, on the main thread
+ * (at: when libvirt's thread got it). */
+void restarter_lifecycle(struct restarter *r, virDomainPtr dom, const char *uuid, int event, int detail, uint64_t at);
+
+/* The same events as they come, on libvirt's event thread: a worker that
+ * restarted a paused domain waits for the old run's RESUMED and STOPPED
+ * events.  Thread-safe. */
+void restarter_job_event(struct restarter *r, const char *uuid, int event);
+
+/* What is due at now (CLOCK_MONOTONIC usec): requests acted on late,
+ * windows ended.  Returns when it is next due, 0 for never. */
+uint64_t restarter_work(struct restarter *r, uint64_t now);
+
+/* The fd that is readable when a worker finished a restart, and the call
+ * that logs it and tells pcinumad (non-blocking).  -1 / no-op for NULL. */
+int restarter_fd(const struct restarter *r);
+void restarter_drain(struct restarter *r);
 
 /* The connection is gone: requests waiting for a STARTED event are
- * dropped (skipped, logged); restarts under way finish on their own. */
+ * dropped (not done, logged); restarts under way finish on their own. */
 void restarter_disconnected(struct restarter *r);
