@@ -412,8 +412,12 @@ static bool plan_for_restart(void *userdata, const char *uuid, const char *xml, 
         struct restart_plan p = { .restart = a->redefine && a->xml, .prio = a->prio };
         p.xml = a->xml ? xstrdup(a->xml) : NULL;
         p.summary = a->summary ? xstrdup(a->summary) : a->error ? xstrdup(a->error) : NULL;
-        for (size_t i = 0; i < a->n_fields; i++)
-                log_fields_add(&p.fields, a->fields[i].key, "%s", a->fields[i].value);
+        /* log_fields do not own their keys: these outlive the message. */
+        p.keys = xcalloc(a->n_fields ? a->n_fields : 1, sizeof(char *));
+        for (size_t i = 0; i < a->n_fields; i++) {
+                p.keys[p.n_keys] = xstrdup(a->fields[i].key);
+                log_fields_add(&p.fields, p.keys[p.n_keys++], "%s", a->fields[i].value);
+        }
         *ret = p;
         return true;
 }

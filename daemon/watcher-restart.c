@@ -37,10 +37,17 @@
  * STOPPED event (it says whether a RESUMED came before it). */
 #define STOPPED_WAIT_USEC (5 * USEC_PER_SEC)
 
+static void free_keys(char **keys, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(keys[i]);
+        free(keys);
+}
+
 void restart_plan_done(struct restart_plan *p) {
         free(p->xml);
         free(p->summary);
         log_fields_done(&p->fields);
+        free_keys(p->keys, p->n_keys);
         *p = (struct restart_plan) {0};
 }
 
@@ -50,11 +57,15 @@ struct job {
         virDomainPtr dom;               /* the running domain (a reference: it keeps the connection) */
         char *planned, *original;
         struct log_fields fields;
+        char **keys;                    /* the fields' names */
+        size_t n_keys;
         char *preimage;                 /* a transient domain's live XML, kept */
         uint64_t since, up;             /* the gate's decision; the STARTED event */
+        bool paused;                    /* its client started it paused (and keeps it so, so far) */
+        bool suspended;                 /* it ran: pcinuma suspended it until the restart */
+        uint64_t suspended_at;
 
         /* the worker's */
-        bool paused;
         uint64_t destroy_begin, destroy_end, create_end;
         char *skip_reason;              /* not destroyed: why */
         char *plan_error, *fallback_error;
@@ -133,6 +144,7 @@ static void job_free(struct job *j) {
         free(j->planned);
         free(j->original);
         log_fields_done(&j->fields);
+        free_keys(j->keys, j->n_keys);
         free(j->preimage);
         free(j->skip_reason);
         free(j->plan_error);
@@ -157,7 +169,10 @@ static void run_job(struct restarter *r, struct job *j) {
                 j->skip_reason = xstrdup("it is not running any more");
                 return;
         }
-        j->paused = state == VIR_DOMAIN_PAUSED;
+        /* Started paused and resumed by its client since: it is wanted
+         * running (a resume from now on shows as a RESUMED event). */
+        if (j->paused && state == VIR_DOMAIN_RUNNING)
+                j->paused = false;
         unsigned flags = j->paused ? VIR_DOMAIN_START_PAUSED : 0;
         virConnectPtr conn = virDomainGetConnect(j->dom);
 
@@ -166,6 +181,9 @@ static void run_job(struct restarter *r, struct job *j) {
                 j->outcome = WPROTO_OUTCOME_SKIPPED;
                 _cleanup_free_ char *e = lv_error_dup();
                 j->skip_reason = xasprintf("destroying it failed: %s", e);
+                /* It runs on as it was: let it run if pcinuma paused it. */
+                if (j->suspended)
+                        (void) virDomainResume(j->dom);
                 return;
         }
         j->destroy_end = now_usec();
@@ -186,9 +204,9 @@ static void run_job(struct restarter *r, struct job *j) {
         if (!nd)
                 return;
         if (j->paused) {
-                /* A resume() that reached the old run after our look at
-                 * its state resumed what we destroyed: the client wants it
-                 * running.  Its events (RESUMED, then STOPPED from our
+                /* A resume() that reached the old run (after pcinuma read
+                 * its state) resumed what we destroyed: the client wants
+                 * it running.  Its events (RESUMED, then STOPPED from our
                  * destroy) say so, in order. */
                 pthread_mutex_lock(&r->lock);
                 struct timespec until;
@@ -281,15 +299,20 @@ static void job_done(struct restarter *r, struct job *j) {
                 job_free(j);
                 return;
         }
-        /* The unplanned run: from its STARTED event to the end of the
-         * destroy (an upper bound: QEMU is gone before destroy returns). */
-        uint64_t unplanned = j->destroy_end - j->up;
+        /* The unplanned run, the time its guest ran without the plan:
+         * from its STARTED event to pcinuma's suspend; none if its client
+         * started it paused and kept it so; else (suspend failed, client's
+         * resume) up to the end of the destroy, an upper bound. */
+        uint64_t unplanned = j->suspended              ? j->suspended_at - j->up
+                             : j->paused && !j->old_resumed ? 0
+                                                            : j->destroy_end - j->up;
         uint64_t total = j->create_end - j->since;
         struct log_fields *f = &j->fields;
         log_fields_add(f, "PCINUMA_UNPLANNED_US", "%" PRIu64, unplanned);
         log_fields_add(f, "PCINUMA_TOTAL_US", "%" PRIu64, total);
         log_fields_add(f, "PCINUMA_DESTROY_US", "%" PRIu64, j->destroy_end - j->destroy_begin);
         log_fields_add(f, "PCINUMA_CREATE_US", "%" PRIu64, j->create_end - j->destroy_end);
+        log_fields_add(f, "PCINUMA_DOWN_US", "%" PRIu64, j->create_end - j->destroy_begin);
         log_fields_add(f, "PCINUMA_PAUSED", "%s", j->paused ? "yes" : "no");
         if (j->resumed_new)
                 log_fields_add(f, "PCINUMA_RESUMED", "yes");
@@ -376,26 +399,49 @@ static void queue_job(struct restarter *r, struct job *j) {
  * ready, then hand it to a worker. */
 static void begin(struct restarter *r, virDomainPtr dom, const char *uuid, uint64_t since, uint64_t up) {
         const char *name = virDomainGetName(dom);
-        char *live = virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_SECURE | VIR_DOMAIN_XML_MIGRATABLE);
-        if (!live) {
-                struct log_fields f = {0};
-                log_fields_add(&f, "PCINUMA_DOMAIN", "%s", name);
-                log_fields_add(&f, "PCINUMA_UUID", "%s", uuid);
-                log_fields_add(&f, "PCINUMA_PHASE", "restart");
-                skip(r, uuid, &f, LOG_WARNING, "its live XML cannot be read: %s", virGetLastErrorMessage());
+        struct log_fields f = {0};
+        log_fields_add(&f, "PCINUMA_DOMAIN", "%s", name);
+        log_fields_add(&f, "PCINUMA_UUID", "%s", uuid);
+        log_fields_add(&f, "PCINUMA_PHASE", "restart");
+        /* First stop its guest: from now on it runs nothing unplanned.
+         * A domain its client started paused stays as it is (and comes
+         * back paused). */
+        int state = VIR_DOMAIN_NOSTATE, reason = 0;
+        if (virDomainGetState(dom, &state, &reason, 0) < 0 ||
+            (state != VIR_DOMAIN_RUNNING && state != VIR_DOMAIN_PAUSED)) {
+                skip(r, uuid, &f, LOG_NOTICE, "it is not running any more");
                 log_fields_done(&f);
                 return;
         }
+        bool paused = state == VIR_DOMAIN_PAUSED, suspended = false;
+        uint64_t suspended_at = 0;
+        if (!paused && virDomainSuspend(dom) == 0) {
+                suspended = true;
+                suspended_at = now_usec();
+        }
+        char *live = virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_SECURE | VIR_DOMAIN_XML_MIGRATABLE);
+        if (!live) {
+                skip(r, uuid, &f, LOG_WARNING, "its live XML cannot be read: %s", virGetLastErrorMessage());
+                log_fields_done(&f);
+                if (suspended)
+                        (void) virDomainResume(dom);
+                return;
+        }
+        log_fields_done(&f);
         struct restart_plan p = {0};
         if (!r->ops->plan(r->userdata, uuid, live, &p)) {
                 free(live);
                 restart_plan_done(&p);
+                if (suspended)
+                        (void) virDomainResume(dom);
                 return;         /* pcinumad has gone */
         }
         if (!p.restart) {
                 skip(r, uuid, &p.fields, p.prio, "%s", p.summary ? p.summary : "pcinumad did not plan it");
                 free(live);
                 restart_plan_done(&p);
+                if (suspended)
+                        (void) virDomainResume(dom);
                 return;
         }
         struct job *j = xcalloc(1, sizeof(*j));
@@ -407,8 +453,15 @@ static void begin(struct restarter *r, virDomainPtr dom, const char *uuid, uint6
         j->original = live;
         j->fields = p.fields;
         p.fields = (struct log_fields) {0};
+        j->keys = p.keys;
+        j->n_keys = p.n_keys;
+        p.keys = NULL;
+        p.n_keys = 0;
         j->since = since;
         j->up = up;
+        j->paused = paused;
+        j->suspended = suspended;
+        j->suspended_at = suspended_at;
         restart_plan_done(&p);
         /* A transient domain has no definition to fall back on: keep its
          * XML, in case neither start works. */

@@ -29,7 +29,9 @@ struct restart_plan {
         char *xml;
         char *summary;                  /* why not, or what differs */
         int prio;                       /* of the log line when not restarting */
-        struct log_fields fields;       /* PCINUMA_* of the domain, for the log */
+        struct log_fields fields;       /* PCINUMA_* of the domain, for the log; their keys are: */
+        char **keys;                    /* owned copies of the field names */
+        size_t n_keys;
 };
 void restart_plan_done(struct restart_plan *p);
 
