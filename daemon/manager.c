@@ -631,7 +631,8 @@ json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_
                          d.verdict != DECIDE_REFUSE)
                         restart_note_incoming(&m->restarts, ctx.uuid, now);
                 if (d.verdict == DECIDE_RESTART && m->watcher)
-                        watcher_restart(m->watcher, d.uuid, m->policy->restart_window_ms, now);
+                        watcher_restart(m->watcher, d.uuid, m->policy->restart_window_ms, now,
+                                        (const char *const *) d.boot_files, d.n_boot_files);
                 /* A start that found the layout out of date: make sure the
                  * watcher looks at this domain, even if it missed an event. */
                 if (m->watcher && d.result && d.result->verdict == PLAN_APPLY && !d.result->already_planned && d.uuid)

@@ -20,7 +20,10 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libvirt/virterror.h>
+#include <libxml/parser.h>
+#include <libxml/xpath.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,6 +54,65 @@ void restart_plan_done(struct restart_plan *p) {
         *p = (struct restart_plan) {0};
 }
 
+/* Files the domain boots from, kept by a second name (a hard link in the
+ * same directory) from pcinumad's request to the end of the restart: a
+ * client may remove its own once the domain started (virt-install
+ * --install removes the kernel and initrd it fetched), and the restart
+ * must start them again. */
+struct pins {
+        char **orig, **pin;
+        size_t n;
+};
+
+static void pins_drop(struct pins *p) {
+        for (size_t i = 0; i < p->n; i++) {
+                (void) unlink(p->pin[i]);
+                free(p->orig[i]);
+                free(p->pin[i]);
+        }
+        free(p->orig);
+        free(p->pin);
+        *p = (struct pins) {0};
+}
+
+static void pins_take(struct pins *p, const char *uuid, const char *const *files, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                struct stat st;
+                if (files[i][0] != '/' || stat(files[i], &st) < 0 || !S_ISREG(st.st_mode))
+                        continue;
+                _cleanup_free_ char *pin = xasprintf("%s.pcinuma-restart-%s", files[i], uuid);
+                (void) unlink(pin);
+                if (link(files[i], pin) < 0) {
+                        log_msg(LOG_WARNING, "Domain %s: cannot keep %s for its restart (link: %s), ignoring", uuid,
+                                files[i], strerror(errno));
+                        continue;
+                }
+                p->orig = xreallocarray(p->orig, p->n + 1, sizeof(char *));
+                p->pin = xreallocarray(p->pin, p->n + 1, sizeof(char *));
+                p->orig[p->n] = xstrdup(files[i]);
+                p->pin[p->n++] = TAKE_PTR(pin);
+        }
+}
+
+/* xml with each kept file's name, as element text, replaced by the name
+ * that keeps it. */
+static char *pins_apply(const struct pins *p, char *xml) {
+        for (size_t i = 0; i < p->n; i++) {
+                _cleanup_free_ char *from = xasprintf(">%s<", p->orig[i]), *to = xasprintf(">%s<", p->pin[i]);
+                struct strbuf b = {0};
+                const char *at = xml, *hit;
+                while ((hit = strstr(at, from))) {
+                        strbuf_appendn(&b, at, (size_t) (hit - at));
+                        strbuf_append(&b, to);
+                        at = hit + strlen(from);
+                }
+                strbuf_append(&b, at);
+                free(xml);
+                xml = strbuf_steal(&b);
+        }
+        return xml;
+}
+
 struct job {
         char uuid[VIR_UUID_STRING_BUFLEN];
         char *name;
@@ -59,6 +121,7 @@ struct job {
         struct log_fields fields;
         char **keys;                    /* the fields' names */
         size_t n_keys;
+        struct pins pins;
         char *preimage;                 /* a transient domain's live XML, kept */
         uint64_t since, up;             /* the gate's decision; the STARTED event */
         bool paused;                    /* its client started it paused (and keeps it so, so far) */
@@ -82,6 +145,7 @@ struct pending {
         char uuid[VIR_UUID_STRING_BUFLEN];
         uint64_t since, deadline;
         uint64_t window_ms;
+        struct pins pins;               /* owned: dropped when the request ends */
 };
 
 struct started {
@@ -145,6 +209,7 @@ static void job_free(struct job *j) {
         free(j->original);
         log_fields_done(&j->fields);
         free_keys(j->keys, j->n_keys);
+        pins_drop(&j->pins);
         free(j->preimage);
         free(j->skip_reason);
         free(j->plan_error);
@@ -395,9 +460,40 @@ static void queue_job(struct restarter *r, struct job *j) {
         }
 }
 
+/* The first file the XML starts from that is not there (its kernel,
+ * initrd, device tree, a disk or CD-ROM image), or NULL: a domain whose
+ * start could not be repeated is not destroyed. */
+static char *missing_file(const char *xml) {
+        static const char *const paths[] = {
+                "/domain/os/kernel", "/domain/os/initrd", "/domain/os/dtb",
+                "/domain/devices/disk[@type='file']/source/@file",
+        };
+        xmlDocPtr doc = xmlReadMemory(xml, (int) strlen(xml), "live.xml", NULL,
+                                      XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+        if (!doc)
+                return xstrdup("(its live XML does not parse)");
+        xmlXPathContextPtr ctx = xmlXPathNewContext(doc);
+        char *missing = NULL;
+        for (size_t i = 0; ctx && i < ELEMENTSOF(paths) && !missing; i++) {
+                xmlXPathObjectPtr o = xmlXPathEvalExpression(BAD_CAST paths[i], ctx);
+                for (int k = 0; o && o->nodesetval && k < o->nodesetval->nodeNr && !missing; k++) {
+                        xmlChar *v = xmlNodeGetContent(o->nodesetval->nodeTab[k]);
+                        struct stat st;
+                        if (v && v[0] == '/' && stat((const char *) v, &st) < 0)
+                                missing = xstrdup((const char *) v);
+                        xmlFree(v);
+                }
+                xmlXPathFreeObject(o);
+        }
+        xmlXPathFreeContext(ctx);
+        xmlFreeDoc(doc);
+        return missing;
+}
+
 /* The domain came up (STARTED, BOOTED) within the window: get everything
  * ready, then hand it to a worker. */
-static void begin(struct restarter *r, virDomainPtr dom, const char *uuid, uint64_t since, uint64_t up) {
+static void begin(struct restarter *r, virDomainPtr dom, const char *uuid, uint64_t since, uint64_t up,
+                  struct pins *pins) {
         const char *name = virDomainGetName(dom);
         struct log_fields f = {0};
         log_fields_add(&f, "PCINUMA_DOMAIN", "%s", name);
@@ -423,6 +519,17 @@ static void begin(struct restarter *r, virDomainPtr dom, const char *uuid, uint6
         if (!live) {
                 skip(r, uuid, &f, LOG_WARNING, "its live XML cannot be read: %s", virGetLastErrorMessage());
                 log_fields_done(&f);
+                if (suspended)
+                        (void) virDomainResume(dom);
+                return;
+        }
+        live = pins_apply(pins, live);
+        _cleanup_free_ char *missing = missing_file(live);
+        if (missing) {
+                skip(r, uuid, &f, LOG_WARNING, "it starts from %s, which is gone (its client removed it once the "
+                     "domain started): a restart could not start it again", missing);
+                log_fields_done(&f);
+                free(live);
                 if (suspended)
                         (void) virDomainResume(dom);
                 return;
@@ -462,6 +569,8 @@ static void begin(struct restarter *r, virDomainPtr dom, const char *uuid, uint6
         j->paused = paused;
         j->suspended = suspended;
         j->suspended_at = suspended_at;
+        j->pins = *pins;
+        *pins = (struct pins) {0};
         restart_plan_done(&p);
         /* A transient domain has no definition to fall back on: keep its
          * XML, in case neither start works. */
@@ -491,14 +600,15 @@ static const char *start_detail(int detail) {
 }
 
 /* The STARTED event of a domain a restart was asked for. */
-static void act(struct restarter *r, virDomainPtr dom, const char *uuid, const struct pending *p, int detail, uint64_t up) {
+static void act(struct restarter *r, virDomainPtr dom, const char *uuid, struct pending *p, int detail, uint64_t up) {
         if (up > p->deadline)
                 skip(r, uuid, NULL, LOG_WARNING, "it came up %.1f s after its start began, beyond the restart window "
                      "of %" PRIu64 " ms (restart_window_ms)", (double) (up - p->since) / 1e6, p->window_ms);
         else if (detail != VIR_DOMAIN_EVENT_STARTED_BOOTED)
                 skip(r, uuid, NULL, LOG_INFO, "%s", start_detail(detail));
         else
-                begin(r, dom, uuid, p->since, up);
+                begin(r, dom, uuid, p->since, up, &p->pins);
+        pins_drop(&p->pins);   /* unless begin() took them */
 }
 
 /* When restarter_work() has something to do next; 0: nothing. */
@@ -526,8 +636,10 @@ uint64_t restarter_work(struct restarter *r, uint64_t now) {
                 if (dom) {
                         act(r, dom, x.p.uuid, &x.p, x.detail, x.up);
                         virDomainFree(dom);
-                } else
+                } else {
                         skip(r, x.p.uuid, NULL, LOG_NOTICE, "it is gone");
+                        pins_drop(&x.p.pins);
+                }
         }
         for (size_t i = 0; i < r->n_pending;) {
                 struct pending p = r->pending[i];
@@ -538,6 +650,7 @@ uint64_t restarter_work(struct restarter *r, uint64_t now) {
                 r->pending[i] = r->pending[--r->n_pending];
                 skip(r, p.uuid, NULL, LOG_NOTICE, "it did not come up within the restart window of %" PRIu64 " ms "
                      "(restart_window_ms) after its start began", p.window_ms);
+                pins_drop(&p.pins);
         }
         /* Forget old STARTED events. */
         size_t w = 0;
@@ -554,6 +667,7 @@ void restarter_request(struct restarter *r, virConnectPtr conn, const struct wpr
         struct pending p = { .since = req->since_us, .deadline = req->since_us + req->window_ms * USEC_PER_MSEC,
                              .window_ms = req->window_ms };
         snprintf(p.uuid, sizeof p.uuid, "%s", req->uuid);
+        pins_take(&p.pins, p.uuid, req->files, req->n_files);
         /* Its STARTED event may have come first, if this process was busy
          * when both did: one after the gate's decision, not stopped since,
          * is this start's. */
@@ -573,6 +687,7 @@ void restarter_request(struct restarter *r, virConnectPtr conn, const struct wpr
         }
         for (size_t i = 0; i < r->n_pending; i++)
                 if (streq(r->pending[i].uuid, p.uuid)) {
+                        pins_drop(&r->pending[i].pins);
                         r->pending[i] = p;
                         return;
                 }
@@ -634,10 +749,12 @@ void restarter_disconnected(struct restarter *r) {
         while (r->n_pending > 0) {
                 struct pending p = r->pending[--r->n_pending];
                 skip(r, p.uuid, NULL, LOG_WARNING, "the libvirt connection was lost before it came up");
+                pins_drop(&p.pins);
         }
         while (r->n_ready > 0) {
                 struct ready x = r->ready[--r->n_ready];
                 skip(r, x.p.uuid, NULL, LOG_WARNING, "the libvirt connection was lost before it could be restarted");
+                pins_drop(&x.p.pins);
         }
         if (r->conn)
                 virConnectClose(r->conn);
@@ -689,6 +806,10 @@ struct restarter *restarter_free(struct restarter *r) {
                 close(r->pipe[1]);
         if (r->conn)
                 virConnectClose(r->conn);
+        for (size_t i = 0; i < r->n_pending; i++)
+                pins_drop(&r->pending[i].pins);
+        for (size_t i = 0; i < r->n_ready; i++)
+                pins_drop(&r->ready[i].p.pins);
         free(r->pending);
         free(r->started);
         free(r->ready);

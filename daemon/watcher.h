@@ -43,8 +43,10 @@ void watcher_recheck_domain(struct watcher *w, const char *uuid);
 
 /* The prepare gate let domain uuid start without its plan (at
  * CLOCK_MONOTONIC since_usec): ask the watcher to restart it into the plan
- * as soon as it is up, if that is within window_ms. */
-void watcher_restart(struct watcher *w, const char *uuid, unsigned window_ms, uint64_t since_usec);
+ * as soon as it is up, if that is within window_ms; files: what it boots
+ * from directly, for the watcher to keep until then. */
+void watcher_restart(struct watcher *w, const char *uuid, unsigned window_ms, uint64_t since_usec,
+                     const char *const *files, size_t n_files);
 
 /* {"uri", "connected", "redefinitions", "failures", "last_error",
  *  "process": {"program", "pid", "restarts", "last_exit"}} */

@@ -197,12 +197,21 @@ int wproto_encode_restarted(const struct wproto_restarted *m, char **ret, size_t
 }
 
 int wproto_encode_restart(const struct wproto_restart *m, char **ret, size_t *ret_len) {
-        if (!m->uuid)
+        if (!m->uuid || (m->n_files && !m->files))
                 return -EINVAL;
+        for (size_t i = 0; i < m->n_files; i++)
+                if (!m->files[i])
+                        return -EINVAL;
         json_object *o = new_msg(WPROTO_RESTART);
         json_object_object_add(o, "uuid", json_object_new_string(m->uuid));
         json_object_object_add(o, "window_ms", new_count(m->window_ms));
         json_object_object_add(o, "since_us", new_count(m->since_us));
+        if (m->n_files) {
+                json_object *a = json_object_new_array();
+                for (size_t i = 0; i < m->n_files; i++)
+                        json_object_array_add(a, json_object_new_string(m->files[i]));
+                json_object_object_add(o, "files", a);
+        }
         return finish(o, ret, ret_len);
 }
 
@@ -389,25 +398,33 @@ static int decode_recheck(const struct reader *rd, struct wproto_recheck *ret) {
         return read_string(rd, "uuid", false, &ret->uuid);
 }
 
-/* "persistent": ["…", …]; *ret_array is the caller's. */
-static int decode_domains(const struct reader *rd, struct wproto_domains *ret, const char ***ret_array) {
-        json_object *a = get(rd, "persistent");
+/* A list of strings under key (what names them in an error); absent is
+ * an error unless optional.  *ret_array is the caller's. */
+static int read_strings(const struct reader *rd, const char *key, const char *what, bool optional,
+                        const char ***ret_array, size_t *ret_n) {
+        json_object *a = get(rd, key);
         if (!a)
-                return missing(rd, "persistent");
+                return optional ? 0 : missing(rd, key);
         if (!json_object_is_type(a, json_type_array))
-                return wrong(rd, "persistent", "a list of UUID strings");
+                return wrong(rd, key, what);
         size_t n = json_object_array_length(a);
         _cleanup_free_ const char **v = n ? xcalloc(n, sizeof(*v)) : NULL;
         for (size_t i = 0; i < n; i++) {
                 json_object *u = json_object_array_get_idx(a, i);
                 if (!json_object_is_type(u, json_type_string))
-                        return wrong(rd, "persistent", "a list of UUID strings");
+                        return wrong(rd, key, what);
                 v[i] = json_object_get_string(u);
         }
         *ret_array = TAKE_PTR(v);
-        ret->persistent = *ret_array;
-        ret->n = n;
+        *ret_n = n;
         return 0;
+}
+
+/* "persistent": ["…", …]. */
+static int decode_domains(const struct reader *rd, struct wproto_domains *ret, const char ***ret_array) {
+        int r = read_strings(rd, "persistent", "a list of UUID strings", false, ret_array, &ret->n);
+        ret->persistent = *ret_array;
+        return r;
 }
 
 static int decode_domain(const struct reader *rd, struct wproto_domain *ret) {
@@ -454,12 +471,15 @@ static int decode_restarted(const struct reader *rd, struct wproto_restarted *re
         return r;
 }
 
-static int decode_restart(const struct reader *rd, struct wproto_restart *ret) {
+static int decode_restart(const struct reader *rd, struct wproto_restart *ret, const char ***ret_array) {
         int r = read_string(rd, "uuid", true, &ret->uuid);
         if (r >= 0)
                 r = read_count(rd, "window_ms", &ret->window_ms, NULL);
         if (r >= 0)
                 r = read_count(rd, "since_us", &ret->since_us, NULL);
+        if (r >= 0)
+                r = read_strings(rd, "files", "a list of paths", true, ret_array, &ret->n_files);
+        ret->files = *ret_array;
         return r;
 }
 
@@ -513,7 +533,7 @@ int wproto_decode(json_object *o, struct wproto_msg *ret, char **ret_error) {
                 r = decode_restarted(&rd, &m.restarted);
                 break;
         case WPROTO_RESTART:
-                r = decode_restart(&rd, &m.restart);
+                r = decode_restart(&rd, &m.restart, &m.string_array);
                 break;
         }
         if (r < 0) {

@@ -29,10 +29,12 @@
  *     {"type":"planned","id":N,"redefine":false,"error":s,"summary":s,"prio":n,"fields":[…]}
  *                                                    an answer that could not be sent
  *     {"type":"recheck"}  {"type":"recheck","uuid":"…"}   look at every domain, or one
- *     {"type":"restart","uuid":"…","window_ms":n,"since_us":n}
+ *     {"type":"restart","uuid":"…","window_ms":n,"since_us":n,"files":["…",…]}
  *                                                    the prepare gate let this domain start without
  *                                                    its plan (at CLOCK_MONOTONIC since_us): restart
- *                                                    it into the plan if it is up within window_ms
+ *                                                    it into the plan if it is up within window_ms;
+ *                                                    files (optional): what it boots from directly,
+ *                                                    to be kept until the restart
  *
  * Keys are written in the order shown.  The reader ignores keys it does not
  * know; a message of an unknown type, or with a key missing or of the
@@ -139,6 +141,8 @@ struct wproto_restart {
         const char *uuid;
         uint64_t window_ms;
         uint64_t since_us;              /* CLOCK_MONOTONIC, when the gate decided */
+        const char *const *files;       /* n_files paths (not written when 0) */
+        size_t n_files;
 };
 
 /* A decoded message.  Its strings point into obj (and fields into an
@@ -159,7 +163,7 @@ struct wproto_msg {
         };
         json_object *obj;               /* a reference, put by wproto_msg_done() */
         struct wproto_field *field_array;
-        const char **string_array;      /* domains.persistent */
+        const char **string_array;      /* domains.persistent, restart.files */
 };
 
 /* Each writes one frame (header + payload) to *ret, which the caller

@@ -36,6 +36,9 @@ void decision_done(struct decision *d) {
         for (size_t i = 0; i < d->n_shared; i++)
                 free(d->shared[i]);
         free(d->shared);
+        for (size_t i = 0; i < d->n_boot_files; i++)
+                free(d->boot_files[i]);
+        free(d->boot_files);
         *d = (struct decision) {0};
 }
 
@@ -77,6 +80,26 @@ int decide_peek_uuid(const char *xml, size_t len, char ret[static 37]) {
                 return 0;
         }
         return -ENOENT;
+}
+
+/* The files the domain's <os> boots from directly: its kernel, initrd and
+ * device tree (absolute paths only). */
+static void boot_files(const struct domain *dom, struct decision *d) {
+        xmlNodePtr root = xmlDocGetRootElement(dom->doc);
+        for (xmlNodePtr os = root ? root->children : NULL; os; os = os->next) {
+                if (os->type != XML_ELEMENT_NODE || !xmlStrEqual(os->name, BAD_CAST "os"))
+                        continue;
+                for (xmlNodePtr n = os->children; n; n = n->next) {
+                        if (n->type != XML_ELEMENT_NODE || (!xmlStrEqual(n->name, BAD_CAST "kernel") &&
+                                                            !xmlStrEqual(n->name, BAD_CAST "initrd") &&
+                                                            !xmlStrEqual(n->name, BAD_CAST "dtb")))
+                                continue;
+                        xmlChar *path = xmlNodeGetContent(n);
+                        if (path && path[0] == '/')
+                                *GROW(d->boot_files, d->n_boot_files) = xstrdup((const char *) path);
+                        xmlFree(path);
+                }
+        }
 }
 
 /* The context, if it speaks of this domain; else the empty one (nothing
@@ -198,6 +221,7 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
                 else if (!transient || r->settings.transient_restart) {
                         d->verdict = DECIDE_RESTART;
                         d->restart_transient = transient;
+                        boot_files(r->base, d);
                         d->message = xasprintf("pcinuma: domain %s starts once without its NUMA-aware PCI topology (policy %s): %s.\n"
                                                "pcinuma: as soon as it is up, pcinuma restarts it into the plan (%s)%s.\n",
                                                name, mode, mismatch,

@@ -54,6 +54,9 @@ struct decision {
         bool has_mode;                  /* mode was resolved */
         struct engine_result *result;   /* the plan, when one was made (for the log) */
         bool restart_transient;         /* DECIDE_RESTART of a transient domain */
+        char **boot_files;              /* DECIDE_RESTART: the files its <os> boots from (kernel, initrd, dtb),
+                                         * which a client may remove once the domain started (virt-install) */
+        size_t n_boot_files;
         char **remap;                   /* migrate, accepted: "source BDF -> this host's BDF" each */
         size_t n_remap;
         char **shared;                  /* migrate, accepted: "this host's BDF (mdev UUID) <the other domain>" for
