@@ -240,6 +240,36 @@ static void test_prepare_no_restart(void **state) {
         decision_done(&d);
 }
 
+/* A restart names the files the domain boots from directly (absolute
+ * paths), for the watcher to keep; no other verdict does. */
+static void test_prepare_boot_files(void **state) {
+        (void) state;
+        _cleanup_policy_ struct policy *pol = fake_vm_policy("require");
+        _cleanup_free_ char *xml = xstrdup(fake_vm_xml);
+        char *os = strstr(xml, "  </os>\n");
+        assert_non_null(os);
+        _cleanup_free_ char *with = xasprintf("%.*s    <kernel>/var/lib/libvirt/boot/virtinst-vmlinuz</kernel>\n"
+                                              "    <initrd>/var/lib/libvirt/boot/virtinst-initrd.img</initrd>\n"
+                                              "    <cmdline>console=ttyS0</cmdline>\n    <dtb>relative.dtb</dtb>\n%s",
+                                              (int) (os - xml), xml, os);
+        struct decision d;
+        decide_ctx(pol, with, &persistent_ctx, &d);
+        assert_int_equal(d.verdict, DECIDE_RESTART);
+        assert_int_equal(d.n_boot_files, 2);
+        assert_string_equal(d.boot_files[0], "/var/lib/libvirt/boot/virtinst-vmlinuz");
+        assert_string_equal(d.boot_files[1], "/var/lib/libvirt/boot/virtinst-initrd.img");
+        decision_done(&d);
+        decide_ctx(pol, fake_vm_xml, &persistent_ctx, &d);
+        assert_int_equal(d.verdict, DECIDE_RESTART);
+        assert_int_equal(d.n_boot_files, 0);
+        decision_done(&d);
+        const struct decide_context none = { .uuid = FAKE_VM_UUID };
+        decide_ctx(pol, with, &none, &d);
+        assert_int_equal(d.verdict, DECIDE_REFUSE);
+        assert_int_equal(d.n_boot_files, 0);
+        decision_done(&d);
+}
+
 /* pcinuma-watcher's own start of the client's XML, after the plan failed
  * to start: let through with a warning that says so, never restarted. */
 static void test_prepare_own_start(void **state) {
@@ -518,6 +548,7 @@ int main(void) {
                 cmocka_unit_test(test_prepare_first_start_refuse_allow),
                 cmocka_unit_test(test_prepare_no_restart),
                 cmocka_unit_test(test_prepare_own_start),
+                cmocka_unit_test(test_prepare_boot_files),
                 cmocka_unit_test(test_peek_uuid),
                 cmocka_unit_test(test_prepare_planned),
                 cmocka_unit_test(test_prepare_bad_xml),

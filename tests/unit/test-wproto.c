@@ -219,6 +219,15 @@ static void test_restart_messages(void **state) {
         assert_string_equal(d.restart.uuid, U1);
         assert_int_equal(d.restart.window_ms, 5000);
         assert_int_equal(d.restart.since_us, 123456789);
+        assert_int_equal(d.restart.n_files, 0);
+        wproto_msg_done(&d);
+        const char *const files[] = { "/boot/vmlinuz", "/boot/initrd.img" };
+        const struct wproto_restart rf = { .uuid = U1, .window_ms = 100, .since_us = 1, .files = files, .n_files = 2 };
+        check_wire(wproto_encode_restart(&rf, &f, &len), &f, &len,
+                   "{\"type\":\"restart\",\"uuid\":\"" U1 "\",\"window_ms\":100,\"since_us\":1,"
+                   "\"files\":[\"/boot/vmlinuz\",\"/boot/initrd.img\"]}", &d);
+        assert_int_equal(d.restart.n_files, 2);
+        assert_string_equal(d.restart.files[1], "/boot/initrd.img");
         wproto_msg_done(&d);
 
         assert_int_equal(wproto_encode_domains(&(struct wproto_domains) { NULL, 1 }, &f, &len), -EINVAL);
@@ -230,6 +239,7 @@ static void test_restart_messages(void **state) {
         assert_int_equal(wproto_encode_restarted(&(struct wproto_restarted) { .uuid = U1, .outcome = _WPROTO_OUTCOME_MAX },
                                                  &f, &len), -EINVAL);
         assert_int_equal(wproto_encode_restart(&(struct wproto_restart) { .window_ms = 1 }, &f, &len), -EINVAL);
+        assert_int_equal(wproto_encode_restart(&(struct wproto_restart) { .uuid = U1, .n_files = 1 }, &f, &len), -EINVAL);
         assert_null(f);
 }
 
@@ -351,6 +361,10 @@ static void test_refused(void **state) {
                 { "{\"type\":\"restart\",\"uuid\":\"u\",\"since_us\":0}", "a restart request without 'window_ms'" },
                 { "{\"type\":\"restart\",\"uuid\":\"u\",\"window_ms\":5}", "a restart request without 'since_us'" },
                 { "{\"type\":\"restart\",\"window_ms\":5,\"since_us\":0}", "a restart request without 'uuid'" },
+                { "{\"type\":\"restart\",\"uuid\":\"u\",\"window_ms\":5,\"since_us\":0,\"files\":\"/k\"}",
+                  "a restart request whose 'files' is not a list of paths" },
+                { "{\"type\":\"restart\",\"uuid\":\"u\",\"window_ms\":5,\"since_us\":0,\"files\":[1]}",
+                  "a restart request whose 'files' is not a list of paths" },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 json_object *o = json_tokener_parse(cases[i].payload);
