@@ -1,7 +1,9 @@
 /* What pcinumactl's verbs share: exit codes, the options --sysfs-root,
  * --policy and --policy-file, reading a FILE or "-", error printing, and
- * loading policy + domain + host map into a plan (plan and topo).  No verb
- * file calls another verb file; whatever two verbs need lives here. */
+ * loading policy + domain + host map into a plan (plan, define, topo,
+ * nccl-topo, and the orchestrator adapters in adapters/, which link this
+ * file as ctl_util_dep).  No verb file calls another verb file; whatever
+ * two verbs need lives here. */
 #pragma once
 
 #include <getopt.h>
@@ -11,6 +13,7 @@
 #include <stdio.h>
 
 #include "paths.h"
+#include "policy.h"
 #include "util.h"
 
 #define CTL_DEFAULT_POLICY_FILE PCINUMA_DEFAULT_POLICY_FILE
@@ -63,6 +66,7 @@ char *ctl_device_path(const struct hostmap_device *d);
 struct json_object *ctl_json_hex(unsigned v, int width);
 
 struct hostmap;
+struct standins;
 /* "<who>: warning: sysfs <what>" on stderr for each sysfs file the host
  * map reader could not make sense of, and a count of those it dropped. */
 void ctl_print_hostmap_warnings(const char *who, const struct hostmap *h);
@@ -76,6 +80,11 @@ struct ctl_plan_args {
         const char *policy_name;
         const char *policy_file;
         const char *input;
+#if PCINUMA_STAND_INS
+        /* A stand_ins build only: the stand-in table to hang on the host
+         * map (standins.h), or NULL; the caller keeps it. */
+        const struct standins *stand_ins;
+#endif
 };
 
 /* Store one of --sysfs-root, --policy or --policy-file, as getopt_long
@@ -103,8 +112,41 @@ int ctl_parse_args(int argc, char **argv, const char *who, const struct option *
  * "sysfs root '<root>': " prefix, so the root is named once. */
 const char *ctl_hostmap_load_reason(const char *root, int r, const char *err);
 
+struct policy;
+/* The policy a plan runs under: --policy NAME forces a mode (the feature
+ * switches keep their defaults, as engine_plan()'s 'forced' has it);
+ * otherwise the policy file (--policy-file, else
+ * PCINUMA_DEFAULT_POLICY_FILE if it exists) or the built-in default. */
+struct ctl_policy {
+        struct policy *pol;             /* NULL when forced */
+        bool forced;
+        enum policy_mode mode;          /* the forced mode */
+};
+void ctl_policy_done(struct ctl_policy *p);
+
+/* Load a's policy into *ret.  On error, prints it on stderr (naming the
+ * file at fault) and returns 2; else 0, the caller owning *ret
+ * (ctl_policy_done()). */
+int ctl_load_policy(const struct ctl_plan_args *a, struct ctl_policy *ret);
+
+/* Read the host map under a->root (hostmap_load_for_plan()) and print its
+ * warnings.  On error, prints it and returns 2; else 0 and *ret_h. */
+int ctl_load_hostmap(const struct ctl_plan_args *a, struct hostmap **ret_h);
+
 struct engine_result;
-/* Load the policy, the domain XML and the host map, and plan.  On error,
- * prints it on stderr (naming the file at fault) and returns the exit
- * status 2; on success returns 0 with the caller owning both results. */
+/* Load the policy, the domain XML (a->input, a FILE or "-") and the host
+ * map, and plan.  On error, prints it on stderr (naming the file at fault)
+ * and returns the exit status 2; on success returns 0 with the caller
+ * owning both results. */
 int ctl_plan_input(const struct ctl_plan_args *a, struct hostmap **ret_h, struct engine_result **ret_res);
+
+/* The same for a domain XML the caller has in memory (xml[0..len), not
+ * necessarily NUL-terminated); a->input only names it in messages. */
+int ctl_plan_xml(const struct ctl_plan_args *a, const char *xml, size_t len, struct hostmap **ret_h,
+                 struct engine_result **ret_res);
+
+/* What every verb and adapter that plans says on stderr after the plan:
+ * the revert's warning, the plan's warnings (when 'warnings'), and for a
+ * refusal one line per offending device (engine_refusal()), each with
+ * "<who>: ".  Returns CTL_EXIT_REFUSED for a refusal, else 0. */
+int ctl_report_plan(const char *who, const struct engine_result *res, bool warnings);

@@ -13,6 +13,12 @@
 #   iproute2               the migration test's network namespaces and veth
 #                          pairs (tests/libvirt/test_migrate.py; without
 #                          it that test falls back to Unix sockets)
+#   virtinst, python3-libvirt  the real-client suite (tests/clients, in the
+#                          stand_ins build of scripts/test.sh): virt-install
+#                          and a Nova-like client on Debian's libvirt
+#                          bindings start guests as real clients do; also
+#                          tests/clients/test_adapters.py (--print-xml |
+#                          pcinumactl plan - | virsh define /dev/stdin)
 # clang is not listed: the test command builds with the default cc, and
 # the libFuzzer targets are built only with CC=clang (docs/fuzzing.md).
 set -eu
@@ -23,7 +29,7 @@ PKGS="gcc meson ninja-build pkg-config python3
       qemu-system-x86 qemu-utils
       linux-image-amd64 busybox-static cpio
       sudo procps systemd valgrind bzip2 groff-base strace iproute2
-      git ca-certificates debootstrap
+      git ca-certificates debootstrap virtinst python3-libvirt
       build-essential debhelper dpkg-dev"
 
 # --list: print the list, one package a line, and install nothing (the
