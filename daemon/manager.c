@@ -658,8 +658,12 @@ json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_
                         watcher_restart(m->watcher, d.uuid, m->policy->restart_window_ms, now,
                                         (const char *const *) d.boot_files, d.n_boot_files);
                 /* A start that found the layout out of date: make sure the
-                 * watcher looks at this domain, even if it missed an event. */
-                if (m->watcher && d.result && d.result->verdict == PLAN_APPLY && !d.result->already_planned && d.uuid)
+                 * watcher looks at this domain, even if it missed an event.
+                 * Not while it restarts it: a look at a starting domain waits
+                 * for libvirt's lock, and would hold up the restart; the
+                 * look comes when the restart is over (manager_restart_done). */
+                if (m->watcher && d.result && d.result->verdict == PLAN_APPLY && !d.result->already_planned && d.uuid &&
+                    d.verdict != DECIDE_RESTART)
                         watcher_recheck_domain(m->watcher, d.uuid);
                 resp = proto_response_new_hook(d.exit_code, d.out, d.message, decide_verdict_to_string(d.verdict));
                 decision_done(&d);
@@ -885,4 +889,7 @@ void manager_plan_restart(struct manager *m, const char *uuid, const char *xml, 
 
 void manager_restart_done(struct manager *m, const struct wproto_restarted *r) {
         restart_done(&m->restarts, r);
+        /* Now its persistent definition, if any, gets its plan. */
+        if (m->watcher)
+                watcher_recheck_domain(m->watcher, r->uuid);
 }
