@@ -1,19 +1,24 @@
 /* Restarts into the plan, pcinuma-watcher's part (watcher-restart.h).
  *
  * A restart's steps, and the thread each runs on:
- *   main    pcinumad asks (wproto "restart"): wait for the STARTED event;
- *   main    STARTED, detail BOOTED, within the window: read the live XML
- *           (SECURE: graphics passwords; MIGRATABLE: what createXML
- *           accepts back), have pcinumad plan it, keep a transient
- *           domain's XML as a pre-image; queue the job;
- *   worker  read the state (paused?) at the last moment, destroy, create
- *           the plan (paused if it was), or, if that fails, the live XML
- *           it had; if it was paused and the client resumed it meanwhile
- *           (a RESUMED event of the old run before its STOPPED event),
- *           resume the new one;
- *   main    log it, tell pcinumad.
+ *   main    pcinumad asks (wproto "restart"): keep the files the domain
+ *           boots from (hard links), wait for its STARTED event;
+ *   main    STARTED, detail BOOTED, within the window: suspend it (unless
+ *           its client started it paused), read its live XML (SECURE:
+ *           graphics passwords; MIGRATABLE: what createXML accepts back),
+ *           point it at the kept files, check every file it starts from
+ *           is there, have pcinumad plan it, keep a transient domain's
+ *           XML as a pre-image; queue the job;
+ *   worker  read the state at the last moment (stopped by its client
+ *           meanwhile: leave it; resumed by its client: start it running),
+ *           destroy, create the plan (paused if it was), or, if that
+ *           fails, the live XML it had; if it was paused and the client
+ *           resumed the old run meanwhile (a RESUMED event of the old run
+ *           before its STOPPED event), resume the new one;
+ *   main    log it, tell pcinumad, drop the kept files.
  * Everything a worker needs is ready before its destroy, so the time the
- * domain is down is the destroy and one create. */
+ * domain is down is the destroy and one create; the time its guest runs
+ * without the plan ends with the suspend. */
 #include "watcher-restart.h"
 
 #include <errno.h>
