@@ -4,6 +4,7 @@ the plan (issue 23 item 1; docs/operations.md, "Restart into the plan").
 
     test_first_start.py --pcinumad P --pcinumactl P --hook P
                         --mkfakesysfs P --hosts DIR --workdir DIR
+                        [--daemon-wrapper CMD] [--timeout-factor F]
 
 pcinumad runs on the sample-4n fixture tree (policy require) with
 tests/lib/pcinumatest/fake_watcher.py as its libvirt watcher: a tiny
@@ -30,6 +31,7 @@ Ends with 'N passed, M failed'.
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -315,7 +317,12 @@ def main():
     for opt in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
         ap.add_argument("--" + opt, required=True)
     ap.add_argument("--only", help="run only the tests whose name contains this")
+    ap.add_argument("--daemon-wrapper", default="",
+                    help="prefix every pcinumad command line with this (e.g. valgrind ...)")
+    ap.add_argument("--timeout-factor", type=float, default=1.0)
     a = ap.parse_args()
+    td.WRAPPER = shlex.split(a.daemon_wrapper)
+    td.FACTOR = max(1.0, a.timeout_factor)
     for opt in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
         setattr(a, opt, os.path.abspath(getattr(a, opt)))
     td.ARGS = a
