@@ -1320,13 +1320,15 @@ int main(int argc, char **argv) {
 
         main_loop(&w, sfd);
 
-        /* Restarts under way finish first: a domain they destroyed must
-         * run again. */
-        w.restarter = restarter_free(w.restarter);
+        /* No more events (the callbacks deregistered, the event thread
+         * gone), then the restarts under way finish: a domain they
+         * destroyed must run again (their domains keep the connection
+         * open for their calls). */
         disconnect(&w);
         w.loop_stop = true;
         virEventUpdateTimeout(w.wake_timer, 0);
         pthread_join(w.loop_thread, NULL);
+        w.restarter = restarter_free(w.restarter);
         for (size_t i = 0; i < w.n_queue; i++)
                 if (w.queue[i].dom)
                         virDomainFree(w.queue[i].dom);
