@@ -800,9 +800,12 @@ struct restarter *restarter_free(struct restarter *r) {
                 pthread_join(r->threads[i], NULL);
         if (r->pipe[0] >= 0)
                 restarter_drain(r);
-        /* Jobs nobody ran (no thread could start). */
+        /* Jobs nobody ran (no thread could start): their domains run on
+         * as they were, unsuspended. */
         for (struct job *j = r->queue, *next; j; j = next) {
                 next = j->next;
+                if (j->suspended)
+                        (void) virDomainResume(j->dom);
                 job_free(j);
         }
         if (r->pipe[0] >= 0)
