@@ -987,8 +987,8 @@ static void enqueue(struct watcher *w, virDomainPtr dom, const char *uuid, int e
 }
 
 /* On libvirt's event thread: what cannot wait for the main thread is done
- * here (the persistence of a domain, for pcinumad's prepare gate; the
- * events a restart under way waits for); the rest is queued. */
+ * here (the persistence of a domain, for pcinumad's prepare gate); the
+ * rest is queued. */
 static int on_lifecycle(virConnectPtr conn, virDomainPtr dom, int event, int detail, void *opaque) {
         struct watcher *w = opaque;
         (void) conn;
@@ -996,7 +996,6 @@ static int on_lifecycle(virConnectPtr conn, virDomainPtr dom, int event, int det
         (void) virDomainGetUUIDString(dom, uuid);
         if ((event == VIR_DOMAIN_EVENT_DEFINED || event == VIR_DOMAIN_EVENT_UNDEFINED) && uuid[0])
                 send_domain(w, uuid, event == VIR_DOMAIN_EVENT_DEFINED);
-        restarter_job_event(w->restarter, uuid, event);
         enqueue(w, dom, uuid, event, detail);
         return 0;
 }

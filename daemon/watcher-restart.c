@@ -3,18 +3,18 @@
  * A restart's steps, and the thread each runs on:
  *   main    pcinumad asks (wproto "restart"): keep the files the domain
  *           boots from (hard links), wait for its STARTED event;
- *   main    STARTED, detail BOOTED, within the window: suspend it (unless
- *           its client started it paused), read its live XML (SECURE:
- *           graphics passwords; MIGRATABLE: what createXML accepts back),
- *           point it at the kept files, check every file it starts from
- *           is there, have pcinumad plan it, keep a transient domain's
- *           XML as a pre-image; queue the job;
+ *   main    STARTED, detail BOOTED, within the window: suspend it, read
+ *           its live XML (SECURE: graphics passwords; MIGRATABLE: what
+ *           createXML accepts back), point it at the kept files, check
+ *           every file it starts from is there, have pcinumad plan it,
+ *           keep a transient domain's XML as a pre-image; queue the job.
+ *           A domain its client started paused waits until its client
+ *           resumes it (its RESUMED event): restarted at once, a client's
+ *           resume() that came while the domain is down would fail
+ *           (Nova's; docs/operations.md, "The Nova race");
  *   worker  read the state at the last moment (stopped by its client
- *           meanwhile: leave it; resumed by its client: start it running),
- *           destroy, create the plan (paused if it was), or, if that
- *           fails, the live XML it had; if it was paused and the client
- *           resumed the old run meanwhile (a RESUMED event of the old run
- *           before its STOPPED event), resume the new one;
+ *           meanwhile: leave it), destroy, create the plan, or, if that
+ *           fails, the live XML it had;
  *   main    log it, tell pcinumad, drop the kept files.
  * Everything a worker needs is ready before its destroy, so the time the
  * domain is down is the destroy and one create; the time its guest runs
@@ -41,9 +41,6 @@
 /* A STARTED event is remembered this long for a request that comes after
  * it (the watcher was busy when both came). */
 #define STARTED_KEEP_USEC (60 * USEC_PER_SEC)
-/* After a paused restart, how long a worker waits for the old run's
- * STOPPED event (it says whether a RESUMED came before it). */
-#define STOPPED_WAIT_USEC (5 * USEC_PER_SEC)
 
 static void free_keys(char **keys, size_t n) {
         for (size_t i = 0; i < n; i++)
@@ -128,9 +125,9 @@ struct job {
         size_t n_keys;
         struct pins pins;
         char *preimage;                 /* a transient domain's live XML, kept */
-        uint64_t since, up;             /* the gate's decision; the STARTED event */
-        bool paused;                    /* its client started it paused (and keeps it so, so far) */
-        bool suspended;                 /* it ran: pcinuma suspended it until the restart */
+        uint64_t since, up;             /* the gate's decision; its guest running (STARTED, or RESUMED) */
+        bool started_paused;            /* restarted when its client resumed it */
+        bool suspended;                 /* pcinuma suspended it until the restart */
         uint64_t suspended_at;
 
         /* the worker's */
@@ -138,11 +135,7 @@ struct job {
         char *skip_reason;              /* not destroyed: why */
         char *plan_error, *fallback_error;
         enum wproto_outcome outcome;
-        bool resumed_new;               /* the client resumed the old run: the new one was resumed */
-        char *resume_error;
 
-        /* the main thread's, under the lock */
-        bool old_stopped, old_resumed;
         struct job *next;
 };
 
@@ -158,6 +151,13 @@ struct started {
         uint64_t at;
         int detail;
         bool stopped;
+};
+
+/* A domain started paused, to be restarted when its client resumes it. */
+struct waiting {
+        char uuid[VIR_UUID_STRING_BUFLEN];
+        uint64_t since;
+        struct pins pins;
 };
 
 /* A request whose STARTED event had come already: acted on from the
@@ -180,6 +180,8 @@ struct restarter {
         size_t n_started;
         struct ready *ready;
         size_t n_ready;
+        struct waiting *waiting;
+        size_t n_waiting;
         virConnectPtr conn;             /* for the ready ones (a reference) */
 
         pthread_mutex_t lock;
@@ -219,7 +221,6 @@ static void job_free(struct job *j) {
         free(j->skip_reason);
         free(j->plan_error);
         free(j->fallback_error);
-        free(j->resume_error);
         free(j);
 }
 
@@ -239,11 +240,6 @@ static void run_job(struct restarter *r, struct job *j) {
                 j->skip_reason = xstrdup("it is not running any more");
                 return;
         }
-        /* Started paused and resumed by its client since: it is wanted
-         * running (a resume from now on shows as a RESUMED event). */
-        if (j->paused && state == VIR_DOMAIN_RUNNING)
-                j->paused = false;
-        unsigned flags = j->paused ? VIR_DOMAIN_START_PAUSED : 0;
         virConnectPtr conn = virDomainGetConnect(j->dom);
 
         j->destroy_begin = now_usec();
@@ -257,12 +253,12 @@ static void run_job(struct restarter *r, struct job *j) {
                 return;
         }
         j->destroy_end = now_usec();
-        virDomainPtr nd = virDomainCreateXML(conn, j->planned, flags);
+        virDomainPtr nd = virDomainCreateXML(conn, j->planned, 0);
         if (nd)
                 j->outcome = WPROTO_OUTCOME_RESTARTED;
         else {
                 j->plan_error = lv_error_dup();
-                nd = virDomainCreateXML(conn, j->original, flags);
+                nd = virDomainCreateXML(conn, j->original, 0);
                 if (nd)
                         j->outcome = WPROTO_OUTCOME_FALLBACK;
                 else {
@@ -271,30 +267,8 @@ static void run_job(struct restarter *r, struct job *j) {
                 }
         }
         j->create_end = now_usec();
-        if (!nd)
-                return;
-        if (j->paused) {
-                /* A resume() that reached the old run (after pcinuma read
-                 * its state) resumed what we destroyed: the client wants
-                 * it running.  Its events (RESUMED, then STOPPED from our
-                 * destroy) say so, in order. */
-                pthread_mutex_lock(&r->lock);
-                struct timespec until;
-                clock_gettime(CLOCK_MONOTONIC, &until);
-                until.tv_sec += STOPPED_WAIT_USEC / USEC_PER_SEC;
-                while (!j->old_stopped && !r->stopping)
-                        if (pthread_cond_timedwait(&r->cond, &r->lock, &until) == ETIMEDOUT)
-                                break;
-                bool resume = j->old_resumed;
-                pthread_mutex_unlock(&r->lock);
-                if (resume) {
-                        if (virDomainResume(nd) == 0)
-                                j->resumed_new = true;
-                        else
-                                j->resume_error = lv_error_dup();
-                }
-        }
-        virDomainFree(nd);
+        if (nd)
+                virDomainFree(nd);
 }
 
 static void *worker(void *userdata) {
@@ -370,12 +344,10 @@ static void job_done(struct restarter *r, struct job *j) {
                 return;
         }
         /* The unplanned run, the time its guest ran without the plan:
-         * from its STARTED event to pcinuma's suspend; none if its client
-         * started it paused and kept it so; else (suspend failed, client's
-         * resume) up to the end of the destroy, an upper bound. */
-        uint64_t unplanned = j->suspended              ? j->suspended_at - j->up
-                             : j->paused && !j->old_resumed ? 0
-                                                            : j->destroy_end - j->up;
+         * from its STARTED event (or its client's resume) to pcinuma's
+         * suspend; if the suspend failed, up to the end of the destroy (an
+         * upper bound). */
+        uint64_t unplanned = j->suspended ? j->suspended_at - j->up : j->destroy_end - j->up;
         uint64_t total = j->create_end - j->since;
         struct log_fields *f = &j->fields;
         log_fields_add(f, "PCINUMA_UNPLANNED_US", "%" PRIu64, unplanned);
@@ -383,14 +355,10 @@ static void job_done(struct restarter *r, struct job *j) {
         log_fields_add(f, "PCINUMA_DESTROY_US", "%" PRIu64, j->destroy_end - j->destroy_begin);
         log_fields_add(f, "PCINUMA_CREATE_US", "%" PRIu64, j->create_end - j->destroy_end);
         log_fields_add(f, "PCINUMA_DOWN_US", "%" PRIu64, j->create_end - j->destroy_begin);
-        log_fields_add(f, "PCINUMA_PAUSED", "%s", j->paused ? "yes" : "no");
-        if (j->resumed_new)
-                log_fields_add(f, "PCINUMA_RESUMED", "yes");
+        log_fields_add(f, "PCINUMA_STARTED_PAUSED", "%s", j->started_paused ? "yes" : "no");
         if (j->preimage)
                 log_fields_add(f, "PCINUMA_PREIMAGE", "%s", j->preimage);
-        const char *state = j->resumed_new ? ", running (its client resumed it meanwhile)"
-                            : j->paused    ? ", paused as it was started"
-                                           : "";
+        const char *state = j->started_paused ? " (started paused, restarted when its client resumed it)" : "";
         switch (j->outcome) {
         case WPROTO_OUTCOME_RESTARTED:
                 log_event(LOG_INFO, PCINUMA_MID_RESTARTED, f,
@@ -417,9 +385,6 @@ static void job_done(struct restarter *r, struct job *j) {
         default:
                 break;
         }
-        if (j->resume_error)
-                log_msg(LOG_ERR, "Domain %s: its client resumed it during the restart, but resuming the restarted "
-                                 "domain failed: %s; it is paused", j->name, j->resume_error);
         report(r, j->uuid, j->outcome, unplanned, total);
         job_free(j);
 }
@@ -498,15 +463,12 @@ static char *missing_file(const char *xml) {
 /* The domain came up (STARTED, BOOTED) within the window: get everything
  * ready, then hand it to a worker. */
 static void begin(struct restarter *r, virDomainPtr dom, const char *uuid, uint64_t since, uint64_t up,
-                  struct pins *pins) {
+                  struct pins *pins, bool resumed) {
         const char *name = virDomainGetName(dom);
         struct log_fields f = {0};
         log_fields_add(&f, "PCINUMA_DOMAIN", "%s", name);
         log_fields_add(&f, "PCINUMA_UUID", "%s", uuid);
         log_fields_add(&f, "PCINUMA_PHASE", "restart");
-        /* First stop its guest: from now on it runs nothing unplanned.
-         * A domain its client started paused stays as it is (and comes
-         * back paused). */
         int state = VIR_DOMAIN_NOSTATE, reason = 0;
         if (virDomainGetState(dom, &state, &reason, 0) < 0 ||
             (state != VIR_DOMAIN_RUNNING && state != VIR_DOMAIN_PAUSED)) {
@@ -514,9 +476,24 @@ static void begin(struct restarter *r, virDomainPtr dom, const char *uuid, uint6
                 log_fields_done(&f);
                 return;
         }
-        bool paused = state == VIR_DOMAIN_PAUSED, suspended = false;
+        if (state == VIR_DOMAIN_PAUSED && !resumed) {
+                /* Started paused: its guest runs nothing yet.  Restarted
+                 * now, a resume() from its client while it is down would
+                 * fail; it is restarted when its client resumes it. */
+                struct waiting *wt = GROW(r->waiting, r->n_waiting);
+                snprintf(wt->uuid, sizeof wt->uuid, "%s", uuid);
+                wt->since = since;
+                wt->pins = *pins;
+                *pins = (struct pins) {0};
+                log_msg(LOG_INFO, "Domain %s was started paused: pcinuma restarts it into its plan when it is resumed",
+                        name);
+                log_fields_done(&f);
+                return;
+        }
+        /* First stop its guest: from now on it runs nothing unplanned. */
+        bool suspended = false;
         uint64_t suspended_at = 0;
-        if (!paused && virDomainSuspend(dom) == 0) {
+        if (state == VIR_DOMAIN_RUNNING && virDomainSuspend(dom) == 0) {
                 suspended = true;
                 suspended_at = now_usec();
         }
@@ -571,7 +548,7 @@ static void begin(struct restarter *r, virDomainPtr dom, const char *uuid, uint6
         p.n_keys = 0;
         j->since = since;
         j->up = up;
-        j->paused = paused;
+        j->started_paused = resumed;
         j->suspended = suspended;
         j->suspended_at = suspended_at;
         j->pins = *pins;
@@ -612,7 +589,7 @@ static void act(struct restarter *r, virDomainPtr dom, const char *uuid, struct 
         else if (detail != VIR_DOMAIN_EVENT_STARTED_BOOTED)
                 skip(r, uuid, NULL, LOG_INFO, "%s", start_detail(detail));
         else
-                begin(r, dom, uuid, p->since, up, &p->pins);
+                begin(r, dom, uuid, p->since, up, &p->pins, false);
         pins_drop(&p->pins);   /* unless begin() took them */
 }
 
@@ -699,28 +676,24 @@ void restarter_request(struct restarter *r, virConnectPtr conn, const struct wpr
         *GROW(r->pending, r->n_pending) = p;
 }
 
-void restarter_job_event(struct restarter *r, const char *uuid, int event) {
-        if (!r || (event != VIR_DOMAIN_EVENT_STOPPED && event != VIR_DOMAIN_EVENT_RESUMED))
-                return;
-        /* The old run of a restart under way: a client's resume() before
-         * our destroy; then our destroy. */
-        pthread_mutex_lock(&r->lock);
-        for (size_t i = 0; i < r->n_active; i++) {
-                struct job *j = r->active[i];
-                if (!streq(j->uuid, uuid) || j->old_stopped)
-                        continue;
-                if (event == VIR_DOMAIN_EVENT_RESUMED)
-                        j->old_resumed = true;
-                else
-                        j->old_stopped = true;
-        }
-        pthread_cond_broadcast(&r->cond);
-        pthread_mutex_unlock(&r->lock);
-}
-
 void restarter_lifecycle(struct restarter *r, virDomainPtr dom, const char *uuid, int event, int detail, uint64_t at) {
         if (!r || !uuid[0])
                 return;
+        /* A domain started paused: restarted when its client resumes it;
+         * not if it stops first. */
+        for (size_t i = 0; i < r->n_waiting; i++) {
+                if (!streq(r->waiting[i].uuid, uuid) ||
+                    (event != VIR_DOMAIN_EVENT_RESUMED && event != VIR_DOMAIN_EVENT_STOPPED))
+                        continue;
+                struct waiting wt = r->waiting[i];
+                r->waiting[i] = r->waiting[--r->n_waiting];
+                if (event == VIR_DOMAIN_EVENT_RESUMED)
+                        begin(r, dom, uuid, wt.since, at, &wt.pins, true);
+                else
+                        skip(r, uuid, NULL, LOG_INFO, "it was started paused and stopped before it was resumed");
+                pins_drop(&wt.pins);
+                break;
+        }
         if (event == VIR_DOMAIN_EVENT_STOPPED) {
                 for (size_t i = 0; i < r->n_started; i++)
                         if (streq(r->started[i].uuid, uuid))
@@ -760,6 +733,11 @@ void restarter_disconnected(struct restarter *r) {
                 struct ready x = r->ready[--r->n_ready];
                 skip(r, x.p.uuid, NULL, LOG_WARNING, "the libvirt connection was lost before it could be restarted");
                 pins_drop(&x.p.pins);
+        }
+        while (r->n_waiting > 0) {
+                struct waiting wt = r->waiting[--r->n_waiting];
+                skip(r, wt.uuid, NULL, LOG_WARNING, "the libvirt connection was lost before it was resumed");
+                pins_drop(&wt.pins);
         }
         if (r->conn)
                 virConnectClose(r->conn);
@@ -818,6 +796,9 @@ struct restarter *restarter_free(struct restarter *r) {
                 pins_drop(&r->pending[i].pins);
         for (size_t i = 0; i < r->n_ready; i++)
                 pins_drop(&r->ready[i].p.pins);
+        for (size_t i = 0; i < r->n_waiting; i++)
+                pins_drop(&r->waiting[i].pins);
+        free(r->waiting);
         free(r->pending);
         free(r->started);
         free(r->ready);

@@ -1,12 +1,13 @@
 /* Restarts into the plan, pcinuma-watcher's part (docs/operations.md,
  * "Restart into the plan").  pcinumad's prepare gate let a domain start
  * without its plan and asked for a restart (wproto "restart"); on that
- * domain's STARTED event with detail BOOTED, within the window, this
- * module reads its live XML, has pcinumad plan it, and, on a worker
- * thread, destroys the domain and starts the plan with
- * virDomainCreateXML (paused if it was paused), or, when the plan does
- * not start, the live XML it had, so the client's VM runs.  The domain
- * runs without its plan from its STARTED event to the end of the destroy.
+ * domain's STARTED event with detail BOOTED, within the window (for a
+ * domain started paused: when its client resumes it), this module
+ * suspends the domain, reads its live XML, has pcinumad plan it, and, on a
+ * worker thread, destroys the domain and starts the plan with
+ * virDomainCreateXML, or, when the plan does not start, the live XML it
+ * had, so the client's VM runs.  Its guest runs without the plan from its
+ * STARTED (or RESUMED) event to the suspend.
  *
  * The module is driven by the watcher's main thread (restarter_request,
  * _lifecycle, _work, _drain), which owns the link to pcinumad and the log;
@@ -61,11 +62,6 @@ void restarter_request(struct restarter *r, virConnectPtr conn, const struct wpr
 /* Every lifecycle event of every domain, in order, on the main thread
  * (at: when libvirt's thread got it). */
 void restarter_lifecycle(struct restarter *r, virDomainPtr dom, const char *uuid, int event, int detail, uint64_t at);
-
-/* The same events as they come, on libvirt's event thread: a worker that
- * restarted a paused domain waits for the old run's RESUMED and STOPPED
- * events.  Thread-safe. */
-void restarter_job_event(struct restarter *r, const char *uuid, int event);
 
 /* What is due at now (CLOCK_MONOTONIC usec): requests acted on late,
  * windows ended.  Returns when it is next due, 0 for never. */
