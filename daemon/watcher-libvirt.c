@@ -184,8 +184,9 @@ struct watcher {
         xmlRelaxNGPtr schema;           /* NULL: the define validates */
 #if PCINUMA_STAND_INS
         /* A test build: pcinumad's stand-in table (--stand-ins), or NULL.
-         * All planning is pcinumad's; this is for what the watcher itself
-         * reads of a domain's devices. */
+         * Read and checked as pcinumad reads it (a bad table stops the
+         * watcher too), but nothing uses it yet: all planning is
+         * pcinumad's, and the watcher reads no domain's devices. */
         struct standins *stand_ins;
 #endif
 
@@ -1190,7 +1191,17 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-        enum { ARG_URI = 0x100, ARG_LOG_TARGET, ARG_FD, ARG_VERSION, ARG_SETTLE_MS, ARG_STATE_DIR, ARG_STAND_INS };
+        enum {
+                ARG_URI = 0x100,
+                ARG_LOG_TARGET,
+                ARG_FD,
+                ARG_VERSION,
+                ARG_SETTLE_MS,
+                ARG_STATE_DIR,
+#if PCINUMA_STAND_INS
+                ARG_STAND_INS,
+#endif
+        };
         static const struct option opts[] = {
                 { "uri", required_argument, NULL, ARG_URI },
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },

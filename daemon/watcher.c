@@ -70,7 +70,7 @@ struct watcher {
 
         /* the child's last report; counts from earlier children add up in base_* */
         bool connected;
-        uint64_t n_redefined, n_failed, base_redefined, base_failed;
+        uint64_t n_redefined, n_failed, base_redefined, base_failed, base_conflicts;
         char *last_error;
         struct wproto_status child_status;  /* its last status message's counters (last_error: above) */
 };
@@ -272,6 +272,14 @@ static void on_plan_restart(struct watcher *w, const struct wproto_plan_restart 
                 send_frame(w, buf, len, true);
 }
 
+void watcher_counters(struct watcher *w, bool *ret_connected, uint64_t *ret_redefinitions, uint64_t *ret_failures,
+                      uint64_t *ret_conflicts) {
+        *ret_connected = w->connected;
+        *ret_redefinitions = w->base_redefined + w->n_redefined;
+        *ret_failures = w->base_failed + w->n_failed;
+        *ret_conflicts = w->base_conflicts + w->child_status.conflicts;
+}
+
 static void on_status(struct watcher *w, const struct wproto_status *st) {
         bool was = w->connected;
         w->connected = st->connected;
@@ -286,6 +294,7 @@ static void on_status(struct watcher *w, const struct wproto_status *st) {
         /* Without libvirt it cannot tell what is persistent, nor restart. */
         if (!w->connected)
                 manager_persistence_lost(w->m);
+        manager_metrics_changed(w->m);
 }
 
 static void handle_msg(json_object *o, void *userdata) {
@@ -409,6 +418,7 @@ static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
 static void child_gone(struct watcher *w) {
         w->base_redefined += w->n_redefined;
         w->base_failed += w->n_failed;
+        w->base_conflicts += w->child_status.conflicts;
         w->n_redefined = w->n_failed = 0;
         w->child_status = (struct wproto_status) {0};
         w->child_src = sd_event_source_disable_unref(w->child_src);
@@ -416,6 +426,7 @@ static void child_gone(struct watcher *w) {
         w->pid = 0;
         w->connected = false;
         manager_persistence_lost(w->m);
+        manager_metrics_changed(w->m);
 }
 
 static int spawn(struct watcher *w) {

@@ -48,6 +48,12 @@ void watcher_recheck_domain(struct watcher *w, const char *uuid);
 void watcher_restart(struct watcher *w, const char *uuid, unsigned window_ms, uint64_t since_usec,
                      const char *const *files, size_t n_files);
 
+/* The counters the metrics file reports (metrics.h): whether the watcher
+ * is connected to libvirt, and its redefinitions, failed ones and
+ * conflicts since pcinumad started (its restarts' added up). */
+void watcher_counters(struct watcher *w, bool *ret_connected, uint64_t *ret_redefinitions, uint64_t *ret_failures,
+                      uint64_t *ret_conflicts);
+
 /* {"uri", "connected", "redefinitions", "failures", "last_error",
  *  "process": {"program", "pid", "restarts", "last_exit"}} */
 json_object *watcher_status(struct watcher *w);

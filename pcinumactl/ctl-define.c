@@ -50,6 +50,11 @@ static char *what_was_done(const struct engine_result *res) {
         if (res->verdict == PLAN_APPLY)
                 return xasprintf("with the NUMA-aware topology (policy %s%s)", mode,
                                  res->already_planned ? ", already planned" : "");
+        /* The input's mark undone (policy off, or no longer eligible):
+         * libvirt got the reverted domain, not the input. */
+        if (res->reverted)
+                return xasprintf("with pcinuma's earlier plan undone (policy %s): %s", mode,
+                                 res->plan->reason ? res->plan->reason : "nothing to plan");
         return xasprintf("unchanged (policy %s): %s", mode, res->plan->reason ? res->plan->reason : "nothing to plan");
 }
 

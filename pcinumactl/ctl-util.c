@@ -16,6 +16,7 @@
 #include "fileio.h"
 #include "hostmap.h"
 #include "policy.h"
+#include "standins.h"
 
 int ctl_error(int status, const char *who, const char *fmt, ...) {
         va_list ap;
@@ -89,10 +90,34 @@ bool ctl_plan_args_option(struct ctl_plan_args *a, int c, const char *arg) {
         case CTL_OPT_POLICY_FILE:
                 a->policy_file = arg;
                 return true;
+#if PCINUMA_STAND_INS
+        case CTL_OPT_STAND_INS:
+                a->stand_ins_file = arg;
+                return true;
+#endif
         default:
                 return false;
         }
 }
+
+void ctl_plan_args_env(struct ctl_plan_args *a) {
+        const char *e = getenv("PCINUMA_POLICY_FILE");
+        if (!a->policy_name && !a->policy_file && e && *e)
+                a->policy_file = e;
+}
+
+#if PCINUMA_STAND_INS
+int ctl_load_stand_ins(struct ctl_plan_args *a, struct standins **ret) {
+        _cleanup_free_ char *err = NULL;
+        *ret = NULL;
+        if (!a->stand_ins_file)
+                return 0;
+        if (standins_load_file(a->stand_ins_file, ret, &err) < 0)
+                return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "%s", err);
+        a->stand_ins = *ret;
+        return 0;
+}
+#endif
 
 int ctl_parse_args(int argc, char **argv, const char *who, const struct option *opts, void (*usage)(FILE *f),
                    ctl_option_fn option, void *data, struct ctl_plan_args *a, const char *count_error) {
@@ -218,18 +243,37 @@ int ctl_plan_xml(const struct ctl_plan_args *a, const char *xml, size_t len, str
         return plan_loaded(a, &p, xml, len, ret_h, ret_res);
 }
 
-int ctl_report_plan(const char *who, const struct engine_result *res, bool warnings) {
-        if (res->revert_warning)
-                ctl_error(0, who, "warning: undoing the earlier plan: %s", res->revert_warning);
-        for (size_t i = 0; i < res->plan->n_warnings && warnings; i++)
-                ctl_error(0, who, "warning: %s", res->plan->warnings[i]);
-        if (res->verdict != PLAN_REFUSED)
-                return 0;
-        /* One line per offending device, each with the prefix. */
-        _cleanup_free_ char *s = engine_refusal(res);
-        for (char *line = s, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+/* Each line of s on stderr with "<who>: ". */
+static void print_lines(const char *who, const char *s) {
+        for (const char *line = s, *nl; line && *line; line = nl ? nl + 1 : NULL) {
                 nl = strchr(line, '\n');
                 ctl_error(0, who, "%.*s", nl ? (int) (nl - line) : (int) strlen(line), line);
         }
+}
+
+int ctl_report_plan(const char *who, const struct engine_result *res, bool warnings) {
+        if (res->revert_warning)
+                ctl_error(0, who, "warning: undoing the earlier plan: %s", res->revert_warning);
+        struct strbuf said = {0};
+        for (size_t i = 0; i < res->plan->n_warnings && warnings; i++) {
+                ctl_error(0, who, "warning: %s", res->plan->warnings[i]);
+                strbuf_printf(&said, "%s\n", res->plan->warnings[i]);
+        }
+        if (res->verdict != PLAN_REFUSED) {
+                /* Devices that stay on pcie.0: each cause once, with its
+                 * fix and the devices it concerns (a cause a warning
+                 * named: its fix only). */
+                if (warnings) {
+                        _cleanup_free_ char *s = engine_causes(res, PLAN_STAY, said.buf);
+                        print_lines(who, s);
+                }
+                free(said.buf);
+                return 0;
+        }
+        free(said.buf);
+        /* The reason, then each cause once with its fix and the devices
+         * it concerns (engine_refusal()), each line with the prefix. */
+        _cleanup_free_ char *s = engine_refusal(res);
+        print_lines(who, s);
         return CTL_EXIT_REFUSED;
 }

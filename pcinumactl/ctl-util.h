@@ -40,6 +40,19 @@ enum {
 #define CTL_OPTION_POLICY      { "policy", required_argument, NULL, CTL_OPT_POLICY }
 #define CTL_OPTION_POLICY_FILE { "policy-file", required_argument, NULL, CTL_OPT_POLICY_FILE }
 
+#if PCINUMA_STAND_INS
+/* A stand_ins build only: --stand-ins FILE, which the orchestrator
+ * adapters take (ctl_load_stand_ins()), and its lines of their usage. */
+#define CTL_OPT_STAND_INS 0x1100
+#define CTL_OPTION_STAND_INS { "stand-ins", required_argument, NULL, CTL_OPT_STAND_INS }
+#define CTL_USAGE_STAND_INS                                                                                     \
+        "\n"                                                                                                    \
+        "A test build (meson -Dstand_ins=true), never for production:\n"                                        \
+        "  --stand-ins FILE    FILE is a JSON object {\"MAC\": \"host BDF\", ...}: a virtio\n"                  \
+        "                      <interface type='user'> with such a MAC is planned as the\n"                     \
+        "                      passthrough device at that host address\n"
+#endif
+
 /* "<who>: <message>" and a newline on stderr; returns status, so a verb
  * can write `return ctl_error(CTL_EXIT_BAD_INPUT, who, "...")`. */
 int ctl_error(int status, const char *who, const char *fmt, ...) _printf_(3, 4);
@@ -81,16 +94,31 @@ struct ctl_plan_args {
         const char *policy_file;
         const char *input;
 #if PCINUMA_STAND_INS
-        /* A stand_ins build only: the stand-in table to hang on the host
-         * map (standins.h), or NULL; the caller keeps it. */
+        /* A stand_ins build only: --stand-ins FILE, or NULL; and the
+         * stand-in table to hang on the host map (standins.h), or NULL,
+         * which ctl_load_stand_ins() reads and the caller keeps. */
+        const char *stand_ins_file;
         const struct standins *stand_ins;
 #endif
 };
 
-/* Store one of --sysfs-root, --policy or --policy-file, as getopt_long
- * returned it (c, optarg), in a.  Returns false for any other option,
- * which the verb handles itself. */
+/* Store one of --sysfs-root, --policy or --policy-file (and in a
+ * stand_ins build --stand-ins), as getopt_long returned it (c, optarg), in
+ * a.  Returns false for any other option, which the verb handles itself. */
 bool ctl_plan_args_option(struct ctl_plan_args *a, int c, const char *arg);
+
+/* What the orchestrator adapters take from the environment, which their
+ * orchestrator passes instead of options: $PCINUMA_POLICY_FILE as the
+ * policy file unless --policy or --policy-file was given. */
+void ctl_plan_args_env(struct ctl_plan_args *a);
+
+#if PCINUMA_STAND_INS
+/* A stand_ins build only: read a->stand_ins_file (if set) into *ret, which
+ * the caller owns and keeps while a is used, and set a->stand_ins.  A bad
+ * table is bad input: its message (naming the file and the entry) on
+ * stderr and 2; else 0. */
+int ctl_load_stand_ins(struct ctl_plan_args *a, struct standins **ret);
+#endif
 
 /* A verb's own option: getopt_long's value and optarg; true if the verb
  * took it, false for a bad option. */
@@ -146,7 +174,9 @@ int ctl_plan_xml(const struct ctl_plan_args *a, const char *xml, size_t len, str
                  struct engine_result **ret_res);
 
 /* What every verb and adapter that plans says on stderr after the plan:
- * the revert's warning, the plan's warnings (when 'warnings'), and for a
- * refusal one line per offending device (engine_refusal()), each with
- * "<who>: ".  Returns CTL_EXIT_REFUSED for a refusal, else 0. */
+ * the revert's warning, the plan's warnings and the causes of the devices
+ * that stay on pcie.0 (when 'warnings'; engine_causes()), and for a
+ * refusal its reason and each cause once with its fix and the devices it
+ * concerns (engine_refusal()), each line with "<who>: ".  Returns
+ * CTL_EXIT_REFUSED for a refusal, else 0. */
 int ctl_report_plan(const char *who, const struct engine_result *res, bool warnings);

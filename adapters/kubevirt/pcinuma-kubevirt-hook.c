@@ -23,7 +23,7 @@
  * first.  So the hook keeps its last output per domain in a state
  * directory (inside the sidecar container) and, when a domain comes back
  * without a mark but with the devices exactly where that output put them,
- * puts the mark back and undoes the plan (engine_revert()) before planning
+ * puts the mark back and undoes the plan (rewrite_revert()) before planning
  * again: every pass gets the same plan of the domain KubeVirt made. */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +42,7 @@
 #include "engine.h"
 #include "fileio.h"
 #include "hostmap.h"
+#include "rewrite.h"
 #include "sha256.h"
 #include "standins.h"
 
@@ -73,12 +74,7 @@ static void usage(FILE *f) {
                 "Exit status: 0 planned or unchanged (the domain on stdout), 1 refused by the\n"
                 "policy (nothing on stdout: KubeVirt does not start the VMI), 2 bad input.\n");
 #if PCINUMA_STAND_INS
-        fprintf(f,
-                "\n"
-                "A test build (meson -Dstand_ins=true), never for production:\n"
-                "  --stand-ins FILE    FILE is a JSON object {\"MAC\": \"host BDF\", ...}: a virtio\n"
-                "                      <interface type='user'> with such a MAC is planned as the\n"
-                "                      passthrough device at that host address\n");
+        fputs(CTL_USAGE_STAND_INS, f);
 #endif
 }
 
@@ -191,9 +187,23 @@ static bool carries_layout(const struct domain *in, const struct domain *last) {
         return true;
 }
 
-/* in with last's mark put back into its <metadata>, reverted: the domain
- * as KubeVirt made it, with what KubeVirt changed since.  NULL (after a
- * warning) when the revert refuses. */
+/* Parse a domain XML as the plan reads it: in a stand_ins build with a's
+ * stand-in table, so that a stand-in is a hostdev here as well (its guest
+ * address compared, its revert done). */
+static int parse_domain(const struct ctl_plan_args *a, const char *xml, size_t len, struct domain **ret,
+                        char **ret_error) {
+#if PCINUMA_STAND_INS
+        return domain_parse_stand_ins(xml, len, a->stand_ins, ret, ret_error);
+#else
+        (void) a;
+        return domain_parse(xml, len, ret, ret_error);
+#endif
+}
+
+/* in with last's mark put back into its <metadata>, reverted (in place,
+ * on in's own model: a stand_ins build's stand-ins stay hostdevs): the
+ * domain as KubeVirt made it, with what KubeVirt changed since.  NULL
+ * (after a warning) when the revert refuses. */
 static char *undo_last_plan(struct domain *in, const struct domain *last) {
         xmlNodePtr root = xmlDocGetRootElement(in->doc);
         xmlNodePtr md = xml_child(root, "metadata");
@@ -218,12 +228,11 @@ static char *undo_last_plan(struct domain *in, const struct domain *last) {
                 xmlAddNextSibling(ws, mark);
         } else
                 xmlAddChild(md, mark);
-        _cleanup_free_ char *with_mark = NULL, *out = NULL, *warning = NULL, *err = NULL;
-        bool changed = false;
-        if (domain_format(in, &with_mark) < 0 ||
-            engine_revert(with_mark, strlen(with_mark), &out, &changed, &warning, &err) < 0) {
+        _cleanup_free_ char *out = NULL, *warning = NULL, *err = NULL;
+        if (domain_reload(in, &err) < 0 || rewrite_revert(in, &warning, &err) < 0 || domain_format(in, &out) < 0) {
                 ctl_error(0, who, "warning: domain %s: the plan of KubeVirt's previous define pass cannot be undone (%s); "
-                          "planning the domain as it is", in->name, err ? err : "cannot format the XML");
+                          "planning the domain as it is", in->name ? in->name : "(unnamed)",
+                          err ? err : "cannot format the XML");
                 return NULL;
         }
         if (warning)
@@ -235,7 +244,6 @@ struct options {
         const char *vmi;
         const char *domain;
         const char *state_dir;
-        const char *stand_ins;          /* a stand_ins build only */
 };
 
 static bool own_option(void *data, int c, const char *arg) {
@@ -250,17 +258,14 @@ static bool own_option(void *data, int c, const char *arg) {
         case 'S':
                 o->state_dir = arg;
                 return true;
-#if PCINUMA_STAND_INS
-        case 'I':
-                o->stand_ins = arg;
-                return true;
-#endif
         default:
                 return false;
         }
 }
 
-int main(int argc, char **argv) {
+/* Read the command line into a and o.  Returns -1 to go on, else the exit
+ * status (--help, --version, a usage error). */
+static int parse_args(int argc, char **argv, struct ctl_plan_args *a, struct options *o) {
         static const struct option opts[] = {
                 { "vmi", required_argument, NULL, 'V' },
                 { "domain", required_argument, NULL, 'D' },
@@ -271,19 +276,13 @@ int main(int argc, char **argv) {
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'v' },
 #if PCINUMA_STAND_INS
-                { "stand-ins", required_argument, NULL, 'I' },
+                CTL_OPTION_STAND_INS,
 #endif
                 { NULL, 0, NULL, 0 },
         };
-        struct ctl_plan_args a = {
-                .who = who,
-                .root = ctl_default_sysfs_root(),
-                .input = "--domain",
-        };
-        struct options o = { .state_dir = env_or("PCINUMA_KUBEVIRT_STATE_DIR", DEFAULT_STATE_DIR) };
         int c;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
-                if (ctl_plan_args_option(&a, c, optarg) || own_option(&o, c, optarg))
+                if (ctl_plan_args_option(a, c, optarg) || own_option(o, c, optarg))
                         continue;
                 if (c == 'h') {
                         usage(stdout);
@@ -303,54 +302,66 @@ int main(int argc, char **argv) {
         }
         /* The shim passes no options of ours: the image's environment
          * does (adapters/kubevirt/Containerfile). */
-        if (!a.policy_name && !a.policy_file)
-                a.policy_file = env_or("PCINUMA_POLICY_FILE", NULL);
-        if (!o.vmi || !o.domain) {
-                ctl_error(0, who, "KubeVirt passes --vmi JSON and --domain XML; %s is missing", !o.vmi ? "--vmi" : "--domain");
+        ctl_plan_args_env(a);
+        if (!o->vmi || !o->domain) {
+                ctl_error(0, who, "KubeVirt passes --vmi JSON and --domain XML; %s is missing", !o->vmi ? "--vmi" : "--domain");
                 usage(stderr);
                 return CTL_EXIT_BAD_INPUT;
         }
         /* The shim unmarshals the VMI before it runs the hook: anything but
          * a JSON object is not KubeVirt calling. */
-        json_object *vmi = json_tokener_parse(o.vmi);
+        json_object *vmi = json_tokener_parse(o->vmi);
         bool vmi_ok = vmi && json_object_is_type(vmi, json_type_object);
         json_object_put(vmi);
         if (!vmi_ok)
                 return ctl_error(CTL_EXIT_BAD_INPUT, who, "--vmi is not a JSON object (KubeVirt passes the VMI as JSON)");
+        return -1;
+}
+
+/* A later define pass of the domain (its last plan, 'sname' in the state
+ * directory, laid out in 'in'): in with that plan undone, to be planned
+ * from KubeVirt's domain again.  NULL otherwise. */
+static char *undo_previous_pass(const struct ctl_plan_args *a, struct domain *in, int dirfd, const char *sname) {
+        if (dirfd < 0 || !sname || in->mark)
+                return NULL;
+        _cleanup_free_ char *last_xml = read_state(dirfd, sname);
+        _cleanup_domain_ struct domain *last = NULL;
+        _cleanup_free_ char *err = NULL;
+        if (!last_xml || parse_domain(a, last_xml, strlen(last_xml), &last, &err) < 0 || !carries_layout(in, last))
+                return NULL;
+        return undo_last_plan(in, last);
+}
+
+int main(int argc, char **argv) {
+        struct ctl_plan_args a = {
+                .who = who,
+                .root = ctl_default_sysfs_root(),
+                .input = "--domain",
+        };
+        struct options o = { .state_dir = env_or("PCINUMA_KUBEVIRT_STATE_DIR", DEFAULT_STATE_DIR) };
+        int r = parse_args(argc, argv, &a, &o);
+        if (r >= 0)
+                return r;
 
         size_t len = strlen(o.domain);
         _cleanup_free_ char *err = NULL;
 #if PCINUMA_STAND_INS
         _cleanup_standins_ struct standins *stand_ins = NULL;
-        if (o.stand_ins) {
-                if (standins_load_file(o.stand_ins, &stand_ins, &err) < 0)
-                        return ctl_error(CTL_EXIT_BAD_INPUT, who, "%s", err);
-                a.stand_ins = stand_ins;
-        }
+        r = ctl_load_stand_ins(&a, &stand_ins);
+        if (r != 0)
+                return r;
 #endif
         _cleanup_domain_ struct domain *in = NULL;
-        if (len > DOMAIN_XML_MAX)
-                return ctl_error(CTL_EXIT_BAD_INPUT, who, "--domain is larger than the %u byte limit for a domain XML",
-                                 DOMAIN_XML_MAX);
-        if (domain_parse(o.domain, len, &in, &err) < 0)
+        if (parse_domain(&a, o.domain, len, &in, &err) < 0)
                 return ctl_error(CTL_EXIT_BAD_INPUT, who, "--domain: %s", err);
 
-        /* A later define pass of the same domain: the plan of the previous
-         * one, undone, so that it is planned from KubeVirt's domain again. */
         _cleanup_close_ int dirfd = open_state_dir(o.state_dir);
         _cleanup_free_ char *sname = state_name(in->name);
-        _cleanup_free_ char *undone = NULL;
-        if (dirfd >= 0 && sname && !in->mark) {
-                _cleanup_free_ char *last_xml = read_state(dirfd, sname);
-                _cleanup_domain_ struct domain *last = NULL;
-                _cleanup_free_ char *lerr = NULL;
-                if (last_xml && domain_parse(last_xml, strlen(last_xml), &last, &lerr) == 0 && carries_layout(in, last))
-                        undone = undo_last_plan(in, last);
-        }
+        _cleanup_free_ char *undone = undo_previous_pass(&a, in, dirfd, sname);
 
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_engine_result_ struct engine_result *res = NULL;
-        int r = ctl_plan_xml(&a, undone ? undone : o.domain, undone ? strlen(undone) : len, &h, &res);
+        r = ctl_plan_xml(&a, undone ? undone : o.domain, undone ? strlen(undone) : len, &h, &res);
         if (r != 0)
                 return r;
         r = ctl_report_plan(who, res, true);

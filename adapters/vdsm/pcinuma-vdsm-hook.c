@@ -63,12 +63,7 @@ static void usage(FILE *f) {
                 "(or the file could not be replaced), 2 bad input; the file is left as it was\n"
                 "unless the exit status is 0.\n");
 #if PCINUMA_STAND_INS
-        fprintf(f,
-                "\n"
-                "A test build (meson -Dstand_ins=true), never for production:\n"
-                "  --stand-ins FILE    FILE is a JSON object {\"MAC\": \"host BDF\", ...}: a virtio\n"
-                "                      <interface type='user'> with such a MAC is planned as the\n"
-                "                      passthrough device at that host address\n");
+        fputs(CTL_USAGE_STAND_INS, f);
 #endif
 }
 
@@ -142,7 +137,7 @@ static int before_vm_start(const struct ctl_plan_args *a) {
         if (r < 0)
                 return ctl_error(CTL_EXIT_FAILED, who, "cannot replace '%s' with the plan of domain %s: %s; left as it was",
                                  a->input, name, strerror(-r));
-        ctl_error(0, who, "domain %s: planned (policy %s)", name, mode);
+        ctl_error(0, who, "domain %s: %s (policy %s)", name, res->reverted ? "plan undone" : "planned", mode);
         return 0;
 }
 
@@ -179,7 +174,7 @@ static int before_vm_migrate_destination(const struct ctl_plan_args *a) {
                 .xml_len = len,
         };
         _cleanup_(decision_done) struct decision dec = {0};
-        decide_hook(&req, h, forced ? forced : p.pol, NULL, false, &dec);
+        decide_hook(&req, h, forced ? forced : p.pol, NULL, NULL, &dec);
         if (dec.message)
                 fputs(dec.message, stderr);
         if (dec.exit_code != 0)
@@ -196,15 +191,12 @@ int main(int argc, char **argv) {
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'v' },
 #if PCINUMA_STAND_INS
-                { "stand-ins", required_argument, NULL, 'I' },
+                CTL_OPTION_STAND_INS,
 #endif
                 { NULL, 0, NULL, 0 },
         };
         struct ctl_plan_args a = { .who = who, .root = ctl_default_sysfs_root() };
         _cleanup_free_ char *hook = NULL;
-#if PCINUMA_STAND_INS
-        const char *stand_ins_file = NULL;
-#endif
         int c;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
                 if (ctl_plan_args_option(&a, c, optarg))
@@ -220,11 +212,6 @@ int main(int argc, char **argv) {
                 case 'v':
                         printf("%s %s\n", who, PCINUMA_VERSION);
                         return 0;
-#if PCINUMA_STAND_INS
-                case 'I':
-                        stand_ins_file = optarg;
-                        continue;
-#endif
                 default:
                         usage(stderr);
                         return CTL_EXIT_BAD_INPUT;
@@ -237,10 +224,7 @@ int main(int argc, char **argv) {
         }
         /* VDSM passes no options: its own environment may name the
          * policy file. */
-        if (!a.policy_name && !a.policy_file) {
-                const char *e = getenv("PCINUMA_POLICY_FILE");
-                a.policy_file = e && *e ? e : NULL;
-        }
+        ctl_plan_args_env(&a);
         if (!hook)
                 hook = hook_from_path(argv[0]);
         if (!hook || (!streq(hook, "before_vm_start") && !streq(hook, "before_vm_migrate_destination")))
@@ -256,12 +240,9 @@ int main(int argc, char **argv) {
         a.input = path;
 #if PCINUMA_STAND_INS
         _cleanup_standins_ struct standins *stand_ins = NULL;
-        if (stand_ins_file) {
-                _cleanup_free_ char *err = NULL;
-                if (standins_load_file(stand_ins_file, &stand_ins, &err) < 0)
-                        return ctl_error(CTL_EXIT_BAD_INPUT, who, "%s", err);
-                a.stand_ins = stand_ins;
-        }
+        int r = ctl_load_stand_ins(&a, &stand_ins);
+        if (r != 0)
+                return r;
 #endif
         return streq(hook, "before_vm_start") ? before_vm_start(&a) : before_vm_migrate_destination(&a);
 }

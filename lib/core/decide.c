@@ -165,11 +165,15 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
 
         switch (r->verdict) {
         case PLAN_REFUSED: {
-                _cleanup_free_ char *lines = engine_refusal(r);
+                /* The reason, then each cause once with its fix and the
+                 * devices it concerns (engine_causes()). */
+                const char *reason = r->plan->reason ? r->plan->reason : "refused by policy";
+                _cleanup_free_ char *lines = engine_causes(r, PLAN_REFUSE, reason);
                 _cleanup_free_ char *body = prefixed(lines);
                 d->verdict = DECIDE_REFUSE;
-                d->message = xasprintf("pcinuma: refusing to start domain %s: %s\n%s", name,
-                                       r->plan->reason ? r->plan->reason : "refused by policy", body);
+                /* The policy, unless the reason names it already. */
+                _cleanup_free_ char *policy = strstr(reason, "policy ") ? xstrdup("") : xasprintf(" (policy %s)", mode);
+                d->message = xasprintf("pcinuma: refusing to start domain %s: %s%s\n%s", name, reason, policy, body);
                 return;
         }
         case PLAN_SKIP: {
@@ -177,6 +181,9 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
                 struct strbuf b = {0};
                 for (size_t i = 0; i < r->plan->n_warnings; i++)
                         strbuf_printf(&b, "pcinuma: warning: domain %s: %s (policy %s)\n", name, r->plan->warnings[i], mode);
+                _cleanup_free_ char *lines = engine_causes(r, PLAN_STAY, b.buf);
+                _cleanup_free_ char *body = prefixed(lines);
+                strbuf_append(&b, body);
                 d->message = strbuf_steal(&b);
                 return;
         }
@@ -298,12 +305,18 @@ static void decide_migrate(const struct proto_request *req, const struct hostmap
                                        m.reason ? (int) strcspn(m.reason, "\r\n") : 0, m.reason ? m.reason : "",
                                        m.reason ? ")" : "");
                 return;
-        case MIGRATE_REFUSE:
+        case MIGRATE_REFUSE: {
+                /* The reason's first line is its summary; each line after
+                 * it (one per device, the host's candidates once) gets the
+                 * prefix too. */
+                size_t first = strcspn(m.reason, "\n");
+                _cleanup_free_ char *more = m.reason[first] ? prefixed(m.reason + first + 1) : xstrdup("");
                 d->verdict = DECIDE_REFUSE;
                 d->message = xasprintf("pcinuma: refusing incoming migration of domain %s: this host cannot give it the "
-                                       "same topology: %s\n",
-                                       d->domain, m.reason);
+                                       "same topology: %.*s\n%s",
+                                       d->domain, (int) first, m.reason, more);
                 return;
+        }
         }
 }
 

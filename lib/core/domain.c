@@ -808,13 +808,14 @@ static int read_document(const char *buf, size_t len, xmlDocPtr *ret, char **ret
         return 0;
 }
 
-int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_error) {
-        xmlDocPtr doc = NULL;
-        int r = read_document(buf, len, &doc, ret_error);
+/* Parse buf[0..len) into d (new and empty, but for the stand-in table of
+ * a stand_ins build), which this takes: domain_parse() and
+ * domain_parse_stand_ins(). */
+static int parse_into(struct domain *d_in, const char *buf, size_t len, struct domain **ret, char **ret_error) {
+        _cleanup_domain_ struct domain *d = d_in;
+        int r = read_document(buf, len, &d->doc, ret_error);
         if (r < 0)
                 return r;
-        _cleanup_domain_ struct domain *d = xcalloc(1, sizeof(*d));
-        d->doc = doc;
         d->has_xml_decl = len >= 5 && memcmp(buf, "<?xml", 5) == 0;
         r = domain_reload(d, ret_error);
         if (r < 0)
@@ -823,21 +824,15 @@ int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_er
         return 0;
 }
 
+int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_error) {
+        return parse_into(xcalloc(1, sizeof(struct domain)), buf, len, ret, ret_error);
+}
+
 #if PCINUMA_STAND_INS
 int domain_parse_stand_ins(const char *buf, size_t len, const struct standins *s, struct domain **ret, char **ret_error) {
-        xmlDocPtr doc = NULL;
-        int r = read_document(buf, len, &doc, ret_error);
-        if (r < 0)
-                return r;
-        _cleanup_domain_ struct domain *d = xcalloc(1, sizeof(*d));
-        d->doc = doc;
-        d->has_xml_decl = len >= 5 && memcmp(buf, "<?xml", 5) == 0;
+        struct domain *d = xcalloc(1, sizeof(*d));
         d->stand_ins = s;
-        r = domain_reload(d, ret_error);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(d);
-        return 0;
+        return parse_into(d, buf, len, ret, ret_error);
 }
 #endif
 

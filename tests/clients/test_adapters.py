@@ -39,7 +39,7 @@ which a session libvirtd cannot start: the checks end at the definition.
     test_adapters.py --pcinumactl P --kubevirt-hook P --vdsm-hook P
                      --mkfakesysfs P --hosts DIR --data DIR --examples DIR
                      --workdir DIR
-                     [--no-libvirt] [-v]
+                     [--no-libvirt] [--stand-ins-build] [-v]
 
 Output: "ok N - ..." lines, "N passed, M failed"; exit 1 on a failure, 77
 (skip) when libvirt is wanted and libvirtd, virsh, virt-xml-validate or
@@ -189,12 +189,13 @@ class Test:
         return {"PATH": bindir + ":/usr/bin:/bin", "PCINUMA_SYSFS_ROOT": self.tree(host),
                 "PCINUMA_POLICY_FILE": policy_file, "PCINUMA_KUBEVIRT_STATE_DIR": state_dir, "LANG": "C.UTF-8"}
 
-    def on_define_domain(self, vmi, domain, env):
+    def on_define_domain(self, vmi, domain, env, extra=()):
         # exec.Command("onDefineDomain", "--vmi", vmi, "--domain", domain):
-        # looked up in $PATH, argv[0] the bare name.
+        # looked up in $PATH, argv[0] the bare name.  extra: options a
+        # wrapper would add (a stand_ins build's --stand-ins).
         path = shutil.which("onDefineDomain", path=env["PATH"])
-        return subprocess.run(["onDefineDomain", "--vmi", vmi, "--domain", domain], executable=path, env=env,
-                              capture_output=True, text=True, timeout=TIMEOUT)
+        return subprocess.run(["onDefineDomain", "--vmi", vmi, "--domain", domain] + list(extra), executable=path,
+                              env=env, capture_output=True, text=True, timeout=TIMEOUT)
 
     def kubevirt(self):
         vmi = read(os.path.join(self.a.data, "kubevirt-vmi.json"))
@@ -293,6 +294,39 @@ class Test:
         self.check(os.path.isdir(state2) and stat.S_IMODE(os.stat(state2).st_mode) == 0o700
                    and len(os.listdir(state2)) == 1,
                    "kubevirt: the state directory is 0700 and holds one file for the domain", repr(os.listdir(state2)))
+        self.hostile_state_dirs(vmi, dom, second_in, first)
+
+    def hostile_state_dirs(self, vmi, dom, second_in, first):
+        """The state directory's default is in /tmp, which others may write
+        (and the sidecar may run as root): a directory that is a symlink,
+        that others may write, or that another user owns is not used (a
+        warning; nothing written there or through it), and the hook still
+        prints the plan."""
+        require = os.path.join(self.tmp, "require.json")
+        target = os.path.join(self.tmp, "kv-symlink-target")
+        os.makedirs(target, mode=0o700)
+        link = os.path.join(self.tmp, "kv-symlink")
+        os.symlink(target, link)
+        wide = os.path.join(self.tmp, "kv-world-writable")
+        os.makedirs(wide)
+        os.chmod(wide, 0o777)
+        cases = [("a symlink to a directory of this user", link, target),
+                 ("mode 0777", wide, wide)]
+        if os.geteuid() == 0:
+            other = os.path.join(self.tmp, "kv-nobody")
+            os.makedirs(other, mode=0o700)
+            pw = pwd.getpwnam("nobody")
+            os.chown(other, pw.pw_uid, pw.pw_gid)
+            cases.append(("a directory of another user (nobody)", other, other))
+        for what, state, where in cases:
+            env = self.shim_env("two-socket", require, state)
+            r1 = self.on_define_domain(vmi, dom, env)
+            r2 = self.on_define_domain(vmi, second_in, env)
+            self.check(r1.returncode == 0 and r1.stdout == first and r2.returncode == 0
+                       and "not using the state directory" in r1.stderr and os.listdir(where) == [],
+                       "kubevirt: a state directory that is %s is not used (a warning, nothing written), the plan "
+                       "still printed" % what,
+                       "exit %d, %d; files %r\n%s" % (r1.returncode, r2.returncode, os.listdir(where), r1.stderr))
 
     def stand_ins_option(self, vmi, dom, env):
         """--stand-ins exists in a stand_ins build only (docs/hacking.md,
@@ -300,9 +334,11 @@ class Test:
         unknown option; a stand_ins build's take it and refuse a bad table
         as bad input, naming the file."""
         bad = write(os.path.join(self.tmp, "bad-stand-ins.json"), '{"not a mac": "0000:21:00.0"}\n')
+        seam = self.a.stand_ins_build
         for prog in (self.a.kubevirt_hook, self.a.vdsm_hook):
             name = os.path.basename(prog)
-            seam = "--stand-ins" in run([prog, "--help"]).stdout
+            helped = "--stand-ins" in run([prog, "--help"]).stdout
+            self.check(helped == seam, "%s --help %s --stand-ins" % (name, "lists" if seam else "does not list"))
             r = run([prog, "--vmi", vmi, "--domain", dom, "--stand-ins", bad] if "kubevirt" in name
                     else [prog, "--hook", "before_vm_start", "--stand-ins", bad],
                     env=dict(env, _hook_domxml=os.path.join(self.a.data, "vdsm-domain.xml")))
@@ -314,6 +350,39 @@ class Test:
                 self.check(r.returncode == 2 and r.stdout == "" and "stand-ins" in r.stderr,
                            "%s: a normal build refuses --stand-ins (unknown option), exit 2" % name,
                            "exit %d: %s" % (r.returncode, r.stderr))
+        if seam:
+            self.stand_in_passes(vmi, env)
+
+    def stand_in_passes(self, vmi, env):
+        """A stand_ins build: KubeVirt's second define pass of a domain whose
+        devices are stand-ins (virtio NICs the table maps to the one-node
+        host's 0000:21:00.0 and 0000:22:00.0) gets the first pass's plan, as
+        a hostdev's does: the stand-ins are read from the state directory's
+        plan and the revert with the table, one set of expander buses."""
+        table = write(os.path.join(self.tmp, "stand-ins.json"),
+                      '{"52:54:00:5a:00:01": "0000:21:00.0", "52:54:00:5a:00:02": "0000:22:00.0"}\n')
+        nics = "".join("    <interface type='user'>\n      <mac address='%s'/>\n      <model type='virtio'/>\n"
+                       "    </interface>\n" % m for m in ("52:54:00:5A:00:01", "52:54:00:5a:00:02"))
+        dom = ("<domain type='qemu'>\n  <name>ml_stand-ins</name>\n  <memory unit='MiB'>256</memory>\n"
+               "  <vcpu placement='static'>2</vcpu>\n  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>\n"
+               "  </os>\n  <features>\n    <acpi/>\n  </features>\n  <cpu mode='custom' match='exact'>\n    <model fallback='allow'>qemu64</model>\n"
+               "    <numa>\n      <cell id='0' cpus='0' memory='128' unit='MiB'/>\n"
+               "      <cell id='1' cpus='1' memory='128' unit='MiB'/>\n    </numa>\n  </cpu>\n"
+               "  <numatune>\n    <memnode cellid='0' mode='strict' nodeset='0'/>\n"
+               "    <memnode cellid='1' mode='strict' nodeset='0'/>\n  </numatune>\n  <devices>\n"
+               "    <controller type='pci' index='0' model='pcie-root'/>\n%s  </devices>\n</domain>\n" % nics)
+        e = dict(env, PCINUMA_SYSFS_ROOT=self.tree("one-node"),
+                 PCINUMA_KUBEVIRT_STATE_DIR=os.path.join(self.tmp, "kv-stand-ins-state"))
+        args = ["--stand-ins", table]
+        r1 = self.on_define_domain(vmi, dom, e, args)
+        second = re.sub(r"\s*<pcinuma:topology .*?</pcinuma:topology>", "", r1.stdout, flags=re.S)
+        r2 = self.on_define_domain(vmi, second, e, args)
+        pxbs = r2.stdout.count("model=\"pcie-expander-bus\"")
+        self.check(r1.returncode == 0 and NS in r1.stdout and NS not in second and r2.returncode == 0
+                   and r2.stdout == r1.stdout and pxbs == 1,
+                   "kubevirt: a stand_ins build: a second define pass of a domain with stand-ins (the first's "
+                   "devices, no mark) gets the same plan, one set of expander buses",
+                   "exit %d, %d; %d expander buses\n%s%s" % (r1.returncode, r2.returncode, pxbs, r1.stderr, r2.stderr))
 
     def kubevirt_example(self, vmi, one_cell):
         """adapters/kubevirt: the image's policy.json and example.yaml's
@@ -441,6 +510,15 @@ class Test:
                    "vdsm: the planned domain keeps oVirt's metadata, each device on its node's expander bus",
                    "\n".join(probs))
         self.vdsm_plan = final
+
+        # The planned domain under policy off: the plan is undone (no mark,
+        # no expander bus), and the hook says so.
+        off = self.policy("off.json", '{"default": {"policy": "off"}}\n')
+        res, final, _, _ = self.run_hooks_dir(hooks("before_vm_start", off), self.vdsm_plan, env, tmpdir=spool)
+        self.check(res[0][1] == 0 and NS not in final and "pcie-expander-bus" not in final
+                   and "plan undone (policy off)" in res[0][2]
+                   and "planned" not in res[0][2],
+                   "vdsm: a planned domain under policy off gets its plan undone, and the hook says so", repr(res))
 
         # The hook point from the directory VDSM runs it from (no --hook).
         d = self.vdsm_hooks_dir("before_vm_start")
@@ -675,6 +753,16 @@ class Test:
         self.check(plan is not None and json.loads(plan.stdout).get("already_planned") is True,
                    "define: pcinumactl plan finds the definition already planned (the watcher would leave it)")
         s.undefine("ctl-define-1")
+        # A planned domain under policy off: the plan is undone, and the
+        # line says so (not "unchanged").
+        off = [ctl, "define", "--sysfs-root", tree, "--policy", "off", "--connect", "qemu:///session"]
+        r = s.run_as(off + [s.write(back)]) if back else None
+        back_off = s.dumpxml("ctl-define-1") if r is not None and r.returncode == 0 else ""
+        self.check(r is not None and r.returncode == 0 and back_off and NS not in back_off
+                   and "with pcinuma's earlier plan undone (policy off)" in r.stdout and "unchanged" not in r.stdout,
+                   "define: a planned domain under policy off is defined with the plan undone, and says so",
+                   (r.stdout + r.stderr) if r is not None else "no definition to start from")
+        s.undefine("ctl-define-1")
         r = s.run_as(base + ["-"], input=dom)
         self.check(r.returncode == 0 and "defined from standard input" in r.stdout
                    and s.virsh("dominfo", "ctl-define-1").returncode == 0,
@@ -746,6 +834,8 @@ def main():
                 "--workdir"):
         ap.add_argument(opt, required=True)
     ap.add_argument("--no-libvirt", action="store_true", help="the contracts only, without a libvirtd")
+    ap.add_argument("--stand-ins-build", action="store_true",
+                    help="the adapters are a stand_ins build's (meson -Dstand_ins=true)")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)

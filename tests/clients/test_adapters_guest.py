@@ -79,7 +79,7 @@ class AdaptersGuest(ClientHarness):
         try:
             kit = self.guest_kit()
         except guestvm.Fatal as e:
-            self.diag("no guest: %s" % e)
+            self.check(False, "a bootable guest (kernel, busybox initramfs) for the domains", str(e))
             return
         kv_hook = reachable_copy(a.kubevirt_hook, self.tmp, "onDefineDomain")
         vdsm_dir = os.path.join(self.tmp, "vdsm-hooks", "before_vm_start")

@@ -55,7 +55,7 @@ class Seam(ClientHarness):
         try:
             kit = self.guest_kit()
         except guestvm.Fatal as e:
-            self.diag("no guest: %s" % e)
+            self.check(False, "a bootable guest (kernel, busybox initramfs) for the domains", str(e))
             return
         console = console_path(self.s, NAME)
         xml = standin_domain_xml(NAME, macs + [PLAIN_MAC], kit, console, emulator=self.emulator)

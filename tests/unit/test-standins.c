@@ -295,6 +295,10 @@ static void test_engine(void **state) {
         _cleanup_(engine_result_freep) struct engine_result *plain = plan(stand_in_xml, bare, "require");
         assert_false(plain->changed);
         assert_int_equal(plain->plan->n_devices, 0);
+        _cleanup_(engine_result_freep) struct engine_result *lost = plan(r->xml, bare, "require");
+        assert_false(lost->already_planned);
+        assert_non_null(lost->revert_warning);
+        assert_non_null(strstr(lost->revert_warning, "52:54:00:5A:00:01"));
 }
 
 /* A stand-in for a BDF the host does not have is placed as such a hostdev
