@@ -145,11 +145,11 @@ class Test(Harness):
         # -- another policy: --policy legacy, --policy-file - ---------------
         r = self.audit("--policy", "legacy", "--json")
         by = {row["name"]: row for row in json.loads(r.stdout or "[]")}
-        want = {"a-current": ("current", "allow"), "c-unplanned": ("unplanned", "warn"), "d-off": ("unplanned", "warn"),
-                "f-noacpi": ("excluded", "warn"), "g-unpinned": ("unplanned", "refuse")}
+        want = {"a-current": ("current", "allow"), "c-unplanned": ("unplanned", "restart"),
+                "d-off": ("unplanned", "restart"), "f-noacpi": ("excluded", "warn"), "g-unpinned": ("unplanned", "refuse")}
         got = {n: (by.get(n, {}).get("state"), by.get(n, {}).get("verdict")) for n in want}
         self.check(got == want and r.returncode == 1, "--policy legacy: judged by legacy (unpinned cells refused, "
-                   "no ACPI a warning)", "rc %d %r" % (r.returncode, got))
+                   "no ACPI a warning, unplanned ones restarted)", "rc %d %r" % (r.returncode, got))
         r = self.audit("--policy-file", "-", "--json", stdin='{"default": {"policy": "off"}}')
         rows = json.loads(r.stdout or "[]")
         self.check(r.returncode == 0 and rows and all(row["verdict"] == "allow" for row in rows) and
