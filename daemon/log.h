@@ -34,6 +34,7 @@
 #define PCINUMA_MID_RESTARTED          "8805c45ffe6f41b28d6f3862806f65ea"
 #define PCINUMA_MID_RESTART_FAILED     "6341f02d6d2c491e905a6c3fcdda5aa2"
 #define PCINUMA_MID_RESTART_SKIPPED    "f85aaf68ac36456aade6416a682f49ba"
+#define PCINUMA_MID_BUSY               "449e7e872d134c1cb930c67387789ddb"
 
 enum log_target {
         LOG_TARGET_AUTO,        /* the journal when stderr is connected to it (JOURNAL_STREAM), else stderr */

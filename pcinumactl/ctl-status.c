@@ -55,6 +55,19 @@ static void print_status(json_object *st) {
                                I(rs, "unplanned_us_max") / 1000.0);
                 printf("\n");
         }
+        /* (absent from a pcinumad older than its worker threads) */
+        json_object *wk = json_object_object_get(st, "workers");
+        if (wk) {
+                if (I(wk, "started") == 0)
+                        printf("workers:   %lld threads, not started yet (no request over 64 KiB so far)\n", I(wk, "threads"));
+                else
+                        printf("workers:   %lld threads, %lld busy, %lld queued, %lld completed; longest decision %lld ms\n",
+                               I(wk, "threads"), I(wk, "busy"), I(wk, "queued"), I(wk, "completed"),
+                               I(wk, "longest_run_ms"));
+                if (I(wk, "busy_large") || I(wk, "queued_large") || I(wk, "refused_busy"))
+                        printf("           domain XMLs over 256 KiB: %lld being decided, %lld waiting, %lld refused (busy)\n",
+                               I(wk, "busy_large"), I(wk, "queued_large"), I(wk, "refused_busy"));
+        }
         json_object *lv = json_object_object_get(st, "libvirt");
         if (lv)
                 printf("libvirt:   %s, %s; %lld redefinitions, %lld failures%s%s\n", S(lv, "uri"),

@@ -299,7 +299,11 @@ class Clients(ClientHarness):
     def c_hard_reboot(self):
         name = "cl-nova"
         console = console_path(self.s, name)
-        if self.state(name) != "running":     # its guest powered off after its report
+        # Its guest powers off after its report, any moment now: start it
+        # afresh from its planned definition (it boots for seconds, long
+        # after the client's destroy below).
+        self.destroy(name)
+        if self.state(name) != "running":
             v, text = self.s.start_dom(name)
             self.check(v == "started", "hard-reboot: the domain of the nova case starts from its planned "
                        "definition", text)
