@@ -862,16 +862,22 @@ static void hook_job_apply(struct hook_job *j) {
         else if (begin && (streq(d->phase, "migrate") || streq(d->phase, "restore")) && ctx->uuid &&
                  d->verdict != DECIDE_REFUSE)
                 restart_note_incoming(&m->restarts, ctx->uuid, j->ctx.now);
-        if (d->verdict == DECIDE_RESTART && m->watcher)
+        if ((d->verdict == DECIDE_RESTART || d->restart_if_persistent) && m->watcher) {
+                /* restart_if_persistent: a transient domain the gate let
+                 * through, restarted only if it is persistent once up (a
+                 * client that defines it while it starts: virt-install). */
+                if (d->restart_if_persistent && d->uuid)
+                        restart_note_conditional(&m->restarts, d->uuid, j->ctx.now);
                 watcher_restart(m->watcher, d->uuid, m->policy->restart_window_ms, j->ctx.now,
-                                (const char *const *) d->boot_files, d->n_boot_files);
+                                (const char *const *) d->boot_files, d->n_boot_files, d->restart_if_persistent);
+        }
         /* A start that found the layout out of date: make sure the
          * watcher looks at this domain, even if it missed an event.
          * Not while it restarts it: a look at a starting domain waits
          * for libvirt's lock, and would hold up the restart; the look
          * comes when the restart is over (manager_restart_done). */
         if (m->watcher && d->result && d->result->verdict == PLAN_APPLY && !d->result->already_planned && d->uuid &&
-            d->verdict != DECIDE_RESTART)
+            d->verdict != DECIDE_RESTART && !d->restart_if_persistent)
                 watcher_recheck_domain(m->watcher, d->uuid);
         /* From the request's arrival: a worker's wait and run included. */
         metrics_request(m->metrics, "hook", now_usec(CLOCK_MONOTONIC) - j->t0);
@@ -1213,6 +1219,8 @@ void manager_plan_restart(struct manager *m, const char *uuid, const char *xml, 
 
 void manager_restart_done(struct manager *m, const struct wproto_restarted *r) {
         restart_done(&m->restarts, r);
+        if (r->outcome == WPROTO_OUTCOME_RESTARTED || r->outcome == WPROTO_OUTCOME_FALLBACK)
+                metrics_restart(m->metrics, r->outcome == WPROTO_OUTCOME_RESTARTED);
         /* Now its persistent definition, if any, gets its plan. */
         if (m->watcher)
                 watcher_recheck_domain(m->watcher, r->uuid);

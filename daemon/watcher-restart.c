@@ -16,6 +16,11 @@
  *           meanwhile: leave it), destroy, create the plan, or, if that
  *           fails, the live XML it had;
  *   main    log it, tell pcinumad, drop the kept files.
+ * A conditional request (if_persistent: a transient domain the gate let
+ * through under transient: leave) goes on only if the domain is
+ * persistent by the time it is up, or is defined within the window after
+ * (virt-install and virt-manager create it, then define it while it
+ * runs); otherwise it is dropped, logged at debug level and not reported.
  * Everything a worker needs is ready before its destroy, so the time the
  * domain is down is the destroy and one create; the time its guest runs
  * without the plan ends with the suspend. */
@@ -143,7 +148,16 @@ struct pending {
         char uuid[VIR_UUID_STRING_BUFLEN];
         uint64_t since, deadline;
         uint64_t window_ms;
+        bool if_persistent;             /* a conditional request (wproto.h) */
         struct pins pins;               /* owned: dropped when the request ends */
+};
+
+/* A conditional request's domain, up and still transient: restarted if
+ * its client defines it (its DEFINED event) by the deadline. */
+struct defining {
+        char uuid[VIR_UUID_STRING_BUFLEN];
+        uint64_t since, up, deadline;
+        struct pins pins;
 };
 
 struct started {
@@ -182,6 +196,8 @@ struct restarter {
         size_t n_ready;
         struct waiting *waiting;
         size_t n_waiting;
+        struct defining *defining;
+        size_t n_defining;
         virConnectPtr conn;             /* for the ready ones (a reference) */
 
         pthread_mutex_t lock;
@@ -581,8 +597,31 @@ static const char *start_detail(int detail) {
         }
 }
 
+/* A conditional request that does not go on: not pcinumad's business. */
+static void drop_conditional(const char *uuid, const char *why) {
+        log_msg(LOG_DEBUG, "Domain %s is transient (transient: leave): not restarted into its plan: %s", uuid, why);
+}
+
 /* The STARTED event of a domain a restart was asked for. */
 static void act(struct restarter *r, virDomainPtr dom, const char *uuid, struct pending *p, int detail, uint64_t up) {
+        if (p->if_persistent && virDomainIsPersistent(dom) != 1) {
+                /* Transient now: its client may define it in a moment
+                 * (virt-install's defineXML right after its createXML). */
+                if (up > p->deadline || detail != VIR_DOMAIN_EVENT_STARTED_BOOTED)
+                        drop_conditional(uuid, up > p->deadline ? "it came up after the restart window"
+                                                                : start_detail(detail));
+                else {
+                        struct defining *df = GROW(r->defining, r->n_defining);
+                        snprintf(df->uuid, sizeof df->uuid, "%s", uuid);
+                        df->since = p->since;
+                        df->up = up;
+                        df->deadline = p->deadline;
+                        df->pins = p->pins;
+                        p->pins = (struct pins) {0};
+                }
+                pins_drop(&p->pins);
+                return;
+        }
         if (up > p->deadline)
                 skip(r, uuid, NULL, LOG_WARNING, "it came up %.1f s after its start began, beyond the restart window "
                      "of %" PRIu64 " ms (restart_window_ms)", (double) (up - p->since) / 1e6, p->window_ms);
@@ -601,6 +640,9 @@ static uint64_t next_due(const struct restarter *r, uint64_t now) {
         for (size_t i = 0; i < r->n_pending; i++)
                 if (!next || r->pending[i].deadline < next)
                         next = r->pending[i].deadline;
+        for (size_t i = 0; i < r->n_defining; i++)
+                if (!next || r->defining[i].deadline < next)
+                        next = r->defining[i].deadline;
         for (size_t i = 0; i < r->n_started; i++) {
                 uint64_t forget = r->started[i].at + STARTED_KEEP_USEC;
                 if (!next || forget < next)
@@ -619,7 +661,10 @@ uint64_t restarter_work(struct restarter *r, uint64_t now) {
                         act(r, dom, x.p.uuid, &x.p, x.detail, x.up);
                         virDomainFree(dom);
                 } else {
-                        skip(r, x.p.uuid, NULL, LOG_NOTICE, "it is gone");
+                        if (x.p.if_persistent)
+                                drop_conditional(x.p.uuid, "it is gone");
+                        else
+                                skip(r, x.p.uuid, NULL, LOG_NOTICE, "it is gone");
                         pins_drop(&x.p.pins);
                 }
         }
@@ -630,9 +675,22 @@ uint64_t restarter_work(struct restarter *r, uint64_t now) {
                         continue;
                 }
                 r->pending[i] = r->pending[--r->n_pending];
-                skip(r, p.uuid, NULL, LOG_NOTICE, "it did not come up within the restart window of %" PRIu64 " ms "
-                     "(restart_window_ms) after its start began", p.window_ms);
+                if (p.if_persistent)
+                        drop_conditional(p.uuid, "it did not come up within the restart window");
+                else
+                        skip(r, p.uuid, NULL, LOG_NOTICE, "it did not come up within the restart window of %" PRIu64
+                             " ms (restart_window_ms) after its start began", p.window_ms);
                 pins_drop(&p.pins);
+        }
+        for (size_t i = 0; i < r->n_defining;) {
+                struct defining df = r->defining[i];
+                if (df.deadline >= now) {
+                        i++;
+                        continue;
+                }
+                r->defining[i] = r->defining[--r->n_defining];
+                drop_conditional(df.uuid, "it was not defined within the restart window");
+                pins_drop(&df.pins);
         }
         /* Forget old STARTED events. */
         size_t w = 0;
@@ -647,7 +705,7 @@ void restarter_request(struct restarter *r, virConnectPtr conn, const struct wpr
         if (!r || strlen(req->uuid) >= VIR_UUID_STRING_BUFLEN)
                 return;
         struct pending p = { .since = req->since_us, .deadline = req->since_us + req->window_ms * USEC_PER_MSEC,
-                             .window_ms = req->window_ms };
+                             .window_ms = req->window_ms, .if_persistent = req->if_persistent };
         snprintf(p.uuid, sizeof p.uuid, "%s", req->uuid);
         pins_take(&p.pins, p.uuid, req->files, req->n_files);
         /* Its STARTED event may have come first, if this process was busy
@@ -694,6 +752,23 @@ void restarter_lifecycle(struct restarter *r, virDomainPtr dom, const char *uuid
                 pins_drop(&wt.pins);
                 break;
         }
+        /* A conditional request's domain, up and transient: defined now
+         * (restarted like a persistent domain), or stopped. */
+        for (size_t i = 0; i < r->n_defining; i++) {
+                if (!streq(r->defining[i].uuid, uuid) ||
+                    (event != VIR_DOMAIN_EVENT_DEFINED && event != VIR_DOMAIN_EVENT_STOPPED))
+                        continue;
+                struct defining df = r->defining[i];
+                r->defining[i] = r->defining[--r->n_defining];
+                if (event == VIR_DOMAIN_EVENT_STOPPED)
+                        drop_conditional(uuid, "it stopped before it was defined");
+                else if (at > df.deadline)
+                        drop_conditional(uuid, "it was defined after the restart window");
+                else
+                        begin(r, dom, uuid, df.since, df.up, &df.pins, false);
+                pins_drop(&df.pins);
+                break;
+        }
         if (event == VIR_DOMAIN_EVENT_STOPPED) {
                 for (size_t i = 0; i < r->n_started; i++)
                         if (streq(r->started[i].uuid, uuid))
@@ -726,18 +801,30 @@ void restarter_disconnected(struct restarter *r) {
                 return;
         while (r->n_pending > 0) {
                 struct pending p = r->pending[--r->n_pending];
-                skip(r, p.uuid, NULL, LOG_WARNING, "the libvirt connection was lost before it came up");
+                if (p.if_persistent)
+                        drop_conditional(p.uuid, "the libvirt connection was lost before it came up");
+                else
+                        skip(r, p.uuid, NULL, LOG_WARNING, "the libvirt connection was lost before it came up");
                 pins_drop(&p.pins);
         }
         while (r->n_ready > 0) {
                 struct ready x = r->ready[--r->n_ready];
-                skip(r, x.p.uuid, NULL, LOG_WARNING, "the libvirt connection was lost before it could be restarted");
+                if (x.p.if_persistent)
+                        drop_conditional(x.p.uuid, "the libvirt connection was lost before it could be restarted");
+                else
+                        skip(r, x.p.uuid, NULL, LOG_WARNING, "the libvirt connection was lost before it could be "
+                             "restarted");
                 pins_drop(&x.p.pins);
         }
         while (r->n_waiting > 0) {
                 struct waiting wt = r->waiting[--r->n_waiting];
                 skip(r, wt.uuid, NULL, LOG_WARNING, "the libvirt connection was lost before it was resumed");
                 pins_drop(&wt.pins);
+        }
+        while (r->n_defining > 0) {
+                struct defining df = r->defining[--r->n_defining];
+                drop_conditional(df.uuid, "the libvirt connection was lost before it was defined");
+                pins_drop(&df.pins);
         }
         if (r->conn)
                 virConnectClose(r->conn);
@@ -798,6 +885,9 @@ struct restarter *restarter_free(struct restarter *r) {
                 pins_drop(&r->ready[i].p.pins);
         for (size_t i = 0; i < r->n_waiting; i++)
                 pins_drop(&r->waiting[i].pins);
+        for (size_t i = 0; i < r->n_defining; i++)
+                pins_drop(&r->defining[i].pins);
+        free(r->defining);
         free(r->waiting);
         free(r->pending);
         free(r->started);

@@ -56,7 +56,10 @@ struct restarter *restarter_free(struct restarter *r);
 
 /* pcinumad's request (wproto "restart").  If the domain's STARTED event
  * came already (the main thread was busy when both came), it is acted on
- * by the next restarter_work(). */
+ * by the next restarter_work().  A conditional one (if_persistent) goes
+ * on only if the domain is persistent when it is up, or is defined within
+ * the window after (then it is restarted like a persistent domain, from
+ * its live XML); otherwise it is dropped without a report. */
 void restarter_request(struct restarter *r, virConnectPtr conn, const struct wproto_restart *req);
 
 /* Every lifecycle event of every domain, in order, on the main thread

@@ -517,13 +517,13 @@ void watcher_recheck_domain(struct watcher *w, const char *uuid) {
 }
 
 void watcher_restart(struct watcher *w, const char *uuid, unsigned window_ms, uint64_t since_usec,
-                     const char *const *files, size_t n_files) {
+                     const char *const *files, size_t n_files, bool if_persistent) {
         if (!w || w->fd < 0 || !uuid)
                 return;
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
         const struct wproto_restart m = { .uuid = uuid, .window_ms = window_ms, .since_us = since_usec,
-                                          .files = files, .n_files = n_files };
+                                          .files = files, .n_files = n_files, .if_persistent = if_persistent };
         if (wproto_encode_restart(&m, &buf, &len) >= 0)
                 send_frame(w, buf, len, false);
 }

@@ -190,6 +190,17 @@ static int audit_domain(virDomainPtr dom, const struct hostmap *h, const struct 
                 .xml = xml,
                 .xml_len = strlen(xml),
         };
+        /* The gate tells a persistent domain (restarted under
+         * first_start: restart) from a transient one (refused or warned
+         * per the transient switch), and so must audit.  The list holds
+         * persistent domains only, and a domain's next start is that of
+         * its definition; one undefined since the list was made (a
+         * transient domain running on, which has no next start) is gone:
+         * no row. */
+        if (virDomainIsPersistent(dom) == 0) {
+                row_done(&row);
+                return -1;
+        }
         struct decision d;
         /* As the gate sees a persistent domain with pcinumad's watcher
          * connected (it keeps definitions planned, and restarts a start

@@ -212,6 +212,8 @@ int wproto_encode_restart(const struct wproto_restart *m, char **ret, size_t *re
                         json_object_array_add(a, json_object_new_string(m->files[i]));
                 json_object_object_add(o, "files", a);
         }
+        if (m->if_persistent)
+                json_object_object_add(o, "if_persistent", json_object_new_boolean(true));
         return finish(o, ret, ret_len);
 }
 
@@ -480,6 +482,8 @@ static int decode_restart(const struct reader *rd, struct wproto_restart *ret, c
         if (r >= 0)
                 r = read_strings(rd, "files", "a list of paths", true, ret_array, &ret->n_files);
         ret->files = *ret_array;
+        if (r >= 0 && get(rd, "if_persistent"))
+                r = read_bool(rd, "if_persistent", &ret->if_persistent);
         return r;
 }
 

@@ -29,12 +29,16 @@
  *     {"type":"planned","id":N,"redefine":false,"error":s,"summary":s,"prio":n,"fields":[…]}
  *                                                    an answer that could not be sent
  *     {"type":"recheck"}  {"type":"recheck","uuid":"…"}   look at every domain, or one
- *     {"type":"restart","uuid":"…","window_ms":n,"since_us":n,"files":["…",…]}
+ *     {"type":"restart","uuid":"…","window_ms":n,"since_us":n,"files":["…",…],"if_persistent":true}
  *                                                    the prepare gate let this domain start without
  *                                                    its plan (at CLOCK_MONOTONIC since_us): restart
  *                                                    it into the plan if it is up within window_ms;
  *                                                    files (optional): what it boots from directly,
- *                                                    to be kept until the restart
+ *                                                    to be kept until the restart; if_persistent
+ *                                                    (optional, written only when true): a transient
+ *                                                    domain, restarted only if it is persistent once
+ *                                                    up (defined while it starts: virt-install), and
+ *                                                    then reported; else left, and not reported
  *
  * Keys are written in the order shown.  The reader ignores keys it does not
  * know; a message of an unknown type, or with a key missing or of the
@@ -143,6 +147,7 @@ struct wproto_restart {
         uint64_t since_us;              /* CLOCK_MONOTONIC, when the gate decided */
         const char *const *files;       /* n_files paths (not written when 0) */
         size_t n_files;
+        bool if_persistent;             /* not written when false */
 };
 
 /* A decoded message.  Its strings point into obj (and fields into an

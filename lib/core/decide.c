@@ -121,9 +121,17 @@ static const char *next_step(const struct decide_context *c, bool strict) {
                                       : "the persistent definition is being updated, for the next start";
                 break;
         case DECIDE_TRANSIENT:
+                /* Under require, a client that creates the domain and
+                 * defines it once it runs (virt-install, virt-manager)
+                 * is transient here: the gate cannot know it will be
+                 * defined. */
                 return strict ? "a transient domain must be created from planned XML "
-                                "('pcinumactl plan vm.xml | virsh create /dev/stdin'), or restarted into its plan "
-                                "with \"transient\": \"restart\" in the policy"
+                                "('pcinumactl plan vm.xml | virsh create /dev/stdin'; a running one's: "
+                                "'virsh dumpxml vm | pcinumactl plan -'), or defined planned first ('pcinumactl "
+                                "define vm.xml'; virt-install: '--print-xml | pcinumactl define -'), or restarted "
+                                "into its plan with \"transient\": \"restart\" in the policy, which virt-install "
+                                "and virt-manager need under this policy (they create the domain transient and "
+                                "define it only once it runs)"
                               : "create a transient domain from planned XML ('pcinumactl plan vm.xml | virsh create "
                                 "/dev/stdin'), or have pcinuma restart it into its plan with \"transient\": "
                                 "\"restart\" in the policy";
@@ -235,6 +243,15 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
                                                transient ? "transient: restart" : "first_start: restart",
                                                transient ? "" : "; its persistent definition is being updated for the next starts");
                         return;
+                } else if (!strict) {
+                        /* transient: leave, and a start the gate lets
+                         * through: a client that defines the domain while
+                         * it starts (virt-install, virt-manager) makes it
+                         * persistent, and the watcher restarts it then,
+                         * like a persistent one; one that stays transient
+                         * is left alone. */
+                        d->restart_if_persistent = true;
+                        boot_files(r->base, d);
                 }
         }
         bool refuse = strict && r->settings.first_start != POLICY_FIRST_START_ALLOW;
@@ -247,8 +264,13 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
         } else {
                 d->verdict = DECIDE_WARN;
                 d->message = xasprintf("pcinuma: warning: domain %s starts without its NUMA-aware PCI topology (policy %s): %s.\n"
-                                       "pcinuma: %s.\n%s",
-                                       name, mode, mismatch, next_step(&c, false), why ? why : "");
+                                       "pcinuma: %s.\n%s%s",
+                                       name, mode, mismatch, next_step(&c, false), why ? why : "",
+                                       d->restart_if_persistent
+                                               ? "pcinuma: if it is defined by the time it is up (virt-install and "
+                                                 "virt-manager define it while it starts), pcinuma restarts it into "
+                                                 "the plan like a persistent domain.\n"
+                                               : "");
         }
 }
 

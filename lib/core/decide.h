@@ -54,8 +54,13 @@ struct decision {
         bool has_mode;                  /* mode was resolved */
         struct engine_result *result;   /* the plan, when one was made (for the log) */
         bool restart_transient;         /* DECIDE_RESTART of a transient domain */
-        char **boot_files;              /* DECIDE_RESTART: the files its <os> boots from (kernel, initrd, dtb),
-                                         * which a client may remove once the domain started (virt-install) */
+        bool restart_if_persistent;     /* DECIDE_WARN of a transient domain under first_start: restart and
+                                         * transient: leave that the gate lets through (preferred, legacy):
+                                         * restart it like a persistent one if it is persistent once it is up
+                                         * (virt-install and virt-manager define it while it starts) */
+        char **boot_files;              /* DECIDE_RESTART, restart_if_persistent: the files its <os> boots from
+                                         * (kernel, initrd, dtb), which a client may remove once the domain
+                                         * started (virt-install) */
         size_t n_boot_files;
         char **remap;                   /* migrate, accepted: "source BDF -> this host's BDF" each */
         size_t n_remap;

@@ -53,6 +53,7 @@ void restart_state_done(struct restart_state *s) {
         free(s->persistent);
         free(s->own);
         free(s->incoming);
+        free(s->conditional);
         *s = (struct restart_state) {0};
 }
 
@@ -151,6 +152,10 @@ void restart_note_incoming(struct restart_state *s, const char *uuid, uint64_t n
         note_add(&s->incoming, &s->n_incoming, uuid, now, now + RESTART_INCOMING_USEC);
 }
 
+void restart_note_conditional(struct restart_state *s, const char *uuid, uint64_t now) {
+        note_add(&s->conditional, &s->n_conditional, uuid, now, now + RESTART_OWN_USEC);
+}
+
 void restart_context(struct restart_state *s, const char *xml, size_t len, bool updating, bool connected, uint64_t now,
                      char uuid_buf[static 37], struct decide_context *ret) {
         struct decide_context c = { .updating = updating };
@@ -169,6 +174,9 @@ void restart_context(struct restart_state *s, const char *xml, size_t len, bool 
 void restart_after_prepare(struct restart_state *s, const struct decide_context *ctx, enum decide_verdict v) {
         if (ctx->uuid && ctx->incoming)
                 note_remove(s->incoming, &s->n_incoming, ctx->uuid);
+        /* A new start of it: what the watcher reports now is this one's. */
+        if (ctx->uuid)
+                note_remove(s->conditional, &s->n_conditional, ctx->uuid);
         if (v == DECIDE_RESTART)
                 s->n_requested++;
 }
@@ -188,5 +196,12 @@ void restart_done(struct restart_state *s, const struct wproto_restarted *r) {
                 char u[37];
                 lower(r->uuid, u);
                 note_remove(s->own, &s->n_own, u);
+                /* A conditional restart the watcher went on with. */
+                for (size_t i = 0; i < s->n_conditional; i++)
+                        if (streq(s->conditional[i].uuid, u)) {
+                                s->n_requested++;
+                                s->conditional[i] = s->conditional[--s->n_conditional];
+                                break;
+                        }
         }
 }

@@ -40,6 +40,11 @@ struct restart_state {
         size_t n_own;
         struct restart_note *incoming;
         size_t n_incoming;
+        /* Starts the gate let through with restart_if_persistent (decide.h):
+         * requested once the watcher reports on one (it does only for a
+         * domain that was persistent once up). */
+        struct restart_note *conditional;
+        size_t n_conditional;
 
         /* status "restarts" */
         uint64_t n_requested;           /* DECIDE_RESTART verdicts sent to the watcher */
@@ -68,15 +73,23 @@ void restart_note_own(struct restart_state *s, const char *uuid, uint64_t now);
  * restart. */
 void restart_note_incoming(struct restart_state *s, const char *uuid, uint64_t now);
 
+/* The gate let uuid start with restart_if_persistent: the watcher
+ * restarts it if it is persistent once up, and reports only then; such a
+ * report counts it as requested.  Until RESTART_OWN_USEC, or the next
+ * prepare call of uuid. */
+void restart_note_conditional(struct restart_state *s, const char *uuid, uint64_t now);
+
 /* The context of a prepare hook call with this XML (decide.h): uuid_buf
  * receives the UUID ctx points to.  updating: a watcher is configured;
  * connected: it is connected to libvirt now.  A hook call whose incoming
  * note is used is forgotten by restart_after_prepare(). */
 void restart_context(struct restart_state *s, const char *xml, size_t len, bool updating, bool connected, uint64_t now,
                      char uuid_buf[static 37], struct decide_context *ret);
-/* After the prepare decision of ctx: an incoming note is used up; a
- * DECIDE_RESTART is counted as requested. */
+/* After the prepare decision of ctx: an incoming note is used up, a
+ * conditional one is superseded; a DECIDE_RESTART is counted as
+ * requested. */
 void restart_after_prepare(struct restart_state *s, const struct decide_context *ctx, enum decide_verdict v);
 
-/* The watcher's report of a restart: counted, and its own starts end. */
+/* The watcher's report of a restart: counted (a conditional one as
+ * requested too), and its own starts end. */
 void restart_done(struct restart_state *s, const struct wproto_restarted *r);

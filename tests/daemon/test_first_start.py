@@ -222,7 +222,10 @@ def t_transient():
         contains(r.err, "pcinuma: refusing to start domain vm-t: its PCI topology does not match the NUMA plan",
                  "stderr")
         contains(r.err, "a transient domain must be created from planned XML ('pcinumactl plan vm.xml | virsh create "
-                 "/dev/stdin'), or restarted into its plan with \"transient\": \"restart\" in the policy", "stderr")
+                 "/dev/stdin'; a running one's: 'virsh dumpxml vm | pcinumactl plan -'), or defined planned first "
+                 "('pcinumactl define vm.xml'; virt-install: '--print-xml | pcinumactl define -'), or restarted into "
+                 "its plan with \"transient\": \"restart\" in the policy, which virt-install and virt-manager need "
+                 "under this policy", "stderr")
         check("persistent definition" not in r.err, "a transient domain is told of a persistent definition: %r" % r.err)
         eq(dec.get("PCINUMA_VERDICT"), "refuse", "verdict")
         # preferred: a warning saying the same
@@ -230,8 +233,34 @@ def t_transient():
         r, dec = e.prepare("vm-t", e.xml_t)
         eq((r.rc, dec.get("PCINUMA_VERDICT")), (0, "warn"), "transient, preferred")
         contains(r.err, "create a transient domain from planned XML", "stderr (preferred)")
+        contains(r.err, "pcinuma: if it is defined by the time it is up (virt-install and virt-manager define it "
+                 "while it starts), pcinuma restarts it into the plan like a persistent domain.", "stderr (preferred)")
+        # ... and the watcher is asked to restart it only if it is
+        # persistent once up; the fake's vm-t stays transient: no plan
+        # asked, nothing counted.
+        got = e.wait(lambda: e.since(m, "restart"), "the conditional restart request")
+        eq([(g["uuid"], g["if_persistent"]) for g in got], [(T, True)], "one conditional restart request under "
+           "transient: leave, preferred")
+        e.wait(lambda: e.since(m, "restart_transient"), "the fake watcher to leave the transient domain")
         time.sleep(0.2)
-        eq(e.since(m, "restart"), [], "restart requests under transient: leave")
+        eq(e.since(m, "restart_plan"), [], "restart plans for a domain that stays transient")
+        eq(e.status()["restarts"]["requested"], 0, "status restarts.requested for a domain that stays transient")
+        # One that is persistent by the time it is up (virt-install's
+        # defineXML right after its createXML): restarted, from its live
+        # XML, and then counted as requested.
+        with open(os.path.join(e.fw, "domains", T + ".xml"), "w") as f:
+            f.write(e.xml_t.replace("<name>vm-t</name>", "<name>vm-t-final</name>"))
+        m = e.mark()
+        r, dec = e.prepare("vm-t", e.xml_t)
+        eq((r.rc, dec.get("PCINUMA_VERDICT")), (0, "warn"), "transient at the gate, preferred, again")
+        plan = e.wait(lambda: e.since(m, "restart_plan"), "the restart plan of the domain defined while it starts")[0]
+        check(plan["redefine"] and "<name>vm-t</name>" in plan["xml"] and "pcie-expander-bus" in plan["xml"],
+              "its restart plan is that of its live XML (not of the new definition): %r" % plan)
+        e.send({"type": "restarted", "uuid": T, "outcome": "restarted", "unplanned_us": 1, "total_us": 2})
+        st = e.status()["restarts"]
+        eq((st["requested"], st["restarted"]), (1, 1), "status restarts (requested, restarted) after it")
+        os.remove(os.path.join(e.fw, "domains", T + ".xml"))
+        m = e.mark()
 
         e.reload({"default": {"policy": "require", "transient": "restart"}})
         r, dec = e.prepare("vm-t", e.xml_t)

@@ -147,10 +147,31 @@ static void test_prepare_transient(void **state) {
                 decide_ctx(leave, fake_vm_xml, &ctx, &d);
                 assert_int_equal(d.verdict, strict(policies[i]) ? DECIDE_REFUSE : DECIDE_WARN);
                 assert_true(has(d.message, strict(policies[i]) ? "a transient domain must be created from planned XML "
-                                                                 "('pcinumactl plan vm.xml | virsh create /dev/stdin')"
+                                                                 "('pcinumactl plan vm.xml | virsh create /dev/stdin'"
                                                                : "create a transient domain from planned XML"));
                 assert_true(has(d.message, "\"transient\": \"restart\""));
                 assert_false(has(d.message, "persistent definition"));
+                if (strict(policies[i])) {
+                        /* refused: it names the plan-first ways and why
+                         * virt-install needs the switch */
+                        assert_false(d.restart_if_persistent);
+                        assert_true(has(d.message, "'virsh dumpxml vm | pcinumactl plan -'"));
+                        assert_true(has(d.message, "'pcinumactl define vm.xml'"));
+                        assert_true(has(d.message, "which virt-install and virt-manager need under this policy"));
+                } else {
+                        /* let through: restarted if it is persistent once
+                         * up (virt-install defines it while it starts) */
+                        assert_true(d.restart_if_persistent);
+                        assert_true(has(d.message, "pcinuma: if it is defined by the time it is up"));
+                }
+                decision_done(&d);
+
+                /* first_start: allow does not restart a persistent
+                 * domain, nor a transient one that becomes one. */
+                _cleanup_policy_ struct policy *allow = restart_policy(policies[i], POLICY_FIRST_START_ALLOW, false);
+                decide_ctx(allow, fake_vm_xml, &ctx, &d);
+                assert_int_equal(d.verdict, DECIDE_WARN);
+                assert_false(d.restart_if_persistent);
                 decision_done(&d);
 
                 _cleanup_policy_ struct policy *restart = restart_policy(policies[i], POLICY_FIRST_START_RESTART, true);
@@ -158,6 +179,7 @@ static void test_prepare_transient(void **state) {
                 assert_int_equal(d.verdict, DECIDE_RESTART);
                 assert_int_equal(d.exit_code, 0);
                 assert_true(d.restart_transient);
+                assert_false(d.restart_if_persistent);
                 assert_true(has(d.message, "restarts it into the plan (transient: restart)."));
                 assert_false(has(d.message, "persistent definition"));
                 decision_done(&d);

@@ -140,6 +140,21 @@ static void test_counters(void **state) {
         assert_int_equal(s.unplanned_us_max, 500);
         assert_int_equal(s.total_us_sum, 3000);
         assert_int_equal(s.total_us_max, 2000);
+
+        /* Conditional requests (restart_if_persistent): requested once the
+         * watcher reports on one, once; a new start of the domain
+         * supersedes one it never reported on. */
+        restart_note_conditional(&s, B, 0);
+        assert_int_equal(s.n_requested, 2);
+        restart_done(&s, &(struct wproto_restarted) { .uuid = B, .outcome = WPROTO_OUTCOME_RESTARTED });
+        assert_int_equal(s.n_requested, 3);
+        restart_done(&s, &(struct wproto_restarted) { .uuid = B, .outcome = WPROTO_OUTCOME_RESTARTED });
+        assert_int_equal(s.n_requested, 3);
+        restart_note_conditional(&s, B, 0);
+        restart_after_prepare(&s, &(struct decide_context) { .uuid = B }, DECIDE_RESTART);
+        assert_int_equal(s.n_requested, 4);
+        restart_done(&s, &(struct wproto_restarted) { .uuid = B, .outcome = WPROTO_OUTCOME_RESTARTED });
+        assert_int_equal(s.n_requested, 4);
         restart_state_done(&s);
 }
 

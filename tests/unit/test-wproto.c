@@ -228,6 +228,14 @@ static void test_restart_messages(void **state) {
                    "\"files\":[\"/boot/vmlinuz\",\"/boot/initrd.img\"]}", &d);
         assert_int_equal(d.restart.n_files, 2);
         assert_string_equal(d.restart.files[1], "/boot/initrd.img");
+        assert_false(d.restart.if_persistent);
+        wproto_msg_done(&d);
+        /* A conditional request: only if it is persistent once up. */
+        const struct wproto_restart rc = { .uuid = U1, .window_ms = 100, .since_us = 1, .if_persistent = true };
+        check_wire(wproto_encode_restart(&rc, &f, &len), &f, &len,
+                   "{\"type\":\"restart\",\"uuid\":\"" U1 "\",\"window_ms\":100,\"since_us\":1,"
+                   "\"if_persistent\":true}", &d);
+        assert_true(d.restart.if_persistent);
         wproto_msg_done(&d);
 
         assert_int_equal(wproto_encode_domains(&(struct wproto_domains) { NULL, 1 }, &f, &len), -EINVAL);

@@ -22,7 +22,9 @@ sends {"type":"domains"} naming every file in domains/ (they are the
 persistent domains; any other UUID is transient), and on a
 {"type":"restart","uuid":U} it asks pcinumad at once for the restart plan
 of U's live XML ($FAKE_WATCHER_DIR/live/U.xml, else domains/U.xml), as the
-real watcher does on the domain's STARTED event.  A test makes it send
+real watcher does on the domain's STARTED event (a conditional one,
+"if_persistent", only if domains/U.xml exists; else it logs
+{"ev":"restart_transient","uuid":U}).  A test makes it send
 anything else (a "restarted" report, a "domain" change, a status) by
 writing the message as JSON to $FAKE_WATCHER_DIR/cmd/NAME.json: it is sent
 as it is within 50 ms, and the file removed.
@@ -34,7 +36,7 @@ the status also carries the watcher's other counters, "conflicts" N.
 Everything it receives and does is appended, one JSON object a line, to
 $FAKE_WATCHER_DIR/events.jsonl: {"ev":"recheck","uuid":U|"*"},
 {"ev":"plan","uuid":U,"redefine":b,"prio":n,"summary":s,"error":s,"fields":[[k,v],...]},
-{"ev":"define","uuid":U}, {"ev":"restart","uuid":U,"window_ms":n,"since_us":n},
+{"ev":"define","uuid":U}, {"ev":"restart","uuid":U,"window_ms":n,"since_us":n,"if_persistent":b},
 {"ev":"restart_plan","uuid":U,"redefine":b,"summary":s,"xml":s,"fields":[...]},
 {"ev":"sent","msg":M} (a cmd file), {"ev":"idle"} (all caught up).
 """
@@ -106,8 +108,15 @@ def take(obj):
         log(ev="recheck", uuid=u)
         queue.append(u)
     elif obj.get("type") == "restart":
-        log(ev="restart", uuid=obj.get("uuid"), window_ms=obj.get("window_ms"), since_us=obj.get("since_us"))
-        queue.append(("restart", obj.get("uuid")))
+        cond = bool(obj.get("if_persistent"))
+        log(ev="restart", uuid=obj.get("uuid"), window_ms=obj.get("window_ms"), since_us=obj.get("since_us"),
+            if_persistent=cond)
+        # A conditional request goes on only for a persistent domain (one
+        # in domains/), as the real watcher's once the domain is up.
+        if not cond or os.path.exists(os.path.join(DIR, "domains", "%s.xml" % obj.get("uuid"))):
+            queue.append(("restart", obj.get("uuid")))
+        else:
+            log(ev="restart_transient", uuid=obj.get("uuid"))
     else:
         log(ev="unexpected", msg=obj)
 
