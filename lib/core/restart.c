@@ -174,8 +174,9 @@ void restart_context(struct restart_state *s, const char *xml, size_t len, bool 
 void restart_after_prepare(struct restart_state *s, const struct decide_context *ctx, enum decide_verdict v) {
         if (ctx->uuid && ctx->incoming)
                 note_remove(s->incoming, &s->n_incoming, ctx->uuid);
-        /* A new start of it: what the watcher reports now is this one's. */
-        if (ctx->uuid)
+        /* A client's new start of it: what the watcher reports now is
+         * this one's (pcinuma's own starts are the restart's). */
+        if (ctx->uuid && !ctx->own_start)
                 note_remove(s->conditional, &s->n_conditional, ctx->uuid);
         if (v == DECIDE_RESTART)
                 s->n_requested++;

@@ -86,8 +86,8 @@ void restart_note_conditional(struct restart_state *s, const char *uuid, uint64_
 void restart_context(struct restart_state *s, const char *xml, size_t len, bool updating, bool connected, uint64_t now,
                      char uuid_buf[static 37], struct decide_context *ret);
 /* After the prepare decision of ctx: an incoming note is used up, a
- * conditional one is superseded; a DECIDE_RESTART is counted as
- * requested. */
+ * conditional one is superseded (unless it is pcinuma's own start); a
+ * DECIDE_RESTART is counted as requested. */
 void restart_after_prepare(struct restart_state *s, const struct decide_context *ctx, enum decide_verdict v);
 
 /* The watcher's report of a restart: counted (a conditional one as

@@ -26,6 +26,11 @@ restarts it into the plan ("first_start": "restart", the default):
                --wait 0: the install run is planned and still boots the
                install kernel (virt-install defines the final XML while
                it runs);
+  virt-install-default
+               the same under the built-in default policy (legacy) and no
+               transient switch: transient at the gate (verdict warn), the
+               domain is restarted like a persistent one once virt-install
+               defined it, from its live XML;
   import       virt-install --import, booting the kernel directly;
   transient    virsh create of the unplanned XML, with "transient":
                "restart" for it.
@@ -194,7 +199,8 @@ class Clients(ClientHarness):
                 return f.get("PCINUMA_VERDICT")
         return None
 
-    def ends_planned(self, what, name, since, console, persistent=True, want_paused=False, boot=True):
+    def ends_planned(self, what, name, since, console, persistent=True, want_paused=False, boot=True,
+                     first="restart"):
         """The checks every client ends with (see the top of this file).
         Returns the restart's fields ({} when the first start found the
         definition planned already: the watcher redefined it between the
@@ -206,7 +212,7 @@ class Clients(ClientHarness):
         else:
             got = self.wait_restart(name, since)
             mid, fields, msg = got if got else (None, {}, "")
-            self.check(verdict == "restart" and mid == MID_RESTARTED,
+            self.check(verdict == first and mid == MID_RESTARTED,
                        "%s: pcinuma restarts the domain into its plan" % what,
                        "first verdict %s\n%s" % (verdict, msg or self.d.log()[since:][-3000:]))
             if mid != MID_RESTARTED:
@@ -320,8 +326,12 @@ class Clients(ClientHarness):
         self.destroy(name)
         self.s.undefine(name)
 
-    def c_virt_install(self, mode):
-        name = "cl-vi-%s" % mode
+    def c_virt_install(self, mode, prefix="cl-vi", first="restart"):
+        """virt-install --install or --import.  prefix cl-vi: its rule has
+        policy require and "transient": "restart" (verdict restart);
+        cl-vd: the default policy, legacy, with no switch: transient at the
+        gate (verdict warn), restarted as persistent once it is up."""
+        name = "%s-%s" % (prefix, mode)
         console = console_path(self.s, name)
         common = ["virt-install", "--connect", "qemu:///session", "--name", name, "--virt-type", "qemu",
                   "--machine", "q35", "--features", "acpi=on", "--memory", str(2 * 96),
@@ -346,7 +356,7 @@ class Clients(ClientHarness):
         since = len(self.d.log())
         r = self.s.run_as(argv, timeout=300)
         text = (r.stdout + r.stderr).strip()
-        what = "virt-install --%s" % mode
+        what = "virt-install --%s%s" % (mode, " (default policy)" if prefix == "cl-vd" else "")
         self.check(r.returncode == 0, "%s succeeds" % what, text)
         if r.returncode != 0:
             return
@@ -356,7 +366,7 @@ class Clients(ClientHarness):
             # once the domain started: the restart boots pcinuma's link to it
             got = self.wait_restart(name, since)
             live0 = self.dump(name, inactive=False)
-        fields = self.ends_planned(what, name, since, console)
+        fields = self.ends_planned(what, name, since, console, first=first)
         if mode == "install":
             kernel = ET.fromstring(live0).findtext("os/kernel") or ""
             final = ET.fromstring(self.dump(name)).findtext("os/kernel")
@@ -425,14 +435,16 @@ class Clients(ClientHarness):
         self.check(have_vi, "virt-install is installed (Debian's virtinst)")
         steps = [("virsh", self.c_virsh), ("nova", self.c_nova), ("hard-reboot", self.c_hard_reboot),
                  ("virt-install", lambda: self.c_virt_install("install")),
-                 ("import", lambda: self.c_virt_install("import")), ("transient", self.c_transient),
+                 ("import", lambda: self.c_virt_install("import")),
+                 ("virt-install-default", lambda: self.c_virt_install("install", "cl-vd", "warn")),
+                 ("transient", self.c_transient),
                  ("race", self.c_nova_race)]
         for name, fn in steps:
             if self.a.only and name not in self.a.only:
                 continue
             if name in ("nova", "hard-reboot", "race") and not self.py:
                 continue
-            if name in ("virt-install", "import") and not have_vi:
+            if name in ("virt-install", "import", "virt-install-default") and not have_vi:
                 continue
             t0 = time.monotonic()
             self.diag("---- %s" % name)
@@ -443,6 +455,9 @@ class Clients(ClientHarness):
             self.diag("%s: %.1f s" % (name, time.monotonic() - t0))
         st = (self.d.status() or {}).get("restarts")
         self.diag("status restarts: %s" % json.dumps(st))
+        done = sum((st or {}).get(k, 0) for k in ("restarted", "fallback", "lost", "skipped"))
+        self.check(st and st.get("requested") == done, "status: every restart asked for (conditional ones "
+                   "included, once the watcher went on with them) has its outcome", json.dumps(st))
         for f in self.figures:
             self.diag("FIGURE " + f)
 
@@ -471,7 +486,10 @@ def main():
         # virt-install creates its domain transient (virDomainCreateXML)
         # and defines it right after: like the transient client's, its
         # domains need "transient": "restart".
-        t.setup(rules=[("cl-trans", "require"), ("cl-vi-*", "require")])
+        # cl-vd-*: virt-install under the built-in default policy
+        # (legacy) with no switch: transient at the gate, and restarted
+        # like a persistent domain once virt-install defined it.
+        t.setup(rules=[("cl-trans", "require"), ("cl-vi-*", "require"), ("cl-vd-*", "legacy")])
         with open(t.policy) as f:
             pol = json.load(f)
         for r in pol["rules"]:

@@ -146,6 +146,8 @@ static void test_counters(void **state) {
          * supersedes one it never reported on. */
         restart_note_conditional(&s, B, 0);
         assert_int_equal(s.n_requested, 2);
+        /* the restart's own start of the plan */
+        restart_after_prepare(&s, &(struct decide_context) { .uuid = B, .own_start = true }, DECIDE_ALLOW);
         restart_done(&s, &(struct wproto_restarted) { .uuid = B, .outcome = WPROTO_OUTCOME_RESTARTED });
         assert_int_equal(s.n_requested, 3);
         restart_done(&s, &(struct wproto_restarted) { .uuid = B, .outcome = WPROTO_OUTCOME_RESTARTED });
