@@ -31,6 +31,9 @@ restarts it into the plan ("first_start": "restart", the default):
                transient switch: transient at the gate (verdict warn), the
                domain is restarted like a persistent one once virt-install
                defined it, from its live XML;
+  late-define  python3-libvirt createXML(), then defineXML() 0.5 s later,
+               under the same policy: the watcher waits for the defined
+               event, then restarts it;
   import       virt-install --import, booting the kernel directly;
   transient    virsh create of the unplanned XML, with "transient":
                "restart" for it.
@@ -110,7 +113,22 @@ def step(what, fn):
     except libvirt.libvirtError as e:
         out["ok"] = False
         out["errors"].append("%s: %s" % (what, e))
-if verb == "nova":
+if verb == "late-define":
+    # as virt-install, with a pause: createXML(), then defineXML() S s later
+    xml = open(arg).read()
+    t0 = time.monotonic()
+    d = None
+    def create():
+        global d
+        d = c.createXML(xml, 0)
+    step("createXML()", create)
+    time.sleep(float(sys.argv[4]))
+    step("defineXML()", lambda: c.defineXML(xml))
+    if d is None:
+        print(json.dumps(out))
+        sys.exit(0)
+    out["id_after_create"] = d.ID()
+elif verb == "nova":
     xml = open(arg).read()
     d = c.defineXML(xml)
     t0 = time.monotonic()
@@ -379,6 +397,25 @@ class Clients(ClientHarness):
         self.destroy(name)
         self.s.undefine(name)
 
+    def c_late_define(self):
+        """A client that creates the domain transient and defines it 0.5 s
+        later (the default policy, legacy, no switch): the watcher waits for
+        its defined event, then restarts it like a persistent one."""
+        name = "cl-vd-late"
+        xml, console = self.domain(name)
+        path = self.s.write(xml, name + ".xml")
+        since = len(self.d.log())
+        out = self.nova("late-define", path, 0.5, 120)
+        self.check(out["ok"], "late define: createXML(), defineXML() 0.5 s later: no error", json.dumps(out))
+        fields = self.ends_planned("late define", name, since, console, first="warn")
+        if fields:
+            self.check(int(fields.get("PCINUMA_UNPLANNED_US", "0")) >= 400000,
+                       "late define: restarted once defined (its unplanned run includes the 0.5 s before the define)",
+                       json.dumps(fields))
+        self.timings("createXML, defineXML 0.5 s later (legacy)", fields)
+        self.destroy(name)
+        self.s.undefine(name)
+
     def c_transient(self):
         name = "cl-trans"
         xml, console = self.domain(name)
@@ -437,12 +474,13 @@ class Clients(ClientHarness):
                  ("virt-install", lambda: self.c_virt_install("install")),
                  ("import", lambda: self.c_virt_install("import")),
                  ("virt-install-default", lambda: self.c_virt_install("install", "cl-vd", "warn")),
+                 ("late-define", self.c_late_define),
                  ("transient", self.c_transient),
                  ("race", self.c_nova_race)]
         for name, fn in steps:
             if self.a.only and name not in self.a.only:
                 continue
-            if name in ("nova", "hard-reboot", "race") and not self.py:
+            if name in ("nova", "hard-reboot", "race", "late-define") and not self.py:
                 continue
             if name in ("virt-install", "import", "virt-install-default") and not have_vi:
                 continue
