@@ -23,7 +23,7 @@ static void usage(FILE *f) {
                 "                     (default: $PCINUMA_SYSFS_ROOT, else /sys)\n"
                 "  --policy NAME      off, legacy, preferred, socket, require (alias required)\n"
                 "  --policy-file FILE the policy file (default " CTL_DEFAULT_POLICY_FILE " if it exists,\n"
-                "                     else the built-in default: legacy)\n"
+                "                     else the built-in default: preferred)\n"
                 "  --format FORMAT    xml (default), explain or json\n"
                 "\n"
                 "Exit status: 0 planned or unchanged, 1 refused by the policy, 2 bad input.\n");

@@ -47,6 +47,13 @@ static char *prefixed(const char *s) {
         return strbuf_steal(&b);
 }
 
+/* The plan's warnings (what preferred or legacy could not place, a
+ * window too small...), one "pcinuma: warning:" line each. */
+static void append_warnings(struct strbuf *b, const char *name, const struct plan *p, const char *mode) {
+        for (size_t i = 0; i < p->n_warnings; i++)
+                strbuf_printf(b, "pcinuma: warning: domain %s: %s (policy %s)\n", name, p->warnings[i], mode);
+}
+
 static void decide_prepare(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
                            bool updating, struct decision *d) {
         _cleanup_free_ char *err = NULL;
@@ -78,23 +85,19 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
                                        r->plan->reason ? r->plan->reason : "refused by policy", body);
                 return;
         }
-        case PLAN_SKIP: {
-                d->verdict = DECIDE_WARN;
-                struct strbuf b = {0};
-                for (size_t i = 0; i < r->plan->n_warnings; i++)
-                        strbuf_printf(&b, "pcinuma: warning: domain %s: %s (policy %s)\n", name, r->plan->warnings[i], mode);
-                d->message = strbuf_steal(&b);
-                return;
-        }
+        case PLAN_SKIP:
         case PLAN_UNCHANGED:
-                d->verdict = DECIDE_ALLOW;
-                return;
         case PLAN_APPLY:
                 break;
         }
 
-        if (r->already_planned) {
-                d->verdict = DECIDE_ALLOW;
+        /* Allowed as it is: with a warning when the plan has one. */
+        if (r->verdict != PLAN_APPLY || r->already_planned) {
+                struct strbuf b = {0};
+                append_warnings(&b, name, r->plan, mode);
+                d->verdict = b.len ? DECIDE_WARN : DECIDE_ALLOW;
+                if (b.len)
+                        d->message = strbuf_steal(&b);
                 return;
         }
         /* The domain starts with a layout other than the plan: libvirt
@@ -111,9 +114,12 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
                                        name, mode, r->mismatch ? r->mismatch : "it differs", next);
         } else {
                 d->verdict = DECIDE_WARN;
-                d->message = xasprintf("pcinuma: warning: domain %s starts without its NUMA-aware PCI topology (policy %s): %s.\n"
-                                       "pcinuma: %s, for the next start.\n",
-                                       name, mode, r->mismatch ? r->mismatch : "it differs", next);
+                struct strbuf b = {0};
+                strbuf_printf(&b, "pcinuma: warning: domain %s starts without its NUMA-aware PCI topology (policy %s): %s.\n"
+                              "pcinuma: %s, for the next start.\n",
+                              name, mode, r->mismatch ? r->mismatch : "it differs", next);
+                append_warnings(&b, name, r->plan, mode);
+                d->message = strbuf_steal(&b);
         }
 }
 

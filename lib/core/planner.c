@@ -359,6 +359,101 @@ static size_t place_devices(const struct domain *d, const struct hostmap *h, str
         return refused;
 }
 
+/* At most this many device names in one warning, then "and N more": a
+ * domain may hold thousands of hostdevs, a warning stays one line. */
+#define WARN_NAMES_MAX 32
+
+/* ", "-separated names of the devices sel[0..n), capped. */
+static char *name_list(const struct plan *p, const size_t *sel, size_t n) {
+        struct strbuf b = {0};
+        for (size_t k = 0; k < n && k < WARN_NAMES_MAX; k++)
+                strbuf_printf(&b, "%s%s", k ? ", " : "", p->devices[sel[k]].name);
+        if (n > WARN_NAMES_MAX)
+                strbuf_printf(&b, " and %zu more", n - WARN_NAMES_MAX);
+        return strbuf_steal(&b);
+}
+
+/* A domain left untouched (not eligible, or its layout does not fit): one
+ * warning, the cause once, then the devices it leaves where they are. */
+static void warn_untouched(struct plan *p) {
+        _cleanup_free_ size_t *sel = xcalloc(p->n_devices ? p->n_devices : 1, sizeof(size_t));
+        for (size_t i = 0; i < p->n_devices; i++)
+                sel[i] = i;
+        _cleanup_free_ char *names = name_list(p, sel, p->n_devices);
+        add_warning(p, "domain left untouched: %s; %zu passthrough device%s stay%s where libvirt puts %s: %s", p->reason,
+                    p->n_devices, p->n_devices == 1 ? "" : "s", p->n_devices == 1 ? "s" : "",
+                    p->n_devices == 1 ? "it" : "them", names);
+}
+
+/* preferred and legacy start what they cannot place (docs/policy.md,
+ * "What could not be placed"): say so, one warning per cause, each naming
+ * the devices it affects.  Runs right after place_devices(). */
+static void warn_not_placed(const struct domain *d, const struct hostmap *h, struct plan *p) {
+        size_t n = p->n_devices;
+        _cleanup_free_ size_t *sel = xcalloc(n ? n : 1, sizeof(size_t));
+        size_t k;
+
+        /* Devices without a NUMA node, and devices the host does not have. */
+        for (int known = 1; known >= 0; known--) {
+                k = 0;
+                for (size_t i = 0; i < n; i++)
+                        if (p->devices[i].action == PLAN_STAY && p->devices[i].host_node < 0 && p->devices[i].known == known)
+                                sel[k++] = i;
+                if (!k)
+                        continue;
+                _cleanup_free_ char *names = name_list(p, sel, k);
+                if (known)
+                        add_warning(p, "not placed: the host reports no NUMA node for %s; %s on pcie.0, with no NUMA node "
+                                    "in the guest: %s", k == 1 ? "this device" : "these devices", k == 1 ? "it stays" : "they stay",
+                                    names);
+                else
+                        add_warning(p, "not placed: not present on this host; %s where libvirt puts %s: %s",
+                                    k == 1 ? "it stays" : "they stay", k == 1 ? "it" : "them", names);
+        }
+
+        /* Devices with a node and no cell backed by any host node (a
+         * device that stays for its slot has its own warning). */
+        bool backed = false;
+        for (size_t c = 0; c < d->n_cells && !backed; c++)
+                backed = !bitmap_isempty(&d->cells[c].host_nodes);
+        k = 0;
+        for (size_t i = 0; i < n && !backed; i++)
+                if (p->devices[i].action == PLAN_STAY && p->devices[i].host_node >= 0)
+                        sel[k++] = i;
+        if (k) {
+                _cleanup_free_ char *names = name_list(p, sel, k);
+                add_warning(p, "not placed: no guest cell is backed by a host node (pin the cells to host nodes with "
+                            "<numatune><memnode>, or their vCPUs with <vcpupin>); %zu device%s on pcie.0, with no NUMA node "
+                            "in the guest: %s", k, k == 1 ? " stays" : "s stay", names);
+        }
+
+        /* Devices on a cell their host node does not back: one warning
+         * per host node and cell. */
+        _cleanup_free_ bool *done = xcalloc(n ? n : 1, sizeof(bool));
+        for (size_t i = 0; i < n; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                if (done[i] || pd->action != PLAN_MOVE || pd->cell < 0 || pd->host_node < 0 ||
+                    bitmap_test(&d->cells[pd->cell].host_nodes, (unsigned) pd->host_node))
+                        continue;
+                k = 0;
+                for (size_t j = i; j < n; j++) {
+                        const struct plan_device *o = &p->devices[j];
+                        if (!done[j] && o->action == PLAN_MOVE && o->host_node == pd->host_node && o->cell == pd->cell) {
+                                done[j] = true;
+                                sel[k++] = j;
+                        }
+                }
+                const struct domain_cell *c = &d->cells[pd->cell];
+                _cleanup_free_ char *names = name_list(p, sel, k);
+                _cleanup_free_ char *nodes = bitmap_format(&c->host_nodes);
+                add_warning(p, "not local: no guest cell is backed by host node %d; %s on guest cell %u (host node%s %s), %s: %s",
+                            pd->host_node, k == 1 ? "placed" : "placed together", c->id,
+                            bitmap_count(&c->host_nodes) > 1 ? "s" : "", nodes,
+                            cell_on_socket(h, c, pd->host_socket) ? "the nearest on its socket" : "the nearest by distance",
+                            names);
+        }
+}
+
 static bool is_expander(const struct domain_controller *c) {
         return streq(c->model, "pcie-expander-bus") || streq(c->model, "pci-expander-bus");
 }
@@ -1064,10 +1159,6 @@ static char *fmt_size(uint64_t bytes) {
  * set <pcihole64> to the next power of two, and for OVMF the aperture
  * (opt/ovmf/X-PciMmio64Mb) too. */
 static void plan_mmio64(const struct domain *d, struct plan *p) {
-        if (!p->settings.mmio64_auto) {
-                p->mmio64_note = xstrdup("64-bit MMIO: not sized (mmio64 is off)");
-                return;
-        }
         size_t n = p->n_devices;
         _cleanup_free_ size_t *order = xcalloc(n ? n : 1, sizeof(size_t));
         size_t k = 0;
@@ -1107,6 +1198,20 @@ static void plan_mmio64(const struct domain *d, struct plan *p) {
         _cleanup_free_ char *need = fmt_size(pos);
         _cleanup_free_ char *list = strbuf_steal(&b);
         uint64_t have = d->pcihole64_kib ? d->pcihole64_kib * 1024 : PLAN_DEFAULT_MMIO64;
+        if (!p->settings.mmio64_auto) {
+                p->mmio64_note = xstrdup("64-bit MMIO: not sized (mmio64 is off)");
+                /* Off, the window stays as it is: say when the BARs do not
+                 * fit it, since the firmware then leaves some unassigned. */
+                if (pos > have) {
+                        _cleanup_free_ char *h = fmt_size(have);
+                        add_warning(p, "64-bit MMIO: the devices' 64-bit BARs need %s, packed largest first (%s), more than "
+                                    "the %s %s window, and mmio64 is off: %s; set \"mmio64\": \"auto\" to size the window",
+                                    need, list, d->pcihole64_kib ? "domain's" : "default", h,
+                                    d->ovmf ? "OVMF leaves the BARs that do not fit unassigned"
+                                            : "a UEFI guest (OVMF) would leave the BARs that do not fit unassigned");
+                }
+                return;
+        }
         if (pos <= have) {
                 _cleanup_free_ char *h = fmt_size(have);
                 p->mmio64_note = xasprintf("64-bit MMIO: the devices need %s (%s), which fits the %s window%s",
@@ -1355,7 +1460,7 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
                         set_reason(&p->devices[i], "%s", p->reason);
                 }
                 if (!strict)
-                        add_warning(p, "domain left untouched: %s", p->reason);
+                        warn_untouched(p);
                 *ret = TAKE_PTR(p);
                 return 0;
         }
@@ -1384,7 +1489,10 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
         size_t moved = 0;
         for (size_t i = 0; i < p->n_devices; i++)
                 moved += p->devices[i].action == PLAN_MOVE;
+        bool lenient = p->mode == POLICY_PREFERRED || p->mode == POLICY_LEGACY;
         if (!moved) {
+                if (lenient)
+                        warn_not_placed(d, h, p);
                 p->verdict = PLAN_UNCHANGED;
                 p->reason = xstrdup("no device has a guest cell to go to; all stay on pcie.0");
                 *ret = TAKE_PTR(p);
@@ -1402,10 +1510,12 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
                         }
                 clear_layout(p);
                 if (!strict)
-                        add_warning(p, "domain left untouched: %s", p->reason);
+                        warn_untouched(p);
                 *ret = TAKE_PTR(p);
                 return 0;
         }
+        if (lenient)
+                warn_not_placed(d, h, p);
         p->verdict = PLAN_APPLY;
         plan_distances(d, h, p);
         plan_mmio64(d, p);

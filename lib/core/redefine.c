@@ -48,6 +48,23 @@ void redefine_decide(const struct engine_result *r, const char *error, struct re
                 d.prio = LOG_NOTICE;
                 d.summary = xasprintf("left untouched: %s", pl->reason ? pl->reason : "not eligible");
         }
+        /* What the plan warns about (what preferred or legacy could not
+         * place, a window too small) goes with it, loud when nothing else
+         * is said. */
+        if (r->verdict != PLAN_REFUSED && pl->n_warnings) {
+                /* A skip's own warning says what its summary says, and
+                 * which devices: it replaces the summary. */
+                bool skip = r->verdict == PLAN_SKIP && !d.redefine;
+                struct strbuf b = {0};
+                if (d.summary && !skip)
+                        strbuf_append(&b, d.summary);
+                for (size_t i = 0; i < pl->n_warnings; i++)
+                        strbuf_printf(&b, "%s%s%s", b.len ? "; " : "", skip ? "" : "warning: ", pl->warnings[i]);
+                free(d.summary);
+                d.summary = strbuf_steal(&b);
+                if (!d.redefine)
+                        d.prio = LOG_WARNING;
+        }
         *ret = d;
 }
 
