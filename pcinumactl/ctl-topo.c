@@ -44,9 +44,15 @@ static const char *class_label(uint32_t class) {
 }
 
 static void usage(FILE *f) {
-        fprintf(f, "Usage: pcinumactl topo [--sysfs-root DIR] [--policy NAME | --policy-file FILE] FILE|-\n\n"
+        fprintf(f, "Usage: pcinumactl topo [--sysfs-root DIR] [--policy NAME | --policy-file FILE|-] FILE|-\n\n"
                    "Show how a domain's passthrough devices relate on the host (from the host map) and in\n"
-                   "the guest as planned, as nvidia-smi topo -m does.\n");
+                   "the guest as planned, as nvidia-smi topo -m does.\n\n"
+                   "  --sysfs-root DIR    read the host map from DIR (default $PCINUMA_SYSFS_ROOT or /sys)\n"
+                   "  --policy NAME       off, legacy, preferred, socket, require (alias required)\n"
+                   "  --policy-file FILE  the policy file, - for standard input (default\n"
+                   "                      " CTL_DEFAULT_POLICY_FILE " if it exists, else the built-in one)\n"
+                   "  -h, --help          show this help\n\n"
+                   "Exit status: 0 printed, 2 bad input or option, unreadable file, host map or policy file.\n");
 }
 
 int ctl_topo(int argc, char **argv) {

@@ -127,6 +127,23 @@ int ctl_parse_args(int argc, char **argv, const char *who, const struct option *
         return -1;
 }
 
+/* A policy is 1 MiB at most (policy_parse() says so); one byte more lets
+ * it say so for standard input too. */
+#define CTL_POLICY_READ_MAX (1024u * 1024u + 1u)
+
+int ctl_load_policy(const char *path, struct policy **ret, char **ret_error) {
+        if (!streq(path, "-"))
+                return policy_load_file(path, ret, ret_error);
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        int r = read_full_fd(STDIN_FILENO, CTL_POLICY_READ_MAX, &buf, &len);
+        if (r == -EFBIG)
+                len = CTL_POLICY_READ_MAX;
+        else if (r < 0)
+                return set_error(ret_error, r, "cannot read the policy from standard input: %s", strerror(-r));
+        return policy_parse(buf, len, "standard input", ret, ret_error);
+}
+
 const char *ctl_hostmap_load_reason(const char *root, int r, const char *err) {
         const char *reason = err ? err : strerror(-r);
         _cleanup_free_ char *prefix = xasprintf("sysfs root '%s': ", root);
@@ -139,6 +156,9 @@ int ctl_plan_input(const struct ctl_plan_args *a, struct hostmap **ret_h, struct
         const char *policy_file = a->policy_file;
         if (a->policy_name && policy_file)
                 return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "--policy and --policy-file exclude each other");
+        if (policy_file && streq(policy_file, "-") && streq(a->input, "-"))
+                return ctl_error(CTL_EXIT_BAD_INPUT, a->who,
+                                 "--policy-file - and the domain XML - cannot both read standard input");
 
         _cleanup_free_ char *err = NULL;
         enum policy_mode forced;
@@ -152,7 +172,7 @@ int ctl_plan_input(const struct ctl_plan_args *a, struct hostmap **ret_h, struct
                 if (!policy_file && stat(CTL_DEFAULT_POLICY_FILE, &st) == 0)
                         policy_file = CTL_DEFAULT_POLICY_FILE;
                 if (policy_file) {
-                        if (policy_load_file(policy_file, &pol, &err) < 0)
+                        if (ctl_load_policy(policy_file, &pol, &err) < 0)
                                 return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "%s", err);
                 } else
                         pol = policy_new_default();

@@ -474,7 +474,8 @@ static int parse_controller(struct domain *d, xmlNodePtr c, char **ret_error) {
                 }
         }
         xmlNodePtr hole = xml_child(c, "pcihole64");
-        if (hole && index && idx == 0) {
+        /* The pcie-root's: index 0, or no index (libvirt gives it 0). */
+        if (hole && (index ? idx == 0 : prop_is(c, "model", "pcie-root"))) {
                 _cleanup_free_ char *t = xml_text(hole);
                 _cleanup_free_ char *unit = xml_prop(hole, "unit");
                 uint64_t v;

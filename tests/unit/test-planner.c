@@ -880,7 +880,11 @@ static void test_pruned(void **state) {
                 assert_moved(p, "0000:10:00.0", 0);
                 assert_action(p, "0000:11:00.0", PLAN_STAY, "function 0");
                 assert_action(p, "0000:80:00.0", PLAN_STAY, NULL);
-                assert_int_equal(p->n_warnings, 1);
+                /* the slot's warning, then what could not be placed */
+                assert_int_equal(p->n_warnings, 2);
+                assert_contains(p->warnings[0], "0000:11:00.0 stays on its slot");
+                assert_contains(p->warnings[1], "not placed: the host reports no NUMA node for this device; it stays on "
+                                                "pcie.0, with no NUMA node in the guest: 0000:80:00.0");
                 assert_int_equal(p->n_pruned, 1);
                 assert_int_equal(p->pruned[0], 1);
                 /* new indexes above the pruned one's neighbours still */
@@ -1363,6 +1367,100 @@ static void test_mmio64_overflow(void **state) {
         hostmap_free(h);
 }
 
+/* Do no harm (docs/policy.md, "What could not be placed"): preferred
+ * never refuses; what it cannot place, or places on a cell its node does
+ * not back, is one warning per cause naming the devices.  Legacy refuses
+ * the unpinned domain that preferred starts. */
+static void test_preferred_warns(void **state) {
+        (void) state;
+        /* Unpinned cells: nothing backs them; every device stays. */
+        _cleanup_free_ char *unpinned = make_domain("q35", true, 2, NULL, HOSTDEV("0x10") HOSTDEV("0x30") HOSTDEV("0x80"));
+        _cleanup_plan_ struct plan *u = plan_xml(unpinned, POLICY_PREFERRED);
+        assert_int_equal(u->verdict, PLAN_UNCHANGED);
+        assert_int_equal(u->n_warnings, 2);
+        assert_string_equal(u->warnings[0], "not placed: the host reports no NUMA node for this device; it stays on pcie.0, "
+                                            "with no NUMA node in the guest: 0000:80:00.0");
+        assert_string_equal(u->warnings[1], "not placed: no guest cell is backed by a host node (pin the cells to host nodes "
+                                            "with <numatune><memnode>, or their vCPUs with <vcpupin>); 2 devices stay on "
+                                            "pcie.0, with no NUMA node in the guest: 0000:10:00.0, 0000:30:00.0");
+        _cleanup_plan_ struct plan *ul = plan_xml(unpinned, POLICY_LEGACY);
+        assert_int_equal(ul->verdict, PLAN_REFUSED);
+
+        /* One cell on node 0: node 1's device goes there by its socket,
+         * node 2's and node 3's (the other socket) by distance, each node
+         * one warning; the local device none. */
+        _cleanup_free_ char *one = make_domain("q35", true, 1, MEMNODE("0", "0"),
+                                               HOSTDEV("0x10") HOSTDEV("0x30") HOSTDEV("0x50") HOSTDEV("0x70"));
+        _cleanup_plan_ struct plan *o = plan_xml(one, POLICY_PREFERRED);
+        assert_int_equal(o->verdict, PLAN_APPLY);
+        assert_int_equal(o->n_warnings, 3);
+        assert_string_equal(o->warnings[0], "not local: no guest cell is backed by host node 1; placed on guest cell 0 "
+                                            "(host node 0), the nearest on its socket: 0000:30:00.0");
+        assert_string_equal(o->warnings[1], "not local: no guest cell is backed by host node 2; placed on guest cell 0 "
+                                            "(host node 0), the nearest by distance: 0000:50:00.0");
+        assert_contains(o->warnings[2], "host node 3;");
+        /* every device local: no warning */
+        _cleanup_free_ char *local = make_domain("q35", true, 4, MEMNODES4, HOSTDEV("0x10") HOSTDEV("0x30"));
+        _cleanup_plan_ struct plan *l = plan_xml(local, POLICY_PREFERRED);
+        assert_int_equal(l->verdict, PLAN_APPLY);
+        assert_int_equal(l->n_warnings, 0);
+
+        /* Not eligible: the cause once, then every device (at most 32
+         * names, then how many more). */
+        _cleanup_free_ char *noacpi = make_domain("q35", false, 4, MEMNODES4, HOSTDEV("0x10") HOSTDEV("0x30"));
+        _cleanup_plan_ struct plan *n = plan_xml(noacpi, POLICY_PREFERRED);
+        assert_int_equal(n->verdict, PLAN_SKIP);
+        assert_int_equal(n->n_warnings, 1);
+        assert_contains(n->warnings[0], "domain left untouched: ACPI is off");
+        assert_contains(n->warnings[0], "; 2 passthrough devices stay where libvirt puts them: 0000:10:00.0, 0000:30:00.0");
+        struct strbuf many = {0};
+        for (unsigned i = 0; i < N_BIG; i++)
+                strbuf_printf(&many, "<hostdev mode='subsystem' type='pci' managed='yes'><source><address domain='0x0000' "
+                                     "bus='0x%02x' slot='0x00' function='0x0'/></source></hostdev>\n", 0xa0 + i);
+        _cleanup_free_ char *devs = strbuf_steal(&many);
+        _cleanup_free_ char *nocells = make_domain("q35", true, 0, NULL, devs);
+        _cleanup_plan_ struct plan *m = plan_xml(nocells, POLICY_LEGACY);
+        assert_int_equal(m->verdict, PLAN_SKIP);
+        assert_contains(m->warnings[0], "; 33 passthrough devices stay where libvirt puts them: 0000:a0:00.0, ");
+        assert_contains(m->warnings[0], "0000:bf:00.0 and 1 more");
+        assert_null(strstr(m->warnings[0], "0000:c0:00.0"));
+}
+
+/* mmio64 off: BARs past the window are a warning with the figures; auto
+ * sizes the window and does not warn; BARs that fit say nothing. */
+static void test_mmio64_off_warns(void **state) {
+        (void) state;
+        struct hostmap *h = fake_host_4n(fake_host_slit, fake_host_sockets);
+        for (unsigned k = 0; k < 2; k++) {
+                char bdf[PCI_ADDR_STRLEN];
+                snprintf(bdf, sizeof bdf, "0000:%02x:00.0", 0x10 + k);
+                struct hostmap_device *g = fake_host_add_dev(h, bdf, 0, 0x030200);
+                g->bars[0] = (struct hostmap_bar) { .type = HOSTMAP_BAR_MEM64, .prefetchable = true, .size = UINT64_C(64) << 30 };
+        }
+        hostmap_finish(h);
+        _cleanup_free_ char *xml = make_domain("q35", true, 4, MEMNODES4, HOSTDEV("0x10") HOSTDEV("0x11"));
+        _cleanup_domain_ struct domain *d = parse_resolved(h, xml);
+        struct policy_settings off = policy_settings_default(POLICY_REQUIRE);
+        off.mmio64_auto = false;
+        struct plan *p = NULL;
+        assert_int_equal(planner_run(d, h, &off, &p), 0);
+        assert_int_equal(p->verdict, PLAN_APPLY);
+        assert_int_equal(p->pcihole64_kib, 0);
+        assert_int_equal(p->n_warnings, 1);
+        assert_string_equal(p->warnings[0], "64-bit MMIO: the devices' 64-bit BARs need 128 GiB, packed largest first "
+                                            "(0000:10:00.0 64 GiB, 0000:11:00.0 64 GiB), more than the default 32 GiB "
+                                            "window, and mmio64 is off: a UEFI guest (OVMF) would leave the BARs that do "
+                                            "not fit unassigned; set \"mmio64\": \"auto\" to size the window");
+        plan_free(p);
+        struct policy_settings dflt = policy_settings_default(POLICY_REQUIRE);
+        assert_true(dflt.mmio64_auto);
+        assert_int_equal(planner_run(d, h, &dflt, &p), 0);
+        assert_int_equal(p->n_warnings, 0);
+        assert_int_equal(p->pcihole64_kib, UINT64_C(128) << 20);
+        plan_free(p);
+        hostmap_free(h);
+}
+
 /* The pair report is quadratic: above PLAN_FIDELITY_MAX_DEVICES it is not
  * made, and says so (review finding: 8000 hostdevs took 4 GB). */
 static void test_fidelity_cap(void **state) {
@@ -1421,6 +1519,8 @@ int main(void) {
                 cmocka_unit_test(test_paths_degrade_flat),
                 cmocka_unit_test(test_paths_functions),
                 cmocka_unit_test(test_mmio64_overflow),
+                cmocka_unit_test(test_preferred_warns),
+                cmocka_unit_test(test_mmio64_off_warns),
                 cmocka_unit_test(test_fidelity_cap),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
