@@ -1327,7 +1327,7 @@ def t_status_cli():
 
 def t_socket_lifecycle():
     """A live socket is not stolen; a stale one is replaced; the socket is
-    created 0600."""
+    created 0600 and removed when the daemon stops."""
     with Daemon("lifecycle", policy="require") as d:
         eq(os.stat(d.sock).st_mode & 0o777, 0o600, "socket mode")
         d2 = Daemon("lifecycle2", policy="require", socket_path=d.sock)
@@ -1341,7 +1341,14 @@ def t_socket_lifecycle():
         check(rc != 0, "second pcinumad exit status %d" % rc)
         contains(d2.log_text(), "Another process is already listening", "second pcinumad")
         eq(d.status()["requests"]["status"], 1, "the first daemon still serves")
-    # the first one is stopped; its socket file may be left: a new one starts anyway
+    # the first one is stopped: its socket file is gone
+    check(not os.path.lexists(d.sock), "the socket file %s is left after the daemon stopped" % d.sock)
+    # a stale socket file (a daemon killed with SIGKILL leaves one): a new
+    # daemon replaces it
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(d.sock)
+    stale.close()
+    check(os.path.exists(d.sock), "the stale socket file was made")
     with Daemon("lifecycle3", policy="require", socket_path=d.sock) as d3:
         eq(d3.status()["pid"], d3.pid, "daemon on a stale socket path")
 
