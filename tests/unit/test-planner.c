@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include <inttypes.h>
 
 #include "domain.h"
 #include "hostmap.h"
@@ -1447,17 +1448,85 @@ static void test_mmio64_off_warns(void **state) {
         assert_int_equal(p->verdict, PLAN_APPLY);
         assert_int_equal(p->pcihole64_kib, 0);
         assert_int_equal(p->n_warnings, 1);
-        assert_string_equal(p->warnings[0], "64-bit MMIO: the devices' 64-bit BARs need 128 GiB, packed largest first "
-                                            "(0000:10:00.0 64 GiB, 0000:11:00.0 64 GiB), more than the default 32 GiB "
-                                            "window, and mmio64 is off: a UEFI guest (OVMF) would leave the BARs that do "
-                                            "not fit unassigned; set \"mmio64\": \"auto\" to size the window");
+        assert_string_equal(p->warnings[0], "64-bit MMIO: the devices' 64-bit BARs need 192 GiB, packed largest first "
+                                            "(0000:10:00.0 64 GiB, 0000:11:00.0 64 GiB; and 64 GiB of room for the pcie.0 "
+                                            "side), more than the default 32 GiB window, and mmio64 is off: a UEFI guest "
+                                            "(OVMF) would leave the BARs that do not fit unassigned; set \"mmio64\": "
+                                            "\"auto\" to size the window");
         plan_free(p);
         struct policy_settings dflt = policy_settings_default(POLICY_REQUIRE);
         assert_true(dflt.mmio64_auto);
         assert_int_equal(planner_run(d, h, &dflt, &p), 0);
         assert_int_equal(p->n_warnings, 0);
-        assert_int_equal(p->pcihole64_kib, UINT64_C(128) << 20);
+        assert_int_equal(p->pcihole64_kib, UINT64_C(256) << 20);
         plan_free(p);
+        hostmap_free(h);
+}
+
+/* mmio64 auto never sets a window the guest CPU's physical address bits
+ * cannot hold (QEMU refuses to start: "phys-bits too low"): with QEMU's
+ * default 40 bits eight 64 GiB BARs (576 GiB with the room) get 512 GiB
+ * and a warning with the figures; 42 bits (<maxphysaddr>) or the host's
+ * (host-passthrough under KVM) get the whole 1 TiB; a guest whose memory
+ * leaves no room for more than the default gets nothing set. */
+static void test_mmio64_address_bits(void **state) {
+        (void) state;
+        struct hostmap *h = fake_host_4n(fake_host_slit, fake_host_sockets);
+        struct strbuf devs = {0};
+        for (unsigned k = 0; k < 8; k++) {
+                char bdf[PCI_ADDR_STRLEN];
+                snprintf(bdf, sizeof bdf, "0000:%02x:00.0", 0x10 + k);
+                struct hostmap_device *g = fake_host_add_dev(h, bdf, 0, 0x030200);
+                g->bars[0] = (struct hostmap_bar) { .type = HOSTMAP_BAR_MEM64, .prefetchable = true, .size = UINT64_C(64) << 30 };
+                strbuf_printf(&devs, "<hostdev mode='subsystem' type='pci' managed='yes'><source><address domain='0x0000' "
+                                     "bus='0x%02x' slot='0x00' function='0x0'/></source></hostdev>\n", 0x10 + k);
+        }
+        hostmap_finish(h);
+        _cleanup_free_ char *base = make_domain("q35", true, 4, MEMNODES4, devs.buf);
+        strbuf_done(&devs);
+        static const struct {
+                const char *from, *to;
+                uint64_t hole_gib;
+                const char *warning;
+        } cases[] = {
+                /* make_domain(): type kvm, host-passthrough: the host's bits */
+                { NULL, NULL, 1024, NULL },
+                { "<domain type='kvm'>", "<domain type='qemu'>", 512,
+                  "a 1 TiB window, but a guest CPU with 40 physical address bits (QEMU's default) and 4 GiB of memory "
+                  "has room for 512 GiB at most: <pcihole64> set to that" },
+                { "<cpu mode='host-passthrough'>", "<cpu mode='host-passthrough'><maxphysaddr mode='emulate' bits='42'/>",
+                  1024, NULL },
+                { "<cpu mode='host-passthrough'>", "<cpu mode='host-passthrough'><maxphysaddr mode='passthrough' limit='41'/>",
+                  512, "41 physical address bits and 4 GiB of memory has room for 512 GiB at most" },
+                { "<domain type='kvm'>\n  <name>plan-test</name>\n  <memory unit='MiB'>4096</memory>",
+                  "<domain type='qemu'>\n  <name>plan-test</name>\n  <memory unit='GiB'>1000</memory>", 0,
+                  "1000 GiB of memory has room for 4 GiB at most: the window is left as it is" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ char *xml = xstrdup(base);
+                if (cases[i].from) {
+                        char *at = strstr(xml, cases[i].from);
+                        assert_non_null(at);
+                        char *x = xasprintf("%.*s%s%s", (int) (at - xml), xml, cases[i].to, at + strlen(cases[i].from));
+                        free(xml);
+                        xml = x;
+                }
+                _cleanup_domain_ struct domain *d = parse_resolved(h, xml);
+                struct policy_settings s = policy_settings_default(POLICY_REQUIRE);
+                struct plan *p = NULL;
+                assert_int_equal(planner_run(d, h, &s, &p), 0);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                if (p->pcihole64_kib != cases[i].hole_gib << 20)
+                        fail_msg("case %zu: pcihole64 %" PRIu64 " KiB, want %" PRIu64 " GiB", i, p->pcihole64_kib,
+                                 cases[i].hole_gib);
+                if (cases[i].warning) {
+                        assert_int_equal(p->n_warnings, 1);
+                        assert_contains(p->warnings[0], cases[i].warning);
+                        assert_contains(p->warnings[0], "the devices need 576 GiB");
+                } else
+                        assert_int_equal(p->n_warnings, 0);
+                plan_free(p);
+        }
         hostmap_free(h);
 }
 
@@ -1521,6 +1590,7 @@ int main(void) {
                 cmocka_unit_test(test_mmio64_overflow),
                 cmocka_unit_test(test_preferred_warns),
                 cmocka_unit_test(test_mmio64_off_warns),
+                cmocka_unit_test(test_mmio64_address_bits),
                 cmocka_unit_test(test_fidelity_cap),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
