@@ -13,14 +13,19 @@
 #   iproute2               the migration test's network namespaces and veth
 #                          pairs (tests/libvirt/test_migrate.py; without
 #                          it that test falls back to Unix sockets)
+#   nettle-dev             SHA-256 for the topology fingerprint
+#                          (lib/core/sha256.c; libnettle8 is on every
+#                          libvirt host, through gnutls)
+#   ovmf                   the guest suite's UEFI case (mmio64: eight
+#                          64 GiB BARs under OVMF, tests/guest, case h)
 # clang is not listed: the test command builds with the default cc, and
 # the libFuzzer targets are built only with CC=clang (docs/fuzzing.md).
 set -eu
 
 PKGS="gcc meson ninja-build pkg-config python3
-      libxml2-dev libjson-c-dev libsystemd-dev libvirt-dev libcmocka-dev
+      libxml2-dev libjson-c-dev libsystemd-dev libvirt-dev libcmocka-dev nettle-dev
       libxml2-utils libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu
-      qemu-system-x86 qemu-utils
+      qemu-system-x86 qemu-utils ovmf
       linux-image-amd64 busybox-static cpio
       sudo procps systemd valgrind bzip2 groff-base strace iproute2
       git ca-certificates debootstrap
