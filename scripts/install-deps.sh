@@ -5,7 +5,10 @@
 # it installs only what is missing.  The list is what a minimal Debian 12
 # ('debootstrap --variant=minbase bookworm') lacks for ./scripts/demo.sh and
 # ./scripts/test.sh; the test command's fresh-machine check
-# (tests/fresh/test_fresh_demo.sh) proves it for the demo.
+# (tests/fresh/test_fresh_demo.sh) proves it for the demo.  With --demo it
+# installs only what the demo needs (DEMO_PKGS: building without the test
+# suites, libvirt, QEMU, and the guest's kernel, busybox and cpio).  apt's
+# output goes to a log file; its last lines are shown when apt fails.
 #   git, ca-certificates   cloning the repository (https)
 #   debootstrap            the fresh-machine check itself
 #   groff-base, strace     the man page check (groff -ww); the system-call
@@ -31,6 +34,20 @@ PKGS="gcc meson ninja-build pkg-config python3
       git ca-certificates debootstrap
       build-essential debhelper dpkg-dev"
 
+# What ./scripts/demo.sh needs: the build (no cmocka: the demo builds
+# without the test suites), libvirt and QEMU, the guest's kernel, busybox
+# and cpio, and xmllint (the demo's diff).
+DEMO_PKGS="gcc meson ninja-build pkg-config python3
+      libxml2-dev libjson-c-dev libsystemd-dev libvirt-dev nettle-dev
+      libxml2-utils libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu
+      qemu-system-x86
+      linux-image-amd64 busybox-static cpio"
+
+if [ "${1:-}" = --demo ]; then
+    PKGS=$DEMO_PKGS
+    shift
+fi
+
 # --list: print the list, one package a line, and install nothing (the
 # second-stack check, tests/stack2/test_stack2.sh, installs it in a chroot).
 if [ "${1:-}" = --list ]; then
@@ -52,11 +69,17 @@ for p in $PKGS; do
 done
 
 if [ -n "$missing" ]; then
-    echo "install-deps: installing:$missing"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q
+    log=$(mktemp /tmp/pcinuma-install-deps.XXXXXX.log)
     # shellcheck disable=SC2086
-    apt-get install -y -q --no-install-recommends $missing
+    set -- $missing
+    echo "install-deps: installing $# packages with apt (log: $log):$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    # shellcheck disable=SC2086
+    if ! { apt-get update -q && apt-get install -y -q --no-install-recommends $missing; } >"$log" 2>&1; then
+        echo "install-deps: apt-get failed; the end of $log:" >&2
+        tail -n 30 "$log" >&2
+        exit 1
+    fi
 else
     echo "install-deps: all packages present"
 fi

@@ -40,6 +40,12 @@ their cells; (d) control: (a)'s planned XML without <acpi/>: every stand-in
 reports -1 (why the planner requires ACPI); (e) mirror_switches and
 mirror_distances on sample-4n.
 
+mmio64 in a UEFI guest (issue 25), case (h): eight GPUs with 64 GiB BARs
+(tests/guest/hosts/guest-bar64.json) booted under Debian 12's OVMF as
+ivshmem-plain stand-ins on sparse 64 GiB files at the plan's addresses;
+with the built-in defaults every BAR is assigned, with "mmio64": "off" the
+plan warns and some are not (run_mmio64_case()).
+
 Path fidelity (issue 15), cases (a), (f) a p5-like host (switches, nested
 switches, three root complexes per node: tests/guest/hosts/guest-p5.json)
 and (g) a dual-socket host with dual-port NICs (guest-dualport.json), (f)
