@@ -43,7 +43,7 @@ STEPS = 7
 
 
 def step(n, text):
-    print("\n[%d/%d %5.1fs] %s" % (n, STEPS, time.monotonic() - T0, text), flush=True)
+    print("[%d/%d %5.1fs] %s" % (n, STEPS, time.monotonic() - T0, text), flush=True)
 
 
 def say(text=""):
@@ -100,7 +100,8 @@ def main():
         for n in hj["nodes"]:
             sockets.setdefault(n["socket"], []).append(str(n["id"]))
         classes = [d["class"] for d in hj["devices"] if not d.get("physfn")]
-        say("%d sockets, %d NUMA nodes (%s); %d GPUs and %d InfiniBand NICs paired under PCIe switches"
+        say("%d sockets, %d NUMA nodes (%s); %d GPUs and %d InfiniBand NICs, each NIC beside a GPU under a "
+            "PCIe switch"
             % (len(sockets), len(hj["nodes"]),
                ", ".join("nodes %s on socket %s" % (",".join(v), k) for k, v in sorted(sockets.items())),
                sum(c.startswith("0x0302") for c in classes), sum(c.startswith("0x0207") for c in classes)))
@@ -123,9 +124,12 @@ def main():
         with open(home_file, "w") as f:
             f.write(sess.env["HOME"])
         os.chmod(home_file, 0o644)
-        say("libvirtd: qemu:///session as user %s (hook %s)" % (sess.user, hook.path))
-        # No file there: the built-in default policy, as on a fresh install.
+        # No file there: the built-in default policy, as on a fresh install
+        # (and "{}", the same, for pcinumactl).
         policy = os.path.join(work, "policy.json")
+        builtin = os.path.join(work, "builtin-policy.json")
+        with open(builtin, "w") as f:
+            f.write("{}\n")
         uri = "qemu+unix:///session?socket=%s/libvirt/libvirt-sock" % sess.env["XDG_RUNTIME_DIR"]
         dlog = open(os.path.join(work, "pcinumad.log"), "w")
         daemon = subprocess.Popen([pcinumad, "--sysfs-root", host, "--socket", sock, "--policy-file", policy,
@@ -165,13 +169,14 @@ def main():
         ms = (time.monotonic() - t) * 1000
         with open(dlog.name) as f:
             said = [l.split(" | ")[0].strip() for l in f if "redefined" in l]
-        say("pcinumad redefined it %.0f ms later: %s" % (ms, said[-1].split(": ", 1)[-1] if said else "(see the log)"))
+        say("pcinumad redefined it %.0f ms later: %s" % (ms, said[-1].split("redefined: ", 1)[-1] if said else
+                                                          "(see %s)" % dlog.name))
 
         step(4, "What pcinumad wrote into the definition")
         cur = os.path.join(work, "defined.xml")
         with open(cur, "w") as f:
             f.write(planned)
-        pj = json.loads(run([ctl, "plan", "--sysfs-root", host, "--policy-file", policy, "--format", "json",
+        pj = json.loads(run([ctl, "plan", "--sysfs-root", host, "--policy-file", builtin, "--format", "json",
                              cur]).stdout)
         feat = pj.get("features", {})
         moved = [d for d in pj["devices"] if d["action"] == "move"]
@@ -183,7 +188,9 @@ def main():
             say("path fidelity: %d of %d device pairs keep their nvidia-smi topo -m path type in the guest"
                 % (fid.get("same") or 0, total))
         if feat.get("pcihole64_kib"):
-            say("64-bit MMIO: <pcihole64> %d GiB for the GPUs' BARs (mmio64 auto)" % (feat["pcihole64_kib"] >> 20))
+            gib = feat["pcihole64_kib"] >> 20
+            say("64-bit MMIO: <pcihole64> %s for the GPUs' BARs (mmio64 auto)"
+                % ("%d TiB" % (gib >> 10) if gib >= 1024 and gib % 1024 == 0 else "%d GiB" % gib))
         import re
         m = re.search(r'<pcinuma:topology [^>]*?policy="([^"]*)"[^>]*?migratable="([^"]*)"'
                       r'(?:[^>]*?migratable-reason="([^"]*)")?', planned)
@@ -212,7 +219,7 @@ def main():
         for v in verdict[-1:]:
             say("pcinumad: " + v.split(": ", 1)[-1])
         say("libvirt then says: %s" % (r.stderr.strip().splitlines() or ["(started)"])[-1])
-        say("(expected on this machine: it has no GPUs to pass through; the hook ran first and allowed it)")
+        say("(as expected: this machine has no GPUs to pass through; the hook ran first and allowed it)")
 
         step(6, "Booting the planned topology under TCG, with a virtio stand-in at each device's guest address")
         tap = QuietTap()
@@ -271,13 +278,12 @@ def main():
             say("%-14s %-22s %-9s %-10s %-13s %-15s %s" % (bdf, cls, node, cell, g["bdf"] if g else "?",
                                                            g["numa"] if g else "?", "ok" if good else "MISMATCH"))
         nodes = sorted({d["numa"] for d in devs if d["id"] == tg.STANDIN_ID})
-        say("")
         say("The guest's own words: every device reports the NUMA node of its host device's cell"
             if ok_all else "Some devices do not report their planned node: see above")
         say("(guest nodes seen: %s; without pcinuma every one of them would report -1)" % ", ".join(nodes))
         return 0 if ok_all else 1
     finally:
-        print("\n[cleanup] stopping the guest, libvirtd and pcinumad; removing the hook wrapper", flush=True)
+        print("[cleanup] stopping the guest, libvirtd and pcinumad; removing the hook wrapper", flush=True)
         if guest is not None:
             guest.cleanup()
         if daemon is not None:

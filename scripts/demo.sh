@@ -11,7 +11,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 builddir=${PCINUMA_BUILDDIR:-build}
 
-step() { printf '\n==> %s\n' "$*"; }
+step() { printf '==> %s\n' "$*"; }
 
 if [ "$(id -u)" -eq 0 ]; then
     step "Installing missing packages"
