@@ -34,6 +34,14 @@ static void usage(FILE *f) {
                 "  --state-dir DIR         keep the definitions pcinuma replaces in DIR/preimages\n"
                 "                          (default $PCINUMA_STATE_DIR, else " PCINUMA_DEFAULT_STATE_DIR ")\n"
                 "  --version               print the version\n");
+#if PCINUMA_STAND_INS
+        fprintf(f,
+                "\n"
+                "A test build (meson -Dstand_ins=true), never for production:\n"
+                "  --stand-ins FILE        FILE is a JSON object {\"MAC\": \"host BDF\", ...}: a virtio\n"
+                "                          <interface type='user'> with such a MAC is placed as the\n"
+                "                          passthrough device at that host address\n");
+#endif
 }
 
 int main(int argc, char **argv) {
@@ -51,6 +59,9 @@ int main(int argc, char **argv) {
                 ARG_WATCHER_PROGRAM,
                 ARG_SETTLE_MS,
                 ARG_STATE_DIR,
+#if PCINUMA_STAND_INS
+                ARG_STAND_INS,
+#endif
         };
         static const struct option opts[] = {
                 { "sysfs-root", required_argument, NULL, ARG_SYSFS_ROOT },
@@ -66,6 +77,9 @@ int main(int argc, char **argv) {
                 { "watcher-program", required_argument, NULL, ARG_WATCHER_PROGRAM },
                 { "settle-ms", required_argument, NULL, ARG_SETTLE_MS },
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+#if PCINUMA_STAND_INS
+                { "stand-ins", required_argument, NULL, ARG_STAND_INS },
+#endif
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
@@ -161,6 +175,11 @@ int main(int argc, char **argv) {
                         }
                         cfg.state_dir = optarg;
                         break;
+#if PCINUMA_STAND_INS
+                case ARG_STAND_INS:
+                        cfg.stand_ins_file = optarg;
+                        break;
+#endif
                 case ARG_VERSION:
                         printf("pcinumad %s\n", PCINUMA_VERSION);
                         return 0;

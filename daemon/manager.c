@@ -15,6 +15,10 @@
 #include "server.h"
 #include "watcher.h"
 
+#if PCINUMA_STAND_INS
+#include "standins.h"
+#endif
+
 /* udev sends a burst of events per device (add, bind, ...): wait this
  * long after the last one before rescanning. */
 #define RESCAN_DELAY_USEC (250 * 1000)
@@ -125,6 +129,9 @@ static int rescan(struct manager *m, const char *why, struct hostmap **ret_old) 
                 *ret_old = m->hostmap;
         else
                 hostmap_free(m->hostmap);
+#if PCINUMA_STAND_INS
+        h->stand_ins = m->stand_ins;
+#endif
         m->hostmap = h;
         m->hostmap_loaded_usec = now_usec(CLOCK_REALTIME);
         m->hostmap_generation++;
@@ -378,11 +385,25 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
                 log_msg(LOG_WARNING, "No policy file at %s; the built-in default policy is in force (default %s, no rules)",
                         cfg->policy_file, policy_mode_to_string(m->policy->def.mode));
 
+#if PCINUMA_STAND_INS
+        if (cfg->stand_ins_file) {
+                r = standins_load_file(cfg->stand_ins_file, &m->stand_ins, &err);
+                if (r < 0) {
+                        log_msg(LOG_ERR, "Cannot start: --stand-ins: %s", err);
+                        return r;
+                }
+                log_msg(LOG_WARNING, "A test build: %zu stand-ins from %s; a virtio <interface type='user'> with one of "
+                        "their MACs is placed as the passthrough device it names", m->stand_ins->n, cfg->stand_ins_file);
+        }
+#endif
         r = hostmap_load_for_plan(cfg->sysfs_root, &m->hostmap, &err);
         if (r < 0) {
                 log_msg(LOG_ERR, "Cannot start: cannot read the host map: %s", err);
                 return r;
         }
+#if PCINUMA_STAND_INS
+        m->hostmap->stand_ins = m->stand_ins;
+#endif
         m->hostmap_loaded_usec = now_usec(CLOCK_REALTIME);
         m->hostmap_generation = 1;
         log_hostmap_warnings(m, m->hostmap);
@@ -451,6 +472,9 @@ struct manager *manager_free(struct manager *m) {
         sd_device_monitor_unref(m->monitor);
         sd_event_unref(m->event);
         hostmap_free(m->hostmap);
+#if PCINUMA_STAND_INS
+        standins_free(m->stand_ins);
+#endif
         policy_free(m->policy);
         free(m->policy_error);
         free(m);

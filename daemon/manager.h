@@ -46,6 +46,9 @@ struct manager_config {
          * libvirtd runs its hooks as its own user. */
         uid_t allowed_uids[8];
         size_t n_allowed_uids;
+#if PCINUMA_STAND_INS
+        const char *stand_ins_file;     /* --stand-ins (a test build; standins.h), or NULL; passed on */
+#endif
 };
 
 struct manager {
@@ -58,6 +61,9 @@ struct manager {
         struct watcher *watcher;        /* NULL with --libvirt-uri none */
 
         struct hostmap *hostmap;
+#if PCINUMA_STAND_INS
+        struct standins *stand_ins;     /* read once at start; every host map points to it */
+#endif
         uint64_t hostmap_loaded_usec;   /* CLOCK_REALTIME */
         uint64_t hostmap_generation;
         struct policy *policy;

@@ -58,6 +58,10 @@
 #include "wproto.h"
 #include <limits.h>
 
+#if PCINUMA_STAND_INS
+#include "standins.h"
+#endif
+
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 30000
 /* A domain redefined this many times within LOOP_WINDOW_SEC means the
@@ -143,6 +147,13 @@ struct watcher {
         unsigned settle_ms;
         struct preimage_store *preimages;
         xmlRelaxNGPtr schema;           /* NULL: the define validates */
+#if PCINUMA_STAND_INS
+        /* A test build: pcinumad's stand-in table (--stand-ins), or NULL.
+         * Read and checked as pcinumad reads it (a bad table stops the
+         * watcher too), but nothing uses it yet: all planning is
+         * pcinumad's, and the watcher reads no domain's devices. */
+        struct standins *stand_ins;
+#endif
 
         virConnectPtr conn;
         int lifecycle_cb;
@@ -957,16 +968,32 @@ static void usage(FILE *f) {
                 "redefines persistent domains with the topology pcinumad plans for them, once their\n"
                 "events have been quiet for N ms (default %d), keeping what it replaces in\n"
                 "DIR/preimages (default " PCINUMA_DEFAULT_STATE_DIR ").\n", SETTLE_MS_DEFAULT);
+#if PCINUMA_STAND_INS
+        fprintf(f, "A test build: --stand-ins FILE reads pcinumad's stand-in table (pcinumad(8)).\n");
+#endif
 }
 
 int main(int argc, char **argv) {
-        enum { ARG_URI = 0x100, ARG_LOG_TARGET, ARG_FD, ARG_VERSION, ARG_SETTLE_MS, ARG_STATE_DIR };
+        enum {
+                ARG_URI = 0x100,
+                ARG_LOG_TARGET,
+                ARG_FD,
+                ARG_VERSION,
+                ARG_SETTLE_MS,
+                ARG_STATE_DIR,
+#if PCINUMA_STAND_INS
+                ARG_STAND_INS,
+#endif
+        };
         static const struct option opts[] = {
                 { "uri", required_argument, NULL, ARG_URI },
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },
                 { "fd", required_argument, NULL, ARG_FD },
                 { "settle-ms", required_argument, NULL, ARG_SETTLE_MS },
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+#if PCINUMA_STAND_INS
+                { "stand-ins", required_argument, NULL, ARG_STAND_INS },
+#endif
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
@@ -1009,6 +1036,18 @@ int main(int argc, char **argv) {
                         }
                         state_dir = optarg;
                         break;
+#if PCINUMA_STAND_INS
+                case ARG_STAND_INS: {
+                        _cleanup_free_ char *err = NULL;
+                        standins_free(w.stand_ins);
+                        w.stand_ins = NULL;
+                        if (standins_load_file(optarg, &w.stand_ins, &err) < 0) {
+                                fprintf(stderr, "pcinuma-watcher: --stand-ins: %s\n", err);
+                                return 2;
+                        }
+                        break;
+                }
+#endif
                 case ARG_VERSION:
                         printf("pcinuma-watcher %s\n", PCINUMA_VERSION);
                         return 0;
@@ -1074,6 +1113,9 @@ int main(int argc, char **argv) {
                 state_forget(&w, w.states[0]);
         free(w.states);
         preimage_store_free(w.preimages);
+#if PCINUMA_STAND_INS
+        standins_free(w.stand_ins);
+#endif
         if (w.schema)
                 xmlRelaxNGFree(w.schema);
         free(w.last_error);

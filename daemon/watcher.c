@@ -403,7 +403,15 @@ static int spawn(struct watcher *w) {
         char settle[16];
         snprintf(settle, sizeof settle, "%u", w->m->cfg.settle_ms);
         char *argv[] = { w->program, (char *) "--uri", w->uri, (char *) "--log-target", w->log_target,
-                         (char *) "--settle-ms", settle, (char *) "--state-dir", (char *) w->m->cfg.state_dir, NULL };
+                         (char *) "--settle-ms", settle, (char *) "--state-dir", (char *) w->m->cfg.state_dir, NULL,
+                         NULL, NULL };
+#if PCINUMA_STAND_INS
+        /* A test build: the watcher reads the same stand-in table. */
+        if (w->m->cfg.stand_ins_file) {
+                argv[ELEMENTSOF(argv) - 3] = (char *) "--stand-ins";
+                argv[ELEMENTSOF(argv) - 2] = (char *) w->m->cfg.stand_ins_file;
+        }
+#endif
         pid_t parent = getpid();
         pid_t pid = fork();
         if (pid < 0) {

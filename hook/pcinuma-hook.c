@@ -202,6 +202,12 @@ static enum tag_verdict judge_tag(const char *p, const char *end, bool is_interf
                         if (is_interface ? value_is(value, value_len, "hostdev")
                                          : value_is(value, value_len, "pci") || value_is(value, value_len, "mdev"))
                                 type_hit = true;
+#if PCINUMA_STAND_INS
+                        /* A stand_ins build: a user-mode NIC may be a
+                         * stand-in; only pcinumad knows its table. */
+                        if (is_interface && value_is(value, value_len, "user"))
+                                type_hit = true;
+#endif
                 } else if (!is_interface && value_is(name, name_len, "mode") && !value_is(value, value_len, "subsystem"))
                         mode_bad = true;
         }

@@ -71,21 +71,10 @@ int ctl_plan(int argc, char **argv) {
         } else if (res->xml)
                 fputs(res->xml, stdout);
 
-        if (res->revert_warning)
-                ctl_error(0, who, "warning: undoing the earlier plan: %s", res->revert_warning);
         /* explain lists the warnings in its own text already. */
-        for (size_t i = 0; i < res->plan->n_warnings && !streq(format, "explain"); i++)
-                ctl_error(0, who, "warning: %s", res->plan->warnings[i]);
-
-        if (res->verdict == PLAN_REFUSED) {
-                /* One line per offending device, each with the prefix. */
-                _cleanup_free_ char *s = engine_refusal(res);
-                for (char *line = s, *nl; line && *line; line = nl ? nl + 1 : NULL) {
-                        nl = strchr(line, '\n');
-                        ctl_error(0, who, "%.*s", nl ? (int) (nl - line) : (int) strlen(line), line);
-                }
-                return CTL_EXIT_REFUSED;
-        }
+        r = ctl_report_plan(who, res, !streq(format, "explain"));
+        if (r != 0)
+                return r;
         if (fflush(stdout) != 0 || ferror(stdout))
                 return ctl_error(CTL_EXIT_BAD_INPUT, who, "cannot write the output: %s", strerror(errno));
         return 0;

@@ -1,14 +1,12 @@
 /* pcinumactl revert: undo pcinuma's rewrite from its metadata mark, either
  * of a domain XML file (printed), or of a defined domain's persistent
- * definition through libvirt (--domain).  This is the only file of
- * pcinumactl that talks to libvirt, and nothing on the hook path does. */
-#include <libvirt/libvirt.h>
-#include <libvirt/virterror.h>
+ * definition through libvirt (--domain, with ctl-libvirt.c's connection). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ctl-libvirt.h"
 #include "ctl-util.h"
 #include "ctl.h"
 #include "domain.h"
@@ -16,16 +14,6 @@
 #include "policy.h"
 
 static const char *const who = "pcinumactl revert";
-
-static void quiet(void *u, virErrorPtr e) {
-        (void) u;
-        (void) e;
-}
-
-static const char *lv_error(void) {
-        const char *m = virGetLastErrorMessage();
-        return m ? m : "unknown libvirt error";
-}
 
 /* If pcinumad's policy still covers the domain, it will plan it again at
  * once: say how to keep it reverted. */
@@ -52,19 +40,17 @@ static void note_if_replanned(const char *policy_file, virDomainPtr dom, const c
 /* Undo the rewrite of a defined domain's persistent definition.  uri may
  * be NULL (libvirt's default).  Returns the exit code. */
 static int revert_domain(const char *name, const char *uri, const char *policy_file) {
-        virSetErrorFunc(NULL, quiet);
-        virConnectPtr c = virConnectOpen(uri);
+        virConnectPtr c = ctl_libvirt_connect(who, uri);
         if (!c)
-                return ctl_error(CTL_EXIT_BAD_INPUT, who, "cannot connect to libvirt at %s: %s", uri ? uri : "(default)",
-                                 lv_error());
+                return CTL_EXIT_BAD_INPUT;
         int ret = CTL_EXIT_BAD_INPUT;
         char *xml = NULL, *out = NULL, *warning = NULL, *err = NULL;
         virDomainPtr dom = virDomainLookupByName(c, name);
         if (!dom) {
                 /* Copy libvirt's message first: virConnectGetURI() resets
-                 * the last error, which frees the message lv_error() points
+                 * the last error, which frees the message ctl_libvirt_error() points
                  * to.  (Passing both as arguments printed freed memory.) */
-                _cleanup_free_ char *why = xstrdup(lv_error());
+                _cleanup_free_ char *why = xstrdup(ctl_libvirt_error());
                 _cleanup_free_ char *at = virConnectGetURI(c);
                 ctl_error(0, who, "no domain '%s' at %s: %s", name, at ? at : uri ? uri : "(default)", why);
                 goto out;
@@ -78,7 +64,7 @@ static int revert_domain(const char *name, const char *uri, const char *policy_f
          * moment.) */
         int persistent = virDomainIsPersistent(dom);
         if (persistent < 0) {
-                ctl_error(0, who, "cannot tell whether domain '%s' is persistent: %s", name, lv_error());
+                ctl_error(0, who, "cannot tell whether domain '%s' is persistent: %s", name, ctl_libvirt_error());
                 goto out;
         }
         if (persistent == 0) {
@@ -93,7 +79,7 @@ static int revert_domain(const char *name, const char *uri, const char *policy_f
         /* SECURE: the definition written back must keep its secrets. */
         xml = virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE);
         if (!xml) {
-                ctl_error(0, who, "cannot read the definition of '%s': %s", name, lv_error());
+                ctl_error(0, who, "cannot read the definition of '%s': %s", name, ctl_libvirt_error());
                 goto out;
         }
         bool changed = false;
@@ -108,7 +94,7 @@ static int revert_domain(const char *name, const char *uri, const char *policy_f
         }
         virDomainPtr nd = virDomainDefineXMLFlags(c, out, VIR_DOMAIN_DEFINE_VALIDATE);
         if (!nd) {
-                ctl_error(0, who, "libvirt rejected the reverted definition of '%s' (left unchanged): %s", name, lv_error());
+                ctl_error(0, who, "libvirt rejected the reverted definition of '%s' (left unchanged): %s", name, ctl_libvirt_error());
                 goto out;
         }
         virDomainFree(nd);

@@ -16,6 +16,7 @@
 #include "fileio.h"
 #include "hostmap.h"
 #include "policy.h"
+#include "standins.h"
 
 int ctl_error(int status, const char *who, const char *fmt, ...) {
         va_list ap;
@@ -89,10 +90,34 @@ bool ctl_plan_args_option(struct ctl_plan_args *a, int c, const char *arg) {
         case CTL_OPT_POLICY_FILE:
                 a->policy_file = arg;
                 return true;
+#if PCINUMA_STAND_INS
+        case CTL_OPT_STAND_INS:
+                a->stand_ins_file = arg;
+                return true;
+#endif
         default:
                 return false;
         }
 }
+
+void ctl_plan_args_env(struct ctl_plan_args *a) {
+        const char *e = getenv("PCINUMA_POLICY_FILE");
+        if (!a->policy_name && !a->policy_file && e && *e)
+                a->policy_file = e;
+}
+
+#if PCINUMA_STAND_INS
+int ctl_load_stand_ins(struct ctl_plan_args *a, struct standins **ret) {
+        _cleanup_free_ char *err = NULL;
+        *ret = NULL;
+        if (!a->stand_ins_file)
+                return 0;
+        if (standins_load_file(a->stand_ins_file, ret, &err) < 0)
+                return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "%s", err);
+        a->stand_ins = *ret;
+        return 0;
+}
+#endif
 
 int ctl_parse_args(int argc, char **argv, const char *who, const struct option *opts, void (*usage)(FILE *f),
                    ctl_option_fn option, void *data, struct ctl_plan_args *a, const char *count_error) {
@@ -131,7 +156,7 @@ int ctl_parse_args(int argc, char **argv, const char *who, const struct option *
  * it say so for standard input too. */
 #define CTL_POLICY_READ_MAX (1024u * 1024u + 1u)
 
-int ctl_load_policy(const char *path, struct policy **ret, char **ret_error) {
+int ctl_read_policy_file(const char *path, struct policy **ret, char **ret_error) {
         if (!streq(path, "-"))
                 return policy_load_file(path, ret, ret_error);
         _cleanup_free_ char *buf = NULL;
@@ -152,44 +177,104 @@ const char *ctl_hostmap_load_reason(const char *root, int r, const char *err) {
         return reason;
 }
 
-int ctl_plan_input(const struct ctl_plan_args *a, struct hostmap **ret_h, struct engine_result **ret_res) {
+void ctl_policy_done(struct ctl_policy *p) {
+        policy_free(p->pol);
+        *p = (struct ctl_policy) {0};
+}
+
+int ctl_load_policy(const struct ctl_plan_args *a, struct ctl_policy *ret) {
         const char *policy_file = a->policy_file;
+        *ret = (struct ctl_policy) {0};
         if (a->policy_name && policy_file)
                 return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "--policy and --policy-file exclude each other");
-        if (policy_file && streq(policy_file, "-") && streq(a->input, "-"))
+        if (policy_file && streq(policy_file, "-") && a->input && streq(a->input, "-"))
                 return ctl_error(CTL_EXIT_BAD_INPUT, a->who,
                                  "--policy-file - and the domain XML - cannot both read standard input");
 
-        _cleanup_free_ char *err = NULL;
-        enum policy_mode forced;
-        _cleanup_policy_ struct policy *pol = NULL;
         if (a->policy_name) {
-                if (policy_mode_from_string(a->policy_name, &forced) < 0)
+                if (policy_mode_from_string(a->policy_name, &ret->mode) < 0)
                         return ctl_error(CTL_EXIT_BAD_INPUT, a->who,
                                          "unknown policy '%s' (expected off, legacy, preferred, socket, require)", a->policy_name);
-        } else {
-                struct stat st;
-                if (!policy_file && stat(CTL_DEFAULT_POLICY_FILE, &st) == 0)
-                        policy_file = CTL_DEFAULT_POLICY_FILE;
-                if (policy_file) {
-                        if (ctl_load_policy(policy_file, &pol, &err) < 0)
-                                return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "%s", err);
-                } else
-                        pol = policy_new_default();
+                ret->forced = true;
+                return 0;
         }
+        struct stat st;
+        if (!policy_file && stat(CTL_DEFAULT_POLICY_FILE, &st) == 0)
+                policy_file = CTL_DEFAULT_POLICY_FILE;
+        if (policy_file) {
+                _cleanup_free_ char *err = NULL;
+                if (ctl_read_policy_file(policy_file, &ret->pol, &err) < 0)
+                        return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "%s", err);
+        } else
+                ret->pol = policy_new_default();
+        return 0;
+}
 
-        _cleanup_free_ char *xml = NULL;
-        size_t len = 0;
-        if (ctl_read_input(a->input, DOMAIN_XML_MAX, &xml, &len, &err) < 0)
-                return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "%s", err);
-
+int ctl_load_hostmap(const struct ctl_plan_args *a, struct hostmap **ret_h) {
+        _cleanup_free_ char *err = NULL;
         _cleanup_hostmap_ struct hostmap *h = NULL;
         if (hostmap_load_for_plan(a->root, &h, &err) < 0)
                 return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "cannot read the host map: %s", err);
         ctl_print_hostmap_warnings(a->who, h);
+#if PCINUMA_STAND_INS
+        h->stand_ins = a->stand_ins;
+#endif
+        *ret_h = TAKE_PTR(h);
+        return 0;
+}
 
-        if (engine_plan(xml, len, h, pol, a->policy_name ? &forced : NULL, ret_res, &err) < 0)
+/* The rest of ctl_plan_input() and ctl_plan_xml(), once the policy is
+ * loaded and the XML read. */
+static int plan_loaded(const struct ctl_plan_args *a, const struct ctl_policy *p, const char *xml, size_t len,
+                       struct hostmap **ret_h, struct engine_result **ret_res) {
+        _cleanup_hostmap_ struct hostmap *h = NULL;
+        int r = ctl_load_hostmap(a, &h);
+        if (r != 0)
+                return r;
+        _cleanup_free_ char *err = NULL;
+        if (engine_plan(xml, len, h, p->pol, p->forced ? &p->mode : NULL, ret_res, &err) < 0)
                 return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "%s: %s", ctl_input_name(a->input), err);
         *ret_h = TAKE_PTR(h);
         return 0;
+}
+
+int ctl_plan_input(const struct ctl_plan_args *a, struct hostmap **ret_h, struct engine_result **ret_res) {
+        _cleanup_(ctl_policy_done) struct ctl_policy p = {0};
+        int r = ctl_load_policy(a, &p);
+        if (r != 0)
+                return r;
+
+        _cleanup_free_ char *xml = NULL, *err = NULL;
+        size_t len = 0;
+        if (ctl_read_input(a->input, DOMAIN_XML_MAX, &xml, &len, &err) < 0)
+                return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "%s", err);
+        return plan_loaded(a, &p, xml, len, ret_h, ret_res);
+}
+
+int ctl_plan_xml(const struct ctl_plan_args *a, const char *xml, size_t len, struct hostmap **ret_h,
+                 struct engine_result **ret_res) {
+        _cleanup_(ctl_policy_done) struct ctl_policy p = {0};
+        int r = ctl_load_policy(a, &p);
+        if (r != 0)
+                return r;
+        if (len > DOMAIN_XML_MAX)
+                return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "%s is larger than the %u byte limit for a domain XML",
+                                 ctl_input_name(a->input), DOMAIN_XML_MAX);
+        return plan_loaded(a, &p, xml, len, ret_h, ret_res);
+}
+
+int ctl_report_plan(const char *who, const struct engine_result *res, bool warnings) {
+        if (res->revert_warning)
+                ctl_error(0, who, "warning: undoing the earlier plan: %s", res->revert_warning);
+        for (size_t i = 0; i < res->plan->n_warnings && warnings; i++)
+                ctl_error(0, who, "warning: %s", res->plan->warnings[i]);
+        if (res->verdict != PLAN_REFUSED)
+                return 0;
+        /* One line per offending device, each with the prefix. */
+        _cleanup_free_ char *s = engine_refusal(res);
+        for (char *line = s, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+                nl = strchr(line, '\n');
+                ctl_error(0, who, "%.*s", nl ? (int) (nl - line) : (int) strlen(line), line);
+        }
+        return CTL_EXIT_REFUSED;
 }

@@ -1,7 +1,9 @@
 /* What pcinumactl's verbs share: exit codes, the options --sysfs-root,
  * --policy and --policy-file, reading a FILE or "-", error printing, and
- * loading policy + domain + host map into a plan (plan and topo).  No verb
- * file calls another verb file; whatever two verbs need lives here. */
+ * loading policy + domain + host map into a plan (plan, define, topo,
+ * nccl-topo, and the orchestrator adapters in adapters/, which link this
+ * file as ctl_util_dep).  No verb file calls another verb file; whatever
+ * two verbs need lives here. */
 #pragma once
 
 #include <getopt.h>
@@ -11,6 +13,7 @@
 #include <stdio.h>
 
 #include "paths.h"
+#include "policy.h"
 #include "util.h"
 
 #define CTL_DEFAULT_POLICY_FILE PCINUMA_DEFAULT_POLICY_FILE
@@ -37,6 +40,19 @@ enum {
 #define CTL_OPTION_POLICY      { "policy", required_argument, NULL, CTL_OPT_POLICY }
 #define CTL_OPTION_POLICY_FILE { "policy-file", required_argument, NULL, CTL_OPT_POLICY_FILE }
 
+#if PCINUMA_STAND_INS
+/* A stand_ins build only: --stand-ins FILE, which the orchestrator
+ * adapters take (ctl_load_stand_ins()), and its lines of their usage. */
+#define CTL_OPT_STAND_INS 0x1100
+#define CTL_OPTION_STAND_INS { "stand-ins", required_argument, NULL, CTL_OPT_STAND_INS }
+#define CTL_USAGE_STAND_INS                                                                                     \
+        "\n"                                                                                                    \
+        "A test build (meson -Dstand_ins=true), never for production:\n"                                        \
+        "  --stand-ins FILE    FILE is a JSON object {\"MAC\": \"host BDF\", ...}: a virtio\n"                  \
+        "                      <interface type='user'> with such a MAC is planned as the\n"                     \
+        "                      passthrough device at that host address\n"
+#endif
+
 /* "<who>: <message>" and a newline on stderr; returns status, so a verb
  * can write `return ctl_error(CTL_EXIT_BAD_INPUT, who, "...")`. */
 int ctl_error(int status, const char *who, const char *fmt, ...) _printf_(3, 4);
@@ -57,7 +73,7 @@ int ctl_read_input(const char *path, size_t max, char **ret, size_t *ret_len, ch
 struct policy;
 /* Load the policy file at path, or standard input for "-" (errors then
  * name "standard input").  0 or a negative errno with *ret_error. */
-int ctl_load_policy(const char *path, struct policy **ret, char **ret_error);
+int ctl_read_policy_file(const char *path, struct policy **ret, char **ret_error);
 
 struct hostmap_device;
 /* A device's place: its host bridge and the bridges above it, as
@@ -68,6 +84,7 @@ char *ctl_device_path(const struct hostmap_device *d);
 struct json_object *ctl_json_hex(unsigned v, int width);
 
 struct hostmap;
+struct standins;
 /* "<who>: warning: sysfs <what>" on stderr for each sysfs file the host
  * map reader could not make sense of, and a count of those it dropped. */
 void ctl_print_hostmap_warnings(const char *who, const struct hostmap *h);
@@ -81,12 +98,32 @@ struct ctl_plan_args {
         const char *policy_name;
         const char *policy_file;
         const char *input;
+#if PCINUMA_STAND_INS
+        /* A stand_ins build only: --stand-ins FILE, or NULL; and the
+         * stand-in table to hang on the host map (standins.h), or NULL,
+         * which ctl_load_stand_ins() reads and the caller keeps. */
+        const char *stand_ins_file;
+        const struct standins *stand_ins;
+#endif
 };
 
-/* Store one of --sysfs-root, --policy or --policy-file, as getopt_long
- * returned it (c, optarg), in a.  Returns false for any other option,
- * which the verb handles itself. */
+/* Store one of --sysfs-root, --policy or --policy-file (and in a
+ * stand_ins build --stand-ins), as getopt_long returned it (c, optarg), in
+ * a.  Returns false for any other option, which the verb handles itself. */
 bool ctl_plan_args_option(struct ctl_plan_args *a, int c, const char *arg);
+
+/* What the orchestrator adapters take from the environment, which their
+ * orchestrator passes instead of options: $PCINUMA_POLICY_FILE as the
+ * policy file unless --policy or --policy-file was given. */
+void ctl_plan_args_env(struct ctl_plan_args *a);
+
+#if PCINUMA_STAND_INS
+/* A stand_ins build only: read a->stand_ins_file (if set) into *ret, which
+ * the caller owns and keeps while a is used, and set a->stand_ins.  A bad
+ * table is bad input: its message (naming the file and the entry) on
+ * stderr and 2; else 0. */
+int ctl_load_stand_ins(struct ctl_plan_args *a, struct standins **ret);
+#endif
 
 /* A verb's own option: getopt_long's value and optarg; true if the verb
  * took it, false for a bad option. */
@@ -108,8 +145,41 @@ int ctl_parse_args(int argc, char **argv, const char *who, const struct option *
  * "sysfs root '<root>': " prefix, so the root is named once. */
 const char *ctl_hostmap_load_reason(const char *root, int r, const char *err);
 
+struct policy;
+/* The policy a plan runs under: --policy NAME forces a mode (the feature
+ * switches keep their defaults, as engine_plan()'s 'forced' has it);
+ * otherwise the policy file (--policy-file, else
+ * PCINUMA_DEFAULT_POLICY_FILE if it exists) or the built-in default. */
+struct ctl_policy {
+        struct policy *pol;             /* NULL when forced */
+        bool forced;
+        enum policy_mode mode;          /* the forced mode */
+};
+void ctl_policy_done(struct ctl_policy *p);
+
+/* Load a's policy into *ret.  On error, prints it on stderr (naming the
+ * file at fault) and returns 2; else 0, the caller owning *ret
+ * (ctl_policy_done()). */
+int ctl_load_policy(const struct ctl_plan_args *a, struct ctl_policy *ret);
+
+/* Read the host map under a->root (hostmap_load_for_plan()) and print its
+ * warnings.  On error, prints it and returns 2; else 0 and *ret_h. */
+int ctl_load_hostmap(const struct ctl_plan_args *a, struct hostmap **ret_h);
+
 struct engine_result;
-/* Load the policy, the domain XML and the host map, and plan.  On error,
- * prints it on stderr (naming the file at fault) and returns the exit
- * status 2; on success returns 0 with the caller owning both results. */
+/* Load the policy, the domain XML (a->input, a FILE or "-") and the host
+ * map, and plan.  On error, prints it on stderr (naming the file at fault)
+ * and returns the exit status 2; on success returns 0 with the caller
+ * owning both results. */
 int ctl_plan_input(const struct ctl_plan_args *a, struct hostmap **ret_h, struct engine_result **ret_res);
+
+/* The same for a domain XML the caller has in memory (xml[0..len), not
+ * necessarily NUL-terminated); a->input only names it in messages. */
+int ctl_plan_xml(const struct ctl_plan_args *a, const char *xml, size_t len, struct hostmap **ret_h,
+                 struct engine_result **ret_res);
+
+/* What every verb and adapter that plans says on stderr after the plan:
+ * the revert's warning, the plan's warnings (when 'warnings'), and for a
+ * refusal one line per offending device (engine_refusal()), each with
+ * "<who>: ".  Returns CTL_EXIT_REFUSED for a refusal, else 0. */
+int ctl_report_plan(const char *who, const struct engine_result *res, bool warnings);

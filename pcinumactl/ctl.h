@@ -11,6 +11,9 @@ int ctl_plan(int argc, char **argv);
  * defined domain's persistent definition through libvirt (--domain). */
 int ctl_revert(int argc, char **argv);
 
+/* ctl-define.c: plan a domain XML and define the plan through libvirt. */
+int ctl_define(int argc, char **argv);
+
 /* ctl-host.c: show the host map (nodes, distances, passthrough devices). */
 int ctl_host(int argc, char **argv);
 int ctl_nccl_topo(int argc, char **argv);

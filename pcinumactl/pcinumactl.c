@@ -18,6 +18,8 @@ static void usage(FILE *f) {
                 "  revert FILE|-       undo pcinuma's rewrite of a domain XML\n"
                 "  revert --domain NAME [--connect URI] [--policy-file FILE]\n"
                 "                      undo it in a defined domain, through libvirt\n"
+                "  define [--sysfs-root DIR] [--policy NAME|--policy-file FILE] [--connect URI] FILE|-\n"
+                "                      plan a domain XML and define the plan through libvirt\n"
                 "  host [--sysfs-root DIR] [--json | --nccl-topo [--cpu SPEC]]\n"
                 "                      show the host's NUMA nodes and passthrough devices\n"
                 "  topo [--sysfs-root DIR] [--policy NAME|--policy-file FILE] FILE|-\n"
@@ -41,6 +43,7 @@ static const struct {
 } verbs[] = {
         { "plan", ctl_plan },
         { "revert", ctl_revert },
+        { "define", ctl_define },
         { "host", ctl_host },
         { "check-policy", ctl_check_policy },
         { "status", ctl_status },

@@ -21,6 +21,12 @@
 #                          libvirt host, through gnutls)
 #   ovmf                   the guest suite's UEFI case (mmio64: eight
 #                          64 GiB BARs under OVMF, tests/guest, case h)
+#   virtinst, python3-libvirt  the real-client suite (tests/clients, in the
+#                          stand_ins build of scripts/test.sh): virt-install
+#                          and a Nova-like client on Debian's libvirt
+#                          bindings start guests as real clients do; also
+#                          tests/clients/test_adapters.py (--print-xml |
+#                          pcinumactl plan - | virsh define /dev/stdin)
 # clang is not listed: the test command builds with the default cc, and
 # the libFuzzer targets are built only with CC=clang (docs/fuzzing.md).
 set -eu
@@ -31,7 +37,7 @@ PKGS="gcc meson ninja-build pkg-config python3
       qemu-system-x86 qemu-utils ovmf
       linux-image-amd64 busybox-static cpio
       sudo procps systemd valgrind bzip2 groff-base strace iproute2
-      git ca-certificates debootstrap
+      git ca-certificates debootstrap virtinst python3-libvirt
       build-essential debhelper dpkg-dev"
 
 # What ./scripts/demo.sh needs: the build (no cmocka: the demo builds

@@ -19,6 +19,14 @@
 # The sanitizer pass runs by default when no arguments are given; with
 # arguments (a suite selection, say) only when PCINUMA_SANITIZE=1.
 # PCINUMA_SANITIZE=0 skips it always.
+#   2b. build-standins/ (PCINUMA_STANDINS_BUILDDIR): the same sources with
+#      -Dstand_ins=true (docs/hacking.md, "The stand-in seam"), and the
+#      'clients' suite there: real clients starting real guests whose
+#      virtio stand-ins pcinuma places as passthrough devices (the suite
+#      exists only in such a build; build/ has no stand-in code at all).
+#      By default when no arguments are given; with arguments only when
+#      PCINUMA_STANDINS=1; PCINUMA_STANDINS=0 skips it always.  The second
+#      stack (stack2, in build/) runs the clients suite too.
 #   3. In a full run (no arguments), two checks outside meson: the Debian
 #      package (tests/debian/test_deb.sh; PCINUMA_DEB=0 skips it) and the
 #      README's first command on a fresh machine: ./scripts/demo.sh in a
@@ -39,10 +47,13 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 builddir=${PCINUMA_BUILDDIR:-build}
 asandir=${PCINUMA_ASAN_BUILDDIR:-build-asan}
+standinsdir=${PCINUMA_STANDINS_BUILDDIR:-build-standins}
 if [ $# -eq 0 ]; then
     sanitize=${PCINUMA_SANITIZE:-1}
+    standins=${PCINUMA_STANDINS:-1}
 else
     sanitize=${PCINUMA_SANITIZE:-0}
+    standins=${PCINUMA_STANDINS:-0}
 fi
 
 if [ "$(id -u)" -eq 0 ]; then
@@ -95,6 +106,25 @@ if [ "$sanitize" = 1 ]; then
     build_failed=$([ "$asan_rc" -ne 0 ] && [ ! -f "$asandir/meson-logs/testlog.json" ] && echo 1 || echo 0)
 else
     build_failed=0
+fi
+
+# The stand_ins build and the real-client suite (issue 23).
+if [ "$standins" = 1 ]; then
+    echo "test: stand-in pass: -Dstand_ins=true build in $standinsdir; suite clients"
+    standins_rc=0
+    setup "$standinsdir" -Dstand_ins=true
+    ninja -C "$standinsdir" || standins_rc=$?
+    rm -f "$standinsdir/meson-logs/testlog.json"
+    if [ "$standins_rc" -eq 0 ]; then
+        meson test -C "$standinsdir" --print-errorlogs --num-processes "$(nproc)" --suite clients || standins_rc=$?
+    else
+        echo "test: the stand_ins build failed"
+    fi
+    [ "$standins_rc" -eq 0 ] || rc=1
+    logs="$logs $standinsdir/meson-logs/testlog.json"
+    if [ "$standins_rc" -ne 0 ] && [ ! -f "$standinsdir/meson-logs/testlog.json" ]; then
+        build_failed=$((build_failed + 1))
+    fi
 fi
 
 # The Debian package: built with dpkg-buildpackage, installed, checked and
@@ -172,7 +202,7 @@ for path in sys.argv[2:]:
             counts["FAIL"] + counts["TIMEOUT"] + counts["ERROR"] + counts["UNEXPECTEDPASS"]))
 passed = total["OK"] + total["EXPECTEDFAIL"]
 failed = total["FAIL"] + total["TIMEOUT"] + total["ERROR"] + total["UNEXPECTEDPASS"]
-failed += int(sys.argv[1])      # a sanitizer build that did not build counts as one failure
+failed += int(sys.argv[1])      # a sanitizer or stand_ins build that did not build counts as one failure
 for one in (deb, fresh):        # the two checks outside meson count one each
     passed += one == "pass"
     failed += one == "fail"

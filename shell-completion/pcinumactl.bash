@@ -68,7 +68,7 @@ _pcinumactl()
     fi
 
     case $cmd in
-        plan | revert)
+        plan | revert | define | topo | nccl-topo)
             _filedir xml ;;
         check-policy)
             _filedir json ;;

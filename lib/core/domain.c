@@ -8,6 +8,10 @@
 #include <inttypes.h>
 #include <strings.h>
 
+#if PCINUMA_STAND_INS
+#include "standins.h"
+#endif
+
 xmlNodePtr xml_child(xmlNodePtr parent, const char *name) {
         if (!parent)
                 return NULL;
@@ -565,6 +569,8 @@ static int parse_uuid(const char *s, char out[37]) {
         return 0;
 }
 
+static int add_hostdev(struct domain *d, struct domain_hostdev *hd, const char *what, char **ret_error);
+
 static int parse_hostdev(struct domain *d, xmlNodePtr e, bool is_interface, char **ret_error) {
         struct domain_hostdev hd = { .elem = e, .is_interface = is_interface, .managed = -1 };
         {
@@ -618,6 +624,16 @@ static int parse_hostdev(struct domain *d, xmlNodePtr e, bool is_interface, char
                         return set_error(ret_error, -EINVAL, "line %ld: %s: bad source PCI address", line, what);
         }
 
+        return add_hostdev(d, &hd, what, ret_error);
+}
+
+/* Read hd's guest <address> (a direct child of hd->elem) and add hd to d,
+ * unless it sits on a bus that is not PCI.  A host device assigned twice
+ * is an error.  'what' names the element in messages. */
+static int add_hostdev(struct domain *d, struct domain_hostdev *hd_in, const char *what, char **ret_error) {
+        struct domain_hostdev hd = *hd_in;
+        xmlNodePtr e = hd.elem;
+        long line = xmlGetLineNo(e);
         xmlNodePtr gaddr = NULL;
         for (xmlNodePtr c = e->children; c; c = c->next)
                 if (xml_is(c, "address")) {
@@ -649,6 +665,31 @@ static int parse_hostdev(struct domain *d, xmlNodePtr e, bool is_interface, char
         *GROW(d->hostdevs, d->n_hostdevs) = hd;
         return 0;
 }
+
+#if PCINUMA_STAND_INS
+/* A stand_ins build: an <interface type='user'> with <model type='virtio'/>
+ * whose <mac address> the domain's stand-in table maps to a host BDF is
+ * the PCI hostdev of that BDF (domain_parse_stand_ins()); any other is not
+ * pcinuma's. */
+static int parse_stand_in(struct domain *d, xmlNodePtr e, char **ret_error) {
+        if (!prop_is(xml_child(e, "model"), "type", "virtio"))
+                return 0;
+        _cleanup_free_ char *buf = NULL;
+        const char *mac = xml_prop_ref(xml_child(e, "mac"), "address", &buf);
+        const struct standin *si = standins_find(d->stand_ins, mac);
+        if (!si)
+                return 0;
+        struct domain_hostdev hd = {
+                .kind = DOMAIN_HOSTDEV_PCI,
+                .is_interface = true,
+                .stand_in = true,
+                .host = si->host,
+                .elem = e,
+                .managed = -1,
+        };
+        return add_hostdev(d, &hd, "stand-in <interface type='user'>", ret_error);
+}
+#endif
 
 /* Record every guest PCI address in the subtree (not <source> ones). */
 static int collect_pci_uses(struct domain *d, xmlNodePtr n, xmlNodePtr owner, char **ret_error) {
@@ -741,8 +782,12 @@ int domain_reload(struct domain *d, char **ret_error) {
                         r = parse_controller(d, c, ret_error);
                 else if (xml_is(c, "hostdev"))
                         r = parse_hostdev(d, c, false, ret_error);
-                else if (xml_is(c, "interface"))
-                        r = prop_is(c, "type", "hostdev") ? parse_hostdev(d, c, true, ret_error) : 0;
+                else if (xml_is(c, "interface") && prop_is(c, "type", "hostdev"))
+                        r = parse_hostdev(d, c, true, ret_error);
+#if PCINUMA_STAND_INS
+                else if (xml_is(c, "interface") && d->stand_ins && prop_is(c, "type", "user"))
+                        r = parse_stand_in(d, c, ret_error);
+#endif
                 else
                         r = 0;
                 if (r < 0)
@@ -757,7 +802,8 @@ int domain_reload(struct domain *d, char **ret_error) {
         return 0;
 }
 
-int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_error) {
+/* The document of buf[0..len), checked and parsed (domain_parse()). */
+static int read_document(const char *buf, size_t len, xmlDocPtr *ret, char **ret_error) {
         if (len > DOMAIN_XML_MAX)
                 return set_error(ret_error, -EFBIG, "domain XML is %zu bytes, more than the %u byte limit", len, DOMAIN_XML_MAX);
         if (len == 0)
@@ -805,18 +851,41 @@ int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_er
                 return r;
         }
         xmlFreeParserCtxt(ctxt);
-
-        _cleanup_domain_ struct domain *d = xcalloc(1, sizeof(*d));
-        d->doc = doc;
-        d->has_xml_decl = len >= 5 && memcmp(buf, "<?xml", 5) == 0;
-        if (doc->intSubset || doc->extSubset)
+        if (doc->intSubset || doc->extSubset) {
+                xmlFreeDoc(doc);
                 return set_error(ret_error, -EINVAL, "domain XML has a DTD, which is not accepted");
-        int r = domain_reload(d, ret_error);
+        }
+        *ret = doc;
+        return 0;
+}
+
+/* Parse buf[0..len) into d (new and empty, but for the stand-in table of
+ * a stand_ins build), which this takes: domain_parse() and
+ * domain_parse_stand_ins(). */
+static int parse_into(struct domain *d_in, const char *buf, size_t len, struct domain **ret, char **ret_error) {
+        _cleanup_domain_ struct domain *d = d_in;
+        int r = read_document(buf, len, &d->doc, ret_error);
+        if (r < 0)
+                return r;
+        d->has_xml_decl = len >= 5 && memcmp(buf, "<?xml", 5) == 0;
+        r = domain_reload(d, ret_error);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(d);
         return 0;
 }
+
+int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_error) {
+        return parse_into(xcalloc(1, sizeof(struct domain)), buf, len, ret, ret_error);
+}
+
+#if PCINUMA_STAND_INS
+int domain_parse_stand_ins(const char *buf, size_t len, const struct standins *s, struct domain **ret, char **ret_error) {
+        struct domain *d = xcalloc(1, sizeof(*d));
+        d->stand_ins = s;
+        return parse_into(d, buf, len, ret, ret_error);
+}
+#endif
 
 int domain_copy(const struct domain *d, struct domain **ret, char **ret_error) {
         xmlDocPtr doc = xmlCopyDoc(d->doc, 1);
@@ -825,6 +894,9 @@ int domain_copy(const struct domain *d, struct domain **ret, char **ret_error) {
         _cleanup_domain_ struct domain *c = xcalloc(1, sizeof(*c));
         c->doc = doc;
         c->has_xml_decl = d->has_xml_decl;
+#if PCINUMA_STAND_INS
+        c->stand_ins = d->stand_ins;
+#endif
         int r = domain_reload(c, ret_error);
         if (r < 0)
                 return r;

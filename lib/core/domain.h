@@ -32,7 +32,21 @@ struct domain_hostdev {
         xmlNodePtr elem;                /* <hostdev> or <interface> */
         xmlNodePtr addr_elem;           /* its guest <address>, or NULL */
         int managed;                    /* managed=: 1 yes, 0 no, -1 absent */
+#if PCINUMA_STAND_INS
+        bool stand_in;                  /* a virtio <interface type='user'> standing in for host (standins.h) */
+#endif
 };
+
+/* Is hd a stand-in (a stand_ins build's virtio NIC standing for the host
+ * device hd->host)?  Always false in a normal build. */
+static inline bool domain_hostdev_is_stand_in(const struct domain_hostdev *hd) {
+#if PCINUMA_STAND_INS
+        return hd->stand_in;
+#else
+        (void) hd;
+        return false;
+#endif
+}
 
 struct domain_controller {
         const char *model;              /* "pcie-root", "pcie-root-port", ... ("" if none) */
@@ -129,6 +143,11 @@ struct domain {
         xmlNodePtr *kept;
         size_t n_kept;
         xmlNsPtr kept_ns;               /* namespaces taken out likewise (a list) */
+#if PCINUMA_STAND_INS
+        /* The stand-in table the model was read with (NULL: none); kept
+         * so that domain_reload() and domain_copy() read it the same way. */
+        const struct standins *stand_ins;
+#endif
 };
 
 /* Parse buf[0..len).  Errors (-EINVAL, -EFBIG) come with *ret_error naming
@@ -136,6 +155,28 @@ struct domain {
  * duplicate or out-of-range cell ids, a hostdev without a usable source.
  * The caller owns *ret. */
 int domain_parse(const char *buf, size_t len, struct domain **ret, char **ret_error);
+
+#if PCINUMA_STAND_INS
+/* A stand_ins build only: domain_parse() with stand-in table s (NULL:
+ * none).  Each <interface type='user'> with <model type='virtio'/> and a
+ * <mac address> that s maps to a host BDF is read as a PCI hostdev of that
+ * BDF (is_interface and stand_in set; its guest <address> is its own), so
+ * the planner, the rewriter, the mark and the revert treat it as the
+ * passthrough device.  Other interfaces are not read. */
+int domain_parse_stand_ins(const char *buf, size_t len, const struct standins *s, struct domain **ret, char **ret_error);
+#endif
+
+/* Parse a domain to plan it on host h: domain_parse(), and in a stand_ins
+ * build, with h's stand-in table. */
+static inline int domain_parse_on(const char *buf, size_t len, const struct hostmap *h, struct domain **ret,
+                                  char **ret_error) {
+#if PCINUMA_STAND_INS
+        return domain_parse_stand_ins(buf, len, h ? h->stand_ins : NULL, ret, ret_error);
+#else
+        (void) h;
+        return domain_parse(buf, len, ret, ret_error);
+#endif
+}
 
 /* A deep copy of d (its document copied, the model rebuilt), without
  * parsing the XML text again.  The caller owns *ret. */

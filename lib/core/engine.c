@@ -59,7 +59,7 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
         _cleanup_(engine_result_freep) struct engine_result *res = xcalloc(1, sizeof(*res));
         int r;
 
-        r = domain_parse(xml, len, &res->base, ret_error);
+        r = domain_parse_on(xml, len, h, &res->base, ret_error);
         if (r < 0)
                 return r;
 

@@ -14,6 +14,10 @@
 #include "pciaddr.h"
 #include "util.h"
 
+#if PCINUMA_STAND_INS
+struct standins;
+#endif
+
 #define HOSTMAP_NO_NODE (-1)
 #define HOSTMAP_NO_SOCKET (-1)
 #define HOSTMAP_N_BARS 6
@@ -117,6 +121,13 @@ struct hostmap {
         size_t n_warnings_dropped;
         /* Unknown ("" and -1) unless the caller fills it. */
         struct hostmap_cpu_id cpu_id;
+#if PCINUMA_STAND_INS
+        /* A stand_ins build only: the stand-in table (standins.h) the
+         * domain parser applies when it parses a domain to plan on this
+         * host (domain_parse_on()), or NULL.  Not owned: the caller that
+         * reads the file keeps it and sets it on each map it loads. */
+        const struct standins *stand_ins;
+#endif
 };
 
 #define HOSTMAP_WARNINGS_MAX 64

@@ -646,7 +646,7 @@ void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, cons
         _cleanup_fingerprint_ struct fingerprint *f = NULL;
 
         /* A domain XML that does not parse is libvirt's to reject. */
-        if (domain_parse(xml, len, &dom, &err) < 0 || !dom->mark) {
+        if (domain_parse_on(xml, len, h, &dom, &err) < 0 || !dom->mark) {
                 res.xml = xstrndup(xml, len);
                 goto done;
         }

@@ -1308,7 +1308,8 @@ static void plan_managed(const struct domain *d, struct plan *p, const struct pl
         for (size_t i = 0; i < p->n_devices; i++) {
                 const struct plan_device *pd = &p->devices[i];
                 const struct domain_hostdev *hd = &d->hostdevs[pd->hostdev];
-                if (hd->kind != DOMAIN_HOSTDEV_PCI || !pd->known)
+                /* A stand-in is a virtio NIC: libvirt binds nothing for it. */
+                if (hd->kind != DOMAIN_HOSTDEV_PCI || !pd->known || domain_hostdev_is_stand_in(hd))
                         continue;
                 bool variant = planner_is_vfio_variant(pd->driver, o);
                 if (variant && hd->managed != 0 && p->settings.managed_auto) {

@@ -9,7 +9,10 @@ change anything.
 Each case is one kind of bad input, fed through the real surfaces:
 
 * domain XML: `pcinumactl plan` (exit 2 and a message naming the problem),
-  the hook (`prepare begin` with the XML on stdin: exit 1, "refusing to
+  `pcinumactl define` (the same, nothing defined), the orchestrator
+  adapters (pcinuma-vdsm-hook: exit 2, the same message, $_hook_domxml
+  untouched; pcinuma-kubevirt-hook with the XML in --domain, where argv can
+  carry it: exit 2, the same message, nothing on stdout), the hook (`prepare begin` with the XML on stdin: exit 1, "refusing to
   start domain ...", the same message) and the raw protocol (a hook
   request: verdict refuse, the message in its stderr);
 * policy files: `pcinumactl check-policy` (exit 1, the file and the key or
@@ -254,6 +257,7 @@ def xml_case(label, data, want):
         eq(p.returncode, 2, "pcinumactl plan exit (stderr %r)" % td.shorten(err, 400))
         contains(err, want, "pcinumactl plan stderr")
         eq(p.stdout, b"", "pcinumactl plan stdout")
+        adapter_checks(b, want)
         # 2. the hook, as libvirt runs it
         m = d.mark()
         r = td.run_hook("bad-vm", "prepare", "begin", b, d.sock)
@@ -290,6 +294,39 @@ def xml_case(label, data, want):
         check(time.monotonic() - t0 < 20, "the case took %.1f s" % (time.monotonic() - t0))
         invariants(d, Shared.base, Shared.good)
     return run
+
+
+def adapter_checks(b, want):
+    """pcinumactl define and the orchestrator adapters on the same bad XML:
+    exit 2, the message, nothing defined, printed or rewritten.  define
+    would talk to libvirt's in-process test driver, which a bad input must
+    never reach."""
+    path = os.path.join(td.WORK, "case.xml")
+    common = ["--sysfs-root", td.FIXTURE, "--policy", "require"]
+    p = subprocess.run([ARGS.pcinumactl, "define", "--connect", "test:///default"] + common + [path],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    err = p.stderr.decode("utf-8", "replace")
+    eq(p.returncode, 2, "pcinumactl define exit (stderr %r)" % td.shorten(err, 400))
+    contains(err, want, "pcinumactl define stderr")
+    eq(p.stdout, b"", "pcinumactl define stdout")
+    env = dict(os.environ, _hook_domxml=path)
+    p = subprocess.run([ARGS.vdsm_hook, "--hook", "before_vm_start"] + common, env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    err = p.stderr.decode("utf-8", "replace")
+    eq(p.returncode, 2, "pcinuma-vdsm-hook exit (stderr %r)" % td.shorten(err, 400))
+    contains(err, want, "pcinuma-vdsm-hook stderr")
+    with open(path, "rb") as f:
+        eq(f.read() == b, True, "pcinuma-vdsm-hook left $_hook_domxml as it was")
+    # KubeVirt passes the XML as one argument: no NUL, at most
+    # MAX_ARG_STRLEN (128 KiB) on Linux.
+    if b"\0" not in b and len(b) < 100 * 1024:
+        p = subprocess.run([ARGS.kubevirt_hook, "--vmi", "{}", "--domain", b] + common,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+                           env=dict(os.environ, PCINUMA_KUBEVIRT_STATE_DIR=os.path.join(td.WORK, "kv-state")))
+        err = p.stderr.decode("utf-8", "replace")
+        eq(p.returncode, 2, "pcinuma-kubevirt-hook exit (stderr %r)" % td.shorten(err, 400))
+        contains(err, want, "pcinuma-kubevirt-hook stderr")
+        eq(p.stdout, b"", "pcinuma-kubevirt-hook stdout")
 
 
 def xml_hook_checks(d, m, r, want):
@@ -973,7 +1010,8 @@ def t_vanish_during_rescans():
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for opt in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "golden", "workdir"):
+    for opt in ("pcinumad", "pcinumactl", "hook", "kubevirt-hook", "vdsm-hook", "mkfakesysfs", "hosts", "golden",
+                "workdir"):
         ap.add_argument("--" + opt, required=True)
     ap.add_argument("--only")
     ap.add_argument("--keep", action="store_true")
@@ -982,7 +1020,8 @@ def main():
         if not os.access(getattr(ARGS, opt), os.X_OK):
             print("1..0 # SKIP %s missing" % opt)
             return SKIP
-    for opt in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "golden", "workdir"):
+    for opt in ("pcinumad", "pcinumactl", "hook", "kubevirt_hook", "vdsm_hook", "mkfakesysfs", "hosts", "golden",
+                "workdir"):
         setattr(ARGS, opt, os.path.abspath(getattr(ARGS, opt)))
     ARGS.daemon_wrapper = ""
     td.ARGS = ARGS

@@ -905,6 +905,57 @@ def t_bad_policy_at_start():
         check(not os.path.exists(d.sock), "%s: a socket was left at %s" % (label, d.sock))
 
 
+def t_stand_ins_option():
+    """A normal build knows no --stand-ins (pcinumad and its watcher: an
+    unknown option, exit 2, nothing started); a stand_ins build refuses a
+    bad table at start, naming the file and the entry."""
+    table = os.path.join(fresh_dir("stand-ins"), "stand-ins.json")
+    watcher = os.path.join(os.path.dirname(ARGS.pcinumad), "pcinuma-watcher")
+    if not ARGS.stand_ins_build:
+        with open(table, "w") as f:
+            f.write('{"52:54:00:5a:00:01": "0000:13:00.0"}\n')
+        d = Daemon("no-stand-ins", extra=["--stand-ins", table])
+        d.start(wait=False)
+        try:
+            rc = d.proc.wait(T(10))
+        except subprocess.TimeoutExpired:
+            raise Failure("pcinumad --stand-ins is still running in a normal build")
+        finally:
+            d.kill()
+        eq(rc, 2, "pcinumad --stand-ins exit status in a normal build")
+        contains(d.log_text(), "unrecognized option '--stand-ins'", "pcinumad's message")
+        check(not os.path.exists(d.sock), "a socket was left at %s" % d.sock)
+        r = subprocess.run([watcher, "--uri", "test:///default", "--stand-ins", table], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=T(10))
+        eq(r.returncode, 2, "pcinuma-watcher --stand-ins exit status in a normal build")
+        contains(r.stderr, "unrecognized option '--stand-ins'", "pcinuma-watcher's message")
+        for prog in (ARGS.pcinumad, watcher):
+            h = subprocess.run([prog, "--help"], capture_output=True, text=True, timeout=T(10))
+            check("stand" not in h.stdout, "%s --help mentions stand-ins in a normal build" % prog)
+        return
+    for text, want in (('{"52:54:00:5a:00:01": "0000:13:00.0", "52:54:00:5a:00:01": "0000:14:00.0"}',
+                        'entry "52:54:00:5a:00:01": MAC address given twice'),
+                       ('{"52:54:00:5a:00:01": "13:00.0"}', 'entry "52:54:00:5a:00:01": "13:00.0" is not a host PCI address'),
+                       ('["52:54:00:5a:00:01"]', "expected a JSON object")):
+        with open(table, "w") as f:
+            f.write(text + "\n")
+        d = Daemon("bad-stand-ins", extra=["--stand-ins", table])
+        d.start(wait=False)
+        try:
+            rc = d.proc.wait(T(10))
+        except subprocess.TimeoutExpired:
+            raise Failure("pcinumad with a bad stand-in table is still running")
+        finally:
+            d.kill()
+        eq(rc, 1, "pcinumad exit status with a bad stand-in table %s" % text)
+        contains(d.log_text(), "Cannot start: --stand-ins: %s: %s" % (table, want), "pcinumad's message")
+        check(not os.path.exists(d.sock), "a socket was left at %s" % d.sock)
+        r = subprocess.run([watcher, "--uri", "test:///default", "--stand-ins", table], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=T(10))
+        eq(r.returncode, 2, "pcinuma-watcher exit status with a bad stand-in table %s" % text)
+        contains(r.stderr, "%s: %s" % (table, want), "pcinuma-watcher's message")
+
+
 def t_rescan():
     desc = json.loads(read_text(os.path.join(ARGS.hosts, "sample-4n.json")))
     d0 = fresh_dir("rescan")
@@ -1499,6 +1550,8 @@ def main():
         ap.add_argument("--" + opt, required=True)
     ap.add_argument("--only", help="run only the tests whose name contains this")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--stand-ins-build", action="store_true",
+                    help="the programs are a stand_ins build's (meson -Dstand_ins=true)")
     ap.add_argument("--daemon-wrapper", default="",
                     help="prefix every pcinumad command line with this (e.g. valgrind ...)")
     ap.add_argument("--timeout-factor", type=float, default=1.0,
@@ -1577,6 +1630,8 @@ def main():
     R.run("migration: refuse by default: marks say no, incoming planned domains refused", t_migration_default)
     R.run("policy hook section published as hook.conf and republished on reload", t_policy_hook_conf)
     R.run("broken policy at start: exit non-zero naming file and key/line", t_bad_policy_at_start)
+    R.run("--stand-ins: unknown to a normal build (exit 2); a stand_ins build refuses a bad table naming file and entry",
+          t_stand_ins_option)
     R.run("SIGHUP rescan sees a device added to the fixture tree", t_rescan)
     R.run("stderr log: MESSAGE_ID and PCINUMA_* fields per decision kind", t_log_fields)
     R.run("journal: native datagrams to /run/systemd/journal/socket carry the fields", t_journal)

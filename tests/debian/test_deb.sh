@@ -133,7 +133,8 @@ files=$(dpkg -L pcinuma)
 
 # (c) What it installed.
 for f in /usr/sbin/pcinumad /usr/sbin/pcinumactl /usr/libexec/pcinuma/pcinuma-hook \
-         /usr/libexec/pcinuma/pcinuma-watcher /usr/bin/pcinuma-capture-host; do
+         /usr/libexec/pcinuma/pcinuma-watcher /usr/bin/pcinuma-capture-host \
+         /usr/libexec/pcinuma/pcinuma-kubevirt-hook /usr/libexec/pcinuma/pcinuma-vdsm-hook; do
     check "$f is an executable" test -x "$f"
 done
 check "pcinumad starts its watcher from /usr/libexec/pcinuma/pcinuma-watcher" \

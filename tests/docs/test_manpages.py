@@ -27,7 +27,8 @@ def check(ok, what, detail=""):
 
 def run(argv, env=None):
     e = dict(os.environ)
-    for k in ("PCINUMA_SOCKET", "PCINUMA_SYSFS_ROOT", "PCINUMA_HOOK_CONF"):
+    for k in ("PCINUMA_SOCKET", "PCINUMA_SYSFS_ROOT", "PCINUMA_HOOK_CONF", "PCINUMA_POLICY_FILE",
+              "PCINUMA_KUBEVIRT_STATE_DIR"):
         e.pop(k, None)
     if env:
         e.update(env)
@@ -73,6 +74,8 @@ def main():
     ap.add_argument("--pcinumad", required=True)
     ap.add_argument("--pcinumactl", required=True)
     ap.add_argument("--hook", required=True)
+    ap.add_argument("--kubevirt-hook", required=True)
+    ap.add_argument("--vdsm-hook", required=True)
     ap.add_argument("--capture", required=True, help="scripts/pcinuma-capture-host")
     ap.add_argument("--version", required=True, help="the project version")
     a = ap.parse_args()
@@ -81,7 +84,8 @@ def main():
         return os.path.join(a.man_dir, name)
 
     # --version of each program.
-    for prog, argv in (("pcinumad", [a.pcinumad]), ("pcinumactl", [a.pcinumactl]), ("pcinuma-hook", [a.hook])):
+    for prog, argv in (("pcinumad", [a.pcinumad]), ("pcinumactl", [a.pcinumactl]), ("pcinuma-hook", [a.hook]),
+                       ("pcinuma-kubevirt-hook", [a.kubevirt_hook]), ("pcinuma-vdsm-hook", [a.vdsm_hook])):
         r = run(argv + ["--version"])
         check(r.returncode == 0 and r.stdout.strip() == f"{prog} {a.version}",
               f"{prog} --version prints '{prog} {a.version}'", f"rc {r.returncode}: {r.stdout!r} {r.stderr!r}")
@@ -94,6 +98,12 @@ def main():
     r = run([a.hook, "--help"])
     check(r.returncode == 0 and "Usage: pcinuma-hook" in r.stdout, "pcinuma-hook --help", r.stderr)
     helps["pcinuma-hook.8"] = {"": r.stdout}
+    r = run([a.kubevirt_hook, "--help"])
+    check(r.returncode == 0 and "Usage: onDefineDomain" in r.stdout, "pcinuma-kubevirt-hook --help", r.stderr)
+    helps["pcinuma-kubevirt-hook.8"] = {"": r.stdout}
+    r = run([a.vdsm_hook, "--help"])
+    check(r.returncode == 0 and "Usage: pcinuma-vdsm-hook" in r.stdout, "pcinuma-vdsm-hook --help", r.stderr)
+    helps["pcinuma-vdsm-hook.8"] = {"": r.stdout}
     r = run([a.capture, "--help"])
     check(r.returncode == 0 and "Usage: pcinuma-capture-host" in r.stdout, "pcinuma-capture-host --help", r.stderr)
     helps["pcinuma-capture-host.1"] = {"": r.stdout}

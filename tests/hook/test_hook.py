@@ -28,6 +28,7 @@ from pcinumatest.daemon import encode as frame   # the hook protocol's frame
 
 HOOK = None
 TMP = None
+STAND_INS_BUILD = False     # --stand-ins-build
 MiB = 1024 * 1024
 
 PLAIN_XML = """<domain type='kvm'>
@@ -418,7 +419,8 @@ def random_start_tag(rng):
 def concerns_daemon(xml):
     """What the hook's fast path must send on, read by a real XML parser:
     a <hostdev> of type pci or mdev whose mode is subsystem (or absent), or
-    an <interface type='hostdev'>."""
+    an <interface type='hostdev'> (and, in a stand_ins build, an
+    <interface type='user'>, which may be a stand-in)."""
     import xml.etree.ElementTree as ET
     devices = ET.fromstring(xml).find("devices")
     for e in devices:
@@ -426,7 +428,33 @@ def concerns_daemon(xml):
             return True
         if e.tag == "interface" and e.get("type") == "hostdev":
             return True
+        if STAND_INS_BUILD and e.tag == "interface" and e.get("type") == "user":
+            return True
     return False
+
+
+USER_NICS = [
+    "<interface type='user'><mac address='52:54:00:5a:00:01'/><model type='virtio'/></interface>",
+    '<interface\n  type = "user">\n<model type="virtio"/></interface>',
+    "<interface type='user'/>",
+]
+
+
+@test
+def user_interface():
+    """<interface type='user'>: the fast path in a normal build; forwarded in a stand_ins build (it may be a stand-in)"""
+    refuse = write_conf("on_unreachable = refuse\n")
+    with FakeDaemon(answer(0, verdict="allow") if STAND_INS_BUILD else contacted) as d:
+        for i, dev in enumerate(USER_NICS):
+            before = len(d.requests)
+            r = run_hook(["vm", "prepare", "begin", "-"], with_device(dev), sock=d.path, conf=refuse)
+            check(r.rc == 0 and r.err == "", "case %d: exit 0 silently" % i, r)
+            if STAND_INS_BUILD:
+                check(len(d.requests) == before + 1, "case %d did not reach the daemon: %r" % (i, dev), r)
+        time.sleep(0.2)
+        if not STAND_INS_BUILD:
+            check(d.connections == 0, "the daemon was contacted %d times" % d.connections)
+        check(not d.errors, "fake daemon errors: %r" % d.errors)
 
 
 @test
@@ -870,12 +898,15 @@ def config_missing_file():
 
 
 def main():
-    global HOOK, TMP, EMPTY_CONF
+    global HOOK, TMP, EMPTY_CONF, STAND_INS_BUILD
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hook", required=True, help="the pcinuma-hook binary")
+    ap.add_argument("--stand-ins-build", action="store_true",
+                    help="the hook is a stand_ins build's (meson -Dstand_ins=true)")
     ap.add_argument("tests", nargs="*", help="run only these tests (by function name)")
     args = ap.parse_args()
     HOOK = os.path.abspath(args.hook)
+    STAND_INS_BUILD = args.stand_ins_build
 
     with tempfile.TemporaryDirectory(prefix="pcinuma-hook-test-") as tmp:
         TMP = tmp

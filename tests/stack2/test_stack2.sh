@@ -7,7 +7,8 @@
 #   1. a minimal Debian 12 chroot ('debootstrap --variant=minbase
 #      bookworm') in WORKDIR/root, with bookworm-backports enabled and
 #      scripts/install-deps.sh's packages installed, those of libvirt and
-#      QEMU from bookworm-backports, plus ovmf (see below).  Cached: reused
+#      QEMU from bookworm-backports (python3-libvirt and virtinst too when
+#      backports carries them), plus ovmf (see below).  Cached: reused
 #      as it is while WORKDIR/root's stamp (mirror, releases, package
 #      lists) matches; when only the package lists changed, apt-get
 #      installs the difference; else debootstrapped anew;
@@ -17,9 +18,11 @@
 #   3. /proc, /sys, /dev (with /dev/pts) and a tmpfs on /run mounted;
 #      tests/stack2/inside.sh, as root in the chroot, prints the versions,
 #      builds pcinuma and runs 'meson test --suite libvirt --suite daemon'
-#      and the guest suite, all its cases, there.  libvirtd runs in session
+#      and the guest suite, all its cases, there, and in a second build
+#      with -Dstand_ins=true the clients suite (real clients, real guests:
+#      docs/hacking.md, "The stand-in seam").  libvirtd runs in session
 #      mode as an unprivileged user (tests/libvirt/session.py), domains
-#      under TCG; the guest suite's single-threaded (see below).
+#      under TCG; the guest and clients suites' single-threaded (see below).
 # Everything mounted is unmounted, and every process left in the chroot
 # killed, on every exit path; the chroot stays (unmounted) for the next run.
 #
@@ -30,18 +33,20 @@
 # later failure fails it.  Prints 'ok N - ...' / 'not ok N - ...' lines,
 # one per inner test with its time, and ends with 'N passed, M failed'.
 #
-#   test_stack2.sh --source DIR --workdir DIR [--suites "libvirt daemon guest"]
+#   test_stack2.sh --source DIR --workdir DIR [--suites "libvirt daemon guest clients"]
 #                  [--fresh]
 #     --fresh   debootstrap anew even when the cached chroot's stamp matches
-# Environment: PCINUMA_STACK2_SUITES (default "libvirt daemon guest");
-# PCINUMA_STACK2_TIMEOUT (seconds for the build and the suites inside,
-# default 1800); PCINUMA_STACK2_GUEST_CASES (the guest suite's cases to
+# Environment: PCINUMA_STACK2_SUITES (default "libvirt daemon guest clients";
+# clients runs in a second build, -Dstand_ins=true);
+# PCINUMA_STACK2_TIMEOUT (seconds for the builds and the suites inside,
+# default 2700); PCINUMA_STACK2_GUEST_CASES (the guest suite's cases to
 # run, its --filter, e.g. 'fg'; empty, the default, runs them all).
 set -u
 
 source=""
 workdir=""
-# The three suites, every time.  The guest suite's domains run QEMU with
+# The four suites, every time (clients in a stand_ins build of its own;
+# inside.sh makes it).  The guest suite's domains run QEMU with
 # single-threaded TCG here (inside.sh passes tests/stack2/qemu-tcg-single.sh
 # as its --emulator): QEMU 10.0.2's default multi-threaded TCG aborts at
 # random while Linux assigns the BARs, "iotlb_to_section: Assertion
@@ -49,7 +54,7 @@ workdir=""
 # domain shut off before the kernel prints a line; most with case (a)
 # (4 vCPUs, 4 pxb-pcie, 16 virtio-net stand-ins), also with (c), (d),
 # (e).  docs/install.md, "Tested versions", has the cause and the figures.
-suites=${PCINUMA_STACK2_SUITES:-libvirt daemon guest}
+suites=${PCINUMA_STACK2_SUITES:-libvirt daemon guest clients}
 guest_cases=${PCINUMA_STACK2_GUEST_CASES:-}
 fresh=0
 while [ $# -gt 0 ]; do
@@ -66,7 +71,7 @@ if [ -z "$source" ] || [ -z "$workdir" ]; then
     exit 2
 fi
 source=$(cd "$source" && pwd)
-cmd_timeout=${PCINUMA_STACK2_TIMEOUT:-1800}
+cmd_timeout=${PCINUMA_STACK2_TIMEOUT:-2700}
 release=bookworm
 backports=bookworm-backports
 marker=/etc/pcinuma-stack2
@@ -81,6 +86,10 @@ not_here="valgrind debootstrap build-essential debhelper dpkg-dev groff-base str
 extra=""
 # from bookworm-backports: libvirt 11 and QEMU 10
 from_bpo="libvirt-dev libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils"
+# from bookworm-backports when it carries them (apt-cache madison, in the
+# chroot, decides), else from bookworm: the clients suite's libvirt
+# bindings and virt-install, to go with libvirt 11 where they can
+prefer_bpo="python3-libvirt virtinst"
 
 pass=0
 fail=0
@@ -123,12 +132,12 @@ done
 pkgs=$(sh "$source/scripts/install-deps.sh" --list) || { notok "scripts/install-deps.sh --list"; summary; exit 1; }
 base_pkgs=""
 bpo_pkgs=""
+pref_pkgs=""
 for p in $pkgs $extra; do
     case " $not_here " in *" $p "*) continue ;; esac
-    case " $from_bpo " in
-        *" $p "*) bpo_pkgs="$bpo_pkgs $p" ;;
-        *) base_pkgs="$base_pkgs $p" ;;
-    esac
+    case " $from_bpo " in *" $p "*) bpo_pkgs="$bpo_pkgs $p"; continue ;; esac
+    case " $prefer_bpo " in *" $p "*) pref_pkgs="$pref_pkgs $p"; continue ;; esac
+    base_pkgs="$base_pkgs $p"
 done
 
 mkdir -p "$workdir"
@@ -138,7 +147,8 @@ stamp="stack2 chroot v1
 mirror $mirror
 release $release + $backports
 base$base_pkgs
-backports$bpo_pkgs"
+backports$bpo_pkgs
+backports if there$pref_pkgs"
 
 # one run at a time on this chroot
 exec 9>"$workdir/lock"
@@ -222,10 +232,20 @@ if [ "$provision" = 1 ]; then
     mount_all || { notok "mounted /proc, /sys, /dev, /run in the chroot"; summary; exit 1; }
     t=$(now)
     # shellcheck disable=SC2086
+    # (each of $pref_pkgs from $backports when apt-cache madison lists it there)
     if in_chroot 1200 sh -c "apt-get update -q && apt-get install -y -q --no-install-recommends $base_pkgs &&
-            apt-get install -y -q --no-install-recommends -t $backports $bpo_pkgs" \
+            apt-get install -y -q --no-install-recommends -t $backports $bpo_pkgs &&
+            for p in $pref_pkgs; do
+                if apt-cache madison \$p | grep -q ' $backports/'; then
+                    echo \"stack2-pref: \$p from $backports\"
+                    apt-get install -y -q --no-install-recommends -t $backports \$p || exit 1
+                else
+                    echo \"stack2-pref: \$p from $release (not in $backports)\"
+                    apt-get install -y -q --no-install-recommends \$p || exit 1
+                fi
+            done" \
             >"$workdir/apt.log" 2>&1; then
-        ok "apt-get install from $release:$base_pkgs; from $backports:$bpo_pkgs ($(( $(now) - t )) s)"
+        ok "apt-get install from $release:$base_pkgs; from $backports:$bpo_pkgs; $(grep '^stack2-pref: ' "$workdir/apt.log" | sed 's/^stack2-pref: //' | paste -sd ';' -) ($(( $(now) - t )) s)"
         printf '%s\n' "$stamp" >"$root$marker"
     else
         notok "apt-get install from $release:$base_pkgs; from $backports:$bpo_pkgs"
@@ -236,7 +256,8 @@ if [ "$provision" = 1 ]; then
 fi
 
 # (2) the source tree, as it is now
-rm -rf "$root/root/pcinuma" "$root/root/build-stack2" "$root/root/build-stack2".*.log
+rm -rf "$root/root/pcinuma" "$root/root/build-stack2" "$root/root/build-stack2".*.log \
+    "$root/root/build-stack2-standins" "$root/root/build-stack2-standins".*.log
 t=$(now)
 mkdir -p "$root/root/pcinuma"
 if git -C "$source" rev-parse --verify -q HEAD >/dev/null 2>&1; then
@@ -270,9 +291,11 @@ in_chroot "$cmd_timeout" sh -c 'cd /root/pcinuma && exec tests/stack2/inside.sh 
     /root/build-stack2 "$guest_cases" $suites >"$inside_log" 2>&1 || rc=$?
 secs=$(( $(now) - t ))
 grep '^stack2: ' "$inside_log" | sed 's/^stack2: /# /'
-logs=$root/root/build-stack2/meson-logs
-rm -f "$workdir/results.txt" "$workdir"/testlog.* "$workdir"/guestlog.*
-for l in testlog guestlog; do
+rm -f "$workdir/results.txt" "$workdir"/testlog.* "$workdir"/guestlog.* "$workdir"/clientslog.*
+for l in testlog guestlog clientslog; do
+    # the clients suite's log is in the stand_ins build's directory
+    logs=$root/root/build-stack2/meson-logs
+    [ "$l" != clientslog ] || logs=$root/root/build-stack2-standins/meson-logs
     [ -f "$logs/$l.json" ] || continue
     cp "$logs/$l.json" "$logs/$l.txt" "$workdir/" 2>/dev/null
     python3 - "$logs/$l.json" <<'PY' >>"$workdir/results.txt"

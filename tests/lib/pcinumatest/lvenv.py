@@ -425,8 +425,11 @@ class Harness:
     """The plumbing of a libvirt test: a private session libvirtd with the
     hook installed (a wrapper in /etc/libvirt/hooks/qemu.d forwarding only
     this test's sessions), pcinumad watching it, the fixture host
-    sample-4n, a policy file; helpers to define, dump and wait.  Subclasses
-    add the cases and run()."""
+    sample-4n (a subclass may set HOST to another host of
+    tests/fixtures/hosts), a policy file; helpers to define, dump and wait.
+    Subclasses add the cases and run()."""
+
+    HOST = "sample-4n"
 
     def __init__(self, a, tap):
         self.a = a
@@ -529,9 +532,9 @@ class Harness:
         os.chmod(self.tmp, 0o755)
         self.hook_copy = reachable_copy(a.hook, self.tmp)
         self.ctl_copy = reachable_copy(a.pcinumactl, self.tmp)
-        self.sysfs = os.path.join(self.tmp, "sys-sample-4n")
+        self.sysfs = os.path.join(self.tmp, "sys-" + self.HOST)
         r = subprocess.run([sys.executable, a.mkfakesysfs,
-                            os.path.join(a.hosts, "sample-4n.json"), self.sysfs],
+                            os.path.join(a.hosts, self.HOST + ".json"), self.sysfs],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, timeout=60)
         if r.returncode != 0:

@@ -44,3 +44,7 @@ class Tap:
                 self.diag(diag)
         sys.stdout.flush()
         return ok
+
+    def ok(self, ok, what, diag=None, todo=None):
+        """check() under the name pcinumatest.guestvm's helpers call."""
+        return self.check(ok, what, diag, todo=todo)
