@@ -319,8 +319,8 @@ void domain_remove_ns(struct domain *d, xmlNodePtr owner, xmlNsPtr ns) {
 #define MAX_CPU 16383
 #define MAX_NODE 1023
 
-/* libvirt's memory units (docs: "memory unit"), as a multiple of a KiB
- * times num/den; 0 for an unknown unit. */
+/* A libvirt memory size (its units: b, KB, k, KiB, MB, M, MiB, ...; KiB
+ * when none) in KiB; 0 for what libvirt would refuse. */
 static uint64_t memory_kib(const char *text, const char *unit) {
         static const struct { const char *name; uint64_t bytes; } units[] = {
                 { "b", 1 }, { "bytes", 1 }, { "KB", 1000 }, { "k", 1024 }, { "KiB", 1024 },
@@ -339,7 +339,10 @@ static uint64_t memory_kib(const char *text, const char *unit) {
         }
         if (!mult || v > UINT64_MAX / mult)
                 return 0;
-        return v * mult / 1024;
+        /* More than x86-64's 52-bit address space is no room at all; cap
+         * it there so that sums with it cannot wrap. */
+        uint64_t kib = v * mult / 1024;
+        return kib > (UINT64_C(1) << 42) ? UINT64_C(1) << 42 : kib;
 }
 
 /* d->phys_bits and d->memory_kib (domain.h).  Values libvirt would refuse
