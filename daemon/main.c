@@ -3,9 +3,11 @@
  * layout). */
 #include <getopt.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "log.h"
 #include "manager.h"
+#include "metrics.h"
 #include "paths.h"
 #include "util.h"
 
@@ -33,6 +35,9 @@ static void usage(FILE *f) {
                 "                          for N ms (default 250)\n"
                 "  --state-dir DIR         keep the definitions pcinuma replaces in DIR/preimages\n"
                 "                          (default $PCINUMA_STATE_DIR, else " PCINUMA_DEFAULT_STATE_DIR ")\n"
+                "  --metrics-file PATH|none  write Prometheus text metrics to PATH, for node_exporter's\n"
+                "                          textfile collector (default " METRICS_DEFAULT_FILE "\n"
+                "                          when that folder exists, else none)\n"
                 "  --version               print the version\n");
 #if PCINUMA_STAND_INS
         fprintf(f,
@@ -59,6 +64,7 @@ int main(int argc, char **argv) {
                 ARG_WATCHER_PROGRAM,
                 ARG_SETTLE_MS,
                 ARG_STATE_DIR,
+                ARG_METRICS_FILE,
 #if PCINUMA_STAND_INS
                 ARG_STAND_INS,
 #endif
@@ -77,6 +83,7 @@ int main(int argc, char **argv) {
                 { "watcher-program", required_argument, NULL, ARG_WATCHER_PROGRAM },
                 { "settle-ms", required_argument, NULL, ARG_SETTLE_MS },
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+                { "metrics-file", required_argument, NULL, ARG_METRICS_FILE },
 #if PCINUMA_STAND_INS
                 { "stand-ins", required_argument, NULL, ARG_STAND_INS },
 #endif
@@ -99,6 +106,10 @@ int main(int argc, char **argv) {
                 .settle_ms = 250,
                 .state_dir = env_state && env_state[0] == '/' ? env_state : PCINUMA_DEFAULT_STATE_DIR,
         };
+        /* node_exporter's textfile folder, when its package made it. */
+        struct stat st;
+        if (stat(METRICS_DEFAULT_DIR, &st) == 0 && S_ISDIR(st.st_mode))
+                cfg.metrics_file = METRICS_DEFAULT_FILE;
         enum log_target target = LOG_TARGET_AUTO;
         uint64_t v;
         int c;
@@ -174,6 +185,15 @@ int main(int argc, char **argv) {
                                 return 2;
                         }
                         cfg.state_dir = optarg;
+                        break;
+                case ARG_METRICS_FILE:
+                        if (streq(optarg, "none"))
+                                cfg.metrics_file = NULL;
+                        else if (optarg[0] != '/') {
+                                fprintf(stderr, "pcinumad: --metrics-file: expected an absolute path or none, not '%s'\n", optarg);
+                                return 2;
+                        } else
+                                cfg.metrics_file = optarg;
                         break;
 #if PCINUMA_STAND_INS
                 case ARG_STAND_INS:

@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "mark.h"
+#include "metrics.h"
 #include "protocol.h"
 #include "redefine.h"
 #include "server.h"
@@ -121,6 +122,7 @@ static int rescan(struct manager *m, const char *why, struct hostmap **ret_old) 
         struct hostmap *h = NULL;
         uint64_t t0 = now_usec(CLOCK_MONOTONIC);
         int r = hostmap_load_for_plan(m->cfg.sysfs_root, &h, &err);
+        metrics_hostmap_rebuild(m->metrics, why, r >= 0);
         if (r < 0) {
                 log_msg(LOG_ERR, "Failed to rescan the host (%s): %s; keeping the previous host map", why, err);
                 return r;
@@ -266,7 +268,9 @@ void manager_reload(struct manager *m) {
         _cleanup_free_ char *err = NULL;
         struct policy *p = NULL;
         bool from_file = false, policy_changed = false;
-        if (load_policy(&m->cfg, !m->policy_from_file, &p, &from_file, &err) < 0) {
+        int lr = load_policy(&m->cfg, !m->policy_from_file, &p, &from_file, &err);
+        metrics_policy_reload(m->metrics, lr >= 0);
+        if (lr < 0) {
                 free(m->policy_error);
                 m->policy_error = xstrdup(err);
                 struct log_fields f = {0};
@@ -362,6 +366,25 @@ static int setup_udev(struct manager *m) {
         return 0;
 }
 
+/* What the metrics file reports of the manager's and the watcher's
+ * state (metrics.h), read when it is written. */
+static void metrics_snapshot(void *userdata, struct metrics_state *ret) {
+        struct manager *m = userdata;
+        *ret = (struct metrics_state) {
+                .hostmap_devices = m->hostmap ? m->hostmap->n_devices : 0,
+                .hostmap_nodes = m->hostmap ? m->hostmap->n_nodes : 0,
+                .domains_known = m->cache.n,
+                .watcher = m->watcher != NULL,
+        };
+        if (m->watcher)
+                watcher_counters(m->watcher, &ret->watcher_connected, &ret->redefinitions, &ret->redefinition_failures,
+                                 &ret->conflicts);
+}
+
+void manager_metrics_changed(struct manager *m) {
+        metrics_changed(m->metrics);
+}
+
 int manager_new(const struct manager_config *cfg, struct manager **ret) {
         _cleanup_(manager_freep) struct manager *m = xcalloc(1, sizeof(*m));
         _cleanup_free_ char *err = NULL;
@@ -412,6 +435,13 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
         if (r < 0)
                 return log_errno(LOG_ERR, r, "Failed to create the event loop: %m");
         (void) sd_event_set_watchdog(m->event, true);
+
+        r = metrics_new(cfg->metrics_file, m->event, metrics_snapshot, m, &m->metrics);
+        if (r < 0)
+                return log_errno(LOG_ERR, r, "Failed to set up the metrics file %s: %m", cfg->metrics_file);
+        metrics_hostmap_rebuild(m->metrics, "start", true);
+        if (cfg->metrics_file)
+                log_msg(LOG_INFO, "Writing Prometheus metrics to %s", cfg->metrics_file);
 
         sigset_t ss;
         sigemptyset(&ss);
@@ -470,6 +500,7 @@ struct manager *manager_free(struct manager *m) {
         recheck_cache_done(&m->cache);
         recheck_holds_done(&m->holds);
         sd_device_monitor_unref(m->monitor);
+        metrics_free(m->metrics);
         sd_event_unref(m->event);
         hostmap_free(m->hostmap);
 #if PCINUMA_STAND_INS
@@ -614,9 +645,11 @@ static void devices_in_use(const struct recheck_cache *c, struct migrate_in_use 
 json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_uid, pid_t peer_pid) {
         struct proto_request req = {0};
         _cleanup_free_ char *err = NULL;
+        uint64_t t0 = now_usec(CLOCK_MONOTONIC);
         m->n_requests++;
         if (proto_request_parse(request, &req, &err) < 0) {
                 m->n_errors++;
+                metrics_request(m->metrics, "error", now_usec(CLOCK_MONOTONIC) - t0);
                 struct log_fields f = {0};
                 log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) peer_pid);
                 log_event(LOG_WARNING, PCINUMA_MID_PROTOCOL_ERROR, &f, "Bad request from pid %d: %s", (int) peer_pid, err);
@@ -636,6 +669,10 @@ json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_
                 decide_hook(&req, m->hostmap, m->policy, &in_use, m->watcher != NULL, &d);
                 free((void *) in_use.v);
                 m->n_verdict[d.verdict]++;
+                metrics_verdict(m->metrics, d.phase, d.has_mode ? policy_mode_to_string(d.mode) : NULL,
+                                decide_verdict_to_string(d.verdict));
+                if (d.result && d.result->stale_mark)
+                        metrics_stale_mark(m->metrics, "prepare");
                 log_decision(&d);
                 /* A start that found the layout out of date: make sure the
                  * watcher looks at this domain, even if it missed an event. */
@@ -644,6 +681,7 @@ json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_
                 resp = proto_response_new_hook(d.exit_code, d.out, d.message, decide_verdict_to_string(d.verdict));
                 decision_done(&d);
         }
+        metrics_request(m->metrics, req.type == PROTO_REQUEST_STATUS ? "status" : "hook", now_usec(CLOCK_MONOTONIC) - t0);
         proto_request_done(&req);
         return resp;
 }
@@ -771,8 +809,10 @@ void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struc
                 log_fields_add(&p.fields, "PCINUMA_GUEST_CELL", "%d", pl->devices[i].cell);
         }
         log_fidelity(&p.fields, r->plan);
-        if (r->stale_mark)
+        if (r->stale_mark) {
                 log_fields_add(&p.fields, "PCINUMA_STALE_MARK", "%s", r->stale_mark);
+                metrics_stale_mark(m->metrics, "define");
+        }
         /* A device the mark cannot place for migration (the policy's own
          * migration: refuse needs no word). */
         _cleanup_free_ char *not_migratable = NULL;

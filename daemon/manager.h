@@ -46,6 +46,7 @@ struct manager_config {
          * libvirtd runs its hooks as its own user. */
         uid_t allowed_uids[8];
         size_t n_allowed_uids;
+        const char *metrics_file;       /* Prometheus text metrics (metrics.h), or NULL: none */
 #if PCINUMA_STAND_INS
         const char *stand_ins_file;     /* --stand-ins (a test build; standins.h), or NULL; passed on */
 #endif
@@ -59,6 +60,7 @@ struct manager {
         sd_event_source *hold_timer;    /* removals held for a grace period (recheck.h) */
         struct server *server;
         struct watcher *watcher;        /* NULL with --libvirt-uri none */
+        struct metrics *metrics;        /* counts even without a file */
 
         struct hostmap *hostmap;
 #if PCINUMA_STAND_INS
@@ -113,3 +115,6 @@ void manager_forget_domain(struct manager *m, const char *uuid);
 
 /* The status object. */
 json_object *manager_status(struct manager *m);
+
+/* The watcher's counters changed: write the metrics file soon. */
+void manager_metrics_changed(struct manager *m);

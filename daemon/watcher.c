@@ -70,7 +70,7 @@ struct watcher {
 
         /* the child's last report; counts from earlier children add up in base_* */
         bool connected;
-        uint64_t n_redefined, n_failed, base_redefined, base_failed;
+        uint64_t n_redefined, n_failed, base_redefined, base_failed, base_conflicts;
         char *last_error;
         struct wproto_status child_status;  /* its last status message's counters (last_error: above) */
 };
@@ -259,6 +259,14 @@ static void on_plan(struct watcher *w, const struct wproto_plan *req) {
                 send_frame(w, buf, len, true);
 }
 
+void watcher_counters(struct watcher *w, bool *ret_connected, uint64_t *ret_redefinitions, uint64_t *ret_failures,
+                      uint64_t *ret_conflicts) {
+        *ret_connected = w->connected;
+        *ret_redefinitions = w->base_redefined + w->n_redefined;
+        *ret_failures = w->base_failed + w->n_failed;
+        *ret_conflicts = w->base_conflicts + w->child_status.conflicts;
+}
+
 static void on_status(struct watcher *w, const struct wproto_status *st) {
         bool was = w->connected;
         w->connected = st->connected;
@@ -270,6 +278,7 @@ static void on_status(struct watcher *w, const struct wproto_status *st) {
                 w->restart_ms = RESTART_MIN_MS;
         w->child_status = *st;
         w->child_status.last_error = NULL;      /* it points into the message */
+        manager_metrics_changed(w->m);
 }
 
 static void handle_msg(json_object *o, void *userdata) {
@@ -385,12 +394,14 @@ static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
 static void child_gone(struct watcher *w) {
         w->base_redefined += w->n_redefined;
         w->base_failed += w->n_failed;
+        w->base_conflicts += w->child_status.conflicts;
         w->n_redefined = w->n_failed = 0;
         w->child_status = (struct wproto_status) {0};
         w->child_src = sd_event_source_disable_unref(w->child_src);
         close_link(w);
         w->pid = 0;
         w->connected = false;
+        manager_metrics_changed(w->m);
 }
 
 static int spawn(struct watcher *w) {

@@ -13,6 +13,7 @@
 
 #include <json.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <systemd/sd-event.h>
 
 struct manager;
@@ -39,6 +40,12 @@ void watcher_recheck_all(struct watcher *w);
 /* Ask the watcher to look at one domain (by UUID) soon, e.g. after the
  * prepare gate refused it. */
 void watcher_recheck_domain(struct watcher *w, const char *uuid);
+
+/* The counters the metrics file reports (metrics.h): whether the watcher
+ * is connected to libvirt, and its redefinitions, failed ones and
+ * conflicts since pcinumad started (its restarts' added up). */
+void watcher_counters(struct watcher *w, bool *ret_connected, uint64_t *ret_redefinitions, uint64_t *ret_failures,
+                      uint64_t *ret_conflicts);
 
 /* {"uri", "connected", "redefinitions", "failures", "last_error",
  *  "process": {"program", "pid", "restarts", "last_exit"}} */

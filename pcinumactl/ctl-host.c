@@ -14,17 +14,21 @@
 #include "ctl-util.h"
 #include "ctl.h"
 #include "hostmap.h"
+#include "hwloctopo.h"
 #include "protocol.h" /* _cleanup_json_ */
 
 static void host_usage(FILE *f) {
         fprintf(f,
-                "Usage: pcinumactl host [--sysfs-root DIR] [--json | --nccl-topo [--cpu SPEC]]\n"
+                "Usage: pcinumactl host [--sysfs-root DIR] [--json | --format text|json|hwloc |\n"
+                "                        --nccl-topo [--cpu SPEC]]\n"
                 "\n"
                 "Show the host's NUMA nodes, sockets and distances, and the PCI devices\n"
                 "and mdevs that can be passed through, grouped by NUMA node.\n"
                 "\n"
                 "  --sysfs-root DIR  read sysfs from DIR (default $PCINUMA_SYSFS_ROOT or /sys)\n"
-                "  --json            print JSON instead of text\n"
+                "  --json            print JSON instead of text (--format json)\n"
+                "  --format FORMAT   text (default), json, or hwloc (hwloc XML of the nodes and\n"
+                "                    devices, for lstopo -i FILE --if xml)\n"
                 "  --nccl-topo       print the host's NCCL topology file (as NCCL_TOPO_DUMP_FILE\n"
                 "                    would), to compare with a guest's (pcinumactl nccl-topo)\n"
                 "  --cpu SPEC        with --nccl-topo: VENDOR,FAMILY,MODEL or none (default: this\n"
@@ -253,6 +257,7 @@ int ctl_host(int argc, char **argv) {
         static const struct option options[] = {
                 CTL_OPTION_SYSFS_ROOT,
                 { "json",       no_argument,       NULL, 'j' },
+                { "format",     required_argument, NULL, 'F' },
                 { "nccl-topo",  no_argument,       NULL, 'n' },
                 { "cpu",        required_argument, NULL, 'c' },
                 { "help",       no_argument,       NULL, 'h' },
@@ -261,7 +266,7 @@ int ctl_host(int argc, char **argv) {
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_free_ char *error = NULL;
 const char *root = ctl_default_sysfs_root();
-        bool json = false, nccl = false;
+        bool json = false, nccl = false, hwloc = false;
         const char *cpu_spec = NULL;
         int c, r;
 
@@ -276,6 +281,17 @@ const char *root = ctl_default_sysfs_root();
                         break;
                 case 'j':
                         json = true;
+                        break;
+                case 'F':
+                        if (streq(optarg, "json"))
+                                json = true;
+                        else if (streq(optarg, "hwloc"))
+                                hwloc = true;
+                        else if (!streq(optarg, "text")) {
+                                fprintf(stderr, "pcinumactl host: unknown format '%s' (expected text, json or hwloc)\n", optarg);
+                                host_usage(stderr);
+                                return CTL_EXIT_BAD_INPUT;
+                        }
                         break;
                 case 'n':
                         nccl = true;
@@ -302,8 +318,13 @@ const char *root = ctl_default_sysfs_root();
                 return CTL_EXIT_BAD_INPUT;
         }
 
-        if (json && nccl) {
-                fprintf(stderr, "pcinumactl host: --json and --nccl-topo exclude each other\n");
+        if ((json || hwloc) && nccl) {
+                fprintf(stderr, "pcinumactl host: --%s and --nccl-topo exclude each other\n", json ? "json" : "format hwloc");
+                host_usage(stderr);
+                return 2;
+        }
+        if (json && hwloc) {
+                fprintf(stderr, "pcinumactl host: --json and --format hwloc exclude each other\n");
                 host_usage(stderr);
                 return 2;
         }
@@ -338,7 +359,10 @@ const char *root = ctl_default_sysfs_root();
 
         ctl_print_hostmap_warnings("pcinumactl host", h);
 
-        if (json) {
+        if (hwloc) {
+                _cleanup_free_ char *xml = hwloctopo_host(h);
+                fputs(xml, stdout);
+        } else if (json) {
                 _cleanup_json_ struct json_object *o = host_json(h, root);
                 puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                                                            JSON_C_TO_STRING_NOSLASHESCAPE));

@@ -1,5 +1,5 @@
 /* What the pcinumactl verbs that talk to libvirt share (revert --domain,
- * define): opening a connection with libvirt's own error printing off,
+ * define, audit): opening a connection with libvirt's own error printing off,
  * and libvirt's last error message.  These are the only pcinumactl files
  * that link libvirt's API; nothing on the hook path does. */
 #pragma once
@@ -15,3 +15,7 @@ const char *ctl_libvirt_error(void);
  * failure prints "<who>: cannot connect to libvirt at URI: <why>" and
  * returns NULL. */
 virConnectPtr ctl_libvirt_connect(const char *who, const char *uri);
+
+/* The same, read-only: for a verb that changes nothing (audit), which
+ * libvirt then enforces. */
+virConnectPtr ctl_libvirt_connect_read_only(const char *who, const char *uri);

@@ -9,13 +9,14 @@
 #include "ctl.h"
 #include "engine.h"
 #include "hostmap.h"
+#include "hwloctopo.h"
 
 static const char *const who = "pcinumactl plan";
 
 static void usage(FILE *f) {
         fprintf(f,
                 "Usage: pcinumactl plan [--sysfs-root DIR] [--policy NAME | --policy-file FILE|-]\n"
-                "                       [--format xml|explain|json] FILE|-\n"
+                "                       [--format xml|explain|json|hwloc] [--all-pairs] FILE|-\n"
                 "\n"
                 "Plan the NUMA-aware PCIe topology of a libvirt domain XML and print it.\n"
                 "\n"
@@ -25,16 +26,28 @@ static void usage(FILE *f) {
                 "  --policy-file FILE the policy file, - for standard input (default\n"
                 "                     " CTL_DEFAULT_POLICY_FILE " if it exists, else the built-in\n"
                 "                     default: preferred, no rules)\n"
-                "  --format FORMAT    xml (default), explain or json\n"
+                "  --format FORMAT    xml (default), explain, json, or hwloc (the planned guest as\n"
+                "                     hwloc XML, for lstopo -i FILE --if xml)\n"
+                "  --all-pairs        with explain: list every device pair in the path fidelity\n"
+                "                     report, not only those whose path type changed\n"
                 "  -h, --help         show this help\n"
                 "\n"
                 "Exit status: 0 planned or unchanged, 1 refused by the policy, 2 bad input.\n");
 }
 
-static bool format_option(void *data, int c, const char *arg) {
-        if (c != 'F')
+struct plan_options {
+        const char *format;
+        unsigned explain_flags;
+};
+
+static bool plan_option(void *data, int c, const char *arg) {
+        struct plan_options *o = data;
+        if (c == 'F')
+                o->format = arg;
+        else if (c == 'A')
+                o->explain_flags |= ENGINE_EXPLAIN_ALL_PAIRS;
+        else
                 return false;
-        *(const char **) data = arg;
         return true;
 }
 
@@ -44,17 +57,21 @@ int ctl_plan(int argc, char **argv) {
                 CTL_OPTION_POLICY,
                 CTL_OPTION_POLICY_FILE,
                 { "format", required_argument, NULL, 'F' },
+                { "all-pairs", no_argument, NULL, 'A' },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
         struct ctl_plan_args a = { .who = who, .root = ctl_default_sysfs_root() };
-        const char *format = "xml";
-        int r = ctl_parse_args(argc, argv, who, opts, usage, format_option, &format, &a,
+        struct plan_options po = { .format = "xml" };
+        int r = ctl_parse_args(argc, argv, who, opts, usage, plan_option, &po, &a,
                                "expected one FILE (or - for standard input)");
         if (r >= 0)
                 return r;
-        if (!streq(format, "xml") && !streq(format, "explain") && !streq(format, "json"))
-                return ctl_error(CTL_EXIT_BAD_INPUT, who, "unknown format '%s' (expected xml, explain or json)", format);
+        const char *format = po.format;
+        if (!streq(format, "xml") && !streq(format, "explain") && !streq(format, "json") && !streq(format, "hwloc"))
+                return ctl_error(CTL_EXIT_BAD_INPUT, who, "unknown format '%s' (expected xml, explain, json or hwloc)", format);
+        if (po.explain_flags && !streq(format, "explain"))
+                return ctl_error(CTL_EXIT_BAD_INPUT, who, "--all-pairs goes with --format explain");
 
         _cleanup_hostmap_ struct hostmap *h = NULL;
         _cleanup_engine_result_ struct engine_result *res = NULL;
@@ -63,15 +80,21 @@ int ctl_plan(int argc, char **argv) {
                 return r;
 
         if (streq(format, "explain")) {
-                _cleanup_free_ char *s = engine_explain(res, h);
+                _cleanup_free_ char *s = engine_explain_flags(res, h, po.explain_flags);
                 fputs(s, stdout);
         } else if (streq(format, "json")) {
                 _cleanup_free_ char *s = engine_json(res, h);
                 fputs(s, stdout);
+        } else if (streq(format, "hwloc")) {
+                /* A refused plan has no guest to draw, as it has no XML. */
+                if (res->verdict != PLAN_REFUSED) {
+                        _cleanup_free_ char *s = hwloctopo_guest(res->plan, res->base, h);
+                        fputs(s, stdout);
+                }
         } else if (res->xml)
                 fputs(res->xml, stdout);
 
-        /* explain lists the warnings in its own text already. */
+        /* explain lists the warnings and causes in its own text already. */
         r = ctl_report_plan(who, res, !streq(format, "explain"));
         if (r != 0)
                 return r;

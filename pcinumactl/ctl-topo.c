@@ -2,7 +2,9 @@
  * passthrough devices, the host's view beside the planned guest's, so an
  * administrator sees at a glance whether the guest mirrors the host. */
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ctl-util.h"
 #include "ctl.h"
@@ -44,15 +46,61 @@ static const char *class_label(uint32_t class) {
 }
 
 static void usage(FILE *f) {
-        fprintf(f, "Usage: pcinumactl topo [--sysfs-root DIR] [--policy NAME | --policy-file FILE|-] FILE|-\n\n"
+        fprintf(f, "Usage: pcinumactl topo [--sysfs-root DIR] [--policy NAME | --policy-file FILE|-] [--wide] FILE|-\n\n"
                    "Show how a domain's passthrough devices relate on the host (from the host map) and in\n"
                    "the guest as planned, as nvidia-smi topo -m does.\n\n"
-                   "  --sysfs-root DIR    read the host map from DIR (default $PCINUMA_SYSFS_ROOT or /sys)\n"
-                   "  --policy NAME       off, legacy, preferred, socket, require (alias required)\n"
-                   "  --policy-file FILE  the policy file, - for standard input (default\n"
-                   "                      " CTL_DEFAULT_POLICY_FILE " if it exists, else the built-in one)\n"
-                   "  -h, --help          show this help\n\n"
+                   "  --sysfs-root DIR   read the host map from DIR instead of /sys\n"
+                   "                     (default: $PCINUMA_SYSFS_ROOT, else /sys)\n"
+                   "  --policy NAME      off, legacy, preferred, socket, require (alias required)\n"
+                   "  --policy-file FILE the policy file, - for standard input (default\n"
+                   "                     " CTL_DEFAULT_POLICY_FILE " if it exists, else the built-in one)\n"
+                   "  --wide             the host and guest matrices side by side, and each device's\n"
+                   "                     class (the default stacks them: 16 devices fit 100 columns)\n"
+                   "  -h, --help         show this help\n\n"
                    "Exit status: 0 printed, 2 bad input or option, unreadable file, host map or policy file.\n");
+}
+
+static bool topo_option(void *data, int c, const char *arg) {
+        (void) arg;
+        if (c != 'w')
+                return false;
+        *(bool *) data = true;
+        return true;
+}
+
+/* One matrix cell: the host's path type, or the guest's with a mark
+ * where it differs from the host's; "X" on the diagonal. */
+static void cell_text(const struct plan *p, size_t i, size_t j, bool guest, char buf[16]) {
+        const struct plan_pair *q = i == j ? NULL : pair_of(p, i, j);
+        if (!q) {
+                snprintf(buf, 16, "%s", i == j ? "X" : "?");
+                return;
+        }
+        if (!guest) {
+                snprintf(buf, 16, "%s", plan_path_to_string(q->host));
+                return;
+        }
+        bool known = q->host != PLAN_PATH_UNKNOWN && q->guest != PLAN_PATH_UNKNOWN;
+        snprintf(buf, 16, "%s%s", plan_path_to_string(q->guest),
+                 !known || q->guest == q->host ? "" : q->guest < q->host ? "!" : "*");
+}
+
+/* Row i of the host or guest matrix, each cell w wide; the last one
+ * unpadded when 'last' (no trailing blanks). */
+static void print_row(const struct plan *p, const struct topo_dev *t, size_t i, bool guest, int lw, int w, bool last) {
+        size_t n = p->n_devices;
+        if (i == SIZE_MAX) {    /* the header */
+                printf("%-*s", lw, "");
+                for (size_t j = 0; j < n; j++)
+                        printf("%-*s", last && j + 1 == n ? 0 : w, t[j].label);
+                return;
+        }
+        printf("%-*s", lw, t[i].label);
+        for (size_t j = 0; j < n; j++) {
+                char cell[16];
+                cell_text(p, i, j, guest, cell);
+                printf("%-*s", last && j + 1 == n ? 0 : w, cell);
+        }
 }
 
 int ctl_topo(int argc, char **argv) {
@@ -60,11 +108,13 @@ int ctl_topo(int argc, char **argv) {
                 CTL_OPTION_SYSFS_ROOT,
                 CTL_OPTION_POLICY,
                 CTL_OPTION_POLICY_FILE,
+                { "wide", no_argument, NULL, 'w' },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
         struct ctl_plan_args a = { .who = "pcinumactl topo", .root = ctl_default_sysfs_root() };
-        int r = ctl_parse_args(argc, argv, a.who, opts, usage, NULL, NULL, &a, NULL);
+        bool wide = false;
+        int r = ctl_parse_args(argc, argv, a.who, opts, usage, topo_option, &wide, &a, NULL);
         if (r >= 0)
                 return r;
 
@@ -83,42 +133,55 @@ int ctl_topo(int argc, char **argv) {
 
         struct topo_dev *t = xcalloc(n, sizeof(*t));
         unsigned counts[5] = {0};
+        int maxlabel = 0, maxcell = 4;
         for (size_t i = 0; i < n; i++) {
                 t[i].pd = &p->devices[i];
                 const char *l = class_label(p->devices[i].class);
                 size_t k = streq(l, "GPU") ? 0 : streq(l, "NIC") ? 1 : streq(l, "DISK") ? 2 : streq(l, "ACC") ? 3 : 4;
                 snprintf(t[i].label, sizeof t[i].label, "%s%u", l, counts[k]++);
+                if ((int) strlen(t[i].label) > maxlabel)
+                        maxlabel = (int) strlen(t[i].label);
+                for (size_t j = 0; j < n; j++) {
+                        char cell[16];
+                        cell_text(p, i, j, true, cell);
+                        if ((int) strlen(cell) > maxcell)
+                                maxcell = (int) strlen(cell);
+                }
         }
 
-        const int w = 6;
         bool planned = p->verdict == PLAN_APPLY;
-        printf("%-*s", w + 1, "HOST");
-        for (size_t j = 0; j < n; j++)
-                printf("%-*s", w, t[j].label);
-        printf("   %-*s", w + 1, "GUEST");
-        for (size_t j = 0; j < n; j++)
-                printf("%-*s", w, t[j].label);
-        printf("\n");
-        for (size_t i = 0; i < n; i++) {
-                printf("%-*s", w + 1, t[i].label);
-                for (size_t j = 0; j < n; j++) {
-                        const struct plan_pair *q = i == j ? NULL : pair_of(p, i, j);
-                        printf("%-*s", w, i == j ? "X" : q ? plan_path_to_string(q->host) : "?");
-                }
-                printf("   %-*s", w + 1, t[i].label);
-                for (size_t j = 0; j < n; j++) {
-                        const struct plan_pair *q = i == j ? NULL : pair_of(p, i, j);
-                        char cell[16];
-                        if (!q) {
-                                printf("%-*s", w, i == j ? "X" : "?");
-                                continue;
-                        }
-                        bool known = q->host != PLAN_PATH_UNKNOWN && q->guest != PLAN_PATH_UNKNOWN;
-                        snprintf(cell, sizeof cell, "%s%s", plan_path_to_string(q->guest),
-                                 !known || q->guest == q->host ? "" : q->guest < q->host ? "!" : "*");
-                        printf("%-*s", w, cell);
-                }
+        if (wide) {
+                /* Side by side, 6 columns a cell. */
+                const int w = 6;
+                printf("%-*s", w + 1, "HOST");
+                for (size_t j = 0; j < n; j++)
+                        printf("%-*s", w, t[j].label);
+                printf("   %-*s", w + 1, "GUEST");
+                for (size_t j = 0; j < n; j++)
+                        printf("%-*s", w, t[j].label);
                 printf("\n");
+                for (size_t i = 0; i < n; i++) {
+                        print_row(p, t, i, false, w + 1, w, false);
+                        printf("   ");
+                        print_row(p, t, i, true, w + 1, w, false);
+                        printf("\n");
+                }
+        } else {
+                /* Stacked, each cell as narrow as its widest text and a
+                 * blank: 16 devices fit 100 columns. */
+                int lw = maxlabel + 1, w = (maxlabel > maxcell ? maxlabel : maxcell) + 1;
+                for (int g = 0; g < 2; g++) {
+                        if (g)
+                                printf("\nGuest (%s):\n", planned ? "as planned" : plan_verdict_to_string(p->verdict));
+                        else
+                                printf("Host:\n");
+                        print_row(p, t, SIZE_MAX, g, lw, w, true);
+                        printf("\n");
+                        for (size_t i = 0; i < n; i++) {
+                                print_row(p, t, i, g, lw, w, true);
+                                printf("\n");
+                        }
+                }
         }
         printf("\nLegend:\n"
                "  X    = self\n"
@@ -136,9 +199,13 @@ int ctl_topo(int argc, char **argv) {
                 char node[16] = "none";
                 if (pd->host_node >= 0)
                         snprintf(node, sizeof node, "%d", pd->host_node);
-                printf("  %-6s %s  %-24s host node %-4s -> %s", t[i].label, pd->name,
-                       pd->known ? hostmap_class_name(pd->class) : "(not on this host)", node,
-                       pd->action == PLAN_MOVE ? "guest cell " : pd->action == PLAN_STAY ? "pcie.0 (no guest node)" : "refused");
+                if (wide)
+                        printf("  %-6s %s  %-24s host node %-4s -> %s", t[i].label, pd->name,
+                               pd->known ? hostmap_class_name(pd->class) : "(not on this host)", node,
+                               pd->action == PLAN_MOVE ? "guest cell " : pd->action == PLAN_STAY ? "pcie.0 (no guest node)" : "refused");
+                else
+                        printf("  %-*s  %s  host node %s -> %s", maxlabel, t[i].label, pd->name, node,
+                               pd->action == PLAN_MOVE ? "guest cell " : pd->action == PLAN_STAY ? "pcie.0 (no guest node)" : "refused");
                 if (pd->action == PLAN_MOVE)
                         printf("%d%s, guest %s", pd->cell, pd->switch_group >= 0 ? ", behind a guest switch" : "",
                                pd->guest_bdf[0] ? pd->guest_bdf : "?");
@@ -148,7 +215,8 @@ int ctl_topo(int argc, char **argv) {
                p->n_same, p->n_pairs, p->n_same, p->n_closer, p->n_farther);
         if (p->n_unknown)
                 printf(", %u unknown", p->n_unknown);
-        printf("%s.\n", p->settings.mirror_switches ? "" : " (mirror_switches is off: host PIX pairs become PHB)");
+        printf("%s.\n", p->settings.mirror_switches ? "" : wide ? " (mirror_switches is off: host PIX pairs become PHB)"
+                                                                 : "\n(mirror_switches is off: host PIX pairs become PHB)");
         free(t);
         return 0;
 }

@@ -263,18 +263,41 @@ int ctl_plan_xml(const struct ctl_plan_args *a, const char *xml, size_t len, str
         return plan_loaded(a, &p, xml, len, ret_h, ret_res);
 }
 
-int ctl_report_plan(const char *who, const struct engine_result *res, bool warnings) {
-        if (res->revert_warning)
-                ctl_error(0, who, "warning: undoing the earlier plan: %s", res->revert_warning);
-        for (size_t i = 0; i < res->plan->n_warnings && warnings; i++)
-                ctl_error(0, who, "warning: %s", res->plan->warnings[i]);
-        if (res->verdict != PLAN_REFUSED)
-                return 0;
-        /* One line per offending device, each with the prefix. */
-        _cleanup_free_ char *s = engine_refusal(res);
-        for (char *line = s, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+/* Each line of s on stderr with "<who>: ". */
+static void print_lines(const char *who, const char *s) {
+        for (const char *line = s, *nl; line && *line; line = nl ? nl + 1 : NULL) {
                 nl = strchr(line, '\n');
                 ctl_error(0, who, "%.*s", nl ? (int) (nl - line) : (int) strlen(line), line);
         }
+}
+
+int ctl_report_plan(const char *who, const struct engine_result *res, bool warnings) {
+        if (res->revert_warning)
+                ctl_error(0, who, "warning: undoing the earlier plan: %s", res->revert_warning);
+        struct strbuf said = {0};
+        for (size_t i = 0; i < res->plan->n_warnings && warnings; i++) {
+                ctl_error(0, who, "warning: %s", res->plan->warnings[i]);
+                strbuf_printf(&said, "%s\n", res->plan->warnings[i]);
+        }
+        if (res->verdict != PLAN_REFUSED) {
+                /* Devices that stay on pcie.0: each cause once, with its
+                 * fix and the devices it concerns (a cause a warning
+                 * named: its fix only). */
+                if (warnings) {
+                        _cleanup_free_ char *s = engine_causes(res, PLAN_STAY, said.buf);
+                        /* Said loudly, as the start says it (decide.c). */
+                        if (*s && !res->plan->n_warnings)
+                                ctl_error(0, who, "warning: not every passthrough device could be placed (policy %s):",
+                                          policy_mode_to_string(res->settings.mode));
+                        print_lines(who, s);
+                }
+                free(said.buf);
+                return 0;
+        }
+        free(said.buf);
+        /* The reason, then each cause once with its fix and the devices
+         * it concerns (engine_refusal()), each line with the prefix. */
+        _cleanup_free_ char *s = engine_refusal(res);
+        print_lines(who, s);
         return CTL_EXIT_REFUSED;
 }

@@ -28,5 +28,10 @@ int ctl_topo(int argc, char **argv);
  * valid, 1 invalid policy, 2 usage error or unreadable file. */
 int ctl_check_policy(int argc, char **argv);
 
+/* ctl-audit.c: every defined domain's state and next-start verdict under
+ * the policy, through libvirt (read-only); exit 1 when one would be
+ * refused. */
+int ctl_audit(int argc, char **argv);
+
 /* ctl-status.c: ask pcinumad for its state and counters. */
 int ctl_status(int argc, char **argv);

@@ -13,21 +13,23 @@ static void usage(FILE *f) {
                 "Usage: pcinumactl COMMAND [OPTIONS]\n"
                 "\n"
                 "Commands:\n"
-                "  plan [--sysfs-root DIR] [--policy NAME|--policy-file FILE] [--format xml|explain|json] FILE|-\n"
+                "  plan [--sysfs-root DIR] [--policy NAME|--policy-file FILE] [--format xml|explain|json|hwloc] FILE|-\n"
                 "                      plan a domain XML's NUMA-aware PCIe topology\n"
                 "  revert FILE|-       undo pcinuma's rewrite of a domain XML\n"
                 "  revert --domain NAME [--connect URI] [--policy-file FILE]\n"
                 "                      undo it in a defined domain, through libvirt\n"
                 "  define [--sysfs-root DIR] [--policy NAME|--policy-file FILE] [--connect URI] FILE|-\n"
                 "                      plan a domain XML and define the plan through libvirt\n"
-                "  host [--sysfs-root DIR] [--json | --nccl-topo [--cpu SPEC]]\n"
+                "  host [--sysfs-root DIR] [--json | --format text|json|hwloc | --nccl-topo [--cpu SPEC]]\n"
                 "                      show the host's NUMA nodes and passthrough devices\n"
-                "  topo [--sysfs-root DIR] [--policy NAME|--policy-file FILE] FILE|-\n"
+                "  topo [--sysfs-root DIR] [--policy NAME|--policy-file FILE] [--wide] FILE|-\n"
                 "                      host vs planned guest device topology matrix\n"
                 "  nccl-topo [--sysfs-root DIR] [--policy NAME|--policy-file FILE] [--cpu SPEC] FILE|-\n"
                 "                      the guest's NCCL topology file (NCCL_TOPO_FILE) as planned\n"
                 "  fingerprint [--sysfs-root DIR] [--json]\n"
                 "                      the host's topology fingerprint (digest first, then by device group)\n"
+                "  audit [--connect URI] [--policy NAME|--policy-file FILE] [--sysfs-root DIR] [--json]\n"
+                "                      every defined domain's state and next-start verdict\n"
                 "  check-policy FILE   validate a policy file\n"
                 "  status [--socket PATH] [--json]\n"
                 "                      show pcinumad's state and counters\n"
@@ -50,6 +52,7 @@ static const struct {
         { "topo", ctl_topo },
         { "nccl-topo", ctl_nccl_topo },
         { "fingerprint", ctl_fingerprint },
+        { "audit", ctl_audit },
 };
 
 int main(int argc, char **argv) {

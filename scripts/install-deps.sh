@@ -21,6 +21,13 @@
 #                          libvirt host, through gnutls)
 #   ovmf                   the guest suite's UEFI case (mmio64: eight
 #                          64 GiB BARs under OVMF, tests/guest, case h)
+#   hwloc-nox              lstopo-no-graphics reads pcinumactl's hwloc XML
+#                          (tests/golden/test-hwloc.py); the pictures in
+#                          docs/ need Debian's hwloc instead (lstopo with
+#                          cairo; it conflicts with hwloc-nox), see
+#                          scripts/pcinuma-pictures.sh
+#   prometheus             promtool checks pcinumad's metrics file
+#                          (tests/daemon/test_metrics.py)
 #   virtinst, python3-libvirt  the real-client suite (tests/clients, in the
 #                          stand_ins build of scripts/test.sh): virt-install
 #                          and a Nova-like client on Debian's libvirt
@@ -37,6 +44,7 @@ PKGS="gcc meson ninja-build pkg-config python3
       qemu-system-x86 qemu-utils ovmf
       linux-image-amd64 busybox-static cpio
       sudo procps systemd valgrind bzip2 groff-base strace iproute2
+      hwloc-nox prometheus
       git ca-certificates debootstrap virtinst python3-libvirt
       build-essential debhelper dpkg-dev"
 

@@ -43,7 +43,11 @@ _pcinumactl()
             COMPREPLY=($(compgen -W 'off legacy preferred socket require required' -- "$cur"))
             return ;;
         --format)
-            COMPREPLY=($(compgen -W 'xml explain json' -- "$cur"))
+            if [[ $cmd == host ]]; then
+                COMPREPLY=($(compgen -W 'text json hwloc' -- "$cur"))
+            else
+                COMPREPLY=($(compgen -W 'xml explain json hwloc' -- "$cur"))
+            fi
             return ;;
         --socket)
             _filedir

@@ -47,11 +47,28 @@ static char *prefixed(const char *s) {
         return strbuf_steal(&b);
 }
 
-/* The plan's warnings (what preferred or legacy could not place, a
- * window too small...), one "pcinuma: warning:" line each. */
-static void append_warnings(struct strbuf *b, const char *name, const struct plan *p, const char *mode) {
-        for (size_t i = 0; i < p->n_warnings; i++)
+/* What a domain allowed to start is warned about: the plan's warnings
+ * (a domain left untouched, devices placed off their node, a window too
+ * small), one "pcinuma: warning:" line each, then why the devices that
+ * stay on pcie.0 could not be placed, each cause once with its fix and the
+ * devices it concerns (engine_causes(); a cause a warning named gives its
+ * fix only). */
+static void append_warnings(struct strbuf *b, const char *name, const struct engine_result *r, const char *mode) {
+        const struct plan *p = r->plan;
+        struct strbuf said = {0};
+        for (size_t i = 0; i < p->n_warnings; i++) {
                 strbuf_printf(b, "pcinuma: warning: domain %s: %s (policy %s)\n", name, p->warnings[i], mode);
+                strbuf_printf(&said, "%s\n", p->warnings[i]);
+        }
+        _cleanup_free_ char *lines = engine_causes(r, PLAN_STAY, said.buf);
+        strbuf_done(&said);
+        if (!*lines)
+                return;
+        if (!p->n_warnings)
+                strbuf_printf(b, "pcinuma: warning: domain %s: not every passthrough device could be placed (policy %s):\n",
+                              name, mode);
+        _cleanup_free_ char *body = prefixed(lines);
+        strbuf_append(b, body);
 }
 
 static void decide_prepare(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
@@ -78,11 +95,15 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
 
         switch (r->verdict) {
         case PLAN_REFUSED: {
-                _cleanup_free_ char *lines = engine_refusal(r);
+                /* The reason, then each cause once with its fix and the
+                 * devices it concerns (engine_causes()). */
+                const char *reason = r->plan->reason ? r->plan->reason : "refused by policy";
+                _cleanup_free_ char *lines = engine_causes(r, PLAN_REFUSE, reason);
                 _cleanup_free_ char *body = prefixed(lines);
                 d->verdict = DECIDE_REFUSE;
-                d->message = xasprintf("pcinuma: refusing to start domain %s: %s\n%s", name,
-                                       r->plan->reason ? r->plan->reason : "refused by policy", body);
+                /* The policy, unless the reason names it already. */
+                _cleanup_free_ char *policy = strstr(reason, "policy ") ? xstrdup("") : xasprintf(" (policy %s)", mode);
+                d->message = xasprintf("pcinuma: refusing to start domain %s: %s%s\n%s", name, reason, policy, body);
                 return;
         }
         case PLAN_SKIP:
@@ -94,7 +115,7 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
         /* Allowed as it is: with a warning when the plan has one. */
         if (r->verdict != PLAN_APPLY || r->already_planned) {
                 struct strbuf b = {0};
-                append_warnings(&b, name, r->plan, mode);
+                append_warnings(&b, name, r, mode);
                 d->verdict = b.len ? DECIDE_WARN : DECIDE_ALLOW;
                 if (b.len)
                         d->message = strbuf_steal(&b);
@@ -118,7 +139,7 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
                 strbuf_printf(&b, "pcinuma: warning: domain %s starts without its NUMA-aware PCI topology (policy %s): %s.\n"
                               "pcinuma: %s, for the next start.\n",
                               name, mode, r->mismatch ? r->mismatch : "it differs", next);
-                append_warnings(&b, name, r->plan, mode);
+                append_warnings(&b, name, r, mode);
                 d->message = strbuf_steal(&b);
         }
 }
@@ -176,12 +197,18 @@ static void decide_migrate(const struct proto_request *req, const struct hostmap
                                        m.reason ? (int) strcspn(m.reason, "\r\n") : 0, m.reason ? m.reason : "",
                                        m.reason ? ")" : "");
                 return;
-        case MIGRATE_REFUSE:
+        case MIGRATE_REFUSE: {
+                /* The reason's first line is its summary; each line after
+                 * it (one per device, the host's candidates once) gets the
+                 * prefix too. */
+                size_t first = strcspn(m.reason, "\n");
+                _cleanup_free_ char *more = m.reason[first] ? prefixed(m.reason + first + 1) : xstrdup("");
                 d->verdict = DECIDE_REFUSE;
                 d->message = xasprintf("pcinuma: refusing incoming migration of domain %s: this host cannot give it the "
-                                       "same topology: %s\n",
-                                       d->domain, m.reason);
+                                       "same topology: %.*s\n%s",
+                                       d->domain, (int) first, m.reason, more);
                 return;
+        }
         }
 }
 

@@ -74,6 +74,7 @@ int engine_plan(const char *xml, size_t len, const struct hostmap *h, const stru
         if (res->base->mark)
                 domain_snapshot(res->base, &snapshot);
         const struct domain *cur = snapshot ? snapshot : res->base;
+        res->marked = cur->mark != NULL;
 
         if (forced) {
                 /* The feature switches keep their defaults. */
@@ -267,6 +268,10 @@ static const char *pair_verdict(const struct plan_pair *q) {
         return q->guest == q->host ? "same" : q->guest < q->host ? "closer" : "farther";
 }
 
+static bool pair_same(const struct plan_pair *q) {
+        return streq(pair_verdict(q), "same");
+}
+
 static const char *verdict_phrase(const struct engine_result *r) {
         if (r->already_planned)
                 return "already planned: the XML matches the plan, unchanged";
@@ -287,6 +292,10 @@ static const char *verdict_phrase(const struct engine_result *r) {
 }
 
 char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
+        return engine_explain_flags(r, h, 0);
+}
+
+char *engine_explain_flags(const struct engine_result *r, const struct hostmap *h, unsigned flags) {
         planner_fidelity(r->plan);
         const struct plan *p = r->plan;
         const struct domain *d = r->base;
@@ -324,7 +333,11 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
                         cells[i][4] = xstrdup(fmt_int(pd->cell, cb, "-"));
                         cells[i][5] = xstrdup(guest_bdf(pd, d));
                         cells[i][6] = controller_desc(p, pd, d);
-                        cells[i][7] = xasprintf("%s: %s", plan_action_to_string(pd->action), pd->reason ? pd->reason : "");
+                        /* A shared cause is said once, below the table. */
+                        if (pd->cause >= 0 && pd->action != PLAN_MOVE)
+                                cells[i][7] = xasprintf("%s: cause %d", plan_action_to_string(pd->action), pd->cause + 1);
+                        else
+                                cells[i][7] = xasprintf("%s: %s", plan_action_to_string(pd->action), pd->reason ? pd->reason : "");
                         for (size_t c = 0; c < 7; c++)
                                 if (strlen(cells[i][c]) > w[c])
                                         w[c] = strlen(cells[i][c]);
@@ -340,6 +353,15 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
                         free(cells[i]);
                 }
                 free(cells);
+        }
+        if (p->n_causes) {
+                strbuf_append(&b, "\ncauses:\n");
+                for (size_t i = 0; i < p->n_causes; i++) {
+                        const struct plan_cause *c = &p->causes[i];
+                        strbuf_printf(&b, "  %zu. %s%s\n", i + 1, c->what, c->domain ? " (domain-wide)" : "");
+                        if (c->fix)
+                                strbuf_printf(&b, "     fix: %s\n", c->fix);
+                }
         }
 
         if (p->n_pxbs) {
@@ -420,12 +442,20 @@ char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
         if (p->fidelity_skipped)
                 strbuf_printf(&b, "\npath fidelity: not computed for more than %d devices\n", PLAN_FIDELITY_MAX_DEVICES);
         if (p->n_pairs) {
+                /* The pairs whose path type changed; the others only with
+                 * ENGINE_EXPLAIN_ALL_PAIRS (16 devices make 120 pairs). */
+                bool all = flags & ENGINE_EXPLAIN_ALL_PAIRS;
                 strbuf_printf(&b, "\npath fidelity: %u same, %u closer, %u farther", p->n_same, p->n_closer, p->n_farther);
                 if (p->n_unknown)
                         strbuf_printf(&b, ", %u unknown", p->n_unknown);
-                strbuf_printf(&b, " (of %zu pairs; host -> guest path type)\n", p->n_pairs);
+                strbuf_printf(&b, " (of %zu pairs; host -> guest path type)", p->n_pairs);
+                if (!all && p->n_same)
+                        strbuf_printf(&b, "; the %u same not listed (--all-pairs lists them)", p->n_same);
+                strbuf_append(&b, "\n");
                 for (size_t i = 0; i < p->n_pairs; i++) {
                         const struct plan_pair *q = &p->pairs[i];
+                        if (!all && pair_same(q))
+                                continue;
                         strbuf_printf(&b, "  %s  %s  %-4s -> %-4s %s\n", p->devices[q->a].name, p->devices[q->b].name,
                                       plan_path_to_string(q->host), plan_path_to_string(q->guest), pair_verdict(q));
                 }
@@ -498,9 +528,26 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
                 const char *bdf = guest_bdf(pd, d);
                 json_add_str(x, "guest_bdf", streq(bdf, "-") ? NULL : bdf);
                 json_add_str(x, "reason", pd->reason);
+                json_add_int(x, "cause", pd->cause);
                 json_object_array_add(devs, x);
         }
         json_object_object_add(o, "devices", devs);
+
+        /* Each cause once; the devices' "cause" indexes this. */
+        json_object *causes = json_object_new_array();
+        for (size_t i = 0; i < p->n_causes; i++) {
+                json_object *c = json_object_new_object();
+                json_add_str(c, "what", p->causes[i].what);
+                json_add_str(c, "fix", p->causes[i].fix);
+                json_object_object_add(c, "domain_wide", json_object_new_boolean(p->causes[i].domain));
+                json_object *on = json_object_new_array();
+                for (size_t k = 0; k < p->n_devices; k++)
+                        if (p->devices[k].cause == (int) i)
+                                json_object_array_add(on, json_object_new_string(p->devices[k].name));
+                json_object_object_add(c, "devices", on);
+                json_object_array_add(causes, c);
+        }
+        json_object_object_add(o, "causes", causes);
 
         json_object *pxbs = json_object_new_array();
         for (size_t i = 0; i < p->n_pxbs; i++) {
@@ -596,20 +643,149 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
         return s;
 }
 
+/* Append "<label>: a, b, c" to b, wrapped before ENGINE_LINE_WIDTH with
+ * continuation lines indented below the first item. */
+#define ENGINE_LINE_WIDTH 88
+static void append_list(struct strbuf *b, const char *label, char *const *items, size_t n) {
+        size_t col = strlen(label) + 2, start = col;
+        strbuf_printf(b, "%s: ", label);
+        for (size_t i = 0; i < n; i++) {
+                size_t w = strlen(items[i]) + (i + 1 < n ? 1 : 0);
+                if (i && col + 1 + w > ENGINE_LINE_WIDTH) {
+                        strbuf_printf(b, "\n%*s", (int) start, "");
+                        col = start;
+                } else if (i) {
+                        strbuf_append(b, " ");
+                        col++;
+                }
+                strbuf_printf(b, "%s%s", items[i], i + 1 < n ? "," : "");
+                col += w;
+        }
+        strbuf_append(b, "\n");
+}
+
+/* One device of a message: its index in plan->devices and the key it is
+ * grouped by (its cause, 0 for every domain-wide one; its host node). */
+struct cause_dev {
+        size_t i;
+        int group, node;
+};
+
+static int cmp_cause_dev(const void *x, const void *y) {
+        const struct cause_dev *a = x, *b = y;
+        /* By group, then host node (none last), then device order. */
+        if (a->group != b->group)
+                return a->group < b->group ? -1 : 1;
+        unsigned an = (unsigned) a->node, bn = (unsigned) b->node;     /* -1 sorts last */
+        if (an != bn)
+                return an < bn ? -1 : 1;
+        return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* The devices v[0..n) (one group, sorted), by host node:
+ * "  devices on host node 0: a, b"; at most ENGINE_DEVICES_LISTED, then
+ * how many more (a domain may hold thousands of hostdevs). */
+#define ENGINE_DEVICES_LISTED 64
+static void append_devices(struct strbuf *b, const struct plan *p, const struct cause_dev *v, size_t n) {
+        size_t listed = 0;
+        for (size_t k = 0; k < n && listed < ENGINE_DEVICES_LISTED;) {
+                size_t end = k;
+                while (end < n && v[end].node == v[k].node)
+                        end++;
+                if (end - k > ENGINE_DEVICES_LISTED - listed)
+                        end = k + ENGINE_DEVICES_LISTED - listed;
+                char **names = xcalloc(end - k, sizeof(char *));
+                for (size_t j = k; j < end; j++)
+                        names[j - k] = (char *) p->devices[v[j].i].name;
+                _cleanup_free_ char *label = v[k].node >= 0
+                        ? xasprintf("  device%s on host node %d", end - k == 1 ? "" : "s", v[k].node)
+                        : xasprintf("  device%s without a host node", end - k == 1 ? "" : "s");
+                append_list(b, label, names, end - k);
+                free(names);
+                listed += end - k;
+                k = end;
+        }
+        if (n > listed)
+                strbuf_printf(b, "  and %zu more devices\n", n - listed);
+}
+
+/* At most this many causes of their own are said; then how many more. */
+#define ENGINE_CAUSES_LISTED 32
+
+static void append_cause(struct strbuf *b, const struct plan_cause *pc, const char *said) {
+        if (said && strstr(said, pc->what)) {
+                if (pc->fix)
+                        strbuf_printf(b, "fix: %s\n", pc->fix);
+        } else if (pc->fix)
+                strbuf_printf(b, "%s; fix: %s\n", pc->what, pc->fix);
+        else
+                strbuf_printf(b, "%s\n", pc->what);
+}
+
+char *engine_causes(const struct engine_result *r, enum plan_action action, const char *said) {
+        const struct plan *p = r->plan;
+        struct strbuf b = {0};
+        /* The devices concerned, sorted once: the domain-wide causes' as
+         * one group (they concern the same devices, listed once after
+         * them), then each other cause's. */
+        _cleanup_free_ struct cause_dev *v = xcalloc(p->n_devices ? p->n_devices : 1, sizeof(*v));
+        size_t n = 0;
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                if (pd->action != action || pd->cause < 0 || (size_t) pd->cause >= p->n_causes)
+                        continue;
+                v[n++] = (struct cause_dev) {
+                        .i = i, .group = p->causes[pd->cause].domain ? -1 : pd->cause, .node = pd->host_node,
+                };
+        }
+        if (!n)
+                return xstrdup("");
+        qsort(v, n, sizeof(*v), cmp_cause_dev);
+        bool cells = false;
+        size_t k = 0, said_causes = 0, more_causes = 0;
+        if (v[0].group < 0) {
+                /* A cause the caller's line already says gives only its fix. */
+                _cleanup_free_ bool *seen = xcalloc(p->n_causes, sizeof(bool));
+                for (size_t j = 0; j < n && v[j].group < 0; j++)
+                        seen[p->devices[v[j].i].cause] = true;
+                for (size_t c = 0; c < p->n_causes; c++)
+                        if (seen[c]) {
+                                append_cause(&b, &p->causes[c], said);
+                                cells |= p->causes[c].cells;
+                        }
+                while (k < n && v[k].group < 0)
+                        k++;
+                append_devices(&b, p, v, k);
+        }
+        while (k < n) {
+                size_t end = k;
+                while (end < n && v[end].group == v[k].group)
+                        end++;
+                if (said_causes++ < ENGINE_CAUSES_LISTED) {
+                        const struct plan_cause *pc = &p->causes[v[k].group];
+                        append_cause(&b, pc, said);
+                        cells |= pc->cells;
+                        append_devices(&b, p, v + k, end - k);
+                } else
+                        more_causes++;
+                k = end;
+        }
+        if (more_causes)
+                strbuf_printf(&b, "and %zu more causes (pcinumactl plan --format explain lists them all)\n", more_causes);
+        if (cells)
+                strbuf_printf(&b, "guest cells: %s\n", p->cells_desc ? p->cells_desc : "none");
+        return strbuf_steal(&b);
+}
+
 char *engine_refusal(const struct engine_result *r) {
         const struct plan *p = r->plan;
         struct strbuf b = {0};
-        for (size_t i = 0; i < p->n_devices; i++) {
-                const struct plan_device *pd = &p->devices[i];
-                if (pd->action != PLAN_REFUSE)
-                        continue;
-                char nb[16], sb[16];
-                strbuf_printf(&b, "refused: %s (host node %s, socket %s): %s; guest cells: %s; policy %s\n",
-                              pd->name, fmt_int(pd->host_node, nb, "none"), fmt_int(pd->host_socket, sb, "none"),
-                              pd->reason ? pd->reason : "", p->cells_desc ? p->cells_desc : "none",
-                              policy_mode_to_string(p->mode));
-        }
-        if (!b.len)
-                strbuf_printf(&b, "refused: %s; policy %s\n", p->reason ? p->reason : "", policy_mode_to_string(p->mode));
+        const char *reason = p->reason ? p->reason : "refused by policy";
+        if (strstr(reason, "policy "))
+                strbuf_printf(&b, "refused: %s\n", reason);
+        else
+                strbuf_printf(&b, "refused under policy %s: %s\n", policy_mode_to_string(p->mode), reason);
+        _cleanup_free_ char *causes = engine_causes(r, PLAN_REFUSE, reason);
+        strbuf_append(&b, causes);
         return strbuf_steal(&b);
 }

@@ -301,31 +301,44 @@ static bool search_from(struct search *s, size_t k) {
         return false;
 }
 
-/* This host's devices of md's vendor:device (and, with same_driver, of its
- * driver's kind, fingerprint_driver_kind()). */
-static char *node_list(const struct hostmap *h, const struct mark_device *md, bool same_driver) {
+/* This host's devices of vendor:device vd, "0000:13:00.0 (node 0, driver
+ * vfio-pci), ...", wrapped: said once in a refusal however many devices
+ * of that kind have no place (docs/operations.md, "Fleet: migration"). */
+static char *node_list(const struct hostmap *h, const char *vd) {
         struct strbuf b = {0};
+        size_t n = 0;
         for (size_t i = 0; i < h->n_devices; i++) {
                 const struct hostmap_device *d = &h->devices[i];
-                char vd[10];
-                snprintf(vd, sizeof vd, "%04x:%04x", d->vendor, d->device);
-                if (!streq(vd, md->vendor_device) ||
-                    (same_driver && !streq(fingerprint_driver_kind(d->driver), fingerprint_driver_kind(md->driver))))
+                char v[10];
+                snprintf(v, sizeof v, "%04x:%04x", d->vendor, d->device);
+                if (!streq(v, vd))
                         continue;
-                strbuf_printf(&b, "%s%s (node %d, driver %s)", b.len ? ", " : "", d->name, d->node,
-                              d->driver ? d->driver : "none");
+                if (n)
+                        strbuf_append(&b, n % 3 == 0 ? ",\n  " : ", ");
+                n++;
+                strbuf_printf(&b, "%s (node %d, driver %s)", d->name, d->node, d->driver ? d->driver : "none");
         }
         return strbuf_steal(&b);
 }
 
+static bool host_has(const struct hostmap *h, const char *vd) {
+        for (size_t i = 0; i < h->n_devices; i++) {
+                char v[10];
+                snprintf(v, sizeof v, "%04x:%04x", h->devices[i].vendor, h->devices[i].device);
+                if (streq(v, vd))
+                        return true;
+        }
+        return false;
+}
+
 /* Why source device md has no device in its position here: the nearest
- * difference. */
+ * difference, in one line; the host's devices of its kind are listed once
+ * after every such line (node_list()). */
 static char *why_not(const struct hostmap *h, const struct mark_device *md, const struct pos *src,
                      const struct dest *dst, size_t n_dst) {
         const char *vd = md->vendor_device ? md->vendor_device : "?";
         const char *drv = md->driver ? md->driver : "none";
-        _cleanup_free_ char *any = md->vendor_device ? node_list(h, md, false) : NULL;
-        if (!any || !*any)
+        if (!md->vendor_device || !host_has(h, vd))
                 return xasprintf("device %s (%s, driver %s, host node %d): this host has no %s device", md->host, vd, drv,
                                  md->host_node, vd);
         bool on_node = false, on_node_drv = false;
@@ -338,13 +351,12 @@ static char *why_not(const struct hostmap *h, const struct mark_device *md, cons
                 on_node_drv |= streq(fingerprint_driver_kind(h->devices[i].driver), fingerprint_driver_kind(md->driver));
         }
         if (!on_node)
-                return xasprintf("device %s (%s, driver %s) was on host node %d; this host has no %s on that node, only %s",
-                                 md->host, vd, drv, md->host_node, vd, any);
+                return xasprintf("device %s (%s, driver %s) was on host node %d; this host has no %s on that node",
+                                 md->host, vd, drv, md->host_node, vd);
         if (!on_node_drv)
                 return xasprintf("device %s (%s, driver %s, host node %d): the driver's kind differs (each VFIO "
-                                 "variant driver is a kind of its own; vfio-pci, a host driver and none are one): "
-                                 "this host has %s", md->host, vd, drv, md->host_node, any);
-        _cleanup_free_ char *same_drv = node_list(h, md, true);
+                                 "variant driver is a kind of its own; vfio-pci, a host driver and none are one)",
+                                 md->host, vd, drv, md->host_node);
         /* Same node: the root complex (another set of devices beside it)
          * or the switch tree differs.  Say at which level. */
         size_t best = 0;
@@ -357,8 +369,7 @@ static char *why_not(const struct hostmap *h, const struct mark_device *md, cons
         }
         const char *what = best == 0 ? "no root complex of this host on that node holds the same devices"
                                      : "its place below the root complex (the switches and the devices beside it) differs";
-        return xasprintf("device %s (%s, driver %s, host node %d): %s: this host has %s", md->host, vd, drv, md->host_node,
-                         what, same_drv);
+        return xasprintf("device %s (%s, driver %s, host node %d): %s", md->host, vd, drv, md->host_node, what);
 }
 
 /* The entry of in_use naming id for a domain other than self, or NULL. */
@@ -389,27 +400,82 @@ static void order_by_tier(void *base, size_t n, size_t size, size_t tier_offset,
         free(out);
 }
 
+/* This host's mdevs of type t, "<uuid> (parent 0000:13:00.0, node 0),
+ * ...", wrapped; said once in a refusal (node_list()). */
+static char *mdev_list(const struct hostmap *h, const char *t) {
+        struct strbuf b = {0};
+        size_t n = 0;
+        for (size_t i = 0; i < h->n_mdevs; i++) {
+                const struct hostmap_mdev *o = &h->mdevs[i];
+                if (!o->type || !streq(o->type, t))
+                        continue;
+                if (n)
+                        strbuf_append(&b, n % 2 == 0 ? ",\n  " : ", ");
+                n++;
+                char parent[PCI_ADDR_STRLEN];
+                strbuf_printf(&b, "%s (parent %s, node %d)", o->uuid, pci_addr_format(&o->parent, parent), o->node);
+        }
+        return strbuf_steal(&b);
+}
+
 /* Why mdev md has no mdev here whose parent is in its parent's position:
- * no mdev of its type, or where this host's are. */
+ * no mdev of its type, or where this host's are (listed once after). */
 static char *why_not_mdev(const struct search *s, const struct mark_device *md) {
         const char *vd = md->vendor_device ? md->vendor_device : "?";
-        struct strbuf b = {0};
-        for (size_t i = 0; i < s->h->n_mdevs; i++) {
-                const struct hostmap_mdev *o = &s->h->mdevs[i];
-                if (!o->type || !streq(o->type, md->mdev_type))
-                        continue;
-                char parent[PCI_ADDR_STRLEN];
-                strbuf_printf(&b, "%s%s (parent %s, node %d)", b.len ? ", " : "", o->uuid,
-                              pci_addr_format(&o->parent, parent), o->node);
-        }
-        _cleanup_free_ char *list = strbuf_steal(&b);
+        _cleanup_free_ char *list = mdev_list(s->h, md->mdev_type);
         if (!list || !*list)
                 return xasprintf("mdev %s (type %s, parent %s on host node %d): this host has no mdev of type %s "
                                  "(create one on a parent in the same place first)", md->mdev, md->mdev_type, vd,
                                  md->host_node, md->mdev_type);
         return xasprintf("mdev %s (type %s, parent %s on host node %d): no mdev of that type here has its parent in "
-                         "the same place (node, root complex, switches, devices beside it); this host has %s",
-                         md->mdev, md->mdev_type, vd, md->host_node, list);
+                         "the same place (node, root complex, switches, devices beside it)",
+                         md->mdev, md->mdev_type, vd, md->host_node);
+}
+
+/* Add s to the set v[0..*n) unless it is there (a refusal's kinds). */
+static void add_kind(const char ***v, size_t *n, const char *s) {
+        for (size_t i = 0; i < *n; i++)
+                if (streq((*v)[i], s))
+                        return;
+        *GROW(*v, *n) = s;
+}
+
+/* Each device (or mdev) of m that has no candidate here on its own, one
+ * line each saying what differs, after a summary line, and then this
+ * host's devices (and mdevs) of those kinds, once each kind; NULL when
+ * every device has a candidate. */
+static char *why_no_places(struct search *s, const struct mark *m, const struct hostmap *h) {
+        struct strbuf why = {0};
+        size_t n_missing = 0, n_kinds = 0, n_types = 0;
+        _cleanup_free_ const char **kinds = NULL, **types = NULL;
+        for (size_t k = 0; k < m->n_devices; k++) {
+                if (has_candidate(s, k))
+                        continue;
+                const struct mark_device *md = &m->devices[k];
+                _cleanup_free_ char *w = is_mdev(md) ? why_not_mdev(s, md) : why_not(h, md, &s->src[k], s->dst, s->n_dst);
+                strbuf_printf(&why, "\n%s", w);
+                n_missing++;
+                if (is_mdev(md))
+                        add_kind(&types, &n_types, md->mdev_type);
+                else if (md->vendor_device && host_has(h, md->vendor_device))
+                        add_kind(&kinds, &n_kinds, md->vendor_device);
+        }
+        if (!n_missing)
+                return NULL;
+        struct strbuf b = {0};
+        strbuf_printf(&b, "%zu of %zu devices have no place like their own on this host", n_missing, m->n_devices);
+        strbuf_append(&b, why.buf);
+        free(why.buf);
+        for (size_t i = 0; i < n_kinds; i++) {
+                _cleanup_free_ char *list = node_list(h, kinds[i]);
+                strbuf_printf(&b, "\nthis host's %s devices: %s", kinds[i], list);
+        }
+        for (size_t i = 0; i < n_types; i++) {
+                _cleanup_free_ char *list = mdev_list(h, types[i]);
+                if (list && *list)
+                        strbuf_printf(&b, "\nthis host's mdevs of type %s: %s", types[i], list);
+        }
+        return strbuf_steal(&b);
 }
 
 int migrate_map_budget(const struct mark *m, const struct hostmap *h, const struct fingerprint *f,
@@ -508,18 +574,9 @@ int migrate_map_budget(const struct mark *m, const struct hostmap *h, const stru
 
         /* Each device on its own first, for a reason that names every
          * device that has no place here. */
-        struct strbuf why = {0};
-        for (size_t k = 0; k < m->n_devices; k++) {
-                if (has_candidate(&s, k))
-                        continue;
-                _cleanup_free_ char *w = is_mdev(&m->devices[k]) ? why_not_mdev(&s, &m->devices[k])
-                                                                 : why_not(h, &m->devices[k], &s.src[k], s.dst, s.n_dst);
-                strbuf_printf(&why, "%s%s", why.len ? "; " : "", w);
-        }
-        if (why.len) {
-                *ret_reason = strbuf_steal(&why);
+        *ret_reason = why_no_places(&s, m, h);
+        if (*ret_reason)
                 goto out;
-        }
         /* Free devices only first; then, if that finds nothing, any (a
          * failed search leaves nothing used or bound). */
         s.free_only = true;

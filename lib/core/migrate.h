@@ -68,7 +68,10 @@ struct migrate_in_use {
  * incoming one, do not count) are taken only when no mapping of free ones
  * exists; each pair that got one says by whom (used_by).
  * 0 and *ret, or -1 with *ret_reason (malloc'ed: which device or mdev,
- * what differs). */
+ * what differs).  When devices have no place here, *ret_reason has several
+ * lines: "N of M devices have no place like their own on this host", one
+ * line per such device naming it and what differs, then this host's
+ * devices (and mdevs) of those kinds, once each kind. */
 int migrate_map(const struct mark *m, const struct hostmap *h, const struct fingerprint *f,
                 const struct migrate_in_use *in_use, const char *self, struct migrate_map *ret, char **ret_reason);
 
@@ -103,7 +106,8 @@ enum migrate_verdict {
 struct migrate_result {
         enum migrate_verdict verdict;
         char *xml;                      /* PASS, ACCEPT: the hook's stdout */
-        char *reason;                   /* REFUSE: one line, no newline; REFUSE_MARKED: the mark's migratable-reason, or NULL */
+        char *reason;                   /* REFUSE: why, its first line a summary, no final newline (see
+                                         * migrate_map()); REFUSE_MARKED: the mark's migratable-reason, or NULL */
         char *policy;                   /* the mark's policy, when it is a mode name; or NULL */
         char *uuid;                     /* the domain's, or NULL */
         struct migrate_map map;         /* ACCEPT: what went where */

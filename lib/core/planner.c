@@ -64,6 +64,11 @@ struct plan *plan_free(struct plan *p) {
         for (size_t i = 0; i < p->n_warnings; i++)
                 free(p->warnings[i]);
         free(p->warnings);
+        for (size_t i = 0; i < p->n_causes; i++) {
+                free(p->causes[i].what);
+                free(p->causes[i].fix);
+        }
+        free(p->causes);
         free(p->reason);
         free(p->cells_desc);
         free(p->distances);
@@ -86,6 +91,23 @@ _printf_(2, 3) static void add_warning(struct plan *p, const char *fmt, ...) {
         va_end(ap);
 }
 
+/* The cause 'what', with its fix (NULL: none), added once however many
+ * devices it concerns; returns its index in p->causes.  Only the last
+ * CAUSES_LOOKBACK causes are compared: a cause recurs among few others
+ * (the domain's, one per host node), and a domain of thousands of
+ * hostdevs with a reason of their own each must not make planning
+ * quadratic. */
+#define CAUSES_LOOKBACK 64
+static int add_cause(struct plan *p, bool domain, const char *fix, const char *what) {
+        for (size_t i = p->n_causes; i-- > 0 && p->n_causes - i <= CAUSES_LOOKBACK;)
+                if (streq(p->causes[i].what, what))
+                        return (int) i;
+        *GROW(p->causes, p->n_causes) = (struct plan_cause) {
+                .what = xstrdup(what), .fix = fix ? xstrdup(fix) : NULL, .domain = domain,
+        };
+        return (int) p->n_causes - 1;
+}
+
 _printf_(2, 3) static void set_reason(struct plan_device *pd, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
@@ -98,12 +120,15 @@ static char *describe_cells(const struct domain *d, const struct hostmap *h) {
         struct strbuf b = {0};
         if (d->n_cells == 0)
                 return xstrdup("none");
+        /* Unbacked cells: why, said once after the list. */
+        bool unbacked = false;
         for (size_t i = 0; i < d->n_cells; i++) {
                 const struct domain_cell *c = &d->cells[i];
                 if (i)
                         strbuf_append(&b, ", ");
                 if (bitmap_isempty(&c->host_nodes)) {
-                        strbuf_printf(&b, "%u = no host node (no numatune memnode, vcpupin or vcpu cpuset backs it)", c->id);
+                        strbuf_printf(&b, "%u = no host node", c->id);
+                        unbacked = true;
                         continue;
                 }
                 _cleanup_free_ char *nodes = bitmap_format(&c->host_nodes);
@@ -119,6 +144,8 @@ static char *describe_cells(const struct domain *d, const struct hostmap *h) {
                 else
                         strbuf_printf(&b, " (%s)", domain_backing_to_string(c->backing));
         }
+        if (unbacked)
+                strbuf_append(&b, " (a cell without a numatune memnode, vcpupin or vcpu cpuset has no host node)");
         return strbuf_steal(&b);
 }
 
@@ -190,6 +217,7 @@ static void describe_device(const struct domain *d, const struct hostmap *h, siz
         pd->host_socket = HOSTMAP_NO_SOCKET;
         pd->cell = -1;
         pd->port_index = -1;
+        pd->cause = -1;
         domain_hostdev_name(hd, pd->name);
 
         const struct hostmap_device *dev = NULL;
@@ -262,6 +290,29 @@ static const char *no_node_reason(const struct plan_device *pd) {
         return pd->known ? "the host reports no NUMA node for it" : "it is not present on this host";
 }
 
+/* The fix for a device without a host node (no_node_reason()). */
+static const char *no_node_fix(const struct plan_device *pd, bool strict) {
+        if (!pd->known)
+                return "check its <hostdev> source address ('pcinumactl host' lists this host's devices)";
+        return strict ? "turn on NUMA reporting in the firmware (ACPI SRAT), or use policy preferred or legacy for this domain"
+                      : "turn on NUMA reporting in the firmware (ACPI SRAT)";
+}
+
+/* No guest cell is backed by any host node: a domain-wide cause, said once
+ * with the nodes its devices are on (docs/planner.md, "One line per
+ * cause"). */
+static int unpinned_cause(struct plan *p) {
+        _cleanup_(bitmap_done) struct bitmap nodes = {0};
+        for (size_t i = 0; i < p->n_devices; i++)
+                if (p->devices[i].host_node >= 0)
+                        bitmap_set(&nodes, (unsigned) p->devices[i].host_node);
+        _cleanup_free_ char *list = bitmap_format(&nodes);
+        _cleanup_free_ char *fix = xasprintf("pin each cell with <numatune><memnode cellid='C' nodeset='N'/> (its "
+                                             "devices are on host node%s %s)", bitmap_count(&nodes) == 1 ? "" : "s", list);
+        /* It says it all: no list of the cells after it (cells false). */
+        return add_cause(p, true, fix, "no guest cell is pinned to a host node");
+}
+
 /* Decide each device's cell (design §6). Returns the number refused. */
 static size_t place_devices(const struct domain *d, const struct hostmap *h, struct plan *p) {
         size_t refused = 0;
@@ -269,13 +320,17 @@ static size_t place_devices(const struct domain *d, const struct hostmap *h, str
         _cleanup_free_ const struct plan_device **firsts = xcalloc(p->n_devices ? p->n_devices : 1, sizeof(*firsts));
         size_t n_firsts = 0;
         const char *mode = policy_mode_to_string(p->mode);
+        bool unpinned = d->n_cells > 0;
+        for (size_t c = 0; c < d->n_cells && unpinned; c++)
+                unpinned = bitmap_isempty(&d->cells[c].host_nodes);
 
         for (size_t i = 0; i < p->n_devices; i++) {
                 struct plan_device *pd = &p->devices[i];
                 int cell = -1;
 
                 if (pd->host_node < 0) {
-                        if (p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET) {
+                        bool strict = p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET;
+                        if (strict) {
                                 pd->action = PLAN_REFUSE;
                                 set_reason(pd, "%s; policy %s needs a device with a NUMA node", no_node_reason(pd), mode);
                                 refused++;
@@ -283,6 +338,7 @@ static size_t place_devices(const struct domain *d, const struct hostmap *h, str
                                 pd->action = PLAN_STAY;
                                 set_reason(pd, "%s; stays on pcie.0 (policy %s allows that)", no_node_reason(pd), mode);
                         }
+                        pd->cause = add_cause(p, false, no_node_fix(pd, strict), pd->reason);
                         continue;
                 }
 
@@ -346,15 +402,29 @@ static size_t place_devices(const struct domain *d, const struct hostmap *h, str
                 if (p->mode == POLICY_PREFERRED) {
                         pd->action = PLAN_STAY;
                         set_reason(pd, "no guest cell is backed by any host node; stays on pcie.0 (policy preferred)");
+                        pd->cause = unpinned ? unpinned_cause(p) : add_cause(p, false, NULL, pd->reason);
                         continue;
                 }
                 pd->action = PLAN_REFUSE;
                 refused++;
-                if (p->mode == POLICY_SOCKET)
+                if (unpinned) {
+                        pd->cause = unpinned_cause(p);
+                        set_reason(pd, "%s", p->causes[pd->cause].what);
+                        continue;
+                }
+                _cleanup_free_ char *fix = NULL;
+                if (p->mode == POLICY_SOCKET) {
                         set_reason(pd, "no guest cell is backed by host node %d or by another node of socket %d",
                                    pd->host_node, pd->host_socket);
-                else
+                        fix = xasprintf("pin a guest cell to a host node of socket %d (<numatune><memnode>), or use "
+                                        "policy preferred", pd->host_socket);
+                } else {
                         set_reason(pd, "no guest cell is backed by host node %d", pd->host_node);
+                        fix = xasprintf("pin a guest cell to host node %d (<numatune><memnode nodeset='%d'/>), or use "
+                                        "policy preferred", pd->host_node, pd->host_node);
+                }
+                pd->cause = add_cause(p, false, fix, pd->reason);
+                p->causes[pd->cause].cells = true;
         }
         return refused;
 }
@@ -373,62 +443,14 @@ static char *name_list(const struct plan *p, const size_t *sel, size_t n) {
         return strbuf_steal(&b);
 }
 
-/* A domain left untouched (not eligible, or its layout does not fit): one
- * warning, the cause once, then the devices it leaves where they are. */
-static void warn_untouched(struct plan *p) {
-        _cleanup_free_ size_t *sel = xcalloc(p->n_devices ? p->n_devices : 1, sizeof(size_t));
-        for (size_t i = 0; i < p->n_devices; i++)
-                sel[i] = i;
-        _cleanup_free_ char *names = name_list(p, sel, p->n_devices);
-        add_warning(p, "domain left untouched: %s; %zu passthrough device%s stay%s where libvirt puts %s: %s", p->reason,
-                    p->n_devices, p->n_devices == 1 ? "" : "s", p->n_devices == 1 ? "s" : "",
-                    p->n_devices == 1 ? "it" : "them", names);
-}
-
-/* preferred and legacy start what they cannot place (docs/policy.md,
- * "What could not be placed"): say so, one warning per cause, each naming
- * the devices it affects.  Runs right after place_devices(). */
-static void warn_not_placed(const struct domain *d, const struct hostmap *h, struct plan *p) {
-        size_t n = p->n_devices;
+/* preferred places a device whose node backs no guest cell on the nearest
+ * cell (docs/policy.md, "What could not be placed"): say so, one warning
+ * per host node and cell, naming the devices.  What could not be placed
+ * at all stays on pcie.0 with a cause (plan_cause), which the messages
+ * list with the devices it concerns (engine_causes()). */
+static void warn_not_local(const struct domain *d, const struct hostmap *h, struct plan *p) {
+        size_t n = p->n_devices, k;
         _cleanup_free_ size_t *sel = xcalloc(n ? n : 1, sizeof(size_t));
-        size_t k;
-
-        /* Devices without a NUMA node, and devices the host does not have. */
-        for (int known = 1; known >= 0; known--) {
-                k = 0;
-                for (size_t i = 0; i < n; i++)
-                        if (p->devices[i].action == PLAN_STAY && p->devices[i].host_node < 0 && p->devices[i].known == known)
-                                sel[k++] = i;
-                if (!k)
-                        continue;
-                _cleanup_free_ char *names = name_list(p, sel, k);
-                if (known)
-                        add_warning(p, "not placed: the host reports no NUMA node for %s; %s on pcie.0, with no NUMA node "
-                                    "in the guest: %s", k == 1 ? "this device" : "these devices", k == 1 ? "it stays" : "they stay",
-                                    names);
-                else
-                        add_warning(p, "not placed: not present on this host; %s where libvirt puts %s: %s",
-                                    k == 1 ? "it stays" : "they stay", k == 1 ? "it" : "them", names);
-        }
-
-        /* Devices with a node and no cell backed by any host node (a
-         * device that stays for its slot has its own warning). */
-        bool backed = false;
-        for (size_t c = 0; c < d->n_cells && !backed; c++)
-                backed = !bitmap_isempty(&d->cells[c].host_nodes);
-        k = 0;
-        for (size_t i = 0; i < n && !backed; i++)
-                if (p->devices[i].action == PLAN_STAY && p->devices[i].host_node >= 0)
-                        sel[k++] = i;
-        if (k) {
-                _cleanup_free_ char *names = name_list(p, sel, k);
-                add_warning(p, "not placed: no guest cell is backed by a host node (pin the cells to host nodes with "
-                            "<numatune><memnode>, or their vCPUs with <vcpupin>); %zu device%s on pcie.0, with no NUMA node "
-                            "in the guest: %s", k, k == 1 ? " stays" : "s stay", names);
-        }
-
-        /* Devices on a cell their host node does not back: one warning
-         * per host node and cell. */
         _cleanup_free_ bool *done = xcalloc(n ? n : 1, sizeof(bool));
         for (size_t i = 0; i < n; i++) {
                 const struct plan_device *pd = &p->devices[i];
@@ -1498,18 +1520,26 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
         }
 
         /* Eligibility (design §6, §3.5, §3.6). */
+        /* Each a domain-wide cause with its fix; p->reason joins them. */
         struct strbuf why = {0};
-        if (d->n_cells == 0)
+        int first_cause = -1;
+        if (d->n_cells == 0) {
                 strbuf_append(&why, "the domain has no guest NUMA cells (<cpu><numa>)");
+                first_cause = add_cause(p, true, "give it guest NUMA cells (<cpu><numa><cell>), each pinned to a host node "
+                                                 "(<numatune><memnode>)", why.buf);
+        }
         if (!d->q35) {
-                if (why.len)
-                        strbuf_append(&why, "; ");
-                strbuf_printf(&why, "machine type '%s' is not q35 (pcie-expander-bus needs q35)", d->machine ? d->machine : "default (pc)");
+                _cleanup_free_ char *c = xasprintf("machine type '%s' is not q35 (pcie-expander-bus needs q35)",
+                                                   d->machine ? d->machine : "default (pc)");
+                strbuf_printf(&why, "%s%s", why.len ? "; " : "", c);
+                int k = add_cause(p, true, "use machine type q35 (<os><type machine='q35'>)", c);
+                first_cause = first_cause < 0 ? k : first_cause;
         }
         if (!d->acpi) {
-                if (why.len)
-                        strbuf_append(&why, "; ");
-                strbuf_append(&why, "ACPI is off (<features><acpi/> is missing), so the guest could not see the expander buses' NUMA nodes");
+                const char *c = "ACPI is off (<features><acpi/> is missing), so the guest could not see the expander buses' NUMA nodes";
+                strbuf_printf(&why, "%s%s", why.len ? "; " : "", c);
+                int k = add_cause(p, true, "add <acpi/> to <features>", c);
+                first_cause = first_cause < 0 ? k : first_cause;
         }
         if (why.len) {
                 p->reason = strbuf_steal(&why);
@@ -1517,10 +1547,11 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
                 p->verdict = strict ? PLAN_REFUSED : PLAN_SKIP;
                 for (size_t i = 0; i < p->n_devices; i++) {
                         p->devices[i].action = strict ? PLAN_REFUSE : PLAN_STAY;
+                        p->devices[i].cause = first_cause;
                         set_reason(&p->devices[i], "%s", p->reason);
                 }
                 if (!strict)
-                        warn_untouched(p);
+                        add_warning(p, "domain left untouched: %s", p->reason);
                 *ret = TAKE_PTR(p);
                 return 0;
         }
@@ -1530,9 +1561,12 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
         if (!refused && check_io_ports(d, p) < 0) {
                 p->verdict = PLAN_REFUSED;
                 p->reason = xstrdup(p->io_note);
+                int cause = add_cause(p, true, "pass fewer devices with I/O BARs to one domain, or VFs without I/O BARs, or "
+                                               "set io_port_check to false for it", p->io_note);
                 for (size_t i = 0; i < p->n_devices; i++)
                         if (p->devices[i].action == PLAN_MOVE && p->devices[i].io_bars) {
                                 p->devices[i].action = PLAN_REFUSE;
+                                p->devices[i].cause = cause;
                                 set_reason(&p->devices[i], "it has an I/O BAR and %s", p->io_note);
                         }
                 *ret = TAKE_PTR(p);
@@ -1549,10 +1583,7 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
         size_t moved = 0;
         for (size_t i = 0; i < p->n_devices; i++)
                 moved += p->devices[i].action == PLAN_MOVE;
-        bool lenient = p->mode == POLICY_PREFERRED || p->mode == POLICY_LEGACY;
         if (!moved) {
-                if (lenient)
-                        warn_not_placed(d, h, p);
                 p->verdict = PLAN_UNCHANGED;
                 p->reason = xstrdup("no device has a guest cell to go to; all stay on pcie.0");
                 *ret = TAKE_PTR(p);
@@ -1562,20 +1593,23 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
         if (layout(d, p) < 0) {
                 bool strict = p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET;
                 p->verdict = strict ? PLAN_REFUSED : PLAN_SKIP;
+                int cause = add_cause(p, true, "remove spare pcie-root-port controllers and expander buses added by hand, "
+                                               "or pass fewer devices to one domain", p->reason);
                 for (size_t i = 0; i < p->n_devices; i++)
                         if (p->devices[i].action == PLAN_MOVE) {
                                 p->devices[i].action = strict ? PLAN_REFUSE : PLAN_STAY;
+                                p->devices[i].cause = cause;
                                 set_reason(&p->devices[i], "%s", p->reason);
                                 p->devices[i].port_index = -1;
                         }
                 clear_layout(p);
                 if (!strict)
-                        warn_untouched(p);
+                        add_warning(p, "domain left untouched: %s", p->reason);
                 *ret = TAKE_PTR(p);
                 return 0;
         }
-        if (lenient)
-                warn_not_placed(d, h, p);
+        if (p->mode == POLICY_PREFERRED)
+                warn_not_local(d, h, p);
         p->verdict = PLAN_APPLY;
         plan_distances(d, h, p);
         plan_mmio64(d, p);
@@ -1698,9 +1732,24 @@ void planner_fidelity(struct plan *p) {
                 }
 }
 
+/* Every refused or staying device has a cause: one of its own (its
+ * reason) where the planner named none. */
+static void finish_causes(struct plan *p) {
+        if (p->mode == POLICY_OFF)
+                return;
+        for (size_t i = 0; i < p->n_devices; i++) {
+                struct plan_device *pd = &p->devices[i];
+                if (pd->action != PLAN_MOVE && pd->cause < 0 && pd->reason)
+                        pd->cause = add_cause(p, false, NULL, pd->reason);
+        }
+}
+
 int planner_run_opts(const struct domain *d, const struct hostmap *h, const struct policy_settings *s,
                      const struct planner_options *o, struct plan **ret) {
-        return plan_domain(d, h, s, o, ret);
+        int r = plan_domain(d, h, s, o, ret);
+        if (r >= 0)
+                finish_causes(*ret);
+        return r;
 }
 
 static const struct domain_hostdev *find_same_hostdev(const struct domain *d, const struct domain_hostdev *hd) {

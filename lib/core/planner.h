@@ -32,6 +32,7 @@ struct plan_device {
         int port_index;                 /* the port it plugs into (root or switch downstream port), or -1 */
         struct pci_addr guest;          /* its new guest address (MOVE) */
         char *reason;                   /* why, in a phrase */
+        int cause;                      /* REFUSE and STAY: its index in plan->causes, or -1 */
         char driver[64];                /* the host driver, "" if none or unknown */
         /* The host switch it sits behind (the bridge below its root port),
          * for mirror_switches and `pcinumactl topo`. */
@@ -151,6 +152,19 @@ struct plan_managed {
         char driver[64];
 };
 
+/* Why devices are refused or stay where they are, each said once, with
+ * its fix, however many devices it concerns (docs/planner.md, "Messages:
+ * one line per cause").  A domain-wide cause (no <acpi/>, no cells,
+ * unpinned cells, not q35, the bus budget) concerns every refused or
+ * staying device; any other is one device's reason, shared by every
+ * device that has the same. */
+struct plan_cause {
+        char *what;                     /* the cause, a phrase: "ACPI is off (<features><acpi/> is missing), ..." */
+        char *fix;                      /* what to change, a phrase ("add <acpi/> to <features>"), or NULL */
+        bool domain;                    /* domain-wide */
+        bool cells;                     /* about the guest cells: the message lists them */
+};
+
 enum plan_verdict {
         PLAN_APPLY,             /* the domain gets the planned topology */
         PLAN_UNCHANGED,         /* nothing to do (policy off, no devices, none moves) */
@@ -173,6 +187,8 @@ struct plan {
         size_t n_pruned;
         char **warnings;
         size_t n_warnings;
+        struct plan_cause *causes;      /* in the order first met; plan_device.cause indexes it */
+        size_t n_causes;
         int first_index;                /* first new controller index */
         int pcie0_buses;                /* bus numbers the pcie.0 side needs */
         int busnr_limit;                /* our pxbs live below this busNr */

@@ -133,7 +133,7 @@ def run(a):
     log = open(os.path.join(work, "pcinumad.log"), "w")
     proc = subprocess.Popen([a.pcinumad, "--sysfs-root", sysfs, "--socket", sock, "--policy-file", policy,
                              "--libvirt-uri", uri, "--log-target", "stderr", "--watch-udev", "yes",
-                             "--allow-uid", str(s.uid)],
+                             "--allow-uid", str(s.uid), "--metrics-file", "none"],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
 
     def stop_daemon():

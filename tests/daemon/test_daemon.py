@@ -104,8 +104,9 @@ def t_phase_matrix(policy):
                 eq(r.rc, 1, "prepare exit (partial, %s): %r" % (policy, r))
                 for s in ("refusing to start domain partial-require",
                           "policy %s" % policy,
-                          "pcinuma: refused: 0000:33:00.0 (host node 1, socket 0)",
-                          "pcinuma: refused: 0000:73:00.0 (host node 3, socket 1)"):
+                          "pcinuma: no guest cell is backed by host node 1; fix: pin a guest cell to host node 1",
+                          "pcinuma:   device on host node 1: 0000:33:00.0\n",
+                          "pcinuma:   device on host node 3: 0000:73:00.0\n"):
                     contains(r.err, s, "prepare stderr (partial, %s)" % policy)
                 assert_decision(dec, mid=MID["START_REFUSED"], verdict="refuse", phase="prepare",
                                 policy=policy, domain="partial-require", uuid=None)
@@ -970,7 +971,7 @@ def t_rescan():
         st0 = d.status()
         r, dec = hook_and_decision(d, "gpu-vm-new", "prepare", "begin", xml_new)
         eq(r.rc, 1, "prepare with a device the host lacks: %r" % r)
-        contains(r.err, "refused: %s" % new_gpu, "stderr before the rescan")
+        contains(r.err, "device without a host node: %s" % new_gpu, "stderr before the rescan")
         contains(r.err, "not present on this host", "stderr before the rescan")
 
         # node 3's host bridge gets a second root port with a GPU

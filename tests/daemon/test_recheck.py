@@ -107,7 +107,7 @@ class Env:
         self.proc = subprocess.Popen(
             [a.pcinumad, "--sysfs-root", self.sys, "--socket", self.sock, "--libvirt-uri", "test:///default",
              "--watcher-program", FAKE_WATCHER, "--log-target", "stderr",
-             "--policy-file", self.policy, "--watch-udev", "yes"],
+             "--policy-file", self.policy, "--watch-udev", "yes", "--metrics-file", "none"],
             stderr=self.log, stdin=subprocess.DEVNULL, env=env)
 
     def write_policy(self, obj):

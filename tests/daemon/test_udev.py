@@ -68,7 +68,7 @@ def main():
         log = open(os.path.join(work, "daemon.log"), "w")
         daemon = subprocess.Popen([a.pcinumad, "--sysfs-root", host, "--socket", sock, "--libvirt-uri", "none",
                                    "--log-target", "stderr", "--policy-file", os.path.join(work, "none.json"),
-                                   "--watch-udev", "yes"], stderr=log)
+                                   "--watch-udev", "yes", "--metrics-file", "none"], stderr=log)
         for _ in range(100):
             st = status(a.pcinumactl, sock) if os.path.exists(sock) else None
             if st:

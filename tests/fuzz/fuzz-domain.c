@@ -18,6 +18,7 @@
 
 #include "domain.h"
 #include "engine.h"
+#include "hwloctopo.h"
 #include "planner.h"
 #include "policy.h"
 #include "rewrite.h"
@@ -113,7 +114,10 @@ static void check_engine(const char *xml, size_t len, const enum policy_mode *fo
         if (engine_plan(xml, len, host, pol, forced, &res, &err) < 0)
                 return;
         free(engine_explain(res, host));
+        free(engine_explain_flags(res, host, ENGINE_EXPLAIN_ALL_PAIRS));
         free(engine_json(res, host));
+        free(engine_causes(res, PLAN_STAY, NULL));
+        free(hwloctopo_guest(res->plan, res->base, host));
         if (res->verdict == PLAN_REFUSED) {
                 free(engine_refusal(res));
                 if (res->xml)

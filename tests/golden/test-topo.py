@@ -37,25 +37,41 @@ def topo(*args, stdin=None):
 
 
 def parse(out):
-    """-> (labels, host matrix, guest matrix, device lines, summary)."""
+    """-> (labels, host matrix, guest matrix, device lines, summary), from
+    the default layout (the host matrix, then the guest's below it) or
+    --wide's (side by side)."""
     lines = out.splitlines()
-    head = lines[0].split()
-    gi = head.index("GUEST")
-    labels = head[1:gi]
     host, guest = {}, {}
-    for row in lines[1:1 + len(labels)]:
-        cols = row.split()
-        a = cols[0]
-        host[a] = dict(zip(labels, cols[1:1 + len(labels)]))
-        eq_label = cols[1 + len(labels)]
-        assert eq_label == a, "guest row label %r != %r" % (eq_label, a)
-        guest[a] = dict(zip(labels, cols[2 + len(labels):]))
+    if lines[0].split()[0] == "HOST":
+        head = lines[0].split()
+        gi = head.index("GUEST")
+        labels = head[1:gi]
+        for row in lines[1:1 + len(labels)]:
+            cols = row.split()
+            a = cols[0]
+            host[a] = dict(zip(labels, cols[1:1 + len(labels)]))
+            eq_label = cols[1 + len(labels)]
+            assert eq_label == a, "guest row label %r != %r" % (eq_label, a)
+            guest[a] = dict(zip(labels, cols[2 + len(labels):]))
+    else:
+        assert lines[0] == "Host:", "first line %r" % lines[0]
+        labels = lines[1].split()
+        for row in lines[2:2 + len(labels)]:
+            cols = row.split()
+            host[cols[0]] = dict(zip(labels, cols[1:]))
+        g = 2 + len(labels)
+        assert lines[g] == "" and lines[g + 1].startswith("Guest ("), "guest title %r" % lines[g + 1]
+        assert lines[g + 2].split() == labels, "guest header %r" % lines[g + 2]
+        for row in lines[g + 3:g + 3 + len(labels)]:
+            cols = row.split()
+            guest[cols[0]] = dict(zip(labels, cols[1:]))
     devices = {}
     for l in lines:
         parts = l.split()
         if len(parts) > 2 and parts[0] in labels and "->" in l:
             devices[parts[0]] = (parts[1], l)
-    return labels, host, guest, devices, lines[-1]
+    summary = [l for l in lines if "device pairs keep their host path type" in l]
+    return labels, host, guest, devices, " ".join(lines[lines.index(summary[0]):]) if summary else ""
 
 
 def oracle(root, bdf_a, bdf_b):
@@ -135,6 +151,16 @@ def main():
     TAP.check(not wrong_cell, "each device's guest cell is its host node", "\n".join(wrong_cell))
     TAP.check(all("behind a guest switch" in l for _, l in devices.values()), "every device is behind a guest switch")
     TAP.check("Legend:" in p.stdout and "PIX  = behind one PCIe switch" in p.stdout, "the legend is printed")
+
+    # Width: 16 devices fit 100 columns; --wide puts the matrices side by
+    # side (and adds each device's class), and says the same.
+    widest = max(len(l) for l in p.stdout.splitlines())
+    TAP.check(widest <= 100, "16 devices: every line fits 100 columns", "widest line: %d" % widest)
+    w = topo("--sysfs-root", root, "--policy-file", mirror, "--wide", xml)
+    wl, wh, wg, wd, ws = parse(w.stdout)
+    TAP.check(w.returncode == 0 and (wl, wh, wg, ws) == (labels, host, guest, summary)
+              and max(len(l) for l in w.stdout.splitlines()) > 100 and "3D controller" in w.stdout,
+              "--wide: side by side, wider, the same matrices and summary", w.stderr + w.stdout[:300])
 
     # mirror_switches off: exactly the host PIX pairs weaken to PHB*.
     p = topo("--sysfs-root", root, "--policy-file", plain, xml)

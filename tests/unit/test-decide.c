@@ -67,6 +67,71 @@ static void test_prepare_unplanned(void **state) {
         }
 }
 
+/* fake_vm_xml without 'cut' (an element, or a line to drop). */
+static char *fake_vm_without(const char *from, const char *to) {
+        const char *a = strstr(fake_vm_xml, from), *b = to ? strstr(fake_vm_xml, to) : NULL;
+        assert_non_null(a);
+        size_t skip = b ? (size_t) (b - a) + strlen(to) : strlen(from);
+        return xasprintf("%.*s%s", (int) (a - fake_vm_xml), fake_vm_xml, a + skip);
+}
+
+static size_t count(const char *s, const char *sub) {
+        size_t n = 0;
+        for (const char *p = s; p && (p = strstr(p, sub)); p += strlen(sub))
+                n++;
+        return n;
+}
+
+/* A domain-wide cause is said once, with its fix, then the devices it
+ * concerns, each once (docs/planner.md, "One line per cause"); the first
+ * line alone says why (the journal keeps it). */
+static void test_prepare_one_line_per_cause(void **state) {
+        (void) state;
+        /* Unpinned cells: legacy refuses; the cause with its fix once. */
+        _cleanup_free_ char *unpinned = fake_vm_without("  <numatune>", "  </numatune>\n");
+        _cleanup_policy_ struct policy *legacy = fake_vm_policy("legacy");
+        struct decision d;
+        decide(legacy, "prepare", "begin", unpinned, false, &d);
+        assert_int_equal(d.verdict, DECIDE_REFUSE);
+        size_t first = strcspn(d.message, "\n");
+        assert_true(first < strlen(d.message));
+        assert_true(strncmp(d.message, "pcinuma: refusing to start domain " FAKE_VM_NAME
+                            ": 4 of 4 passthrough devices cannot be placed under policy legacy\n", first + 1) == 0);
+        assert_int_equal(count(d.message, "no guest cell is pinned to a host node"), 1);
+        assert_int_equal(count(d.message, "fix: pin each cell with <numatune><memnode"), 1);
+        assert_int_equal(count(d.message, "(its devices are on host nodes 0-3)"), 1);
+        static const char *const devs[] = { "0000:10:00.0", "0000:30:00.0", "0000:50:00.0", "0000:70:00.0" };
+        for (size_t i = 0; i < ELEMENTSOF(devs); i++)
+                assert_int_equal(count(d.message, devs[i]), 1);
+        assert_true(has(d.message, "pcinuma:   device on host node 2: 0000:50:00.0\n"));
+        /* Every line is the hook's, and none repeats the cells. */
+        assert_int_equal(count(d.message, "\n"), count(d.message, "pcinuma: "));
+        assert_false(has(d.message, "guest cells:"));
+        decision_done(&d);
+
+        /* No <acpi/>: under require a refusal that names it once on its
+         * first line, then only the fix; under legacy a warning that does
+         * the same. */
+        _cleanup_free_ char *no_acpi = fake_vm_without("    <acpi/>\n", NULL);
+        _cleanup_policy_ struct policy *require = fake_vm_policy("require");
+        decide(require, "prepare", "begin", no_acpi, false, &d);
+        assert_int_equal(d.verdict, DECIDE_REFUSE);
+        assert_int_equal(count(d.message, "ACPI is off"), 1);
+        assert_true(strstr(d.message, "ACPI is off") < d.message + strcspn(d.message, "\n"));
+        assert_int_equal(count(d.message, "pcinuma: fix: add <acpi/> to <features>\n"), 1);
+        for (size_t i = 0; i < ELEMENTSOF(devs); i++)
+                assert_int_equal(count(d.message, devs[i]), 1);
+        decision_done(&d);
+        decide(legacy, "prepare", "begin", no_acpi, false, &d);
+        assert_int_equal(d.verdict, DECIDE_WARN);
+        assert_true(strncmp(d.message, "pcinuma: warning: domain " FAKE_VM_NAME ": domain left untouched: ACPI is off", 50) == 0);
+        assert_int_equal(count(d.message, "ACPI is off"), 1);
+        assert_int_equal(count(d.message, "pcinuma: fix: add <acpi/> to <features>\n"), 1);
+        for (size_t i = 0; i < ELEMENTSOF(devs); i++)
+                assert_int_equal(count(d.message, devs[i]), 1);
+        decision_done(&d);
+}
+
 /* With a watcher updating the definition, a refusal says so. */
 static void test_prepare_updating(void **state) {
         (void) state;
@@ -177,6 +242,42 @@ static void test_migrate(void **state) {
         assert_true(has(d.message, "refusing incoming migration of domain " FAKE_VM_NAME));
         assert_true(has(d.message, "(migration: refuse)"));
         decision_done(&d);
+
+        /* A host whose devices are not in the same places: refused with
+         * a summary on the first line, one line per device that has no
+         * place, and this host's devices of that kind once; every line
+         * with the hook's prefix. */
+        {
+                struct hostmap *c = fake_host_4n(fake_host_slit, fake_host_sockets);
+                fake_host_add_dev(c, "0000:18:00.0", 0, 0x030200);
+                fake_host_add_dev(c, "0000:38:00.0", 1, 0x030200);
+                fake_host_add_dev(c, "0000:58:00.0", 2, 0x030200);
+                fake_host_add_dev(c, "0000:78:00.0", 2, 0x030200);
+                hostmap_finish(c);
+                struct proto_request rq = {
+                        .type = PROTO_REQUEST_HOOK,
+                        .argv = { (char *) FAKE_VM_NAME, (char *) "migrate", (char *) "begin", (char *) "-" },
+                        .xml = marked, .xml_len = strlen(marked),
+                };
+                _cleanup_policy_ struct policy *req = fake_vm_policy("require");
+                decide_hook(&rq, c, req, NULL, false, &d);
+                assert_int_equal(d.verdict, DECIDE_REFUSE);
+                assert_true(strncmp(d.message, "pcinuma: refusing incoming migration of domain " FAKE_VM_NAME ": this host "
+                                    "cannot give it the same topology: 2 of 4 devices have no place like their own on "
+                                    "this host\npcinuma: device 0000:50:00.0 ", 170) == 0);
+                assert_true(has(d.message, "\npcinuma: device 0000:70:00.0 (0000:0000, driver none) was on host node 3"));
+                assert_true(has(d.message, "\npcinuma: this host's 0000:0000 devices: 0000:18:00.0 (node 0"));
+                assert_true(has(d.message, ",\npcinuma:   0000:78:00.0 (node 2, driver none)\n"));
+                size_t lines = 0, prefixed = 0;
+                for (const char *p = d.message; (p = strchr(p, '\n')); p++)
+                        lines++;
+                for (const char *p = d.message; (p = strstr(p, "pcinuma: ")); p++)
+                        prefixed++;
+                assert_int_equal(lines, 5);
+                assert_int_equal(prefixed, 5);
+                decision_done(&d);
+                hostmap_free(c);
+        }
 
         /* Every device of this host it could take is used by another
          * domain: accepted, the warning first and one shared entry per
@@ -325,6 +426,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_prepare_unplanned),
                 cmocka_unit_test(test_prepare_updating),
+                cmocka_unit_test(test_prepare_one_line_per_cause),
                 cmocka_unit_test(test_prepare_planned),
                 cmocka_unit_test(test_prepare_bad_xml),
                 cmocka_unit_test(test_migrate),

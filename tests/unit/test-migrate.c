@@ -609,7 +609,7 @@ static void test_mdev_refused(void **state) {
         assert_int_equal(map.n_pairs, 0);
         assert_true(has(reason, "mdev " UA(5) " (type nvidia-64, parent 10de:2330 on host node 0): no mdev of that type "
                                 "here has its parent in the same place"));
-        assert_true(has(reason, "this host has " UB(3) " (parent 0002:f4:00.0, node 1)"));
+        assert_true(has(reason, "\nthis host's mdevs of type nvidia-64: " UB(3) " (parent 0002:f4:00.0, node 1)"));
 
         /* A type B has none of. */
         free(m.devices[0].mdev_type);
@@ -737,9 +737,21 @@ static void test_incoming(void **state) {
         hostmap_finish(c);
         migrate_incoming(planned, strlen(planned), c, pol, NULL, &r);
         assert_int_equal(r.verdict, MIGRATE_REFUSE);
-        assert_true(has(r.reason, "; device 0000:70:00.0 (0000:0000, driver none) was on host node 3; this host has no 0000:0000 on that node"));
+        /* One line per device, what differs; the host's devices of
+         * that kind once, after them. */
+        static const char summary[] = "2 of 4 devices have no place like their own on this host\n";
+        assert_true(strncmp(r.reason, summary, strlen(summary)) == 0);
+        assert_true(has(r.reason, "\ndevice 0000:70:00.0 (0000:0000, driver none) was on host node 3; this host has no "
+                                  "0000:0000 on that node\n"));
         /* node 2's root complex has one GPU more here: named too */
-        assert_true(has(r.reason, "device 0000:50:00.0 (0000:0000, driver none, host node 2): no root complex"));
+        assert_true(has(r.reason, "\ndevice 0000:50:00.0 (0000:0000, driver none, host node 2): no root complex"));
+        const char *list = strstr(r.reason, "\nthis host's 0000:0000 devices: 0000:18:00.0 (node 0, driver none), "
+                                            "0000:38:00.0 (node 1, driver none), 0000:58:00.0 (node 2, driver none),\n"
+                                            "  0000:78:00.0 (node 2, driver none)");
+        assert_non_null(list);
+        assert_null(strstr(list + 2, "this host's"));
+        assert_int_equal(strstr(r.reason, "0000:78:00.0") - r.reason, strstr(list, "0000:78:00.0") - r.reason);
+        assert_null(strstr(strstr(r.reason, "0000:78:00.0") + 1, "0000:78:00.0"));
         migrate_result_done(&r);
         hostmap_free(c);
 }

@@ -373,10 +373,13 @@ def pcinumad_argv(pcinumad, sysfs, policy_file, sock, libvirt_uri="none",
                   log_target="stderr", extra=(), wrapper=()):
     """The command line of a pcinumad every test and benchmark starts:
     wrapper (valgrind, ...), then pcinumad on a sysfs tree, policy file and
-    socket of the test's own, then extra."""
+    socket of the test's own, then extra.  No metrics file unless extra
+    names one: a machine with node_exporter's textfile folder would
+    otherwise get every test daemon's metrics in one shared file."""
+    metrics = [] if "--metrics-file" in extra else ["--metrics-file", "none"]
     return list(wrapper) + [pcinumad, "--sysfs-root", sysfs, "--policy-file", policy_file,
                             "--socket", sock, "--libvirt-uri", libvirt_uri,
-                            "--log-target", log_target] + list(extra)
+                            "--log-target", log_target] + metrics + list(extra)
 
 
 _seq = [0]

@@ -17,6 +17,10 @@ FAKE_WATCHER_MODE says:
            reads its link.
   once     sends one plan request, reads the answer, and then idles.
 
+It sends a status message at start and after each define, with the
+number of defines as "redefinitions"; with FAKE_WATCHER_CONFLICTS=N set,
+the status also carries the watcher's other counters, "conflicts" N.
+
 Everything it receives and does is appended, one JSON object a line, to
 $FAKE_WATCHER_DIR/events.jsonl: {"ev":"recheck","uuid":U|"*"},
 {"ev":"plan","uuid":U,"redefine":b,"prio":n,"summary":s,"error":s,"fields":[[k,v],...]},
@@ -116,12 +120,26 @@ def plan(path):
             f.write(a["xml"])
         os.rename(path + ".tmp", path)
         log(ev="define", uuid=uuid_of(path))
+        global defines
+        defines += 1
+        status()
+
+
+defines = 0
+
+
+def status():
+    st = {"type": "status", "connected": True, "redefinitions": defines, "failures": 0, "last_error": None}
+    if os.environ.get("FAKE_WATCHER_CONFLICTS"):
+        st.update({"settle_ms": 0, "pending": 0, "events": 0, "conflicts": int(os.environ["FAKE_WATCHER_CONFLICTS"]),
+                   "undone": 0, "windows": 0, "window_us_sum": 0, "window_us_max": 0})
+    send(st)
 
 
 def main():
     global next_id
     os.set_blocking(FD, False)
-    send({"type": "status", "connected": True, "redefinitions": 0, "failures": 0, "last_error": None})
+    status()
     if MODE == "stall":
         next_id += 1
         with open(domains()[0]) as f:
