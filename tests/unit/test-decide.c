@@ -109,6 +109,25 @@ static void test_prepare_one_line_per_cause(void **state) {
         assert_false(has(d.message, "guest cells:"));
         decision_done(&d);
 
+        /* Under preferred (the default) the same domain starts, with a
+         * warning that says the cause once and every device; the built-in
+         * policy does the same (do no harm on install). */
+        _cleanup_policy_ struct policy *preferred = fake_vm_policy("preferred");
+        _cleanup_policy_ struct policy *builtin = policy_new_default();
+        const struct policy *lenient[] = { preferred, builtin };
+        for (size_t k = 0; k < ELEMENTSOF(lenient); k++) {
+                decide(lenient[k], "prepare", "begin", unpinned, false, &d);
+                assert_int_equal(d.verdict, DECIDE_WARN);
+                assert_int_equal(d.exit_code, 0);
+                assert_true(strncmp(d.message, "pcinuma: warning: domain " FAKE_VM_NAME ": not every passthrough device "
+                                    "could be placed (policy preferred):\n", 95) == 0);
+                assert_int_equal(count(d.message, "no guest cell is pinned to a host node"), 1);
+                for (size_t i = 0; i < ELEMENTSOF(devs); i++)
+                        assert_int_equal(count(d.message, devs[i]), 1);
+                assert_int_equal(count(d.message, "\n"), count(d.message, "pcinuma: "));
+                decision_done(&d);
+        }
+
         /* No <acpi/>: under require a refusal that names it once on its
          * first line, then only the fix; under legacy a warning that does
          * the same. */
@@ -259,7 +278,7 @@ static void test_migrate(void **state) {
                         .argv = { (char *) FAKE_VM_NAME, (char *) "migrate", (char *) "begin", (char *) "-" },
                         .xml = marked, .xml_len = strlen(marked),
                 };
-                _cleanup_policy_ struct policy *req = fake_vm_policy("require");
+                _cleanup_policy_ struct policy *req = fake_vm_policy_fleet("require");
                 decide_hook(&rq, c, req, NULL, false, &d);
                 assert_int_equal(d.verdict, DECIDE_REFUSE);
                 assert_true(strncmp(d.message, "pcinuma: refusing incoming migration of domain " FAKE_VM_NAME ": this host "

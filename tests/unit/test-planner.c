@@ -881,11 +881,9 @@ static void test_pruned(void **state) {
                 assert_moved(p, "0000:10:00.0", 0);
                 assert_action(p, "0000:11:00.0", PLAN_STAY, "function 0");
                 assert_action(p, "0000:80:00.0", PLAN_STAY, NULL);
-                /* the slot's warning, then what could not be placed */
-                assert_int_equal(p->n_warnings, 2);
+                /* the slot's warning; 80:00.0 stays with a cause of its own */
+                assert_int_equal(p->n_warnings, 1);
                 assert_contains(p->warnings[0], "0000:11:00.0 stays on its slot");
-                assert_contains(p->warnings[1], "not placed: the host reports no NUMA node for this device; it stays on "
-                                                "pcie.0, with no NUMA node in the guest: 0000:80:00.0");
                 assert_int_equal(p->n_pruned, 1);
                 assert_int_equal(p->pruned[0], 1);
                 /* new indexes above the pruned one's neighbours still */
@@ -1374,16 +1372,19 @@ static void test_mmio64_overflow(void **state) {
  * the unpinned domain that preferred starts. */
 static void test_preferred_warns(void **state) {
         (void) state;
-        /* Unpinned cells: nothing backs them; every device stays. */
+        /* Unpinned cells: nothing backs them; every device stays, with
+         * one domain-wide cause (no warning of its own: the messages say
+         * the cause and the devices, engine_causes()). */
         _cleanup_free_ char *unpinned = make_domain("q35", true, 2, NULL, HOSTDEV("0x10") HOSTDEV("0x30") HOSTDEV("0x80"));
         _cleanup_plan_ struct plan *u = plan_xml(unpinned, POLICY_PREFERRED);
         assert_int_equal(u->verdict, PLAN_UNCHANGED);
-        assert_int_equal(u->n_warnings, 2);
-        assert_string_equal(u->warnings[0], "not placed: the host reports no NUMA node for this device; it stays on pcie.0, "
-                                            "with no NUMA node in the guest: 0000:80:00.0");
-        assert_string_equal(u->warnings[1], "not placed: no guest cell is backed by a host node (pin the cells to host nodes "
-                                            "with <numatune><memnode>, or their vCPUs with <vcpupin>); 2 devices stay on "
-                                            "pcie.0, with no NUMA node in the guest: 0000:10:00.0, 0000:30:00.0");
+        assert_int_equal(u->n_warnings, 0);
+        for (size_t i = 0; i < u->n_devices; i++) {
+                assert_int_equal(u->devices[i].action, PLAN_STAY);
+                assert_true(u->devices[i].cause >= 0);
+        }
+        assert_true(u->causes[find_dev(u, "0000:10:00.0")->cause].domain);
+        assert_contains(u->causes[find_dev(u, "0000:10:00.0")->cause].what, "no guest cell is pinned to a host node");
         _cleanup_plan_ struct plan *ul = plan_xml(unpinned, POLICY_LEGACY);
         assert_int_equal(ul->verdict, PLAN_REFUSED);
 
@@ -1406,23 +1407,19 @@ static void test_preferred_warns(void **state) {
         assert_int_equal(l->verdict, PLAN_APPLY);
         assert_int_equal(l->n_warnings, 0);
 
-        /* Not eligible: the cause once, then every device (at most 32
-         * names, then how many more). */
-        _cleanup_free_ char *noacpi = make_domain("q35", false, 4, MEMNODES4, HOSTDEV("0x10") HOSTDEV("0x30"));
-        _cleanup_plan_ struct plan *n = plan_xml(noacpi, POLICY_PREFERRED);
-        assert_int_equal(n->verdict, PLAN_SKIP);
-        assert_int_equal(n->n_warnings, 1);
-        assert_contains(n->warnings[0], "domain left untouched: ACPI is off");
-        assert_contains(n->warnings[0], "; 2 passthrough devices stay where libvirt puts them: 0000:10:00.0, 0000:30:00.0");
+        /* 33 devices of node 0 on a cell of node 1: one warning, at most
+         * 32 names, then how many more. */
         struct strbuf many = {0};
         for (unsigned i = 0; i < N_BIG; i++)
                 strbuf_printf(&many, "<hostdev mode='subsystem' type='pci' managed='yes'><source><address domain='0x0000' "
                                      "bus='0x%02x' slot='0x00' function='0x0'/></source></hostdev>\n", 0xa0 + i);
         _cleanup_free_ char *devs = strbuf_steal(&many);
-        _cleanup_free_ char *nocells = make_domain("q35", true, 0, NULL, devs);
-        _cleanup_plan_ struct plan *m = plan_xml(nocells, POLICY_LEGACY);
-        assert_int_equal(m->verdict, PLAN_SKIP);
-        assert_contains(m->warnings[0], "; 33 passthrough devices stay where libvirt puts them: 0000:a0:00.0, ");
+        _cleanup_free_ char *far = make_domain("q35", true, 1, MEMNODE("0", "1"), devs);
+        _cleanup_plan_ struct plan *m = plan_xml(far, POLICY_PREFERRED);
+        assert_int_equal(m->verdict, PLAN_APPLY);
+        assert_int_equal(m->n_warnings, 1);
+        assert_contains(m->warnings[0], "not local: no guest cell is backed by host node 0; placed together on guest cell 0 "
+                                        "(host node 1), the nearest on its socket: 0000:a0:00.0, ");
         assert_contains(m->warnings[0], "0000:bf:00.0 and 1 more");
         assert_null(strstr(m->warnings[0], "0000:c0:00.0"));
 }
