@@ -30,6 +30,7 @@
 #define PCINUMA_MID_SYSFS_UNREADABLE   "9d7110b2ce2b4bc2af04d83235beafd5"
 #define PCINUMA_MID_REDEFINE_CONFLICT  "36d0cf70f905419e82df46c0a879d92c"
 #define PCINUMA_MID_MIGRATION_ACCEPTED "5a975bd32a29415693dc5fb00048da32"
+#define PCINUMA_MID_BUSY               "449e7e872d134c1cb930c67387789ddb"
 
 enum log_target {
         LOG_TARGET_AUTO,        /* the journal when stderr is connected to it (JOURNAL_STREAM), else stderr */

@@ -29,6 +29,8 @@ static void usage(FILE *f) {
                 "  --log-target journal|stderr|auto   where to log (default auto)\n"
                 "  --request-timeout-ms N  close a client that sends nothing for N ms (default 5000)\n"
                 "  --max-connections N     at most N clients at once (default 256)\n"
+                "  --workers N             decide hook requests with over 64 KiB of domain XML on N\n"
+                "                          threads (2..64; default: the number of CPUs, at most 8)\n"
                 "  --allow-uid UID         also serve this uid (a session libvirtd's user); repeatable\n"
                 "  --watch-udev yes|no|auto  rescan on udev PCI events (auto: only for /sys)\n"
                 "  --settle-ms N           redefine a domain once its libvirt events have been quiet\n"
@@ -64,6 +66,7 @@ int main(int argc, char **argv) {
                 ARG_WATCHER_PROGRAM,
                 ARG_SETTLE_MS,
                 ARG_STATE_DIR,
+                ARG_WORKERS,
                 ARG_METRICS_FILE,
 #if PCINUMA_STAND_INS
                 ARG_STAND_INS,
@@ -83,6 +86,7 @@ int main(int argc, char **argv) {
                 { "watcher-program", required_argument, NULL, ARG_WATCHER_PROGRAM },
                 { "settle-ms", required_argument, NULL, ARG_SETTLE_MS },
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+                { "workers", required_argument, NULL, ARG_WORKERS },
                 { "metrics-file", required_argument, NULL, ARG_METRICS_FILE },
 #if PCINUMA_STAND_INS
                 { "stand-ins", required_argument, NULL, ARG_STAND_INS },
@@ -151,6 +155,14 @@ int main(int argc, char **argv) {
                                 return 2;
                         }
                         cfg.max_connections = (unsigned) v;
+                        break;
+                case ARG_WORKERS:
+                        if (parse_uint(optarg, 10, WORKERS_MAX, &v) < 0 || v < WORKERS_MIN) {
+                                fprintf(stderr, "pcinumad: --workers: expected %u..%u, not '%s'\n", WORKERS_MIN, WORKERS_MAX,
+                                        optarg);
+                                return 2;
+                        }
+                        cfg.workers = (unsigned) v;
                         break;
                 case ARG_ALLOW_UID:
                         if (parse_uint(optarg, 10, UINT32_MAX - 1, &v) < 0 || cfg.n_allowed_uids >= ELEMENTSOF(cfg.allowed_uids)) {

@@ -3,6 +3,8 @@
 #include "paths.h"
 
 #include <fcntl.h>
+#include <libxml/parser.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
@@ -28,6 +30,62 @@ static uint64_t now_usec(clockid_t clock) {
         struct timespec ts;
         clock_gettime(clock, &ts);
         return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+/* --- what jobs share with the manager -----------------------------------
+ *
+ * A worker decides with the host map and the policy of the moment its
+ * request came in; a reload or a udev rescan may replace them meanwhile.
+ * So each is held through a reference count: the manager holds one on
+ * the current object, each job (hook_job) one on those it reads.  Counts
+ * change on the main thread only (a job takes its references when it is
+ * queued and drops them when it completes there), so they need no atomics;
+ * a worker only reads the object, which nobody changes once it is
+ * published. */
+struct shared {
+        unsigned n_ref;
+        void *obj;
+        void (*free_obj)(void *obj);
+};
+
+static struct shared *shared_new(void *obj, void (*free_obj)(void *obj)) {
+        struct shared *s = xcalloc(1, sizeof(*s));
+        *s = (struct shared) { .n_ref = 1, .obj = obj, .free_obj = free_obj };
+        return s;
+}
+
+static struct shared *shared_ref(struct shared *s) {
+        s->n_ref++;
+        return s;
+}
+
+static struct shared *shared_unref(struct shared *s) {
+        if (s && --s->n_ref == 0) {
+                s->free_obj(s->obj);
+                free(s);
+        }
+        return NULL;
+}
+
+static void shared_unrefp(struct shared **s) {
+        shared_unref(*s);
+}
+
+static void free_hostmap(void *h) {
+        hostmap_free(h);
+}
+
+static void free_policy(void *p) {
+        policy_free(p);
+}
+
+/* Make h (p) the current host map (policy); the previous one goes when
+ * its last job is done.  rescan() keeps the previous map a while longer
+ * (it compares), so it does this itself. */
+static void set_policy(struct manager *m, struct policy *p) {
+        shared_unref(m->policy_ref);
+        m->policy_ref = shared_new(p, free_policy);
+        m->policy = p;
 }
 
 /* Load the policy file; 0 with *ret, or a negative errno with *ret_error
@@ -116,8 +174,9 @@ static void log_hostmap_warnings(const struct manager *m, const struct hostmap *
 }
 
 /* Rebuild the host map; on success, *ret_old (when non-NULL) gets the
- * previous map, for the caller to compare and free. */
-static int rescan(struct manager *m, const char *why, struct hostmap **ret_old) {
+ * manager's reference to the previous map, for the caller to compare and
+ * drop. */
+static int rescan(struct manager *m, const char *why, struct shared **ret_old) {
         _cleanup_free_ char *err = NULL;
         struct hostmap *h = NULL;
         uint64_t t0 = now_usec(CLOCK_MONOTONIC);
@@ -127,14 +186,16 @@ static int rescan(struct manager *m, const char *why, struct hostmap **ret_old) 
                 log_msg(LOG_ERR, "Failed to rescan the host (%s): %s; keeping the previous host map", why, err);
                 return r;
         }
-        if (ret_old)
-                *ret_old = m->hostmap;
-        else
-                hostmap_free(m->hostmap);
+        struct shared *old = m->hostmap_ref;
+        m->hostmap_ref = shared_new(h, free_hostmap);
 #if PCINUMA_STAND_INS
         h->stand_ins = m->stand_ins;
 #endif
         m->hostmap = h;
+        if (ret_old)
+                *ret_old = old;
+        else
+                shared_unref(old);
         m->hostmap_loaded_usec = now_usec(CLOCK_REALTIME);
         m->hostmap_generation++;
         log_hostmap_warnings(m, h);
@@ -278,8 +339,7 @@ void manager_reload(struct manager *m) {
                 log_event(LOG_ERR, PCINUMA_MID_POLICY_INVALID, &f, "Policy reload failed, keeping the last good policy: %s", err);
                 log_fields_done(&f);
         } else {
-                policy_free(m->policy);
-                m->policy = p;
+                set_policy(m, p);
                 policy_changed = true;
                 m->policy_from_file = from_file;
                 m->policy_loaded_usec = now_usec(CLOCK_REALTIME);
@@ -293,9 +353,9 @@ void manager_reload(struct manager *m) {
                 log_fields_done(&f);
                 publish_hook_conf(m);
         }
-        _cleanup_hostmap_ struct hostmap *old = NULL;
+        _cleanup_(shared_unrefp) struct shared *old = NULL;
         (void) rescan(m, "reload", &old);
-        act_on_changes(m, old, policy_changed, "reload");
+        act_on_changes(m, old ? old->obj : NULL, policy_changed, "reload");
         (void) sd_notify(false, "READY=1");
         set_status(m);
 }
@@ -307,10 +367,10 @@ static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void
 
 static int on_rescan_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct manager *m = userdata;
-        _cleanup_hostmap_ struct hostmap *old = NULL;
+        _cleanup_(shared_unrefp) struct shared *old = NULL;
         if (rescan(m, "udev", &old) >= 0) {
                 set_status(m);
-                act_on_changes(m, old, false, "udev");
+                act_on_changes(m, old->obj, false, "udev");
         }
         return 0;
 }
@@ -403,6 +463,7 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
                 log_fields_done(&f);
                 return r;
         }
+        m->policy_ref = shared_new(m->policy, free_policy);
         m->policy_loaded_usec = now_usec(CLOCK_REALTIME);
         if (!m->policy_from_file)
                 log_msg(LOG_WARNING, "No policy file at %s; the built-in default policy is in force (default %s, no rules)",
@@ -424,6 +485,7 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
                 log_msg(LOG_ERR, "Cannot start: cannot read the host map: %s", err);
                 return r;
         }
+        m->hostmap_ref = shared_new(m->hostmap, free_hostmap);
 #if PCINUMA_STAND_INS
         m->hostmap->stand_ins = m->stand_ins;
 #endif
@@ -457,6 +519,20 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
             (r = sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m)) < 0)
                 return log_errno(LOG_ERR, r, "Failed to watch signals: %m");
         signal(SIGPIPE, SIG_IGN);
+
+        /* libxml2's global state is set up once, here, before any worker
+         * parses a document (xmlInitParser() is not thread-safe). */
+        xmlInitParser();
+        /* One malloc arena for all threads, set before there are any: a
+         * worker's large document then reuses what the main thread freed
+         * (the peak stays what it was without workers), and the trim after
+         * a burst of them (hook_job_complete()) finds everything in one
+         * place.  MALLOC_ARENA_MAX in the environment, if set, wins. */
+        if (!getenv("MALLOC_ARENA_MAX"))
+                (void) mallopt(M_ARENA_MAX, 1);
+        r = workers_new(m->event, cfg->workers ? cfg->workers : workers_default_threads(), &m->workers);
+        if (r < 0)
+                return r;
 
         int fd = -1;
         bool activated = false;
@@ -494,7 +570,10 @@ struct manager *manager_free(struct manager *m) {
         if (!m)
                 return NULL;
         watcher_stop(m->watcher);
+        /* The server first: its connections let go of their jobs; then
+         * the jobs that are running end, and the rest are dropped. */
         server_free(m->server);
+        workers_free(m->workers);
         sd_event_source_disable_unref(m->rescan_timer);
         sd_event_source_disable_unref(m->hold_timer);
         recheck_cache_done(&m->cache);
@@ -502,11 +581,11 @@ struct manager *manager_free(struct manager *m) {
         sd_device_monitor_unref(m->monitor);
         metrics_free(m->metrics);
         sd_event_unref(m->event);
-        hostmap_free(m->hostmap);
+        shared_unref(m->hostmap_ref);
+        shared_unref(m->policy_ref);
 #if PCINUMA_STAND_INS
         standins_free(m->stand_ins);
 #endif
-        policy_free(m->policy);
         free(m->policy_error);
         free(m);
         return NULL;
@@ -625,9 +704,59 @@ static void log_decision(const struct decision *d) {
         log_fields_done(&f);
 }
 
+/* --- hook decisions, and the workers --------------------------------------
+ *
+ * A hook request whose domain XML is larger than HOOK_INLINE_MAX is
+ * decided on a worker thread (workers.h), so that however heavy it is, it
+ * never holds up the event loop: other domains' verdicts, status, the
+ * watcher, the watchdog.  An ordinary one (every real domain XML but the
+ * largest) is decided at once on the main thread: its decision is bounded
+ * by its size (the core's work is), and it saves the two thread hand-offs
+ * a worker costs, which on a loaded host are scheduler delays on every VM
+ * start.
+ *
+ * Either way the request is a hook_job that owns everything its decision
+ * reads: the request, references to the host map and the policy of the
+ * moment (struct shared), and a hook_context the main thread filled in
+ * from the manager's state when the request came in.  hook_job_decide()
+ * runs decide_hook() on that alone, and the answer is made from the
+ * decision (on a worker, encoded there too); everything else happens on
+ * the main thread afterwards, in hook_job_apply(): counters, the log, the
+ * watcher; then the answer is sent.
+ *
+ * To give a decision more of the manager's state, add a field to struct
+ * hook_context, fill it in hook_context_fill() (a copy: on a worker the
+ * manager's memory changes while the decision runs) and free it in
+ * hook_context_done(); hook_job_decide() passes it to the core.  A side
+ * effect of a decision goes into hook_job_apply(), which both paths run
+ * before the answer is sent; the answer is the decision's (made before
+ * apply runs), so what the client is told belongs in the decision. */
+
+/* Decided on the main thread up to this size of domain XML (a planned
+ * 16-device domain is 25 KiB); on a worker above it. */
+#define HOOK_INLINE_MAX (64u * 1024u)
+
+/* What a hook decision needs from the manager's state, copied when the
+ * request arrives. */
+struct hook_context {
+        bool updating;                  /* a libvirt watcher runs, and redefines domains */
+        struct migrate_in_use in_use;   /* migrate: the devices defined domains use (the recheck cache);
+                                         * every string owned by the context */
+};
+
+static void hook_context_done(struct hook_context *c) {
+        for (size_t i = 0; i < c->in_use.n; i++) {
+                free((char *) c->in_use.v[i].id);
+                free((char *) c->in_use.v[i].uuid);
+                free((char *) c->in_use.v[i].domain);
+        }
+        free((void *) c->in_use.v);
+        *c = (struct hook_context) {0};
+}
+
 /* The devices each defined domain uses, as the recheck cache knows them
  * (domains the watcher has looked at), for an incoming migration's
- * mapping; the strings stay the cache's.  Caller frees ret->v. */
+ * mapping: copies, since the cache changes while the worker reads them. */
 static void devices_in_use(const struct recheck_cache *c, struct migrate_in_use *ret) {
         size_t n = 0;
         for (size_t i = 0; i < c->n; i++)
@@ -637,14 +766,143 @@ static void devices_in_use(const struct recheck_cache *c, struct migrate_in_use 
         for (size_t i = 0; i < c->n; i++)
                 for (size_t j = 0; j < c->v[i].devices.n; j++)
                         v[k++] = (struct migrate_used) {
-                                .id = c->v[i].devices.v[j], .uuid = c->v[i].uuid, .domain = c->v[i].name,
+                                .id = xstrdup(c->v[i].devices.v[j]),
+                                .uuid = c->v[i].uuid ? xstrdup(c->v[i].uuid) : NULL,
+                                .domain = c->v[i].name ? xstrdup(c->v[i].name) : NULL,
                         };
         *ret = (struct migrate_in_use) { .v = v, .n = k };
 }
 
-json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_uid, pid_t peer_pid) {
+static void hook_context_fill(const struct manager *m, const struct proto_request *req, struct hook_context *ret) {
+        struct hook_context c = { .updating = m->watcher != NULL };
+        if (streq(req->argv[1], "migrate"))
+                devices_in_use(&m->cache, &c.in_use);
+        *ret = c;
+}
+
+struct hook_job {
+        struct work work;               /* first: the pool's part (workers.h) */
+        /* Main thread only: */
+        struct manager *m;
+        uint64_t t0;                    /* CLOCK_MONOTONIC: when the request came in */
+        struct conn *conn;              /* where a worker's answer goes; NULL once the client has gone */
+        struct shared *hostmap, *policy;        /* references, dropped when the job is freed */
+        /* The decision's input, read only by it once queued: */
+        struct proto_request req;
+        struct hook_context ctx;
+        /* Its output: */
+        struct decision d;
+        char *frame;                    /* a worker's answer, encoded; NULL if it could not be */
+        size_t frame_len;
+};
+
+static void hook_job_free(struct hook_job *j) {
+        decision_done(&j->d);
+        hook_context_done(&j->ctx);
+        proto_request_done(&j->req);
+        shared_unref(j->hostmap);
+        shared_unref(j->policy);
+        free(j->frame);
+        free(j);
+}
+
+/* Any thread: the job's own data, the host map and the policy. */
+static void hook_job_decide(struct hook_job *j) {
+        decide_hook(&j->req, j->hostmap->obj, j->policy->obj, &j->ctx.in_use, j->ctx.updating, &j->d);
+}
+
+static json_object *hook_job_answer(const struct hook_job *j) {
+        const struct decision *d = &j->d;
+        return proto_response_new_hook(d->exit_code, d->out, d->message, decide_verdict_to_string(d->verdict));
+}
+
+/* A worker thread's part. */
+static void hook_job_run(struct work *w) {
+        struct hook_job *j = (struct hook_job *) w;
+        hook_job_decide(j);
+        json_object *resp = hook_job_answer(j);
+        if (proto_frame_encode(resp, &j->frame, &j->frame_len) < 0)
+                j->frame = NULL;
+        json_object_put(resp);
+        /* The XML answer is in the frame now (up to 4 MiB). */
+        free(j->d.out);
+        j->d.out = NULL;
+}
+
+/* The main thread's part, once the decision is made (and its answer, which
+ * this does not change): its side effects, before the answer is sent.  On
+ * a worker's job, d->out is gone by now (it is in the answer). */
+static void hook_job_apply(struct hook_job *j) {
+        struct manager *m = j->m;
+        const struct decision *d = &j->d;
+        m->n_verdict[d->verdict]++;
+        metrics_verdict(m->metrics, d->phase, d->has_mode ? policy_mode_to_string(d->mode) : NULL,
+                        decide_verdict_to_string(d->verdict));
+        if (d->result && d->result->stale_mark)
+                metrics_stale_mark(m->metrics, "prepare");
+        log_decision(d);
+        /* A start that found the layout out of date: make sure the
+         * watcher looks at this domain, even if it missed an event. */
+        if (m->watcher && d->result && d->result->verdict == PLAN_APPLY && !d->result->already_planned && d->uuid)
+                watcher_recheck_domain(m->watcher, d->uuid);
+        /* From the request's arrival: a worker's wait and run included. */
+        metrics_request(m->metrics, "hook", now_usec(CLOCK_MONOTONIC) - j->t0);
+}
+
+/* On the main thread, once a worker is done (or, cancelled, when
+ * pcinumad stops: then only freed). */
+static void hook_job_complete(struct work *w) {
+        struct hook_job *j = (struct hook_job *) w;
+        struct manager *m = j->m;
+        bool cancelled = w->cancelled;
+        if (!cancelled) {
+                hook_job_apply(j);
+                if (j->conn)
+                        server_reply(j->conn, TAKE_PTR(j->frame), j->frame_len);
+        }
+        hook_job_free(j);       /* and w with it */
+        /* A worker's job is a large document (a 1 MiB domain's DOM is
+         * about 10 MiB), whose freed pages malloc would keep.  Once the
+         * workers are idle they go back to the system: one trim per burst
+         * of large requests (tens of ms after one of 50 MiB), never for an
+         * ordinary request. */
+        if (!cancelled && workers_idle(m->workers))
+                (void) malloc_trim(0);
+}
+
+void manager_job_detach(struct hook_job *j) {
+        j->conn = NULL;
+}
+
+/* A hook request the workers cannot take now (err: -EBUSY, when
+ * WORKERS_LARGE_QUEUED large ones wait; else no thread could be started):
+ * an error answer at once, which the hook treats as a daemon that cannot
+ * give a verdict (on_unreachable), rather than a wait the hook would time
+ * out on. */
+static json_object *answer_busy(struct manager *m, const struct proto_request *req, pid_t peer_pid, int err) {
+        struct workers_stats st;
+        workers_stats(m->workers, &st);
+        _cleanup_free_ char *why = err == -EBUSY
+                ? xasprintf("pcinumad is busy: %u requests with a domain XML over %u KiB are being decided and %u wait, "
+                            "so this one (%zu KiB) is not taken", st.busy_large, WORKERS_LARGE_BYTES / 1024,
+                            st.queued_large, req->xml_len / 1024)
+                : xasprintf("pcinumad cannot start its worker threads (%s), so this request (%zu KiB of domain XML) "
+                            "is not decided", strerror(-err), req->xml_len / 1024);
+        struct log_fields f = {0};
+        log_fields_add(&f, "PCINUMA_DOMAIN", "%s", req->argv[0]);
+        log_fields_add(&f, "PCINUMA_PHASE", "%s", req->argv[1]);
+        log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) peer_pid);
+        log_event(LOG_WARNING, PCINUMA_MID_BUSY, &f, "Not deciding %s %s of domain %s: %s", req->argv[1], req->argv[2],
+                  req->argv[0], why);
+        log_fields_done(&f);
+        return proto_response_new_error("%s", why);
+}
+
+json_object *manager_handle(struct manager *m, json_object *request, struct conn *c, uid_t peer_uid, pid_t peer_pid,
+                            struct hook_job **ret_job) {
         struct proto_request req = {0};
         _cleanup_free_ char *err = NULL;
+        *ret_job = NULL;
         uint64_t t0 = now_usec(CLOCK_MONOTONIC);
         m->n_requests++;
         if (proto_request_parse(request, &req, &err) < 0) {
@@ -656,34 +914,41 @@ json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_
                 log_fields_done(&f);
                 return proto_response_new_error("%s", err);
         }
-        json_object *resp;
         if (req.type == PROTO_REQUEST_STATUS) {
                 m->n_status++;
-                resp = proto_response_new_status(manager_status(m));
-        } else {
-                struct decision d;
-                m->n_hook++;
-                struct migrate_in_use in_use = {0};
-                if (streq(req.argv[1], "migrate"))
-                        devices_in_use(&m->cache, &in_use);
-                decide_hook(&req, m->hostmap, m->policy, &in_use, m->watcher != NULL, &d);
-                free((void *) in_use.v);
-                m->n_verdict[d.verdict]++;
-                metrics_verdict(m->metrics, d.phase, d.has_mode ? policy_mode_to_string(d.mode) : NULL,
-                                decide_verdict_to_string(d.verdict));
-                if (d.result && d.result->stale_mark)
-                        metrics_stale_mark(m->metrics, "prepare");
-                log_decision(&d);
-                /* A start that found the layout out of date: make sure the
-                 * watcher looks at this domain, even if it missed an event. */
-                if (m->watcher && d.result && d.result->verdict == PLAN_APPLY && !d.result->already_planned && d.uuid)
-                        watcher_recheck_domain(m->watcher, d.uuid);
-                resp = proto_response_new_hook(d.exit_code, d.out, d.message, decide_verdict_to_string(d.verdict));
-                decision_done(&d);
+                proto_request_done(&req);
+                json_object *resp = proto_response_new_status(manager_status(m));
+                metrics_request(m->metrics, "status", now_usec(CLOCK_MONOTONIC) - t0);
+                return resp;
         }
-        metrics_request(m->metrics, req.type == PROTO_REQUEST_STATUS ? "status" : "hook", now_usec(CLOCK_MONOTONIC) - t0);
-        proto_request_done(&req);
-        return resp;
+
+        m->n_hook++;
+        struct hook_job *j = xcalloc(1, sizeof(*j));
+        j->work = (struct work) { .run = hook_job_run, .complete = hook_job_complete,
+                                  .large = req.xml_len > WORKERS_LARGE_BYTES };
+        j->m = m;
+        j->conn = c;
+        j->t0 = t0;
+        j->hostmap = shared_ref(m->hostmap_ref);
+        j->policy = shared_ref(m->policy_ref);
+        hook_context_fill(m, &req, &j->ctx);
+        j->req = req;
+        if (req.xml_len <= HOOK_INLINE_MAX) {
+                hook_job_decide(j);
+                json_object *resp = hook_job_answer(j);
+                hook_job_apply(j);
+                hook_job_free(j);
+                return resp;
+        }
+        int r = workers_submit(m->workers, &j->work);
+        if (r < 0) {
+                json_object *resp = answer_busy(m, &j->req, peer_pid, r);
+                hook_job_free(j);
+                metrics_request(m->metrics, "hook", now_usec(CLOCK_MONOTONIC) - t0);
+                return resp;
+        }
+        *ret_job = j;
+        return NULL;
 }
 
 static json_object *json_u64(uint64_t v) {
@@ -744,6 +1009,21 @@ json_object *manager_status(struct manager *m) {
         json_object_object_add(rc, "full_rechecks", json_u64(m->n_recheck_all));
         json_object_object_add(rc, "logged_once", json_u64(m->n_logged_once));
         json_object_object_add(o, "rechecks", rc);
+
+        struct workers_stats ws;
+        workers_stats(m->workers, &ws);
+        json_object *wk = json_object_new_object();
+        json_object_object_add(wk, "threads", json_u64(ws.threads_wanted));
+        json_object_object_add(wk, "started", json_u64(ws.threads));
+        json_object_object_add(wk, "busy", json_u64(ws.busy));
+        json_object_object_add(wk, "queued", json_u64(ws.queued));
+        json_object_object_add(wk, "completed", json_u64(ws.completed));
+        json_object_object_add(wk, "busy_large", json_u64(ws.busy_large));
+        json_object_object_add(wk, "queued_large", json_u64(ws.queued_large));
+        json_object_object_add(wk, "refused_busy", json_u64(ws.refused));
+        json_object_object_add(wk, "longest_run_ms", json_u64(ws.longest_run_usec / 1000));
+        json_object_object_add(wk, "longest_wait_ms", json_u64(ws.longest_wait_usec / 1000));
+        json_object_object_add(o, "workers", wk);
 
         json_object *v = json_object_new_object();
         for (int i = 0; i < 4; i++)

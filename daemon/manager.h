@@ -16,8 +16,12 @@
 #include "hostmap.h"
 #include "policy.h"
 #include "recheck.h"
+#include "workers.h"
 
+struct conn;
+struct hook_job;
 struct server;
+struct shared;
 struct watcher;
 
 /* What the libvirt watcher should do with one persistent definition. */
@@ -41,6 +45,7 @@ struct manager_config {
         const char *state_dir;          /* passed on: pre-images go to STATE_DIR/preimages */
         unsigned request_timeout_ms;    /* per-connection read timeout */
         unsigned max_connections;
+        unsigned workers;               /* worker threads (--workers); 0: workers_default_threads() */
         int watch_udev;                 /* 1 yes, 0 no, -1 auto: only for the real /sys */
         /* Besides root, these uids are served (--allow-uid): a session
          * libvirtd runs its hooks as its own user. */
@@ -60,15 +65,22 @@ struct manager {
         sd_event_source *hold_timer;    /* removals held for a grace period (recheck.h) */
         struct server *server;
         struct watcher *watcher;        /* NULL with --libvirt-uri none */
+        struct workers *workers;        /* hook decisions for domain XMLs over 64 KiB (workers.h) */
         struct metrics *metrics;        /* counts even without a file */
 
+        /* The current host map and policy (main thread).  Jobs on the
+         * workers hold references to the ones they read (hostmap_ref,
+         * policy_ref: the manager's own reference), so a reload frees the
+         * previous ones only when the last job that reads them is done. */
         struct hostmap *hostmap;
+        struct shared *hostmap_ref;
 #if PCINUMA_STAND_INS
         struct standins *stand_ins;     /* read once at start; every host map points to it */
 #endif
         uint64_t hostmap_loaded_usec;   /* CLOCK_REALTIME */
         uint64_t hostmap_generation;
         struct policy *policy;
+        struct shared *policy_ref;
         bool policy_from_file;
         uint64_t policy_loaded_usec;
         char *policy_error;             /* the last reload's error, or NULL */
@@ -102,8 +114,17 @@ int manager_run(struct manager *m);
  * resolved policy settings changed. */
 void manager_reload(struct manager *m);
 
-/* Serve one request (a parsed frame); returns the response object. */
-json_object *manager_handle(struct manager *m, json_object *request, uid_t peer_uid, pid_t peer_pid);
+/* Serve one request (a parsed frame) from the server's connection c.  A
+ * status request, a request that is not valid, a hook request with a
+ * domain XML of up to 64 KiB, and one the workers cannot take now (busy)
+ * are answered at once: the response object is returned.  Any other hook
+ * request goes to a worker: NULL is returned,
+ * *ret_job is set, and the answer goes to server_reply(c, ...) from the
+ * event loop once it is decided, unless the server calls
+ * manager_job_detach(*ret_job) first (the client went away). */
+json_object *manager_handle(struct manager *m, json_object *request, struct conn *c, uid_t peer_uid, pid_t peer_pid,
+                            struct hook_job **ret_job);
+void manager_job_detach(struct hook_job *j);
 
 /* Plan a persistent definition for the watcher (main thread only), and
  * remember the domain in the cache.  A skip or refusal summary already

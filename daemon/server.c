@@ -1,7 +1,11 @@
-/* The hook protocol server (design §9): the listening socket, one
- * non-blocking connection per client on the single-threaded event loop,
- * the peer check, per-client deadlines, and what to do when the process
- * runs out of descriptors. */
+/* The hook protocol server (docs/security.md, "Who can reach the
+ * daemon"): the listening socket, one non-blocking connection per client
+ * on the event loop, the peer check, per-client deadlines, and what to do
+ * when the process runs out of descriptors.  A hook request with a large
+ * domain XML is decided on a worker thread (the manager's hook_job): its
+ * connection waits for the answer without reading further (server_reply()
+ * resumes it), and without a deadline, since the wait is pcinumad's, not
+ * the client's. */
 #include "server.h"
 
 #include <fcntl.h>
@@ -26,6 +30,12 @@ struct conn {
         bool close_after_write;
         uid_t uid;
         pid_t pid;
+        /* A request a worker decides; meanwhile nothing more is read, and
+         * what was read past its frame waits in 'held' (answers go out in
+         * the order of the requests). */
+        struct hook_job *job;
+        char *held;
+        size_t held_len;
 };
 
 struct server {
@@ -79,6 +89,9 @@ static void conn_free(struct conn *c) {
         if (c->next)
                 c->next->prev = c->prev;
         s->n_conns--;
+        if (c->job)
+                manager_job_detach(c->job);
+        free(c->held);
         sd_event_source_disable_unref(c->io);
         if (c->fd >= 0)
                 close(c->fd);
@@ -127,7 +140,8 @@ static int conn_flush(struct conn *c) {
         c->out_len = c->out_off = 0;
         if (c->close_after_write)
                 return 1;
-        return sd_event_source_set_io_events(c->io, EPOLLIN);
+        /* Waiting for a worker: no reading (a hangup is still reported). */
+        return sd_event_source_set_io_events(c->io, c->job ? 0 : EPOLLIN);
 }
 
 static int conn_send(struct conn *c, json_object *o) {
@@ -157,6 +171,70 @@ static int conn_fail(struct conn *c, const char *why) {
         return conn_send(c, o);
 }
 
+/* Decode and serve what was read, frame by frame; stop at a request a
+ * worker takes (what follows waits in c->held).  Returns nonzero when c
+ * is to be freed. */
+static int conn_feed(struct conn *c, const char *buf, size_t n) {
+        size_t off = 0;
+        while (off < n) {
+                json_object *req = NULL;
+                _cleanup_free_ char *err = NULL;
+                size_t used = 0;
+                int r = proto_decoder_feed(&c->dec, buf + off, n - off, &used, &req, &err);
+                if (r < 0)
+                        return conn_fail(c, err ? err : "malformed frame");
+                off += used;
+                if (r == 0)
+                        break;
+                struct hook_job *job = NULL;
+                _cleanup_json_ json_object *resp = manager_handle(c->server->m, req, c, c->uid, c->pid, &job);
+                json_object_put(req);
+                if (job) {
+                        /* Decided on a worker: no deadline meanwhile. */
+                        c->job = job;
+                        c->deadline = UINT64_MAX;
+                        if (off < n) {
+                                c->held = xmalloc(n - off);
+                                memcpy(c->held, buf + off, n - off);
+                                c->held_len = n - off;
+                        }
+                        return sd_event_source_set_io_events(c->io, c->out_len ? EPOLLOUT : 0) < 0;
+                }
+                r = conn_send(c, resp);
+                if (r != 0)
+                        return r;
+                /* A request completed: the client gets a fresh timeout for
+                 * its next one.  Partial reads do not extend it, so a client
+                 * that dribbles bytes cannot hold its slot forever. */
+                (void) conn_arm_timer(c);
+        }
+        return 0;
+}
+
+void server_reply(struct conn *c, char *frame, size_t len) {
+        _cleanup_free_ char *f = frame, *held = TAKE_PTR(c->held);
+        size_t held_len = c->held_len;
+        c->job = NULL;
+        c->held_len = 0;
+        if (!frame) {
+                /* (The answer could not be encoded; nothing was logged
+                 * about the request that the client could act on.) */
+                conn_free(c);
+                return;
+        }
+        c->out = xrealloc(c->out, c->out_len + len);
+        memcpy(c->out + c->out_len, frame, len);
+        c->out_len += len;
+        int r = conn_flush(c);
+        if (r == 0) {
+                (void) conn_arm_timer(c);
+                if (held)
+                        r = conn_feed(c, held, held_len);
+        }
+        if (r != 0)
+                conn_free(c);
+}
+
 static int on_conn_io(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
         struct conn *c = userdata;
         int r = 0;
@@ -167,6 +245,13 @@ static int on_conn_io(sd_event_source *src, int fd, uint32_t revents, void *user
                         conn_free(c);
                         return 0;
                 }
+        }
+        if (c->job) {
+                /* The client hung up while a worker decides its request:
+                 * the answer is dropped when it comes. */
+                if (revents & (EPOLLHUP | EPOLLERR))
+                        conn_free(c);
+                return 0;
         }
         if (!(revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) || c->close_after_write)
                 return 0;
@@ -193,32 +278,8 @@ static int on_conn_io(sd_event_source *src, int fd, uint32_t revents, void *user
                 return 0;
         }
 
-        size_t off = 0;
-        while (off < (size_t) n) {
-                json_object *req = NULL;
-                _cleanup_free_ char *err = NULL;
-                size_t used = 0;
-                r = proto_decoder_feed(&c->dec, buf + off, (size_t) n - off, &used, &req, &err);
-                if (r < 0) {
-                        if (conn_fail(c, err ? err : "malformed frame") != 0)
-                                conn_free(c);
-                        return 0;
-                }
-                off += used;
-                if (r == 0)
-                        break;
-                _cleanup_json_ json_object *resp = manager_handle(c->server->m, req, c->uid, c->pid);
-                json_object_put(req);
-                r = conn_send(c, resp);
-                if (r != 0) {
-                        conn_free(c);
-                        return 0;
-                }
-                /* A request completed: the client gets a fresh timeout for
-                 * its next one.  Partial reads do not extend it, so a client
-                 * that dribbles bytes cannot hold its slot forever. */
-                (void) conn_arm_timer(c);
-        }
+        if (conn_feed(c, buf, (size_t) n) != 0)
+                conn_free(c);
         return 0;
 }
 

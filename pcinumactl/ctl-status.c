@@ -42,6 +42,19 @@ static void print_status(json_object *st) {
         printf("requests:  %lld total, %lld hook, %lld status, %lld errors, %lld rejected peers, %lld open connections\n",
                I(r, "total"), I(r, "hook"), I(r, "status"), I(r, "errors"), I(r, "rejected_peers"), I(r, "connections"));
         printf("verdicts:  %lld allow, %lld warn, %lld refuse, %lld pass\n", I(v, "allow"), I(v, "warn"), I(v, "refuse"), I(v, "pass"));
+        /* (absent from a pcinumad older than its worker threads) */
+        json_object *wk = json_object_object_get(st, "workers");
+        if (wk) {
+                if (I(wk, "started") == 0)
+                        printf("workers:   %lld threads, not started yet (no request over 64 KiB so far)\n", I(wk, "threads"));
+                else
+                        printf("workers:   %lld threads, %lld busy, %lld queued, %lld completed; longest decision %lld ms\n",
+                               I(wk, "threads"), I(wk, "busy"), I(wk, "queued"), I(wk, "completed"),
+                               I(wk, "longest_run_ms"));
+                if (I(wk, "busy_large") || I(wk, "queued_large") || I(wk, "refused_busy"))
+                        printf("           domain XMLs over 256 KiB: %lld being decided, %lld waiting, %lld refused (busy)\n",
+                               I(wk, "busy_large"), I(wk, "queued_large"), I(wk, "refused_busy"));
+        }
         json_object *lv = json_object_object_get(st, "libvirt");
         if (lv)
                 printf("libvirt:   %s, %s; %lld redefinitions, %lld failures%s%s\n", S(lv, "uri"),

@@ -4,6 +4,7 @@
  * binary searches over arrays sorted once by hostmap_finish(). */
 #include "hostmap.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <strings.h>
 
@@ -21,7 +22,9 @@ struct hostmap_private {
         struct hostmap pub;
         struct distance_row *rows;
         size_t n_rows;
-        /* hostmap_derived() */
+        /* hostmap_derived(): filled once, under the lock, by whichever
+         * thread asks first (pcinumad's workers share a map). */
+        pthread_mutex_t derived_lock;
         void *derived;
         void (*derived_free)(void *);
 };
@@ -32,6 +35,7 @@ static struct hostmap_private *private_of(struct hostmap *h) {
 
 struct hostmap *hostmap_new(void) {
         struct hostmap_private *p = xcalloc(1, sizeof(*p));
+        pthread_mutex_init(&p->derived_lock, NULL);
         p->pub.cpu_id.family = p->pub.cpu_id.model = -1;
         return &p->pub;
 }
@@ -95,19 +99,26 @@ struct hostmap *hostmap_free(struct hostmap *h) {
         free(p->rows);
         if (p->derived && p->derived_free)
                 p->derived_free(p->derived);
+        pthread_mutex_destroy(&p->derived_lock);
         free(p);
         return NULL;
 }
 
 void *hostmap_derived(const struct hostmap *h, void *(*compute)(const struct hostmap *), void (*free_fn)(void *)) {
         /* The map is finished and read-only; the slot is the one thing
-         * filled later, once (pcinuma is single-threaded per map). */
+         * filled later, once.  Several threads may read one map (pcinumad's
+         * workers), so the first to ask computes under the lock, and the
+         * others wait for it: a lock and an unlock per call, uncontended
+         * but for that once. */
         struct hostmap_private *p = (struct hostmap_private *) (uintptr_t) h;
+        pthread_mutex_lock(&p->derived_lock);
         if (!p->derived) {
                 p->derived = compute(h);
                 p->derived_free = free_fn;
         }
-        return p->derived;
+        void *v = p->derived;
+        pthread_mutex_unlock(&p->derived_lock);
+        return v;
 }
 
 struct hostmap_node *hostmap_add_node(struct hostmap *h, int id) {

@@ -178,7 +178,9 @@ const struct hostmap_device *hostmap_find_device(const struct hostmap *h, const 
 /* Data derived from a finished map, computed by compute() on the first
  * call and kept with the map (freed by free_fn with it): migrate.c's device
  * positions, which every plan's mark needs and which cost more than the
- * plan.  One user: the slot holds whatever the first caller computed. */
+ * plan.  One user: the slot holds whatever the first caller computed.
+ * Safe from several threads at once (the first computes, under a lock in
+ * the map). */
 void *hostmap_derived(const struct hostmap *h, void *(*compute)(const struct hostmap *), void (*free_fn)(void *));
 const struct hostmap_mdev *hostmap_find_mdev(const struct hostmap *h, const char *uuid);
 const struct hostmap_node *hostmap_find_node(const struct hostmap *h, int id);
