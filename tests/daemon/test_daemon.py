@@ -1641,7 +1641,10 @@ def t_heavy_requests():
     env = scrubbed_env()
     env.pop("WATCHDOG_PID", None)
     env.update(NOTIFY_SOCKET=n.path, WATCHDOG_USEC=str(int(period * 1e6)))
-    d = Daemon("heavy", policy="require", env=env, extra=["--workers", "2"])
+    # The fleet's opt-in (migration: same-topology): under the default
+    # (refuse) an incoming planned domain is refused before its devices
+    # are compared, which is cheap and would test nothing.
+    d = Daemon("heavy", policy=fleet_policy("require"), env=env, extra=["--workers", "2"])
     stop = threading.Event()
     # each message's time is when it is read: read as they come
     drainer = threading.Thread(target=lambda: [n.drain(0.05) for _ in iter(stop.is_set, True)], daemon=True)
@@ -1649,7 +1652,7 @@ def t_heavy_requests():
     try:
         drainer.start()
         d.start()
-        good, bad = planned("gpu-vm-1", "require"), XML["gpu-vm-1"]
+        good, bad = planned("gpu-vm-1", "require", fleet=True), XML["gpu-vm-1"]
         frame = encode({"version": 1, "type": "hook", "argv": ["heavy", "migrate", "begin", "-"],
                         "xml": heavy_migration_xml(good)})
         clients = [HeavyClient(d.sock, frame, stop) for _ in range(3)]
