@@ -4,11 +4,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,11 +43,8 @@ struct metrics {
         void *userdata;
         uint64_t last_write;            /* CLOCK_MONOTONIC usec; 0: never */
         bool armed;
-        pthread_t loop;                 /* the event loop's thread */
-        int wake_fd;                    /* an eventfd: another thread counted */
-        sd_event_source *wake;
+        bool failing;                   /* the last write failed (said once) */
 
-        pthread_mutex_t lock;           /* the numbers below */
         struct verdict_count *verdicts;
         size_t n_verdicts;
         struct histogram requests[ELEMENTSOF(request_types)];
@@ -104,118 +98,141 @@ static void sample_f(struct strbuf *b, const char *name, double v) {
         strbuf_printf(b, "%s %.6f\n", name, v);
 }
 
-char *metrics_render(struct metrics *mt) {
-        struct metrics_state st = {0};
-        if (mt->snapshot)
-                mt->snapshot(mt->userdata, &st);
-        struct strbuf b = {0};
-        pthread_mutex_lock(&mt->lock);
-
-        family(&b, "pcinuma_build_info", "gauge", "pcinumad's version, as a label; always 1.");
-        strbuf_append(&b, "pcinuma_build_info{");
-        label(&b, "version", PCINUMA_VERSION, true);
-        strbuf_append(&b, "} 1\n");
-        family(&b, "pcinuma_start_time_seconds", "gauge", "When pcinumad started, in seconds since the Unix epoch.");
-        sample_f(&b, "pcinuma_start_time_seconds", mt->start_time);
-
-        family(&b, "pcinuma_hook_verdicts_total", "counter",
+/* The hook's verdicts and the request latency histogram. */
+static void render_requests(struct strbuf *b, const struct metrics *mt) {
+        family(b, "pcinuma_hook_verdicts_total", "counter",
                "Hook calls answered, by libvirt hook phase, the pcinuma policy in force and the verdict.");
         for (size_t i = 0; i < mt->n_verdicts; i++) {
                 const struct verdict_count *v = &mt->verdicts[i];
-                strbuf_append(&b, "pcinuma_hook_verdicts_total{");
-                label(&b, "phase", v->phase, true);
-                label(&b, "policy", v->policy, false);
-                label(&b, "verdict", v->verdict, false);
-                strbuf_printf(&b, "} %llu\n", (unsigned long long) v->n);
+                strbuf_append(b, "pcinuma_hook_verdicts_total{");
+                label(b, "phase", v->phase, true);
+                label(b, "policy", v->policy, false);
+                label(b, "verdict", v->verdict, false);
+                strbuf_printf(b, "} %llu\n", (unsigned long long) v->n);
         }
 
-        family(&b, "pcinuma_request_duration_seconds", "histogram",
+        family(b, "pcinuma_request_duration_seconds", "histogram",
                "Time pcinumad took to answer a request on its hook socket, by request type.");
         for (size_t t = 0; t < ELEMENTSOF(request_types); t++) {
                 const struct histogram *h = &mt->requests[t];
                 uint64_t cum = 0;
                 for (size_t k = 0; k < N_BUCKETS; k++) {
                         cum += h->le[k];
-                        strbuf_printf(&b, "pcinuma_request_duration_seconds_bucket{type=\"%s\",le=\"%g\"} %llu\n",
+                        strbuf_printf(b, "pcinuma_request_duration_seconds_bucket{type=\"%s\",le=\"%g\"} %llu\n",
                                       request_types[t], buckets[k], (unsigned long long) cum);
                 }
-                strbuf_printf(&b, "pcinuma_request_duration_seconds_bucket{type=\"%s\",le=\"+Inf\"} %llu\n",
+                strbuf_printf(b, "pcinuma_request_duration_seconds_bucket{type=\"%s\",le=\"+Inf\"} %llu\n",
                               request_types[t], (unsigned long long) h->count);
-                strbuf_printf(&b, "pcinuma_request_duration_seconds_sum{type=\"%s\"} %.9f\n", request_types[t], h->sum);
-                strbuf_printf(&b, "pcinuma_request_duration_seconds_count{type=\"%s\"} %llu\n", request_types[t],
+                strbuf_printf(b, "pcinuma_request_duration_seconds_sum{type=\"%s\"} %.9f\n", request_types[t], h->sum);
+                strbuf_printf(b, "pcinuma_request_duration_seconds_count{type=\"%s\"} %llu\n", request_types[t],
                               (unsigned long long) h->count);
         }
+}
 
-        family(&b, "pcinuma_redefinitions_total", "counter",
+/* The watcher's redefinitions, restarts into the plan, stale marks. */
+static void render_definitions(struct strbuf *b, const struct metrics *mt, const struct metrics_state *st) {
+        family(b, "pcinuma_redefinitions_total", "counter",
                "Persistent definitions pcinuma-watcher redefined with their plan, since pcinumad started.");
-        sample_u(&b, "pcinuma_redefinitions_total", st.redefinitions);
-        family(&b, "pcinuma_redefinition_failures_total", "counter",
+        sample_u(b, "pcinuma_redefinitions_total", st->redefinitions);
+        family(b, "pcinuma_redefinition_failures_total", "counter",
                "Redefinitions libvirt refused (the definition was left as it was).");
-        sample_u(&b, "pcinuma_redefinition_failures_total", st.redefinition_failures);
-        family(&b, "pcinuma_redefinition_conflicts_total", "counter",
+        sample_u(b, "pcinuma_redefinition_failures_total", st->redefinition_failures);
+        family(b, "pcinuma_redefinition_conflicts_total", "counter",
                "Redefinitions not made because the definition changed meanwhile (a user's edit won).");
-        sample_u(&b, "pcinuma_redefinition_conflicts_total", st.conflicts);
-        family(&b, "pcinuma_restarts_into_plan_total", "counter",
+        sample_u(b, "pcinuma_redefinition_conflicts_total", st->conflicts);
+        family(b, "pcinuma_restarts_into_plan_total", "counter",
                "Domains restarted into their plan after an unplanned start, by result (planned, or failed: started as asked).");
-        strbuf_printf(&b, "pcinuma_restarts_into_plan_total{result=\"planned\"} %llu\n", (unsigned long long) mt->restarts[1]);
-        strbuf_printf(&b, "pcinuma_restarts_into_plan_total{result=\"failed\"} %llu\n", (unsigned long long) mt->restarts[0]);
-        family(&b, "pcinuma_stale_marks_total", "counter",
+        strbuf_printf(b, "pcinuma_restarts_into_plan_total{result=\"planned\"} %llu\n", (unsigned long long) mt->restarts[1]);
+        strbuf_printf(b, "pcinuma_restarts_into_plan_total{result=\"failed\"} %llu\n", (unsigned long long) mt->restarts[0]);
+        family(b, "pcinuma_stale_marks_total", "counter",
                "Plans that found a domain's pcinuma mark stale, by where: define (the watcher) or prepare (the hook).");
-        strbuf_printf(&b, "pcinuma_stale_marks_total{phase=\"define\"} %llu\n", (unsigned long long) mt->stale_define);
-        strbuf_printf(&b, "pcinuma_stale_marks_total{phase=\"prepare\"} %llu\n", (unsigned long long) mt->stale_prepare);
+        strbuf_printf(b, "pcinuma_stale_marks_total{phase=\"define\"} %llu\n", (unsigned long long) mt->stale_define);
+        strbuf_printf(b, "pcinuma_stale_marks_total{phase=\"prepare\"} %llu\n", (unsigned long long) mt->stale_prepare);
+}
 
-        family(&b, "pcinuma_hostmap_rebuilds_total", "counter",
+/* Reloads of the host map and the policy, and what is loaded now. */
+static void render_state(struct strbuf *b, const struct metrics *mt, const struct metrics_state *st) {
+        family(b, "pcinuma_hostmap_rebuilds_total", "counter",
                "Host map rebuilds from sysfs, by trigger (start, reload: SIGHUP, udev) and result.");
         for (size_t t = 0; t < ELEMENTSOF(rebuild_triggers); t++)
                 for (int ok = 1; ok >= 0; ok--)
-                        strbuf_printf(&b, "pcinuma_hostmap_rebuilds_total{trigger=\"%s\",result=\"%s\"} %llu\n",
+                        strbuf_printf(b, "pcinuma_hostmap_rebuilds_total{trigger=\"%s\",result=\"%s\"} %llu\n",
                                       rebuild_triggers[t], ok ? "success" : "failure",
                                       (unsigned long long) mt->rebuilds[t][ok]);
-        family(&b, "pcinuma_policy_reloads_total", "counter",
+        family(b, "pcinuma_policy_reloads_total", "counter",
                "Policy reloads (SIGHUP), by result; a failed one keeps the last good policy.");
-        strbuf_printf(&b, "pcinuma_policy_reloads_total{result=\"success\"} %llu\n", (unsigned long long) mt->policy_reloads[1]);
-        strbuf_printf(&b, "pcinuma_policy_reloads_total{result=\"failure\"} %llu\n", (unsigned long long) mt->policy_reloads[0]);
-        family(&b, "pcinuma_last_reload_success", "gauge",
+        strbuf_printf(b, "pcinuma_policy_reloads_total{result=\"success\"} %llu\n", (unsigned long long) mt->policy_reloads[1]);
+        strbuf_printf(b, "pcinuma_policy_reloads_total{result=\"failure\"} %llu\n", (unsigned long long) mt->policy_reloads[0]);
+        family(b, "pcinuma_last_reload_success", "gauge",
                "Whether the last load of the policy or of the host map succeeded (1) or failed (0).");
-        strbuf_printf(&b, "pcinuma_last_reload_success{what=\"policy\"} %d\n", mt->policy_ok);
-        strbuf_printf(&b, "pcinuma_last_reload_success{what=\"hostmap\"} %d\n", mt->hostmap_ok);
-        family(&b, "pcinuma_last_reload_timestamp_seconds", "gauge",
+        strbuf_printf(b, "pcinuma_last_reload_success{what=\"policy\"} %d\n", mt->policy_ok);
+        strbuf_printf(b, "pcinuma_last_reload_success{what=\"hostmap\"} %d\n", mt->hostmap_ok);
+        family(b, "pcinuma_last_reload_timestamp_seconds", "gauge",
                "When the policy or the host map was last loaded or tried, in seconds since the Unix epoch.");
-        strbuf_printf(&b, "pcinuma_last_reload_timestamp_seconds{what=\"policy\"} %.6f\n", mt->policy_at);
-        strbuf_printf(&b, "pcinuma_last_reload_timestamp_seconds{what=\"hostmap\"} %.6f\n", mt->hostmap_at);
+        strbuf_printf(b, "pcinuma_last_reload_timestamp_seconds{what=\"policy\"} %.6f\n", mt->policy_at);
+        strbuf_printf(b, "pcinuma_last_reload_timestamp_seconds{what=\"hostmap\"} %.6f\n", mt->hostmap_at);
 
-        family(&b, "pcinuma_hostmap_devices", "gauge", "PCI devices in the host map.");
-        sample_u(&b, "pcinuma_hostmap_devices", st.hostmap_devices);
-        family(&b, "pcinuma_hostmap_nodes", "gauge", "NUMA nodes in the host map.");
-        sample_u(&b, "pcinuma_hostmap_nodes", st.hostmap_nodes);
-        family(&b, "pcinuma_domains_known", "gauge", "Domains pcinumad has planned and remembers (the recheck cache).");
-        sample_u(&b, "pcinuma_domains_known", st.domains_known);
-        family(&b, "pcinuma_watcher_connected", "gauge",
+        family(b, "pcinuma_hostmap_devices", "gauge", "PCI devices in the host map.");
+        sample_u(b, "pcinuma_hostmap_devices", st->hostmap_devices);
+        family(b, "pcinuma_hostmap_nodes", "gauge", "NUMA nodes in the host map.");
+        sample_u(b, "pcinuma_hostmap_nodes", st->hostmap_nodes);
+        family(b, "pcinuma_domains_known", "gauge", "Domains pcinumad has planned and remembers (the recheck cache).");
+        sample_u(b, "pcinuma_domains_known", st->domains_known);
+        family(b, "pcinuma_watcher_connected", "gauge",
                "Whether pcinuma-watcher is connected to libvirt (1), not (0); absent with --libvirt-uri none.");
-        if (st.watcher)
-                strbuf_printf(&b, "pcinuma_watcher_connected %d\n", st.watcher_connected);
+        if (st->watcher)
+                strbuf_printf(b, "pcinuma_watcher_connected %d\n", st->watcher_connected);
+}
+
+char *metrics_render(struct metrics *mt) {
+        struct metrics_state st = {0};
+        if (mt->snapshot)
+                mt->snapshot(mt->userdata, &st);
+        struct strbuf b = {0};
+        family(&b, "pcinuma_build_info", "gauge", "pcinumad's version, as a label; always 1.");
+        strbuf_append(&b, "pcinuma_build_info{");
+        label(&b, "version", PCINUMA_VERSION, true);
+        strbuf_append(&b, "} 1\n");
+        family(&b, "pcinuma_start_time_seconds", "gauge", "When pcinumad started, in seconds since the Unix epoch.");
+        sample_f(&b, "pcinuma_start_time_seconds", mt->start_time);
+        render_requests(&b, mt);
+        render_definitions(&b, mt, &st);
+        render_state(&b, mt, &st);
         family(&b, "pcinuma_metrics_writes_total", "counter", "Times pcinumad wrote this file, this one included.");
         sample_u(&b, "pcinuma_metrics_writes_total", mt->writes + 1);
-
-        pthread_mutex_unlock(&mt->lock);
         return strbuf_steal(&b);
 }
 
 /* --- the file -------------------------------------------------------- */
 
+/* Write text to fd whole. */
+static int write_whole(int fd, const char *text, size_t len) {
+        while (len > 0) {
+                ssize_t n = write(fd, text, len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return n < 0 ? -errno : -EIO;
+                text += n;
+                len -= (size_t) n;
+        }
+        return 0;
+}
+
 static int write_file(struct metrics *mt) {
         _cleanup_free_ char *text = metrics_render(mt);
         _cleanup_free_ char *tmp = xasprintf("%s.tmp", mt->path);
-        size_t len = strlen(text);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        /* A file of our own, made here: whatever stood at tmp (a link to
+         * another file, say, in a folder node_exporter's user may write)
+         * goes first, and O_EXCL does not open an existing one. */
+        if (unlink(tmp) < 0 && errno != ENOENT)
+                return -errno;
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (fd < 0)
                 return -errno;
         /* node_exporter runs as another user: readable by all, whatever
          * the unit's UMask. */
-        int r = fchmod(fd, 0644) < 0 ? -errno : 0;
-        ssize_t n = r < 0 ? 0 : write(fd, text, len);
-        if (r == 0)
-                r = n < 0 ? -errno : (size_t) n != len ? -EIO : 0;
+        int r = fchmod(fd, 0644) < 0 ? -errno : write_whole(fd, text, strlen(text));
         if (close(fd) < 0 && r == 0)
                 r = -errno;
         if (r == 0 && rename(tmp, mt->path) < 0)
@@ -224,9 +241,7 @@ static int write_file(struct metrics *mt) {
                 (void) unlink(tmp);
                 return r;
         }
-        pthread_mutex_lock(&mt->lock);
         mt->writes++;
-        pthread_mutex_unlock(&mt->lock);
         return 0;
 }
 
@@ -235,8 +250,14 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         mt->armed = false;
         mt->last_write = now_mono();
         int r = write_file(mt);
-        if (r < 0)
-                log_errno(LOG_WARNING, r, "Failed to write the metrics file %s: %m, ignoring", mt->path);
+        /* Said once, not at every change while it lasts (a hook call a
+         * second would make a warning a second). */
+        if (r < 0 && !mt->failing)
+                log_errno(LOG_WARNING, r, "Failed to write the metrics file %s: %m; ignoring, and not saying so again "
+                          "until a write succeeds", mt->path);
+        else if (r >= 0 && mt->failing)
+                log_msg(LOG_NOTICE, "Wrote the metrics file %s again", mt->path);
+        mt->failing = r < 0;
         return 0;
 }
 
@@ -255,50 +276,21 @@ void metrics_changed(struct metrics *mt) {
         mt->armed = true;
 }
 
-static int on_wake(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        struct metrics *mt = userdata;
-        uint64_t v;
-        (void) read(fd, &v, sizeof v);
-        metrics_changed(mt);
-        return 0;
-}
-
-/* After a count: write soon.  On the loop's thread arm the timer; from
- * another thread wake the loop, which does. */
-static void counted(struct metrics *mt) {
-        if (!mt->path)
-                return;
-        if (pthread_equal(pthread_self(), mt->loop)) {
-                metrics_changed(mt);
-                return;
-        }
-        uint64_t one = 1;
-        (void) write(mt->wake_fd, &one, sizeof one);
-}
-
 int metrics_new(const char *path, sd_event *e, void (*snapshot)(void *userdata, struct metrics_state *ret), void *userdata,
                 struct metrics **ret) {
         struct metrics *mt = xcalloc(1, sizeof(*mt));
-        pthread_mutex_init(&mt->lock, NULL);
         mt->path = path ? xstrdup(path) : NULL;
         mt->snapshot = snapshot;
         mt->userdata = userdata;
         mt->start_time = now_real();
         mt->policy_ok = mt->hostmap_ok = true;
         mt->policy_at = mt->hostmap_at = mt->start_time;
-        mt->loop = pthread_self();
-        mt->wake_fd = -1;
         if (mt->path) {
                 int r = sd_event_add_time(e, &mt->timer, CLOCK_MONOTONIC, 0, 1000, on_timer, mt);
-                if (r >= 0) {
-                        mt->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-                        r = mt->wake_fd < 0 ? -errno : sd_event_add_io(e, &mt->wake, mt->wake_fd, EPOLLIN, on_wake, mt);
-                }
                 if (r < 0) {
                         metrics_free(mt);
                         return r;
                 }
-                (void) sd_event_source_set_description(mt->wake, "metrics-wake");
                 (void) sd_event_source_set_description(mt->timer, "metrics");
                 (void) sd_event_source_set_enabled(mt->timer, SD_EVENT_OFF);
                 metrics_changed(mt);
@@ -311,9 +303,6 @@ struct metrics *metrics_free(struct metrics *mt) {
         if (!mt)
                 return NULL;
         sd_event_source_disable_unref(mt->timer);
-        sd_event_source_disable_unref(mt->wake);
-        if (mt->wake_fd >= 0)
-                close(mt->wake_fd);
         /* Gone with pcinumad: node_exporter would serve the last values
          * for ever (alert on absent(pcinuma_build_info)). */
         if (mt->path && unlink(mt->path) < 0 && errno != ENOENT)
@@ -324,7 +313,6 @@ struct metrics *metrics_free(struct metrics *mt) {
                 free(mt->verdicts[i].verdict);
         }
         free(mt->verdicts);
-        pthread_mutex_destroy(&mt->lock);
         free(mt->path);
         free(mt);
         return NULL;
@@ -348,7 +336,6 @@ void metrics_verdict(struct metrics *mt, const char *phase, const char *policy, 
                 return;
         phase = known_phase(phase);
         policy = policy ? policy : "none";
-        pthread_mutex_lock(&mt->lock);
         struct verdict_count *v = NULL;
         for (size_t i = 0; i < mt->n_verdicts && !v; i++)
                 if (streq(mt->verdicts[i].phase, phase) && streq(mt->verdicts[i].policy, policy) &&
@@ -359,8 +346,7 @@ void metrics_verdict(struct metrics *mt, const char *phase, const char *policy, 
                 *v = (struct verdict_count) { .phase = xstrdup(phase), .policy = xstrdup(policy), .verdict = xstrdup(verdict) };
         }
         v->n++;
-        pthread_mutex_unlock(&mt->lock);
-        counted(mt);
+        metrics_changed(mt);
 }
 
 void metrics_request(struct metrics *mt, const char *type, uint64_t usec) {
@@ -371,7 +357,6 @@ void metrics_request(struct metrics *mt, const char *type, uint64_t usec) {
                 if (streq(type, request_types[i]))
                         t = i;
         double s = (double) usec / 1e6;
-        pthread_mutex_lock(&mt->lock);
         struct histogram *h = &mt->requests[t];
         for (size_t k = 0; k < N_BUCKETS; k++)
                 if (s <= buckets[k]) {
@@ -380,20 +365,17 @@ void metrics_request(struct metrics *mt, const char *type, uint64_t usec) {
                 }
         h->count++;
         h->sum += s;
-        pthread_mutex_unlock(&mt->lock);
-        counted(mt);
+        metrics_changed(mt);
 }
 
 void metrics_stale_mark(struct metrics *mt, const char *phase) {
         if (!mt)
                 return;
-        pthread_mutex_lock(&mt->lock);
         if (streq(phase, "define"))
                 mt->stale_define++;
         else
                 mt->stale_prepare++;
-        pthread_mutex_unlock(&mt->lock);
-        counted(mt);
+        metrics_changed(mt);
 }
 
 void metrics_hostmap_rebuild(struct metrics *mt, const char *trigger, bool ok) {
@@ -403,30 +385,24 @@ void metrics_hostmap_rebuild(struct metrics *mt, const char *trigger, bool ok) {
         for (size_t i = 0; i < ELEMENTSOF(rebuild_triggers); i++)
                 if (streq(trigger, rebuild_triggers[i]))
                         t = i;
-        pthread_mutex_lock(&mt->lock);
         mt->rebuilds[t][ok]++;
         mt->hostmap_ok = ok;
         mt->hostmap_at = now_real();
-        pthread_mutex_unlock(&mt->lock);
-        counted(mt);
+        metrics_changed(mt);
 }
 
 void metrics_policy_reload(struct metrics *mt, bool ok) {
         if (!mt)
                 return;
-        pthread_mutex_lock(&mt->lock);
         mt->policy_reloads[ok]++;
         mt->policy_ok = ok;
         mt->policy_at = now_real();
-        pthread_mutex_unlock(&mt->lock);
-        counted(mt);
+        metrics_changed(mt);
 }
 
 void metrics_restart(struct metrics *mt, bool planned) {
         if (!mt)
                 return;
-        pthread_mutex_lock(&mt->lock);
         mt->restarts[planned]++;
-        pthread_mutex_unlock(&mt->lock);
-        counted(mt);
+        metrics_changed(mt);
 }

@@ -5,10 +5,10 @@
  * then rename()), after a change and at most once a second (an sd-event
  * timer), and removed when pcinumad stops.
  *
- * The counting functions may be called from any thread: a mutex guards
- * the numbers, and a count from another thread than the event loop's
- * wakes the loop (an eventfd), which schedules the write.
- * metrics_changed() and the writing belong to the loop's thread. */
+ * It belongs to the event loop's thread, the main one: a count schedules
+ * the write on that loop.  The worker threads count nothing themselves
+ * (a decision made on one is counted in hook_job_apply(), manager.c, on
+ * the main thread), so there is no lock. */
 #pragma once
 
 #include <stdbool.h>

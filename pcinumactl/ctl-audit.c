@@ -273,6 +273,24 @@ static void print_json(const struct audit_row *rows, size_t n) {
                                                        JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
+/* " 2 current, 1 stale": how many rows have each of keys as their state
+ * (or their verdict), the keys with none left out; 'none' when no row has
+ * any. */
+static void print_counts(const struct audit_row *rows, size_t n, bool verdict, const char *const *keys, size_t n_keys,
+                         const char *none) {
+        bool first = true;
+        for (size_t s = 0; s < n_keys; s++) {
+                size_t k = 0;
+                for (size_t i = 0; i < n; i++)
+                        k += streq(verdict ? rows[i].verdict : rows[i].state, keys[s]);
+                if (k)
+                        printf("%s %zu %s", first ? "" : ",", k, keys[s]);
+                first &= !k;
+        }
+        if (first)
+                printf(" %s", none);
+}
+
 static void print_text(const struct audit_row *rows, size_t n, const char *source) {
         static const char *const states[] = { "current", "stale", "unplanned", "off", "excluded" };
         static const char *const verdicts[] = { "allow", "warn", "restart", "refuse" };
@@ -288,26 +306,10 @@ static void print_text(const struct audit_row *rows, size_t n, const char *sourc
                        r->policy ? r->policy : "-", r->reason);
         }
         printf("\n%zu domain%s under %s:", n, n == 1 ? "" : "s", source);
-        bool first = true;
-        for (size_t s = 0; s < ELEMENTSOF(states); s++) {
-                size_t k = 0;
-                for (size_t i = 0; i < n; i++)
-                        k += streq(rows[i].state, states[s]);
-                if (k)
-                        printf("%s %zu %s", first ? "" : ",", k, states[s]);
-                first &= !k;
-        }
-        printf("%s; at the next start:", first ? " none" : "");
-        first = true;
-        for (size_t v = 0; v < ELEMENTSOF(verdicts); v++) {
-                size_t k = 0;
-                for (size_t i = 0; i < n; i++)
-                        k += streq(rows[i].verdict, verdicts[v]);
-                if (k)
-                        printf("%s %zu %s", first ? "" : ",", k, verdicts[v]);
-                first &= !k;
-        }
-        printf("%s.\n", first ? " nothing to start" : "");
+        print_counts(rows, n, false, states, ELEMENTSOF(states), "none");
+        printf("; at the next start:");
+        print_counts(rows, n, true, verdicts, ELEMENTSOF(verdicts), "nothing to start");
+        printf(".\n");
 }
 
 int ctl_audit(int argc, char **argv) {
@@ -331,11 +333,10 @@ int ctl_audit(int argc, char **argv) {
         if (r != 0)
                 return r;
 
-        _cleanup_free_ char *err = NULL;
         _cleanup_hostmap_ struct hostmap *h = NULL;
-        if (hostmap_load_for_plan(o.a.root, &h, &err) < 0)
-                return ctl_error(CTL_EXIT_BAD_INPUT, who, "cannot read the host map: %s", err);
-        ctl_print_hostmap_warnings(who, h);
+        r = ctl_load_hostmap(&o.a, &h);
+        if (r != 0)
+                return r;
 
         virConnectPtr c = ctl_libvirt_connect_read_only(who, o.uri);
         if (!c)

@@ -103,6 +103,98 @@ static void print_row(const struct plan *p, const struct topo_dev *t, size_t i, 
         }
 }
 
+/* Each device's label (GPU0, NIC0, ...) into t; returns the longest
+ * label's length, and in *ret_maxcell the longest guest cell's (at
+ * least 4). */
+static int label_devices(const struct plan *p, struct topo_dev *t, int *ret_maxcell) {
+        unsigned counts[5] = {0};
+        int maxlabel = 0, maxcell = 4;
+        for (size_t i = 0; i < p->n_devices; i++) {
+                t[i].pd = &p->devices[i];
+                const char *l = class_label(p->devices[i].class);
+                size_t k = streq(l, "GPU") ? 0 : streq(l, "NIC") ? 1 : streq(l, "DISK") ? 2 : streq(l, "ACC") ? 3 : 4;
+                snprintf(t[i].label, sizeof t[i].label, "%s%u", l, counts[k]++);
+                if ((int) strlen(t[i].label) > maxlabel)
+                        maxlabel = (int) strlen(t[i].label);
+                for (size_t j = 0; j < p->n_devices; j++) {
+                        char cell[16];
+                        cell_text(p, i, j, true, cell);
+                        if ((int) strlen(cell) > maxcell)
+                                maxcell = (int) strlen(cell);
+                }
+        }
+        *ret_maxcell = maxcell;
+        return maxlabel;
+}
+
+/* The host's and the guest's matrices: side by side, 6 columns a cell
+ * (wide), or stacked, each cell as narrow as its widest text and a blank
+ * (16 devices fit 100 columns). */
+static void print_matrices(const struct plan *p, const struct topo_dev *t, bool wide, int maxlabel, int maxcell) {
+        size_t n = p->n_devices;
+        if (wide) {
+                const int w = 6;
+                printf("%-*s", w + 1, "HOST");
+                for (size_t j = 0; j < n; j++)
+                        printf("%-*s", w, t[j].label);
+                printf("   %-*s", w + 1, "GUEST");
+                for (size_t j = 0; j < n; j++)
+                        printf("%-*s", w, t[j].label);
+                printf("\n");
+                for (size_t i = 0; i < n; i++) {
+                        print_row(p, t, i, false, w + 1, w, false);
+                        printf("   ");
+                        print_row(p, t, i, true, w + 1, w, false);
+                        printf("\n");
+                }
+                return;
+        }
+        int lw = maxlabel + 1, w = (maxlabel > maxcell ? maxlabel : maxcell) + 1;
+        for (int g = 0; g < 2; g++) {
+                if (g)
+                        printf("\nGuest (%s):\n", p->verdict == PLAN_APPLY ? "as planned" : plan_verdict_to_string(p->verdict));
+                else
+                        printf("Host:\n");
+                print_row(p, t, SIZE_MAX, g, lw, w, true);
+                printf("\n");
+                for (size_t i = 0; i < n; i++) {
+                        print_row(p, t, i, g, lw, w, true);
+                        printf("\n");
+                }
+        }
+}
+
+/* Each device's line (where it is on the host, where it goes), then how
+ * many pairs kept their path type. */
+static void print_devices(const struct engine_result *res, const struct topo_dev *t, bool wide, int maxlabel) {
+        const struct plan *p = res->plan;
+        printf("Devices (policy %s, topology %s, %s):\n", policy_mode_to_string(res->settings.mode),
+               policy_topology_to_string(res->settings.topology),
+               p->verdict == PLAN_APPLY ? "as planned" : plan_verdict_to_string(p->verdict));
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = t[i].pd;
+                char node[16] = "none";
+                if (pd->host_node >= 0)
+                        snprintf(node, sizeof node, "%d", pd->host_node);
+                const char *to = pd->action == PLAN_MOVE ? "guest cell " : pd->action == PLAN_STAY ? "pcie.0 (no guest node)" : "refused";
+                if (wide)
+                        printf("  %-6s %s  %-24s host node %-4s -> %s", t[i].label, pd->name,
+                               pd->known ? hostmap_class_name(pd->class) : "(not on this host)", node, to);
+                else
+                        printf("  %-*s  %s  host node %s -> %s", maxlabel, t[i].label, pd->name, node, to);
+                if (pd->action == PLAN_MOVE)
+                        printf("%d%s, guest %s", pd->cell, pd->switch_group >= 0 ? ", behind a guest switch" : "",
+                               pd->guest_bdf[0] ? pd->guest_bdf : "?");
+                printf("\n");
+        }
+        printf("\n%u of %zu device pairs keep their host path type in the guest: %u same, %u closer, %u farther",
+               p->n_same, p->n_pairs, p->n_same, p->n_closer, p->n_farther);
+        if (p->n_unknown)
+                printf(", %u unknown", p->n_unknown);
+        printf("%s.\n", p->settings.mirror_switches ? "" : wide ? " (mirror_switches is off: host PIX pairs become PHB)"
+                                                                 : "\n(mirror_switches is off: host PIX pairs become PHB)");
+}
+
 int ctl_topo(int argc, char **argv) {
         static const struct option opts[] = {
                 CTL_OPTION_SYSFS_ROOT,
@@ -125,64 +217,15 @@ int ctl_topo(int argc, char **argv) {
                 return r;
         planner_fidelity(res->plan);
         const struct plan *p = res->plan;
-        size_t n = p->n_devices;
-        if (n == 0) {
+        if (p->n_devices == 0) {
                 printf("The domain has no PCI passthrough devices.\n");
                 return 0;
         }
 
-        struct topo_dev *t = xcalloc(n, sizeof(*t));
-        unsigned counts[5] = {0};
-        int maxlabel = 0, maxcell = 4;
-        for (size_t i = 0; i < n; i++) {
-                t[i].pd = &p->devices[i];
-                const char *l = class_label(p->devices[i].class);
-                size_t k = streq(l, "GPU") ? 0 : streq(l, "NIC") ? 1 : streq(l, "DISK") ? 2 : streq(l, "ACC") ? 3 : 4;
-                snprintf(t[i].label, sizeof t[i].label, "%s%u", l, counts[k]++);
-                if ((int) strlen(t[i].label) > maxlabel)
-                        maxlabel = (int) strlen(t[i].label);
-                for (size_t j = 0; j < n; j++) {
-                        char cell[16];
-                        cell_text(p, i, j, true, cell);
-                        if ((int) strlen(cell) > maxcell)
-                                maxcell = (int) strlen(cell);
-                }
-        }
-
-        bool planned = p->verdict == PLAN_APPLY;
-        if (wide) {
-                /* Side by side, 6 columns a cell. */
-                const int w = 6;
-                printf("%-*s", w + 1, "HOST");
-                for (size_t j = 0; j < n; j++)
-                        printf("%-*s", w, t[j].label);
-                printf("   %-*s", w + 1, "GUEST");
-                for (size_t j = 0; j < n; j++)
-                        printf("%-*s", w, t[j].label);
-                printf("\n");
-                for (size_t i = 0; i < n; i++) {
-                        print_row(p, t, i, false, w + 1, w, false);
-                        printf("   ");
-                        print_row(p, t, i, true, w + 1, w, false);
-                        printf("\n");
-                }
-        } else {
-                /* Stacked, each cell as narrow as its widest text and a
-                 * blank: 16 devices fit 100 columns. */
-                int lw = maxlabel + 1, w = (maxlabel > maxcell ? maxlabel : maxcell) + 1;
-                for (int g = 0; g < 2; g++) {
-                        if (g)
-                                printf("\nGuest (%s):\n", planned ? "as planned" : plan_verdict_to_string(p->verdict));
-                        else
-                                printf("Host:\n");
-                        print_row(p, t, SIZE_MAX, g, lw, w, true);
-                        printf("\n");
-                        for (size_t i = 0; i < n; i++) {
-                                print_row(p, t, i, g, lw, w, true);
-                                printf("\n");
-                        }
-                }
-        }
+        _cleanup_free_ struct topo_dev *t = xcalloc(p->n_devices, sizeof(*t));
+        int maxcell;
+        int maxlabel = label_devices(p, t, &maxcell);
+        print_matrices(p, t, wide, maxlabel, maxcell);
         printf("\nLegend:\n"
                "  X    = self\n"
                "  PIX  = behind one PCIe switch (at most one bridge between them)\n"
@@ -192,31 +235,6 @@ int ctl_topo(int argc, char **argv) {
                "  SYS  = across NUMA nodes (or a device the guest sees without a node)\n"
                "  *    = farther in the guest than on the host (locality lost)\n"
                "  !    = closer in the guest than on the host (a path the hardware does not have)\n\n");
-        printf("Devices (policy %s, topology %s, %s):\n", policy_mode_to_string(res->settings.mode),
-               policy_topology_to_string(res->settings.topology), planned ? "as planned" : plan_verdict_to_string(p->verdict));
-        for (size_t i = 0; i < n; i++) {
-                const struct plan_device *pd = t[i].pd;
-                char node[16] = "none";
-                if (pd->host_node >= 0)
-                        snprintf(node, sizeof node, "%d", pd->host_node);
-                if (wide)
-                        printf("  %-6s %s  %-24s host node %-4s -> %s", t[i].label, pd->name,
-                               pd->known ? hostmap_class_name(pd->class) : "(not on this host)", node,
-                               pd->action == PLAN_MOVE ? "guest cell " : pd->action == PLAN_STAY ? "pcie.0 (no guest node)" : "refused");
-                else
-                        printf("  %-*s  %s  host node %s -> %s", maxlabel, t[i].label, pd->name, node,
-                               pd->action == PLAN_MOVE ? "guest cell " : pd->action == PLAN_STAY ? "pcie.0 (no guest node)" : "refused");
-                if (pd->action == PLAN_MOVE)
-                        printf("%d%s, guest %s", pd->cell, pd->switch_group >= 0 ? ", behind a guest switch" : "",
-                               pd->guest_bdf[0] ? pd->guest_bdf : "?");
-                printf("\n");
-        }
-        printf("\n%u of %zu device pairs keep their host path type in the guest: %u same, %u closer, %u farther",
-               p->n_same, p->n_pairs, p->n_same, p->n_closer, p->n_farther);
-        if (p->n_unknown)
-                printf(", %u unknown", p->n_unknown);
-        printf("%s.\n", p->settings.mirror_switches ? "" : wide ? " (mirror_switches is off: host PIX pairs become PHB)"
-                                                                 : "\n(mirror_switches is off: host PIX pairs become PHB)");
-        free(t);
+        print_devices(res, t, wide, maxlabel);
         return 0;
 }

@@ -371,3 +371,39 @@ char *bitmap_format(const struct bitmap *b) {
         }
         return strbuf_steal(&out);
 }
+
+void strbuf_bitmap_words(struct strbuf *out, const struct bitmap *b, const char *prefix) {
+        int hi = -1;
+        for (int c = bitmap_next(b, 0); c >= 0; c = bitmap_next(b, (unsigned) c + 1))
+                hi = c;
+        for (unsigned w = hi < 0 ? 1 : (unsigned) hi / 32 + 1; w-- > 0;) {
+                uint32_t v = 0;
+                for (unsigned bit = 0; bit < 32; bit++)
+                        if (bitmap_test(b, w * 32 + bit))
+                                v |= UINT32_C(1) << bit;
+                strbuf_printf(out, "%s%08" PRIx32 "%s", prefix, v, w ? "," : "");
+        }
+}
+
+void strbuf_xml_attr(struct strbuf *b, const char *name, const char *value) {
+        strbuf_printf(b, " %s=\"", name);
+        for (const char *c = value; *c; c++)
+                switch (*c) {
+                case '&':
+                        strbuf_append(b, "&amp;");
+                        break;
+                case '<':
+                        strbuf_append(b, "&lt;");
+                        break;
+                case '>':
+                        strbuf_append(b, "&gt;");
+                        break;
+                case '"':
+                        strbuf_append(b, "&quot;");
+                        break;
+                default:
+                        if ((unsigned char) *c >= 0x20 || *c == '\t')
+                                strbuf_appendn(b, c, 1);
+                }
+        strbuf_append(b, "\"");
+}

@@ -133,3 +133,12 @@ void bitmap_copy(struct bitmap *dst, const struct bitmap *src);
 int bitmap_parse(const char *s, unsigned max, struct bitmap *ret);
 /* Format as a compact list "0-3,8". */
 char *bitmap_format(const struct bitmap *b);
+/* Append b as the kernel's cpumap form, as hwloc and NCCL write CPU sets:
+ * 32-bit hex words, most significant first, comma separated, each
+ * 'prefix' then %08x ("0x0000000f,0xffffffff"); one word when empty. */
+void strbuf_bitmap_words(struct strbuf *out, const struct bitmap *b, const char *prefix);
+
+/* Append ' name="value"', value escaped for an XML attribute (&, <, >,
+ * "); control characters XML 1.0 cannot hold (below 0x20 but tab) are
+ * left out.  For the XML files written as text (hwloc, NCCL). */
+void strbuf_xml_attr(struct strbuf *b, const char *name, const char *value);

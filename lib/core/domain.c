@@ -439,6 +439,10 @@ static int parse_cells(struct domain *d, xmlNodePtr root, char **ret_error) {
 
 static int parse_pinning(struct domain *d, xmlNodePtr root, char **ret_error) {
         xmlNodePtr vcpu = xml_child(root, "vcpu");
+        /* Only drawn (hwloctopo.h): libvirt judges the count itself. */
+        _cleanup_free_ char *count = xml_text(vcpu);
+        uint64_t nv;
+        d->vcpus = count && parse_uint(count, 10, MAX_CPU + 1, &nv) == 0 && nv > 0 ? (unsigned) nv : 1;
         _cleanup_free_ char *cpuset = xml_prop(vcpu, "cpuset");
         if (cpuset) {
                 if (bitmap_parse(cpuset, MAX_CPU, &d->vcpu_cpuset) < 0)

@@ -123,6 +123,7 @@ struct domain {
         struct domain_pci_use *pci_uses;
         size_t n_pci_uses;
 
+        unsigned vcpus;                 /* <vcpu>'s count (the maximum); 1 when absent or not a number */
         struct domain_vcpupin *vcpupins;
         size_t n_vcpupins;
         bool has_vcpu_cpuset;

@@ -291,6 +291,40 @@ static const char *verdict_phrase(const struct engine_result *r) {
         return "?";
 }
 
+/* The causes below explain's table, numbered as its "cause N" says. */
+static void explain_causes(struct strbuf *b, const struct plan *p) {
+        if (!p->n_causes)
+                return;
+        strbuf_append(b, "\ncauses:\n");
+        for (size_t i = 0; i < p->n_causes; i++) {
+                const struct plan_cause *c = &p->causes[i];
+                strbuf_printf(b, "  %zu. %s%s\n", i + 1, c->what, c->domain ? " (domain-wide)" : "");
+                if (c->fix)
+                        strbuf_printf(b, "     fix: %s\n", c->fix);
+        }
+}
+
+/* The path fidelity summary, then the pairs whose path type changed; the
+ * others too with 'all' (16 devices make 120 pairs). */
+static void explain_pairs(struct strbuf *b, const struct plan *p, bool all) {
+        if (!p->n_pairs)
+                return;
+        strbuf_printf(b, "\npath fidelity: %u same, %u closer, %u farther", p->n_same, p->n_closer, p->n_farther);
+        if (p->n_unknown)
+                strbuf_printf(b, ", %u unknown", p->n_unknown);
+        strbuf_printf(b, " (of %zu pairs; host -> guest path type)", p->n_pairs);
+        if (!all && p->n_same)
+                strbuf_printf(b, "; the %u same not listed (--all-pairs lists them)", p->n_same);
+        strbuf_append(b, "\n");
+        for (size_t i = 0; i < p->n_pairs; i++) {
+                const struct plan_pair *q = &p->pairs[i];
+                if (!all && pair_same(q))
+                        continue;
+                strbuf_printf(b, "  %s  %s  %-4s -> %-4s %s\n", p->devices[q->a].name, p->devices[q->b].name,
+                              plan_path_to_string(q->host), plan_path_to_string(q->guest), pair_verdict(q));
+        }
+}
+
 char *engine_explain(const struct engine_result *r, const struct hostmap *h) {
         return engine_explain_flags(r, h, 0);
 }
@@ -354,15 +388,7 @@ char *engine_explain_flags(const struct engine_result *r, const struct hostmap *
                 }
                 free(cells);
         }
-        if (p->n_causes) {
-                strbuf_append(&b, "\ncauses:\n");
-                for (size_t i = 0; i < p->n_causes; i++) {
-                        const struct plan_cause *c = &p->causes[i];
-                        strbuf_printf(&b, "  %zu. %s%s\n", i + 1, c->what, c->domain ? " (domain-wide)" : "");
-                        if (c->fix)
-                                strbuf_printf(&b, "     fix: %s\n", c->fix);
-                }
-        }
+        explain_causes(&b, p);
 
         if (p->n_pxbs) {
                 strbuf_append(&b, "\nexpander buses (pcie-expander-bus, pxb-pcie):\n");
@@ -441,25 +467,7 @@ char *engine_explain_flags(const struct engine_result *r, const struct hostmap *
         }
         if (p->fidelity_skipped)
                 strbuf_printf(&b, "\npath fidelity: not computed for more than %d devices\n", PLAN_FIDELITY_MAX_DEVICES);
-        if (p->n_pairs) {
-                /* The pairs whose path type changed; the others only with
-                 * ENGINE_EXPLAIN_ALL_PAIRS (16 devices make 120 pairs). */
-                bool all = flags & ENGINE_EXPLAIN_ALL_PAIRS;
-                strbuf_printf(&b, "\npath fidelity: %u same, %u closer, %u farther", p->n_same, p->n_closer, p->n_farther);
-                if (p->n_unknown)
-                        strbuf_printf(&b, ", %u unknown", p->n_unknown);
-                strbuf_printf(&b, " (of %zu pairs; host -> guest path type)", p->n_pairs);
-                if (!all && p->n_same)
-                        strbuf_printf(&b, "; the %u same not listed (--all-pairs lists them)", p->n_same);
-                strbuf_append(&b, "\n");
-                for (size_t i = 0; i < p->n_pairs; i++) {
-                        const struct plan_pair *q = &p->pairs[i];
-                        if (!all && pair_same(q))
-                                continue;
-                        strbuf_printf(&b, "  %s  %s  %-4s -> %-4s %s\n", p->devices[q->a].name, p->devices[q->b].name,
-                                      plan_path_to_string(q->host), plan_path_to_string(q->guest), pair_verdict(q));
-                }
-        }
+        explain_pairs(&b, p, flags & ENGINE_EXPLAIN_ALL_PAIRS);
         for (size_t i = 0; i < p->n_warnings; i++)
                 strbuf_printf(&b, "warning: %s\n", p->warnings[i]);
         (void) h;
@@ -472,6 +480,26 @@ static void json_add_str(json_object *o, const char *k, const char *v) {
 
 static void json_add_int(json_object *o, const char *k, int v) {
         json_object_object_add(o, k, v >= 0 ? json_object_new_int(v) : NULL);
+}
+
+/* Each cause once, with the devices it concerns (each device's "cause"
+ * indexes this list); one pass over the devices. */
+static json_object *json_causes(const struct plan *p) {
+        json_object *causes = json_object_new_array();
+        _cleanup_free_ json_object **on = xcalloc(p->n_causes ? p->n_causes : 1, sizeof(*on));
+        for (size_t i = 0; i < p->n_causes; i++) {
+                json_object *c = json_object_new_object();
+                json_add_str(c, "what", p->causes[i].what);
+                json_add_str(c, "fix", p->causes[i].fix);
+                json_object_object_add(c, "domain_wide", json_object_new_boolean(p->causes[i].domain));
+                on[i] = json_object_new_array();
+                json_object_object_add(c, "devices", on[i]);
+                json_object_array_add(causes, c);
+        }
+        for (size_t k = 0; k < p->n_devices; k++)
+                if (p->devices[k].cause >= 0 && (size_t) p->devices[k].cause < p->n_causes)
+                        json_object_array_add(on[p->devices[k].cause], json_object_new_string(p->devices[k].name));
+        return causes;
 }
 
 char *engine_json(const struct engine_result *r, const struct hostmap *h) {
@@ -533,21 +561,7 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
         }
         json_object_object_add(o, "devices", devs);
 
-        /* Each cause once; the devices' "cause" indexes this. */
-        json_object *causes = json_object_new_array();
-        for (size_t i = 0; i < p->n_causes; i++) {
-                json_object *c = json_object_new_object();
-                json_add_str(c, "what", p->causes[i].what);
-                json_add_str(c, "fix", p->causes[i].fix);
-                json_object_object_add(c, "domain_wide", json_object_new_boolean(p->causes[i].domain));
-                json_object *on = json_object_new_array();
-                for (size_t k = 0; k < p->n_devices; k++)
-                        if (p->devices[k].cause == (int) i)
-                                json_object_array_add(on, json_object_new_string(p->devices[k].name));
-                json_object_object_add(c, "devices", on);
-                json_object_array_add(causes, c);
-        }
-        json_object_object_add(o, "causes", causes);
+        json_object_object_add(o, "causes", json_causes(p));
 
         json_object *pxbs = json_object_new_array();
         for (size_t i = 0; i < p->n_pxbs; i++) {

@@ -99,46 +99,14 @@ _printf_(3, 4) static void obj_info(struct obj *o, const char *name, const char 
 
 /* --- writing --------------------------------------------------------- */
 
-static void xml_attr(struct strbuf *b, const char *name, const char *value) {
-        strbuf_printf(b, " %s=\"", name);
-        for (const char *c = value; *c; c++)
-                switch (*c) {
-                case '&':
-                        strbuf_append(b, "&amp;");
-                        break;
-                case '<':
-                        strbuf_append(b, "&lt;");
-                        break;
-                case '>':
-                        strbuf_append(b, "&gt;");
-                        break;
-                case '"':
-                        strbuf_append(b, "&quot;");
-                        break;
-                default:
-                        /* Control characters are not XML. */
-                        if ((unsigned char) *c >= 0x20 || *c == '\t')
-                                strbuf_appendn(b, c, 1);
-                }
-        strbuf_append(b, "\"");
-}
-
-/* hwloc's bitmap form: 32-bit words, most significant first, each 0x%08x,
- * comma separated; "0x0" when empty. */
+/* hwloc's bitmap form: the kernel's cpumap words, each with 0x; "0x0"
+ * when empty. */
 static void xml_bitmap(struct strbuf *b, const char *name, const struct bitmap *m) {
-        int hi = -1;
-        for (int c = bitmap_next(m, 0); c >= 0; c = bitmap_next(m, (unsigned) c + 1))
-                hi = c;
         strbuf_printf(b, " %s=\"", name);
-        if (hi < 0)
+        if (bitmap_isempty(m))
                 strbuf_append(b, "0x0");
-        for (unsigned w = hi < 0 ? 0 : (unsigned) hi / 32 + 1; w-- > 0;) {
-                uint32_t v = 0;
-                for (unsigned bit = 0; bit < 32; bit++)
-                        if (bitmap_test(m, w * 32 + bit))
-                                v |= UINT32_C(1) << bit;
-                strbuf_printf(b, "0x%08x%s", v, w ? "," : "");
-        }
+        else
+                strbuf_bitmap_words(b, m, "0x");
         strbuf_append(b, "\"");
 }
 
@@ -159,12 +127,12 @@ static bool is_normal(enum obj_kind k) {
 static void write_obj(struct strbuf *b, const struct obj *o, unsigned indent, unsigned *gp) {
         char buf[64];
         strbuf_printf(b, "%*s<object", (int) indent, "");
-        xml_attr(b, "type", type_name(o->kind));
+        strbuf_xml_attr(b, "type", type_name(o->kind));
         if (o->subtype)
-                xml_attr(b, "subtype", o->subtype);
+                strbuf_xml_attr(b, "subtype", o->subtype);
         if (o->os_index >= 0) {
                 snprintf(buf, sizeof buf, "%d", o->os_index);
-                xml_attr(b, "os_index", buf);
+                strbuf_xml_attr(b, "os_index", buf);
         }
         if (is_normal(o->kind)) {
                 xml_bitmap(b, "cpuset", &o->cpuset);
@@ -177,28 +145,28 @@ static void write_obj(struct strbuf *b, const struct obj *o, unsigned indent, un
                         xml_bitmap(b, "allowed_nodeset", &o->nodeset);
         }
         snprintf(buf, sizeof buf, "%u", ++*gp);
-        xml_attr(b, "gp_index", buf);
+        strbuf_xml_attr(b, "gp_index", buf);
         if (o->kind == OBJ_MISC || o->kind == OBJ_OSDEV)
-                xml_attr(b, "name", o->name ? o->name : "");
+                strbuf_xml_attr(b, "name", o->name ? o->name : "");
         if (o->kind == OBJ_OSDEV) {
                 snprintf(buf, sizeof buf, "%d", (int) o->osdev_type);
-                xml_attr(b, "osdev_type", buf);
+                strbuf_xml_attr(b, "osdev_type", buf);
         }
         if (o->kind == OBJ_HOST_BRIDGE || o->kind == OBJ_PCI_BRIDGE) {
-                xml_attr(b, "bridge_type", o->kind == OBJ_HOST_BRIDGE ? "0-1" : "1-1");
+                strbuf_xml_attr(b, "bridge_type", o->kind == OBJ_HOST_BRIDGE ? "0-1" : "1-1");
                 snprintf(buf, sizeof buf, "%u", o->depth);
-                xml_attr(b, "depth", buf);
+                strbuf_xml_attr(b, "depth", buf);
                 snprintf(buf, sizeof buf, "%04x:[%02x-%02x]", o->domain, o->sec, o->sub);
-                xml_attr(b, "bridge_pci", buf);
+                strbuf_xml_attr(b, "bridge_pci", buf);
         }
         if (o->kind == OBJ_PCI_BRIDGE || o->kind == OBJ_PCIDEV) {
                 char bdf[PCI_ADDR_STRLEN];
-                xml_attr(b, "pci_busid", pci_addr_format(&o->busid, bdf));
+                strbuf_xml_attr(b, "pci_busid", pci_addr_format(&o->busid, bdf));
                 /* class (base and sub class), [vendor:device],
                  * [subvendor:subdevice], revision */
                 snprintf(buf, sizeof buf, "%04x [%04x:%04x] [0000:0000] 00", (unsigned) (o->class >> 8), o->vendor, o->device);
-                xml_attr(b, "pci_type", buf);
-                xml_attr(b, "pci_link_speed", "0.000000");
+                strbuf_xml_attr(b, "pci_type", buf);
+                strbuf_xml_attr(b, "pci_link_speed", "0.000000");
         }
         if (!o->n_infos && !o->n_children) {
                 strbuf_append(b, "/>\n");
@@ -207,8 +175,8 @@ static void write_obj(struct strbuf *b, const struct obj *o, unsigned indent, un
         strbuf_append(b, ">\n");
         for (size_t i = 0; i < o->n_infos; i++) {
                 strbuf_printf(b, "%*s<info", (int) indent + 2, "");
-                xml_attr(b, "name", o->infos[i].name);
-                xml_attr(b, "value", o->infos[i].value);
+                strbuf_xml_attr(b, "name", o->infos[i].name);
+                strbuf_xml_attr(b, "value", o->infos[i].value);
                 strbuf_append(b, "/>\n");
         }
         for (size_t i = 0; i < o->n_children; i++)
@@ -334,62 +302,66 @@ static void add_ports(struct obj *parent, const struct plan *p, const struct dom
         }
 }
 
-char *hwloctopo_guest(const struct plan *p, const struct domain *d, const struct hostmap *h) {
-        struct obj *m = obj_new(NULL, OBJ_MACHINE, 0);
-        obj_info(m, "PCINUMATopology", "guest %s, %s", d->name ? d->name : "(unnamed)",
-                 p->verdict == PLAN_APPLY ? "as planned" : "as it is (the plan does not apply)");
-        /* lstopo adds the root's lstopoLegend infos to its legend. */
-        obj_info(m, "lstopoLegend", "%s %s (pcinuma, policy %s); each device names its host BDF",
-                 d->name ? d->name : "(unnamed)", p->verdict == PLAN_APPLY ? "as planned" : "as it is, not planned",
-                 policy_mode_to_string(p->mode));
+/* Guest node 'id' below parent, with its vCPUs (a Core and a PU each)
+ * beside it; the Machine's and parent's sets grow to hold them. */
+static struct obj *add_guest_node(struct obj *m, struct obj *parent, unsigned id, const struct bitmap *cpus) {
+        bitmap_or(&m->cpuset, cpus);
+        bitmap_set(&m->nodeset, id);
+        if (parent != m) {
+                bitmap_or(&parent->cpuset, cpus);
+                bitmap_set(&parent->nodeset, id);
+        }
+        struct obj *node = obj_new(parent, OBJ_NUMANODE, (int) id);
+        bitmap_or(&node->cpuset, cpus);
+        bitmap_set(&node->nodeset, id);
+        for (int v = bitmap_next(cpus, 0); v >= 0; v = bitmap_next(cpus, (unsigned) v + 1)) {
+                struct obj *core = obj_new(parent, OBJ_CORE, v);
+                struct obj *pu = obj_new(core, OBJ_PU, v);
+                bitmap_set(&core->cpuset, (unsigned) v);
+                bitmap_set(&core->nodeset, id);
+                bitmap_set(&pu->cpuset, (unsigned) v);
+                bitmap_set(&pu->nodeset, id);
+        }
+        return node;
+}
+
+/* The guest's cells below m: a Package each ("Guest cell (host node N)")
+ * holding its NUMANode and vCPUs; a cell without vCPUs has no Package,
+ * its NUMANode (and its I/O) hang from the Machine.  Returns each cell's
+ * object, in d->cells' order.  A domain without cells is one node, 0,
+ * holding every vCPU, as the guest sees it (hwloc wants a node). */
+static struct obj **add_guest_cells(struct obj *m, const struct domain *d) {
         struct obj **cell_obj = xcalloc(d->n_cells ? d->n_cells : 1, sizeof(*cell_obj));
+        if (!d->n_cells) {
+                _cleanup_(bitmap_done) struct bitmap all = {0};
+                for (unsigned v = 0; v < d->vcpus; v++)
+                        bitmap_set(&all, v);
+                add_guest_node(m, m, 0, &all);
+                return cell_obj;
+        }
         for (size_t i = 0; i < d->n_cells; i++) {
                 const struct domain_cell *c = &d->cells[i];
-                bitmap_or(&m->cpuset, &c->cpus);
-                bitmap_set(&m->nodeset, c->id);
-                /* A cell without vCPUs has no Package: its NUMANode hangs
-                 * from the Machine, and so does its I/O. */
                 bool cpus = bitmap_next(&c->cpus, 0) >= 0;
                 struct obj *pkg = cpus ? obj_new(m, OBJ_PACKAGE, (int) c->id) : m;
                 if (cpus) {
-                        bitmap_or(&pkg->cpuset, &c->cpus);
-                        bitmap_set(&pkg->nodeset, c->id);
                         _cleanup_free_ char *nodes = bitmap_isempty(&c->host_nodes) ? NULL : bitmap_format(&c->host_nodes);
                         pkg->subtype = nodes ? xasprintf("Guest cell (host node%s %s)",
                                                          bitmap_count(&c->host_nodes) > 1 ? "s" : "", nodes)
                                              : xstrdup("Guest cell (no host node)");
                 }
-                struct obj *node = obj_new(pkg, OBJ_NUMANODE, (int) c->id);
-                bitmap_or(&node->cpuset, &c->cpus);
-                bitmap_set(&node->nodeset, c->id);
+                struct obj *node = add_guest_node(m, pkg, c->id, &c->cpus);
                 if (!bitmap_isempty(&c->host_nodes)) {
                         _cleanup_free_ char *nodes = bitmap_format(&c->host_nodes);
                         obj_info(node, "PCINUMAHostNodes", "%s", nodes);
                 }
-                for (int v = bitmap_next(&c->cpus, 0); v >= 0; v = bitmap_next(&c->cpus, (unsigned) v + 1)) {
-                        struct obj *core = obj_new(pkg, OBJ_CORE, v);
-                        struct obj *pu = obj_new(core, OBJ_PU, v);
-                        bitmap_set(&core->cpuset, (unsigned) v);
-                        bitmap_set(&core->nodeset, c->id);
-                        bitmap_set(&pu->cpuset, (unsigned) v);
-                        bitmap_set(&pu->nodeset, c->id);
-                }
                 cell_obj[i] = pkg;
         }
-        /* Each expander bus below its cell's Package. */
-        for (size_t i = 0; i < p->n_pxbs; i++) {
-                const struct plan_pxb *x = &p->pxbs[i];
-                struct obj *under = m;
-                for (size_t c = 0; c < d->n_cells; c++)
-                        if (d->cells[c].id == x->cell)
-                                under = cell_obj[c];
-                struct obj *hb = add_host_bridge(under, 0, (unsigned) x->bus_nr, (unsigned) x->bus_nr + x->n_buses - 1);
-                obj_info(hb, "PCINUMAController", "pcie-expander-bus index %d at 0000:00:%02x.0, guest cell %u", x->index,
-                         x->addr.slot, x->cell);
-                add_ports(hb, p, d, h, x->index, (unsigned) x->bus_nr, 0);
-        }
-        /* The devices that stay: on pcie.0 when their address is there,
-         * else where libvirt puts them (a Misc object says so). */
+        return cell_obj;
+}
+
+/* The devices that stay: on pcie.0 when their address is there, else
+ * where libvirt puts them (a Misc object says so). */
+static void add_staying(struct obj *m, const struct plan *p, const struct domain *d, const struct hostmap *h) {
         struct obj *pcie0 = NULL;
         for (size_t i = 0; i < p->n_devices; i++) {
                 const struct plan_device *pd = &p->devices[i];
@@ -407,6 +379,30 @@ char *hwloctopo_guest(const struct plan *p, const struct domain *d, const struct
                 struct obj *misc = obj_new(m, OBJ_MISC, -1);
                 misc->name = xasprintf("%s: %s", pd->name, hd->has_guest_addr ? "on the pcie.0 side" : "address chosen by libvirt");
         }
+}
+
+char *hwloctopo_guest(const struct plan *p, const struct domain *d, const struct hostmap *h) {
+        struct obj *m = obj_new(NULL, OBJ_MACHINE, 0);
+        obj_info(m, "PCINUMATopology", "guest %s, %s", d->name ? d->name : "(unnamed)",
+                 p->verdict == PLAN_APPLY ? "as planned" : "as it is (the plan does not apply)");
+        /* lstopo adds the root's lstopoLegend infos to its legend. */
+        obj_info(m, "lstopoLegend", "%s %s (pcinuma, policy %s); each device names its host BDF",
+                 d->name ? d->name : "(unnamed)", p->verdict == PLAN_APPLY ? "as planned" : "as it is, not planned",
+                 policy_mode_to_string(p->mode));
+        struct obj **cell_obj = add_guest_cells(m, d);
+        /* Each expander bus below its cell's Package. */
+        for (size_t i = 0; i < p->n_pxbs; i++) {
+                const struct plan_pxb *x = &p->pxbs[i];
+                struct obj *under = m;
+                for (size_t c = 0; c < d->n_cells; c++)
+                        if (d->cells[c].id == x->cell)
+                                under = cell_obj[c];
+                struct obj *hb = add_host_bridge(under, 0, (unsigned) x->bus_nr, (unsigned) x->bus_nr + x->n_buses - 1);
+                obj_info(hb, "PCINUMAController", "pcie-expander-bus index %d at 0000:00:%02x.0, guest cell %u", x->index,
+                         x->addr.slot, x->cell);
+                add_ports(hb, p, d, h, x->index, (unsigned) x->bus_nr, 0);
+        }
+        add_staying(m, p, d, h);
         free(cell_obj);
         char *s = write_topology(m);
         obj_free(m);
@@ -466,99 +462,102 @@ static struct obj *node_object(struct obj *m, struct obj **by_node, const struct
         return m;
 }
 
+/* The object that holds host node n's NUMANode and CPUs (a Package of
+ * its own when it is its socket's only node with CPUs, else a Group in
+ * the socket's Package, or in the Machine when it has no socket), made
+ * below m; the Package is made with the socket's first node.  A node
+ * without CPUs (memory only) hangs from the Machine: NULL. */
+static struct obj *add_host_node(struct obj *m, const struct hostmap *h, size_t i) {
+        const struct hostmap_node *n = &h->nodes[i];
+        if (bitmap_next(&n->cpus, 0) < 0) {
+                struct obj *node = obj_new(m, OBJ_NUMANODE, n->id);
+                bitmap_set(&node->nodeset, (unsigned) n->id);
+                return NULL;
+        }
+        size_t on_socket = 0, first = i;
+        for (size_t k = 0; k < h->n_nodes; k++)
+                if (n->socket >= 0 && h->nodes[k].socket == n->socket && bitmap_next(&h->nodes[k].cpus, 0) >= 0) {
+                        on_socket++;
+                        if (k < first)
+                                first = k;
+                }
+        struct obj *pkg = NULL;
+        if (n->socket >= 0 && first < i) {
+                for (size_t c = 0; c < m->n_children && !pkg; c++)
+                        if (m->children[c]->kind == OBJ_PACKAGE && m->children[c]->os_index == n->socket)
+                                pkg = m->children[c];
+        } else if (n->socket >= 0) {
+                pkg = obj_new(m, OBJ_PACKAGE, n->socket);
+                for (size_t k = 0; k < h->n_nodes; k++)
+                        if (h->nodes[k].socket == n->socket) {
+                                bitmap_or(&pkg->cpuset, &h->nodes[k].cpus);
+                                bitmap_set(&pkg->nodeset, (unsigned) h->nodes[k].id);
+                        }
+        }
+        struct obj *loc = pkg && on_socket == 1 ? pkg : obj_new(pkg ? pkg : m, OBJ_GROUP, -1);
+        if (loc != pkg) {
+                bitmap_or(&loc->cpuset, &n->cpus);
+                bitmap_set(&loc->nodeset, (unsigned) n->id);
+        }
+        struct obj *node = obj_new(loc, OBJ_NUMANODE, n->id);
+        bitmap_or(&node->cpuset, &n->cpus);
+        bitmap_set(&node->nodeset, (unsigned) n->id);
+        for (int c = bitmap_next(&n->cpus, 0); c >= 0; c = bitmap_next(&n->cpus, (unsigned) c + 1)) {
+                struct obj *pu = obj_new(loc, OBJ_PU, c);
+                bitmap_set(&pu->cpuset, (unsigned) c);
+                bitmap_set(&pu->nodeset, (unsigned) n->id);
+        }
+        return loc;
+}
+
+/* Host device dev below its host bridge and bridges, in loc (its node's
+ * object); a host bridge goes with the node of its first device, and is
+ * found again wherever it went. */
+static void add_host_device(struct obj *m, struct obj **by_node, const struct hostmap *h, struct obj *loc,
+                            const struct hostmap_device *dev) {
+        unsigned dom, bus;
+        struct obj *parent = loc;
+        if (parse_host_bridge(dev->host_bridge, &dom, &bus)) {
+                struct obj *hb = NULL;
+                for (size_t k = 0; k <= h->n_nodes && !hb; k++) {
+                        struct obj *o = k < h->n_nodes ? by_node[k] : m;
+                        for (size_t c = 0; o && c < o->n_children && !hb; c++)
+                                if (o->children[c]->kind == OBJ_HOST_BRIDGE && o->children[c]->domain == dom &&
+                                    o->children[c]->root_bus == (int) bus)
+                                        hb = o->children[c];
+                }
+                if (!hb) {
+                        hb = add_host_bridge(loc, dom, bus, bus);
+                        hb->root_bus = (int) bus;
+                        obj_info(hb, "PCINUMAHostBridge", "%s", dev->host_bridge);
+                }
+                parent = hb;
+                for (size_t u = 0; u < dev->n_upstream; u++)
+                        parent = bridge_child(parent, h, &dev->upstream[u]);
+        }
+        struct obj *o = add_pcidev(parent, &dev->addr, dev);
+        obj_info(o, "PCINUMAHostNode", "%d", dev->node);
+        /* Not drawn (an OS device would be): lstopo then folds a PF's VFs
+         * into one box, and the picture stays small. */
+        if (dev->driver)
+                obj_info(o, "PCINUMADriver", "%s", dev->driver);
+}
+
 char *hwloctopo_host(const struct hostmap *h) {
         struct obj *m = obj_new(NULL, OBJ_MACHINE, 0);
         obj_info(m, "PCINUMATopology", "host");
         obj_info(m, "lstopoLegend", "this host as pcinuma sees it: NUMA nodes, sockets and PCI devices");
         struct obj **by_node = xcalloc(h->n_nodes ? h->n_nodes : 1, sizeof(*by_node));
+        for (size_t i = 0; i < h->n_nodes; i++) {
+                bitmap_or(&m->cpuset, &h->nodes[i].cpus);
+                bitmap_set(&m->nodeset, (unsigned) h->nodes[i].id);
+        }
         /* Sockets in the order of their first node; nodes in id order. */
-        for (size_t i = 0; i < h->n_nodes; i++) {
-                const struct hostmap_node *n = &h->nodes[i];
-                bitmap_or(&m->cpuset, &n->cpus);
-                bitmap_set(&m->nodeset, (unsigned) n->id);
-        }
-        for (size_t i = 0; i < h->n_nodes; i++) {
-                const struct hostmap_node *n = &h->nodes[i];
-                bool cpus = bitmap_next(&n->cpus, 0) >= 0;
-                if (!cpus) {
-                        /* A CPU-less node (memory only) hangs from the Machine. */
-                        struct obj *node = obj_new(m, OBJ_NUMANODE, n->id);
-                        bitmap_set(&node->nodeset, (unsigned) n->id);
-                        continue;
-                }
-                size_t on_socket = 0, first = i;
-                for (size_t k = 0; k < h->n_nodes; k++)
-                        if (n->socket >= 0 && h->nodes[k].socket == n->socket && bitmap_next(&h->nodes[k].cpus, 0) >= 0) {
-                                on_socket++;
-                                if (k < first)
-                                        first = k;
-                        }
-                struct obj *pkg = NULL;
-                if (n->socket >= 0 && first < i) {
-                        /* The Package was made with the socket's first node. */
-                        for (size_t c = 0; c < m->n_children && !pkg; c++)
-                                if (m->children[c]->kind == OBJ_PACKAGE && m->children[c]->os_index == n->socket)
-                                        pkg = m->children[c];
-                } else if (n->socket >= 0) {
-                        pkg = obj_new(m, OBJ_PACKAGE, n->socket);
-                        for (size_t k = 0; k < h->n_nodes; k++)
-                                if (h->nodes[k].socket == n->socket) {
-                                        bitmap_or(&pkg->cpuset, &h->nodes[k].cpus);
-                                        bitmap_set(&pkg->nodeset, (unsigned) h->nodes[k].id);
-                                }
-                }
-                /* One node on the socket: the Package is its locality; else
-                 * (several, or no socket) a Group per node. */
-                struct obj *loc = pkg && on_socket == 1 ? pkg : obj_new(pkg ? pkg : m, OBJ_GROUP, -1);
-                if (loc != pkg) {
-                        bitmap_or(&loc->cpuset, &n->cpus);
-                        bitmap_set(&loc->nodeset, (unsigned) n->id);
-                }
-                struct obj *node = obj_new(loc, OBJ_NUMANODE, n->id);
-                bitmap_or(&node->cpuset, &n->cpus);
-                bitmap_set(&node->nodeset, (unsigned) n->id);
-                for (int c = bitmap_next(&n->cpus, 0); c >= 0; c = bitmap_next(&n->cpus, (unsigned) c + 1)) {
-                        struct obj *pu = obj_new(loc, OBJ_PU, c);
-                        bitmap_set(&pu->cpuset, (unsigned) c);
-                        bitmap_set(&pu->nodeset, (unsigned) n->id);
-                }
-                by_node[i] = loc;
-        }
-        /* Each device below its host bridge and bridges, in its node's
-         * object; a host bridge goes with the node of its first device. */
-        for (size_t i = 0; i < h->n_devices; i++) {
-                const struct hostmap_device *dev = &h->devices[i];
-                if (hostmap_device_is_bridge(dev))
-                        continue;
-                struct obj *loc = node_object(m, by_node, h, dev->node);
-                unsigned dom, bus;
-                struct obj *parent = loc;
-                if (parse_host_bridge(dev->host_bridge, &dom, &bus)) {
-                        struct obj *hb = NULL;
-                        /* Any object of the tree may hold it already. */
-                        for (size_t k = 0; k <= h->n_nodes && !hb; k++) {
-                                struct obj *o = k < h->n_nodes ? by_node[k] : m;
-                                for (size_t c = 0; o && c < o->n_children && !hb; c++)
-                                        if (o->children[c]->kind == OBJ_HOST_BRIDGE && o->children[c]->domain == dom &&
-                                            o->children[c]->root_bus == (int) bus)
-                                                hb = o->children[c];
-                        }
-                        if (!hb) {
-                                hb = add_host_bridge(loc, dom, bus, bus);
-                                hb->root_bus = (int) bus;
-                                obj_info(hb, "PCINUMAHostBridge", "%s", dev->host_bridge);
-                        }
-                        parent = hb;
-                        for (size_t u = 0; u < dev->n_upstream; u++)
-                                parent = bridge_child(parent, h, &dev->upstream[u]);
-                }
-                struct obj *o = add_pcidev(parent, &dev->addr, dev);
-                obj_info(o, "PCINUMAHostNode", "%d", dev->node);
-                /* Not drawn (an OS device would be): lstopo then folds a
-                 * PF's VFs into one box, and the picture stays small. */
-                if (dev->driver)
-                        obj_info(o, "PCINUMADriver", "%s", dev->driver);
-        }
+        for (size_t i = 0; i < h->n_nodes; i++)
+                by_node[i] = add_host_node(m, h, i);
+        for (size_t i = 0; i < h->n_devices; i++)
+                if (!hostmap_device_is_bridge(&h->devices[i]))
+                        add_host_device(m, by_node, h, node_object(m, by_node, h, h->devices[i].node), &h->devices[i]);
         fix_ranges(m);
         free(by_node);
         char *s = write_topology(m);

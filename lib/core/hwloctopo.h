@@ -6,7 +6,9 @@
  * The shape, hwloc 2's:
  *   - one Machine holding every CPU and node;
  *   - guest: one Package per guest cell, holding the cell's NUMANode (its
- *     os_index is the cell's id) and one Core and PU per vCPU; host: one
+ *     os_index is the cell's id) and one Core and PU per vCPU (a domain
+ *     without cells: one NUMANode 0 and every vCPU, as its guest sees
+ *     it; hwloc refuses a topology without a node); host: one
  *     Package per socket, and inside it one Group per NUMA node when the
  *     socket has several, each holding its NUMANode and its CPUs as PUs;
  *   - I/O below the object of its locality: a host bridge (Bridge 0-1:

@@ -94,43 +94,6 @@ static void tree_place(struct tree *t, const struct hop *hops, size_t n, int cpu
         t->v[cur].cpu = cpu;
 }
 
-static void xml_attr(struct strbuf *b, const char *name, const char *value) {
-        strbuf_printf(b, " %s=\"", name);
-        for (const char *c = value; *c; c++)
-                switch (*c) {
-                case '&':
-                        strbuf_append(b, "&amp;");
-                        break;
-                case '<':
-                        strbuf_append(b, "&lt;");
-                        break;
-                case '>':
-                        strbuf_append(b, "&gt;");
-                        break;
-                case '"':
-                        strbuf_append(b, "&quot;");
-                        break;
-                default:
-                        strbuf_appendn(b, c, 1);
-                }
-        strbuf_append(b, "\"");
-}
-
-/* The kernel's cpumap form: 32-bit hex words, most significant first. */
-static void cpumask(struct strbuf *b, const struct bitmap *cpus) {
-        int hi = -1;
-        for (int c = bitmap_next(cpus, 0); c >= 0; c = bitmap_next(cpus, (unsigned) c + 1))
-                hi = c;
-        unsigned words = hi < 0 ? 1 : (unsigned) hi / 32 + 1;
-        for (unsigned w = words; w-- > 0;) {
-                uint32_t v = 0;
-                for (unsigned bit = 0; bit < 32; bit++)
-                        if (bitmap_test(cpus, w * 32 + bit))
-                                v |= UINT32_C(1) << bit;
-                strbuf_printf(b, "%08x%s", v, w ? "," : "");
-        }
-}
-
 static int cmp_busid(const void *a, const void *b) {
         const struct tnode *const *x = a, *const *y = b;
         return strcmp((*x)->busid, (*y)->busid);
@@ -147,22 +110,22 @@ static void write_children(struct strbuf *b, const struct tree *t, long parent, 
                 const struct tnode *n = kids[i];
                 char num[16];
                 strbuf_printf(b, "%*s<pci", (int) depth * 2, "");
-                xml_attr(b, "busid", n->busid);
+                strbuf_xml_attr(b, "busid", n->busid);
                 if (n->class) {
                         snprintf(num, sizeof num, "0x%06x", (unsigned) n->class);
-                        xml_attr(b, "class", num);
+                        strbuf_xml_attr(b, "class", num);
                 }
                 if (n->vendor) {
                         snprintf(num, sizeof num, "0x%04x", (unsigned) n->vendor);
-                        xml_attr(b, "vendor", num);
+                        strbuf_xml_attr(b, "vendor", num);
                         snprintf(num, sizeof num, "0x%04x", (unsigned) n->device);
-                        xml_attr(b, "device", num);
+                        strbuf_xml_attr(b, "device", num);
                 }
                 if (n->link_speed && n->link_speed[0])
-                        xml_attr(b, "link_speed", n->link_speed);
+                        strbuf_xml_attr(b, "link_speed", n->link_speed);
                 if (n->link_width) {
                         snprintf(num, sizeof num, "%u", n->link_width);
-                        xml_attr(b, "link_width", num);
+                        strbuf_xml_attr(b, "link_width", num);
                 }
                 bool leaf = true;
                 for (size_t j = 0; j < t->n && leaf; j++)
@@ -182,24 +145,24 @@ static void write_cpu(struct strbuf *b, const struct tree *t, int numaid, const 
         char num[16];
         strbuf_append(b, "  <cpu");
         snprintf(num, sizeof num, "%d", numaid);
-        xml_attr(b, "numaid", num);
+        strbuf_xml_attr(b, "numaid", num);
         if (cpus) {
                 struct strbuf m = {0};
-                cpumask(&m, cpus);
-                xml_attr(b, "affinity", m.buf);
+                strbuf_bitmap_words(&m, cpus, "");
+                strbuf_xml_attr(b, "affinity", m.buf);
                 strbuf_done(&m);
         }
         if (cpu && cpu->arch)
-                xml_attr(b, "arch", cpu->arch);
+                strbuf_xml_attr(b, "arch", cpu->arch);
         if (cpu && cpu->vendor)
-                xml_attr(b, "vendor", cpu->vendor);
+                strbuf_xml_attr(b, "vendor", cpu->vendor);
         if (cpu && cpu->family >= 0) {
                 snprintf(num, sizeof num, "%d", cpu->family);
-                xml_attr(b, "familyid", num);
+                strbuf_xml_attr(b, "familyid", num);
         }
         if (cpu && cpu->model >= 0) {
                 snprintf(num, sizeof num, "%d", cpu->model);
-                xml_attr(b, "modelid", num);
+                strbuf_xml_attr(b, "modelid", num);
         }
         bool empty = true;
         for (size_t i = 0; i < t->n && empty; i++)

@@ -313,6 +313,21 @@ static int unpinned_cause(struct plan *p) {
         return add_cause(p, true, fix, "no guest cell is pinned to a host node");
 }
 
+/* The cause every device whose action is 'action' has, when they all
+ * have the same one; else -1. */
+static int shared_cause(const struct plan *p, enum plan_action action) {
+        int cause = -1;
+        for (size_t i = 0; i < p->n_devices; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                if (pd->action != action)
+                        continue;
+                if (pd->cause < 0 || (cause >= 0 && pd->cause != cause))
+                        return -1;
+                cause = pd->cause;
+        }
+        return cause;
+}
+
 /* Decide each device's cell (design §6). Returns the number refused. */
 static size_t place_devices(const struct domain *d, const struct hostmap *h, struct plan *p) {
         size_t refused = 0;
@@ -323,6 +338,9 @@ static size_t place_devices(const struct domain *d, const struct hostmap *h, str
         bool unpinned = d->n_cells > 0;
         for (size_t c = 0; c < d->n_cells && unpinned; c++)
                 unpinned = bitmap_isempty(&d->cells[c].host_nodes);
+        /* That cause, made once when a device first has it:
+         * unpinned_cause() reads every device. */
+        int unpinned_idx = -1;
 
         for (size_t i = 0; i < p->n_devices; i++) {
                 struct plan_device *pd = &p->devices[i];
@@ -402,13 +420,17 @@ static size_t place_devices(const struct domain *d, const struct hostmap *h, str
                 if (p->mode == POLICY_PREFERRED) {
                         pd->action = PLAN_STAY;
                         set_reason(pd, "no guest cell is backed by any host node; stays on pcie.0 (policy preferred)");
-                        pd->cause = unpinned ? unpinned_cause(p) : add_cause(p, false, NULL, pd->reason);
+                        if (unpinned && unpinned_idx < 0)
+                                unpinned_idx = unpinned_cause(p);
+                        pd->cause = unpinned ? unpinned_idx : add_cause(p, false, NULL, pd->reason);
                         continue;
                 }
                 pd->action = PLAN_REFUSE;
                 refused++;
                 if (unpinned) {
-                        pd->cause = unpinned_cause(p);
+                        if (unpinned_idx < 0)
+                                unpinned_idx = unpinned_cause(p);
+                        pd->cause = unpinned_idx;
                         set_reason(pd, "%s", p->causes[pd->cause].what);
                         continue;
                 }
@@ -1519,35 +1541,35 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
                 return 0;
         }
 
-        /* Eligibility (design §6, §3.5, §3.6). */
-        /* Each a domain-wide cause with its fix; p->reason joins them. */
-        struct strbuf why = {0};
-        int first_cause = -1;
+        /* Eligibility (design §6, §3.5, §3.6).  What is missing is one
+         * domain-wide cause, every fix with it: a device has one cause,
+         * and a domain without cells and without <acpi/> needs both
+         * fixed before it can be planned. */
+        struct strbuf why = {0}, fix = {0};
         if (d->n_cells == 0) {
                 strbuf_append(&why, "the domain has no guest NUMA cells (<cpu><numa>)");
-                first_cause = add_cause(p, true, "give it guest NUMA cells (<cpu><numa><cell>), each pinned to a host node "
-                                                 "(<numatune><memnode>)", why.buf);
+                strbuf_append(&fix, "give it guest NUMA cells (<cpu><numa><cell>), each pinned to a host node "
+                                    "(<numatune><memnode>)");
         }
         if (!d->q35) {
-                _cleanup_free_ char *c = xasprintf("machine type '%s' is not q35 (pcie-expander-bus needs q35)",
-                                                   d->machine ? d->machine : "default (pc)");
-                strbuf_printf(&why, "%s%s", why.len ? "; " : "", c);
-                int k = add_cause(p, true, "use machine type q35 (<os><type machine='q35'>)", c);
-                first_cause = first_cause < 0 ? k : first_cause;
+                strbuf_printf(&why, "%smachine type '%s' is not q35 (pcie-expander-bus needs q35)", why.len ? "; " : "",
+                              d->machine ? d->machine : "default (pc)");
+                strbuf_printf(&fix, "%suse machine type q35 (<os><type machine='q35'>)", fix.len ? "; " : "");
         }
         if (!d->acpi) {
-                const char *c = "ACPI is off (<features><acpi/> is missing), so the guest could not see the expander buses' NUMA nodes";
-                strbuf_printf(&why, "%s%s", why.len ? "; " : "", c);
-                int k = add_cause(p, true, "add <acpi/> to <features>", c);
-                first_cause = first_cause < 0 ? k : first_cause;
+                strbuf_printf(&why, "%sACPI is off (<features><acpi/> is missing), so the guest could not see the "
+                              "expander buses' NUMA nodes", why.len ? "; " : "");
+                strbuf_printf(&fix, "%sadd <acpi/> to <features>", fix.len ? "; " : "");
         }
         if (why.len) {
                 p->reason = strbuf_steal(&why);
+                int cause = add_cause(p, true, fix.buf, p->reason);
+                strbuf_done(&fix);
                 bool strict = p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET;
                 p->verdict = strict ? PLAN_REFUSED : PLAN_SKIP;
                 for (size_t i = 0; i < p->n_devices; i++) {
                         p->devices[i].action = strict ? PLAN_REFUSE : PLAN_STAY;
-                        p->devices[i].cause = first_cause;
+                        p->devices[i].cause = cause;
                         set_reason(&p->devices[i], "%s", p->reason);
                 }
                 if (!strict)
@@ -1574,8 +1596,13 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
         }
         if (refused) {
                 p->verdict = PLAN_REFUSED;
-                p->reason = xasprintf("%zu of %zu passthrough device%s cannot be placed under policy %s",
-                                      refused, p->n_devices, p->n_devices > 1 ? "s" : "", policy_mode_to_string(p->mode));
+                /* One cause for all of them: the first line says it too
+                 * (the journal keeps only that line); several: each is
+                 * said on a line of its own after it (engine_causes()). */
+                int cause = shared_cause(p, PLAN_REFUSE);
+                p->reason = xasprintf("%zu of %zu passthrough device%s cannot be placed under policy %s%s%s",
+                                      refused, p->n_devices, p->n_devices > 1 ? "s" : "", policy_mode_to_string(p->mode),
+                                      cause >= 0 ? ": " : "", cause >= 0 ? p->causes[cause].what : "");
                 *ret = TAKE_PTR(p);
                 return 0;
         }

@@ -7,8 +7,9 @@ domains, one of them planned before its cells moved, so its mark is
 stale), reporting 2 conflicts; the real hook asks it about a domain.
 Checks, reading the file as node_exporter's textfile collector would:
 
-  * `promtool check metrics` accepts it (Debian's prometheus package), at
-    start and after every step;
+  * `promtool check metrics` accepts it, at start and after every step
+    (promtool from the PATH, or unpacked from Debian's prometheus package
+    into the build tree without installing it: pcinumatest/promtool.py);
   * the verdicts by phase, policy and verdict; the request latency
     histogram (its count is the number of requests, its buckets
     cumulative); the watcher's redefinitions and conflicts (from its
@@ -19,9 +20,12 @@ Checks, reading the file as node_exporter's textfile collector would:
     once a second (pcinuma_metrics_writes_total over a burst of requests);
     atomically (no temporary file left; mode 0644); and removed when
     pcinumad stops;
+  * a hard link left at the temporary file's name does not get written
+    through; a file that cannot be written gives one warning, not one per
+    change, and is written once it can be;
   * --metrics-file with a relative path is refused (exit 2).
 
-Skipped (77) when promtool is missing.  Output: "ok N - ..." lines and
+Skipped (77), saying why, when no promtool can be had.  Output: "ok N - ..." lines and
 "N passed, M failed"."""
 
 import argparse
@@ -36,7 +40,9 @@ import sys
 import tempfile
 import time
 
-from pcinumatest import FAKE_WATCHER
+from pcinumatest import FAKE_WATCHER, promtool
+
+PROMTOOL = None
 
 results = []
 
@@ -107,6 +113,12 @@ class Env:
         self.mdir = os.path.join(self.work, "node-exporter")
         os.makedirs(self.mdir)
         self.metrics = os.path.join(self.mdir, "pcinuma.prom")
+        # Left where the temporary file goes: a hard link to another file
+        # (a folder node_exporter's user may write could hold one).
+        self.victim = os.path.join(self.work, "victim.txt")
+        with open(self.victim, "w") as f:
+            f.write("not pcinuma's\n")
+        os.link(self.victim, self.metrics + ".tmp")
         self.sock = os.path.join(self.work, "hook.sock")
         self.conf = os.path.join(self.work, "hook.conf")
         with open(self.conf, "w") as f:
@@ -158,7 +170,7 @@ class Env:
 
     def promtool(self, what):
         text = self.read()
-        r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+        r = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
         check(r.returncode == 0 and text, "promtool check metrics: %s" % what, r.stdout + r.stderr + text[:3000])
 
     def daemon_log(self):
@@ -173,6 +185,56 @@ class Env:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def unwritable(a, work):
+    """A metrics file that cannot be written (its folder is missing): one
+    warning however many writes fail, the daemon serves on, and the file
+    comes once the folder does, said so."""
+    folder = os.path.join(work, "later")
+    path = os.path.join(folder, "pcinuma.prom")
+    sock = os.path.join(work, "later.sock")
+    logpath = os.path.join(work, "later.log")
+    with open(logpath, "w") as log:
+        proc = subprocess.Popen([a.pcinumad, "--sysfs-root", os.path.join(work, "sys"), "--socket", sock,
+                                 "--libvirt-uri", "none", "--log-target", "stderr",
+                                 "--policy-file", os.path.join(work, "none.json"), "--metrics-file", path],
+                                stderr=log, stdin=subprocess.DEVNULL)
+    try:
+        def status():
+            r = subprocess.run([a.pcinumactl, "status", "--socket", sock, "--json"], capture_output=True, text=True,
+                               timeout=10)
+            return r.returncode == 0
+
+        # Requests over 3.5 s: a write attempt at start and about one a
+        # second after.
+        t0 = time.monotonic()
+        served = 0
+        while time.monotonic() - t0 < 3.5:
+            served += status()
+            time.sleep(0.1)
+        with open(logpath) as f:
+            text = f.read()
+        warned = text.count("Failed to write the metrics file")
+        check(served >= 20 and warned == 1 and proc.poll() is None,
+              "an unwritable metrics file: one warning over %d requests in 3.5 s, pcinumad serving" % served,
+              "warnings: %d\n%s" % (warned, text[-2000:]))
+        os.makedirs(folder)
+        deadline = time.monotonic() + 5
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            status()
+            time.sleep(0.2)
+        with open(logpath) as f:
+            text = f.read()
+        check(os.path.exists(path) and "Wrote the metrics file %s again" % path in text,
+              "once its folder exists, the file is written, and the journal says so", text[-2000:])
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def run(a):
@@ -198,6 +260,10 @@ def run(a):
         mode = stat.S_IMODE(os.stat(e.metrics).st_mode)
         check(mode == 0o644 and os.listdir(e.mdir) == ["pcinuma.prom"], "mode 0644 under umask 077, no temporary file left",
               "%o %r" % (mode, os.listdir(e.mdir)))
+        with open(e.victim) as f:
+            victim = f.read()
+        check(victim == "not pcinuma's\n" and os.stat(e.victim).st_nlink == 1,
+              "a hard link left at pcinuma.prom.tmp: the file it links to is untouched", repr(victim[:200]))
 
         # Hook calls: a refusal (unplanned under require), an allowed
         # start (the planned domain), a migration of it.
@@ -261,6 +327,8 @@ def run(a):
         check(e.proc.returncode == 0 and not os.path.exists(e.metrics), "removed when pcinumad stops",
               "rc %s, exists %s" % (e.proc.returncode, os.path.exists(e.metrics)))
 
+        unwritable(a, e.work)
+
         # Bad and off.
         r = subprocess.run([a.pcinumad, "--metrics-file", "relative.prom"], capture_output=True, text=True, timeout=10)
         check(r.returncode == 2 and "--metrics-file" in r.stderr and "relative.prom" in r.stderr,
@@ -274,13 +342,16 @@ def run(a):
 
 
 def main():
+    global PROMTOOL
     ap = argparse.ArgumentParser()
-    for o in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts"):
-        ap.add_argument("--" + o, required=True)
+    for o in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "promtool_cache"):
+        ap.add_argument("--" + o.replace("_", "-"), required=True)
     a = ap.parse_args()
-    if not shutil.which("promtool"):
-        print("1..0 # SKIP promtool is not installed (Debian: prometheus)")
+    PROMTOOL, why = promtool.find(a.promtool_cache)
+    if not PROMTOOL:
+        print("1..0 # SKIP %s" % why)
         sys.exit(77)
+    print("# promtool: %s" % PROMTOOL)
     run(a)
     passed = sum(results)
     print("%d passed, %d failed" % (passed, len(results) - passed))

@@ -13,7 +13,8 @@ mirror_switches on (the default paths topology), and show every host PIX
 pair as a weaker PHB* (and nothing else changed) with it off; with
 topology cells on the p5-like host, every NODE pair shows as a closer PHB!.
 The counts must equal those of `pcinumactl plan --format json` (one code
-path).  Bad input: exit 2 and a message naming what is wrong.  TAP output."""
+path); `plan --format explain` lists exactly the pairs whose path type
+changed (`--all-pairs`: every pair).  Bad input: exit 2 and a message naming what is wrong.  TAP output."""
 
 import argparse
 import json
@@ -178,6 +179,46 @@ def main():
     TAP.check(summary2.startswith("%d of 120 device pairs keep their host path type in the guest: %d same, 0 closer, %d farther"
                                % (120 - npix, 120 - npix, npix)) and "mirror_switches is off" in summary2,
            "summary counts the %d weakened pairs and names the switch" % npix, summary2)
+
+    # plan --format explain lists only the pairs whose path type changed,
+    # after a summary that says how many same ones it leaves out;
+    # --all-pairs lists them all (16 devices: 120 pairs).
+    def explain_pairs(policy, *extra):
+        e = subprocess.run([ARGS.pcinumactl, "plan", "--format", "explain", "--sysfs-root", root, "--policy-file", policy,
+                            *extra, xml], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = e.stdout.splitlines()
+        head = [i for i, l in enumerate(lines) if l.startswith("path fidelity: ") and "pairs;" in l]
+        if e.returncode != 0 or len(head) != 1:
+            return e, "", []
+        pairs = []
+        for l in lines[head[0] + 1:]:
+            if not l.startswith("  "):
+                break
+            pairs.append(l.split())
+        return e, lines[head[0]], pairs
+
+    e, head, pairs = explain_pairs(mirror)
+    TAP.check(e.returncode == 0 and pairs == [] and "120 same, 0 closer, 0 farther (of 120 pairs" in head and
+              "the 120 same not listed (--all-pairs lists them)" in head,
+              "explain, nothing changed: the summary only, no pair listed", head + e.stderr)
+    e, head, pairs = explain_pairs(mirror, "--all-pairs")
+    TAP.check(e.returncode == 0 and len(pairs) == 120 and all(q[-1] == "same" for q in pairs) and "not listed" not in head,
+              "explain --all-pairs: all 120 pairs, each 'same'", "%d pairs; %s" % (len(pairs), head))
+    e, head, pairs = explain_pairs(plain)
+    by_bdf = {bdf: label for label, (bdf, _) in devices.items()}
+    changed = sorted((min(by_bdf[q[0]], by_bdf[q[1]]), max(by_bdf[q[0]], by_bdf[q[1]])) for q in pairs)
+    want = sorted((a, b) for a in labels for b in labels if a < b and host[a][b] == "PIX")
+    TAP.check(e.returncode == 0 and changed == want and all(q[2:] == ["PIX", "->", "PHB", "farther"] for q in pairs) and
+              "the %d same not listed" % (120 - npix) in head,
+              "explain without mirror_switches: exactly the %d host PIX pairs, each PIX -> PHB farther" % npix,
+              "%r\nwant %r\n%s" % (changed, want, head))
+    e, head, pairs = explain_pairs(plain, "--all-pairs")
+    TAP.check(len(pairs) == 120 and sum(q[-1] == "farther" for q in pairs) == npix,
+              "explain --all-pairs without mirror_switches: 120 pairs, %d farther" % npix, head)
+    e = subprocess.run([ARGS.pcinumactl, "plan", "--all-pairs", "--sysfs-root", root, "--policy-file", plain, xml],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    TAP.check(e.returncode == 2 and "--all-pairs goes with --format explain" in e.stderr and e.stdout == "",
+              "--all-pairs without --format explain: exit 2 saying so", e.stderr)
 
     # The p5-like host: nested switches and four root complexes per node.
     # The default policy (paths) keeps every pair, PXB and NODE included.

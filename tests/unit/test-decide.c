@@ -67,12 +67,16 @@ static void test_prepare_unplanned(void **state) {
         }
 }
 
-/* fake_vm_xml without 'cut' (an element, or a line to drop). */
-static char *fake_vm_without(const char *from, const char *to) {
-        const char *a = strstr(fake_vm_xml, from), *b = to ? strstr(fake_vm_xml, to) : NULL;
+/* xml without the text from 'from' through 'to' (to NULL: 'from' only). */
+static char *without(const char *xml, const char *from, const char *to) {
+        const char *a = strstr(xml, from), *b = to ? strstr(xml, to) : NULL;
         assert_non_null(a);
         size_t skip = b ? (size_t) (b - a) + strlen(to) : strlen(from);
-        return xasprintf("%.*s%s", (int) (a - fake_vm_xml), fake_vm_xml, a + skip);
+        return xasprintf("%.*s%s", (int) (a - xml), xml, a + skip);
+}
+
+static char *fake_vm_without(const char *from, const char *to) {
+        return without(fake_vm_xml, from, to);
 }
 
 static size_t count(const char *s, const char *sub) {
@@ -96,7 +100,8 @@ static void test_prepare_one_line_per_cause(void **state) {
         size_t first = strcspn(d.message, "\n");
         assert_true(first < strlen(d.message));
         assert_true(strncmp(d.message, "pcinuma: refusing to start domain " FAKE_VM_NAME
-                            ": 4 of 4 passthrough devices cannot be placed under policy legacy\n", first + 1) == 0);
+                            ": 4 of 4 passthrough devices cannot be placed under policy legacy: no guest cell is "
+                            "pinned to a host node\n", first + 1) == 0);
         assert_int_equal(count(d.message, "no guest cell is pinned to a host node"), 1);
         assert_int_equal(count(d.message, "fix: pin each cell with <numatune><memnode"), 1);
         assert_int_equal(count(d.message, "(its devices are on host nodes 0-3)"), 1);
@@ -141,6 +146,21 @@ static void test_prepare_one_line_per_cause(void **state) {
         for (size_t i = 0; i < ELEMENTSOF(devs); i++)
                 assert_int_equal(count(d.message, devs[i]), 1);
         decision_done(&d);
+        /* No cells either: both said on the first line, both fixes
+         * given (a device has one cause: it holds every fix). */
+        {
+                _cleanup_free_ char *nocells = without(no_acpi, "    <numa>", "    </numa>\n");
+                _cleanup_free_ char *bare = without(nocells, "  <numatune>", "  </numatune>\n");
+                decide(require, "prepare", "begin", bare, false, &d);
+                assert_int_equal(d.verdict, DECIDE_REFUSE);
+                size_t nl = strcspn(d.message, "\n");
+                assert_true(strstr(d.message, "no guest NUMA cells") < d.message + nl);
+                assert_true(strstr(d.message, "ACPI is off") < d.message + nl);
+                assert_true(has(d.message, "\npcinuma: fix: give it guest NUMA cells (<cpu><numa><cell>), each pinned to "
+                                           "a host node (<numatune><memnode>); add <acpi/> to <features>\n"));
+                assert_int_equal(count(d.message, "ACPI is off"), 1);
+                decision_done(&d);
+        }
         decide(legacy, "prepare", "begin", no_acpi, false, &d);
         assert_int_equal(d.verdict, DECIDE_WARN);
         assert_true(strncmp(d.message, "pcinuma: warning: domain " FAKE_VM_NAME ": domain left untouched: ACPI is off", 50) == 0);

@@ -217,6 +217,28 @@ static void test_bitmap_roundtrip(void **state) {
         bitmap_done(&b);
 }
 
+/* The cpumap words hwloc's and NCCL's files hold, and XML attributes. */
+static void test_strbuf_words_and_xml(void **state) {
+        (void) state;
+        struct bitmap b = {0};
+        struct strbuf s = {0};
+        strbuf_bitmap_words(&s, &b, "0x");
+        assert_string_equal(s.buf, "0x00000000");
+        strbuf_done(&s);
+        assert_int_equal(bitmap_parse("0-3,32,63", 1023, &b), 0);
+        strbuf_bitmap_words(&s, &b, "0x");
+        assert_string_equal(s.buf, "0x80000001,0x0000000f");
+        strbuf_done(&s);
+        strbuf_bitmap_words(&s, &b, "");
+        assert_string_equal(s.buf, "80000001,0000000f");
+        strbuf_done(&s);
+        bitmap_done(&b);
+
+        strbuf_xml_attr(&s, "name", "a&b <c> \"d\"\te\001\nf");
+        assert_string_equal(s.buf, " name=\"a&amp;b &lt;c&gt; &quot;d&quot;\tef\"");
+        strbuf_done(&s);
+}
+
 static void test_bitmap_ops(void **state) {
         (void) state;
         struct bitmap a = {0}, b = {0}, empty = {0};
@@ -573,6 +595,7 @@ int main(void) {
                 cmocka_unit_test(test_bitmap_parse_bad),
                 cmocka_unit_test(test_bitmap_roundtrip),
                 cmocka_unit_test(test_bitmap_ops),
+                cmocka_unit_test(test_strbuf_words_and_xml),
                 cmocka_unit_test(test_strbuf),
                 cmocka_unit_test(test_grow),
                 cmocka_unit_test(test_alloc_helpers),

@@ -12,6 +12,7 @@ tests/lib on PYTHONPATH; a script run by hand adds it to sys.path itself.
   uevent     udevd's netlink messages, played by a test
   fixtures   fixture hosts (tests/fixtures/mkfakesysfs.py) and the real
              sysfs snapshots
+  promtool   promtool for the metrics test, without a Prometheus server
   fake_watcher.py  a stand-in for pcinuma-watcher (FAKE_WATCHER: its path)
 """
 import os
