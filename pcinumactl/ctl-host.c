@@ -253,7 +253,16 @@ static struct json_object *host_json(const struct hostmap *h, const char *root) 
         return o;
 }
 
-int ctl_host(int argc, char **argv) {
+/* What the command line asked for. */
+struct host_args {
+        const char *root;
+        bool json, nccl, hwloc;
+        const char *cpu_spec;
+};
+
+/* Reads the options into *a; returns -1 after printing the help (done,
+ * exit 0), a CTL_EXIT_* code on bad input, or 0. */
+static int parse_host_args(int argc, char **argv, struct host_args *a) {
         static const struct option options[] = {
                 CTL_OPTION_SYSFS_ROOT,
                 { "json",       no_argument,       NULL, 'j' },
@@ -263,12 +272,7 @@ int ctl_host(int argc, char **argv) {
                 { "help",       no_argument,       NULL, 'h' },
                 { NULL,         0,                 NULL, 0 }
         };
-        _cleanup_hostmap_ struct hostmap *h = NULL;
-        _cleanup_free_ char *error = NULL;
-const char *root = ctl_default_sysfs_root();
-        bool json = false, nccl = false, hwloc = false;
-        const char *cpu_spec = NULL;
-        int c, r;
+        int c;
 
         /* The dispatcher may have run getopt on the global options already;
          * 0 makes glibc start over. */
@@ -277,16 +281,16 @@ const char *root = ctl_default_sysfs_root();
         while ((c = getopt_long(argc, argv, "+h", options, NULL)) >= 0) {
                 switch (c) {
                 case CTL_OPT_SYSFS_ROOT:
-                        root = optarg;
+                        a->root = optarg;
                         break;
                 case 'j':
-                        json = true;
+                        a->json = true;
                         break;
                 case 'F':
                         if (streq(optarg, "json"))
-                                json = true;
+                                a->json = true;
                         else if (streq(optarg, "hwloc"))
-                                hwloc = true;
+                                a->hwloc = true;
                         else if (!streq(optarg, "text")) {
                                 fprintf(stderr, "pcinumactl host: unknown format '%s' (expected text, json or hwloc)\n", optarg);
                                 host_usage(stderr);
@@ -294,14 +298,14 @@ const char *root = ctl_default_sysfs_root();
                         }
                         break;
                 case 'n':
-                        nccl = true;
+                        a->nccl = true;
                         break;
                 case 'c':
-                        cpu_spec = optarg;
+                        a->cpu_spec = optarg;
                         break;
                 case 'h':
                         host_usage(stdout);
-                        return 0;
+                        return -1;
                 case '?':
                 default:
                         if (optopt)
@@ -317,53 +321,72 @@ const char *root = ctl_default_sysfs_root();
                 host_usage(stderr);
                 return CTL_EXIT_BAD_INPUT;
         }
+        return 0;
+}
 
-        if ((json || hwloc) && nccl) {
-                fprintf(stderr, "pcinumactl host: --%s and --nccl-topo exclude each other\n", json ? "json" : "format hwloc");
-                host_usage(stderr);
-                return 2;
+/* Options that exclude each other: 2 after saying which, or 0. */
+static int check_host_args(const struct host_args *a) {
+        const char *why = NULL;
+        _cleanup_free_ char *both = NULL;
+
+        if ((a->json || a->hwloc) && a->nccl)
+                why = both = xasprintf("--%s and --nccl-topo exclude each other", a->json ? "json" : "format hwloc");
+        else if (a->json && a->hwloc)
+                why = "--json and --format hwloc exclude each other";
+        else if (a->cpu_spec && !a->nccl)
+                why = "--cpu goes with --nccl-topo";
+        if (!why)
+                return 0;
+        fprintf(stderr, "pcinumactl host: %s\n", why);
+        host_usage(stderr);
+        return 2;
+}
+
+/* The host's NCCL topology file on stdout. */
+static int print_nccl(const struct hostmap *h, const char *cpu_spec, const struct ctl_cpu *cpu) {
+        _cleanup_free_ char *xml = NULL, *reason = NULL;
+        struct nccltopo_cpu host_cpu;
+        const struct nccltopo_cpu *dflt = nccltopo_cpu_from_host(&h->cpu_id, &host_cpu) ? &host_cpu : NULL;
+        ctl_print_hostmap_warnings("pcinumactl host", h);
+        if (nccltopo_host(h, ctl_cpu_pick(cpu_spec, cpu, dflt), &xml, &reason) != 0) {
+                fprintf(stderr, "pcinumactl host: no NCCL topology file: %s\n", reason);
+                return 1;
         }
-        if (json && hwloc) {
-                fprintf(stderr, "pcinumactl host: --json and --format hwloc exclude each other\n");
-                host_usage(stderr);
-                return 2;
-        }
-        if (cpu_spec && !nccl) {
-                fprintf(stderr, "pcinumactl host: --cpu goes with --nccl-topo\n");
-                host_usage(stderr);
-                return 2;
-        }
+        fputs(xml, stdout);
+        return fflush(stdout) == 0 ? 0 : 1;
+}
+
+int ctl_host(int argc, char **argv) {
+        _cleanup_hostmap_ struct hostmap *h = NULL;
+        _cleanup_free_ char *error = NULL;
+        struct host_args a = { .root = ctl_default_sysfs_root() };
+        int r;
+
+        r = parse_host_args(argc, argv, &a);
+        if (r != 0)
+                return r < 0 ? 0 : r;
+        r = check_host_args(&a);
+        if (r != 0)
+                return r;
         struct ctl_cpu cpu = {0};
-        if (cpu_spec && ctl_cpu_parse("pcinumactl host", cpu_spec, &cpu) < 0)
+        if (a.cpu_spec && ctl_cpu_parse("pcinumactl host", a.cpu_spec, &cpu) < 0)
                 return CTL_EXIT_BAD_INPUT;
 
-        r = nccl ? hostmap_load_for_plan(root, &h, &error) : hostmap_load_path(root, &h, &error);
+        r = a.nccl ? hostmap_load_for_plan(a.root, &h, &error) : hostmap_load_path(a.root, &h, &error);
         if (r < 0) {
-                fprintf(stderr, "pcinumactl: cannot read host map from '%s': %s\n", root,
-                        ctl_hostmap_load_reason(root, r, error));
+                fprintf(stderr, "pcinumactl: cannot read host map from '%s': %s\n", a.root,
+                        ctl_hostmap_load_reason(a.root, r, error));
                 return CTL_EXIT_BAD_INPUT;
         }
-
-        if (nccl) {
-                _cleanup_free_ char *xml = NULL, *reason = NULL;
-                struct nccltopo_cpu host_cpu;
-                const struct nccltopo_cpu *dflt = nccltopo_cpu_from_host(&h->cpu_id, &host_cpu) ? &host_cpu : NULL;
-                ctl_print_hostmap_warnings("pcinumactl host", h);
-                if (nccltopo_host(h, ctl_cpu_pick(cpu_spec, &cpu, dflt), &xml, &reason) != 0) {
-                        fprintf(stderr, "pcinumactl host: no NCCL topology file: %s\n", reason);
-                        return 1;
-                }
-                fputs(xml, stdout);
-                return fflush(stdout) == 0 ? 0 : 1;
-        }
+        if (a.nccl)
+                return print_nccl(h, a.cpu_spec, &cpu);
 
         ctl_print_hostmap_warnings("pcinumactl host", h);
-
-        if (hwloc) {
+        if (a.hwloc) {
                 _cleanup_free_ char *xml = hwloctopo_host(h);
                 fputs(xml, stdout);
-        } else if (json) {
-                _cleanup_json_ struct json_object *o = host_json(h, root);
+        } else if (a.json) {
+                _cleanup_json_ struct json_object *o = host_json(h, a.root);
                 puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                                                            JSON_C_TO_STRING_NOSLASHESCAPE));
         } else

@@ -133,6 +133,8 @@ static void test_moved_gpu_refused(void **state) {
         static const char *const other[] = { "0000:b1:00.0", "0000:31:00.3" };
         _cleanup_(mark_done) struct mark m2 = {0};
         mark_of(a, other, 2, &m2);
+        free(reason);
+        reason = NULL;
         assert_int_equal(map_on(hc, &m2, &map, &reason), 0);
         migrate_map_done(&map);
 }
