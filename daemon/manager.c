@@ -6,6 +6,7 @@
 #include <libxml/parser.h>
 #include <malloc.h>
 #include <signal.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
@@ -576,6 +577,7 @@ struct manager *manager_free(struct manager *m) {
         sd_event_source_disable_unref(m->hold_timer);
         recheck_cache_done(&m->cache);
         recheck_holds_done(&m->holds);
+        restart_state_done(&m->restarts);
         sd_device_monitor_unref(m->monitor);
         metrics_free(m->metrics);
         sd_event_unref(m->event);
@@ -613,6 +615,8 @@ static const char *event_message_id(const struct decision *d) {
                 return streq(d->phase, "migrate") ? PCINUMA_MID_MIGRATION_ACCEPTED : PCINUMA_MID_START_ALLOWED;
         case DECIDE_WARN:
                 return PCINUMA_MID_START_WARNED;
+        case DECIDE_RESTART:
+                return PCINUMA_MID_START_RESTARTING;
         case DECIDE_REFUSE:
                 return prepare ? PCINUMA_MID_START_REFUSED : PCINUMA_MID_MIGRATION_REFUSED;
         case DECIDE_PASS:
@@ -690,7 +694,9 @@ static void log_decision(const struct decision *d) {
                         s += 9;
                 first = xstrndup(s, strcspn(s, "\n"));
         }
-        int prio = d->verdict == DECIDE_REFUSE || d->n_shared ? LOG_WARNING : d->verdict == DECIDE_WARN ? LOG_NOTICE : LOG_INFO;
+        int prio = d->verdict == DECIDE_REFUSE || d->n_shared                   ? LOG_WARNING
+                   : d->verdict == DECIDE_WARN || d->verdict == DECIDE_RESTART ? LOG_NOTICE
+                                                                                 : LOG_INFO;
         if (first)
                 log_event(prio, event_message_id(d), &f, "%s", first);
         else if (d->verdict == DECIDE_ALLOW)
@@ -737,7 +743,9 @@ static void log_decision(const struct decision *d) {
 /* What a hook decision needs from the manager's state, copied when the
  * request arrives. */
 struct hook_context {
-        bool updating;                  /* a libvirt watcher runs, and redefines domains */
+        struct decide_context decide;   /* what the gate knows of the domain (restart.h); its uuid points to: */
+        char uuid[37];
+        uint64_t now;                   /* CLOCK_MONOTONIC, when it was filled */
         struct migrate_in_use in_use;   /* migrate: the devices defined domains use (the recheck cache);
                                          * every string owned by the context */
 };
@@ -771,11 +779,15 @@ static void devices_in_use(const struct recheck_cache *c, struct migrate_in_use 
         *ret = (struct migrate_in_use) { .v = v, .n = k };
 }
 
-static void hook_context_fill(const struct manager *m, const struct proto_request *req, struct hook_context *ret) {
-        struct hook_context c = { .updating = m->watcher != NULL };
+static void hook_context_fill(struct manager *m, const struct proto_request *req, struct hook_context *ret) {
+        *ret = (struct hook_context) { .now = now_usec(CLOCK_MONOTONIC) };
+        /* Is the domain persistent, is this start pcinuma's own, did a
+         * migrate or restore call for it come just before, is a watcher
+         * connected: restart.h. */
+        restart_context(&m->restarts, req->xml, req->xml_len, m->watcher != NULL, m->watcher != NULL, ret->now,
+                        ret->uuid, &ret->decide);
         if (streq(req->argv[1], "migrate"))
-                devices_in_use(&m->cache, &c.in_use);
-        *ret = c;
+                devices_in_use(&m->cache, &ret->in_use);
 }
 
 struct hook_job {
@@ -806,7 +818,7 @@ static void hook_job_free(struct hook_job *j) {
 
 /* Any thread: the job's own data, the host map and the policy. */
 static void hook_job_decide(struct hook_job *j) {
-        decide_hook(&j->req, j->hostmap->obj, j->policy->obj, &j->ctx.in_use, j->ctx.updating, &j->d);
+        decide_hook(&j->req, j->hostmap->obj, j->policy->obj, &j->ctx.in_use, &j->ctx.decide, &j->d);
 }
 
 static json_object *hook_job_answer(const struct hook_job *j) {
@@ -839,9 +851,33 @@ static void hook_job_apply(struct hook_job *j) {
         if (d->result && d->result->stale_mark)
                 metrics_stale_mark(m->metrics, "prepare");
         log_decision(d);
+        /* Restarts into the plan (restart.h): a prepare call uses up an
+         * incoming note and asks the watcher for a restart; a migrate or
+         * restore call notes that the prepare call that follows is not a
+         * start to restart. */
+        const struct decide_context *ctx = &j->ctx.decide;
+        bool begin = streq(d->subphase, "begin");
+        if (begin && streq(d->phase, "prepare"))
+                restart_after_prepare(&m->restarts, ctx, d->verdict);
+        else if (begin && (streq(d->phase, "migrate") || streq(d->phase, "restore")) && ctx->uuid &&
+                 d->verdict != DECIDE_REFUSE)
+                restart_note_incoming(&m->restarts, ctx->uuid, j->ctx.now);
+        if ((d->verdict == DECIDE_RESTART || d->restart_if_persistent) && m->watcher) {
+                /* restart_if_persistent: a transient domain the gate let
+                 * through, restarted only if it is persistent once up (a
+                 * client that defines it while it starts: virt-install). */
+                if (d->restart_if_persistent && d->uuid)
+                        restart_note_conditional(&m->restarts, d->uuid, j->ctx.now);
+                watcher_restart(m->watcher, d->uuid, m->policy->restart_window_ms, j->ctx.now,
+                                (const char *const *) d->boot_files, d->n_boot_files, d->restart_if_persistent);
+        }
         /* A start that found the layout out of date: make sure the
-         * watcher looks at this domain, even if it missed an event. */
-        if (m->watcher && d->result && d->result->verdict == PLAN_APPLY && !d->result->already_planned && d->uuid)
+         * watcher looks at this domain, even if it missed an event.
+         * Not while it restarts it: a look at a starting domain waits
+         * for libvirt's lock, and would hold up the restart; the look
+         * comes when the restart is over (manager_restart_done). */
+        if (m->watcher && d->result && d->result->verdict == PLAN_APPLY && !d->result->already_planned && d->uuid &&
+            d->verdict != DECIDE_RESTART && !d->restart_if_persistent)
                 watcher_recheck_domain(m->watcher, d->uuid);
         /* From the request's arrival: a worker's wait and run included. */
         metrics_request(m->metrics, "hook", now_usec(CLOCK_MONOTONIC) - j->t0);
@@ -1008,6 +1044,19 @@ json_object *manager_status(struct manager *m) {
         json_object_object_add(rc, "logged_once", json_u64(m->n_logged_once));
         json_object_object_add(o, "rechecks", rc);
 
+        const struct restart_state *rs = &m->restarts;
+        json_object *rt = json_object_new_object();
+        json_object_object_add(rt, "window_ms", json_u64(m->policy->restart_window_ms));
+        json_object_object_add(rt, "persistent_domains", rs->known ? json_u64(rs->n_persistent) : NULL);
+        json_object_object_add(rt, "requested", json_u64(rs->n_requested));
+        for (int i = 0; i < _WPROTO_OUTCOME_MAX; i++)
+                json_object_object_add(rt, wproto_outcome_to_string((enum wproto_outcome) i), json_u64(rs->n_outcome[i]));
+        json_object_object_add(rt, "unplanned_us_sum", json_u64(rs->unplanned_us_sum));
+        json_object_object_add(rt, "unplanned_us_max", json_u64(rs->unplanned_us_max));
+        json_object_object_add(rt, "total_us_sum", json_u64(rs->total_us_sum));
+        json_object_object_add(rt, "total_us_max", json_u64(rs->total_us_max));
+        json_object_object_add(o, "restarts", rt);
+
         struct workers_stats ws;
         workers_stats(m->workers, &ws);
         json_object *wk = json_object_new_object();
@@ -1024,7 +1073,7 @@ json_object *manager_status(struct manager *m) {
         json_object_object_add(o, "workers", wk);
 
         json_object *v = json_object_new_object();
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < _DECIDE_VERDICT_MAX; i++)
                 json_object_object_add(v, decide_verdict_to_string((enum decide_verdict) i), json_u64(m->n_verdict[i]));
         json_object_object_add(o, "verdicts", v);
         return o;
@@ -1109,4 +1158,70 @@ void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struc
 void manager_forget_domain(struct manager *m, const char *uuid) {
         if (recheck_cache_forget(&m->cache, uuid))
                 log_msg(LOG_DEBUG, "Domain %s is no longer defined; forgotten", uuid);
+}
+
+void manager_persistent_all(struct manager *m, const struct wproto_domains *d) {
+        restart_set_persistent(&m->restarts, d->persistent, d->n);
+        log_msg(LOG_DEBUG, "libvirt holds %zu persistent domains", m->restarts.n_persistent);
+}
+
+void manager_persistent_one(struct manager *m, const char *uuid, bool persistent) {
+        restart_set_one(&m->restarts, uuid, persistent);
+}
+
+void manager_persistence_lost(struct manager *m) {
+        restart_forget_persistence(&m->restarts);
+}
+
+void manager_plan_restart(struct manager *m, const char *uuid, const char *xml, size_t len, struct redefine_plan *ret) {
+        struct redefine_plan p = { .prio = LOG_INFO };
+        _cleanup_(engine_result_freep) struct engine_result *r = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        if (engine_plan(xml, len, m->hostmap, m->policy, NULL, &r, &err) < 0) {
+                log_fields_add(&p.fields, "PCINUMA_UUID", "%s", uuid);
+                p.summary = xasprintf("its live XML cannot be planned: %s", err);
+                p.prio = LOG_WARNING;
+                *ret = p;
+                return;
+        }
+        const struct domain *d = r->base;
+        log_fields_add(&p.fields, "PCINUMA_DOMAIN", "%s", d->name ? d->name : "");
+        log_fields_add(&p.fields, "PCINUMA_UUID", "%s", uuid);
+        log_fields_add(&p.fields, "PCINUMA_PHASE", "restart");
+        log_fields_add(&p.fields, "PCINUMA_POLICY", "%s", policy_mode_to_string(r->settings.mode));
+        log_fields_add(&p.fields, "PCINUMA_VERDICT", "%s", plan_verdict_to_string(r->verdict));
+        const struct plan *pl = r->plan;
+        for (size_t i = 0; i < pl->n_devices; i++) {
+                log_fields_add(&p.fields, "PCINUMA_DEVICE", "%s", pl->devices[i].name);
+                log_fields_add(&p.fields, "PCINUMA_HOST_NODE", "%d", pl->devices[i].host_node);
+                log_fields_add(&p.fields, "PCINUMA_GUEST_CELL", "%d", pl->devices[i].cell);
+        }
+        log_fidelity(&p.fields, r->plan);
+
+        if (!d->uuid || strcasecmp(d->uuid, uuid) != 0) {
+                p.summary = xasprintf("its live XML names another UUID (%s)", d->uuid ? d->uuid : "none");
+                p.prio = LOG_WARNING;
+        } else if (r->verdict == PLAN_APPLY && !r->already_planned) {
+                p.redefine = true;
+                p.out_xml = xstrdup(r->xml);
+                p.summary = xasprintf("%s", r->mismatch ? r->mismatch : "its layout differs from the plan");
+                restart_note_own(&m->restarts, uuid, now_usec(CLOCK_MONOTONIC));
+        } else if (r->verdict == PLAN_APPLY)
+                p.summary = xstrdup("it runs its plan already");
+        else if (r->verdict == PLAN_REFUSED) {
+                p.summary = xasprintf("the policy refuses its plan now: %s", pl->reason ? pl->reason : "refused");
+                p.prio = LOG_WARNING;
+        } else
+                p.summary = xasprintf("there is nothing to plan now (%s)", plan_verdict_to_string(r->verdict));
+        *ret = p;
+}
+
+void manager_restart_done(struct manager *m, const struct wproto_restarted *r) {
+        restart_done(&m->restarts, r);
+        if (r->outcome == WPROTO_OUTCOME_RESTARTED || r->outcome == WPROTO_OUTCOME_FALLBACK)
+                metrics_restart(m->metrics, r->outcome == WPROTO_OUTCOME_RESTARTED);
+        /* Now its persistent definition, if any, gets its plan. */
+        if (m->watcher)
+                watcher_recheck_domain(m->watcher, r->uuid);
 }

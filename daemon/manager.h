@@ -16,6 +16,8 @@
 #include "hostmap.h"
 #include "policy.h"
 #include "recheck.h"
+#include "restart.h"
+#include "wproto.h"
 #include "workers.h"
 
 struct conn;
@@ -94,10 +96,14 @@ struct manager {
         uint64_t n_recheck_all;         /* {"type":"recheck"} (every domain) sent */
         uint64_t n_logged_once;         /* define-time summaries lowered to debug: told before */
 
+        /* Restarts into the plan: persistent domains, pcinuma's own
+         * starts, incoming ones, counters (restart.h). */
+        struct restart_state restarts;
+
         uint64_t start_usec;            /* CLOCK_REALTIME */
         uint64_t start_mono;
         uint64_t n_requests, n_hook, n_status, n_errors, n_rejected;
-        uint64_t n_verdict[4];          /* by enum decide_verdict */
+        uint64_t n_verdict[_DECIDE_VERDICT_MAX];        /* by enum decide_verdict */
 };
 
 /* Load the policy and the host map and set up every event source.  On
@@ -133,6 +139,21 @@ void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struc
 /* The watcher found domain uuid undefined: forget what the recheck cache
  * knew of it, so undefined domains do not fill it. */
 void manager_forget_domain(struct manager *m, const char *uuid);
+
+/* Plan the live XML of domain uuid for pcinuma-watcher's restart into the
+ * plan (main thread only).  ret->redefine true: start ret->out_xml; the
+ * gate then lets that start, and one more (the client's XML again, if the
+ * plan does not start), through as pcinuma's own until
+ * manager_restart_done().  Otherwise ret->summary says why not. */
+void manager_plan_restart(struct manager *m, const char *uuid, const char *xml, size_t len, struct redefine_plan *ret);
+/* The watcher's report of a restart (wproto "restarted"). */
+void manager_restart_done(struct manager *m, const struct wproto_restarted *r);
+/* What the watcher tells of persistent definitions: every one (at
+ * connect), one defined or undefined, or nothing known any more (it lost
+ * libvirt, or died). */
+void manager_persistent_all(struct manager *m, const struct wproto_domains *d);
+void manager_persistent_one(struct manager *m, const char *uuid, bool persistent);
+void manager_persistence_lost(struct manager *m);
 
 /* The status object. */
 json_object *manager_status(struct manager *m);

@@ -19,6 +19,18 @@
  * the same fields and MESSAGE_IDs as before.  It exits when pcinumad
  * closes its end (or dies: PR_SET_PDEATHSIG).
  *
+ * Two threads (and the restarts' workers, watcher-restart.h).  libvirt's
+ * event loop runs on a thread of its own that never blocks: it tells
+ * pcinumad at once when a domain is defined or undefined (the prepare
+ * gate needs to know which domains are persistent when a client starts one
+ * right after defining it), and queues every lifecycle event for the main
+ * thread.  The main thread does everything else, as one sequence: it
+ * reads pcinumad's messages, applies the queued events, and looks at one
+ * domain at a time with blocking libvirt calls (a define waits for the
+ * domain's lock, held for the whole of a start).  Events are applied
+ * between two looks at domains, never during one, as when one thread did
+ * everything: the checks below rely on it.
+ *
  * Users edit domains while this process redefines them, and libvirt has
  * no compare-and-swap (issue 13).  So:
  *   - a domain is looked at only once its DEFINED/UNDEFINED events have
@@ -44,7 +56,10 @@
 #include <libxml/parser.h>
 #include <libxml/relaxng.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <sys/eventfd.h>
 #include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -55,6 +70,7 @@
 #include "paths.h"
 #include "preimage.h"
 #include "protocol.h"
+#include "watcher-restart.h"
 #include "wproto.h"
 #include <limits.h>
 
@@ -128,12 +144,31 @@ struct dom_state {
         bool loop_stopped;
 };
 
+/* A lifecycle event, from libvirt's event thread to the main thread. */
+struct queued_event {
+        virDomainPtr dom;               /* a reference; NULL: the connection closed (reason in detail) */
+        char uuid[VIR_UUID_STRING_BUFLEN];
+        int event, detail;
+        uint64_t at;                    /* CLOCK_MONOTONIC usec, when libvirt's thread got it */
+};
+
 struct watcher {
         char *uri;
         int fd;                         /* to pcinumad */
         struct proto_decoder dec;
-        bool parent_gone;
+        atomic_bool parent_gone;
         uint64_t next_id;
+        pthread_mutex_t write_lock;     /* frames to pcinumad come from both threads */
+
+        /* libvirt's event thread and what it hands the main thread */
+        pthread_t loop_thread;
+        bool loop_running;
+        atomic_bool loop_stop;
+        int wake_timer;                 /* fired to end the event thread's wait */
+        pthread_mutex_t queue_lock;
+        struct queued_event *queue;
+        size_t n_queue;
+        int wake_fd;                    /* eventfd: the main thread has something queued */
 
         /* status, sent to pcinumad whenever it changes */
         bool connected;
@@ -157,13 +192,15 @@ struct watcher {
 
         virConnectPtr conn;
         int lifecycle_cb;
-        int reconnect_timer;
-        int process_timer;
+        uint64_t reconnect_due;         /* CLOCK_MONOTONIC usec of the next connect attempt; 0: none */
+        uint64_t process_due;           /* of the next look at a domain (schedule()); 0: none */
         int backoff_ms;
         unsigned failed_attempts;
         bool check_all;                 /* list every persistent domain at the next turn */
         struct dom_state **states;      /* pointers: a state stays put while the array grows */
         size_t n_states;
+
+        struct restarter *restarter;    /* restarts into the plan (watcher-restart.h) */
 };
 
 static void silent_error_func(void *userdata, virErrorPtr err) {
@@ -180,11 +217,13 @@ static const char *lv_error(void) {
 
 static void recheck(struct watcher *w, const char *uuid);
 
-/* Write a whole frame; the fd is non-blocking, so wait for room. */
+/* Write a whole frame; the fd is non-blocking, so wait for room.  Both
+ * threads send: one frame at a time. */
 static bool send_frame(struct watcher *w, const char *buf, size_t len) {
         size_t off = 0;
         if (w->parent_gone)
                 return false;
+        pthread_mutex_lock(&w->write_lock);
         while (off < len) {
                 ssize_t n = write(w->fd, buf + off, len - off);
                 if (n >= 0) {
@@ -199,9 +238,10 @@ static bool send_frame(struct watcher *w, const char *buf, size_t len) {
                         continue;
                 }
                 w->parent_gone = true;
-                return false;
+                break;
         }
-        return true;
+        pthread_mutex_unlock(&w->write_lock);
+        return off == len;
 }
 
 /* The domain is undefined: pcinumad drops it from its recheck cache. */
@@ -277,6 +317,8 @@ static void handle_msg(json_object *o, void *userdata) {
         }
         if (msg.type == WPROTO_RECHECK)
                 recheck(w, msg.recheck.uuid);
+        else if (msg.type == WPROTO_RESTART)
+                restarter_request(w->restarter, w->conn, &msg.restart);
         else if (msg.type == WPROTO_PLANNED && ret_planned && !ret_planned->obj) {
                 *ret_planned = msg;
                 return;
@@ -318,12 +360,22 @@ static bool read_msgs(struct watcher *w, bool wait, struct wproto_msg *ret_plann
         }
 }
 
-static void on_parent(int watch, int fd, int events, void *opaque) {
-        struct watcher *w = opaque;
-        (void) watch;
-        (void) fd;
-        (void) events;
-        (void) read_msgs(w, false, NULL);
+/* Send a request frame and wait for pcinumad's answer to it (the
+ * messages that come meanwhile are handled as usual); false when pcinumad
+ * has gone.  *ret is the "planned" answer. */
+static bool ask_main(struct watcher *w, uint64_t id, const char *frame, size_t len, struct wproto_msg *ret) {
+        if (w->parent_gone || !send_frame(w, frame, len))
+                return false;
+        while (!ret->obj)
+                if (!read_msgs(w, true, ret))
+                        return false;
+        if (ret->planned.id != id) {
+                log_msg(LOG_ERR, "pcinumad answered another request than the one asked; exiting");
+                wproto_msg_done(ret);
+                w->parent_gone = true;
+                return false;
+        }
+        return true;
 }
 
 /* Have pcinumad plan xml (it owns the host map and the policy); false when
@@ -332,22 +384,15 @@ static bool plan_on_main(struct watcher *w, const char *xml, struct redefine_pla
         const struct wproto_plan req = { .id = ++w->next_id, .xml = xml, .xml_len = strlen(xml) };
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
-        if (w->parent_gone || wproto_encode_plan(&req, &buf, &len) < 0 || !send_frame(w, buf, len))
+        if (w->parent_gone || wproto_encode_plan(&req, &buf, &len) < 0)
                 return false;
 
         struct redefine_plan p = { .prio = LOG_DEBUG };
-        while (!p.msg.obj)
-                if (!read_msgs(w, true, &p.msg)) {
-                        redefine_plan_done(&p);
-                        return false;
-                }
-        const struct wproto_planned *a = &p.msg.planned;
-        if (a->id != req.id) {
-                log_msg(LOG_ERR, "pcinumad answered another request than the one asked; exiting");
+        if (!ask_main(w, req.id, buf, len, &p.msg)) {
                 redefine_plan_done(&p);
-                w->parent_gone = true;
                 return false;
         }
+        const struct wproto_planned *a = &p.msg.planned;
         p.redefine = a->redefine && a->xml;
         p.out_xml = a->xml;
         p.summary = a->summary;
@@ -360,6 +405,54 @@ static bool plan_on_main(struct watcher *w, const char *xml, struct redefine_pla
         p.n_borrowed = p.fields.n;
         *ret = p;
         return true;
+}
+
+/* The restarter's: have pcinumad plan a running domain's live XML; the
+ * answer's strings are copied (the restarter keeps them past the message). */
+static bool plan_for_restart(void *userdata, const char *uuid, const char *xml, struct restart_plan *ret) {
+        struct watcher *w = userdata;
+        const struct wproto_plan_restart req = { .id = ++w->next_id, .uuid = uuid, .xml = xml, .xml_len = strlen(xml) };
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        if (w->parent_gone || wproto_encode_plan_restart(&req, &buf, &len) < 0)
+                return false;
+        _cleanup_(wproto_msg_done) struct wproto_msg m = { .obj = NULL };
+        if (!ask_main(w, req.id, buf, len, &m))
+                return false;
+        const struct wproto_planned *a = &m.planned;
+        struct restart_plan p = { .restart = a->redefine && a->xml, .prio = a->prio };
+        p.xml = a->xml ? xstrdup(a->xml) : NULL;
+        p.summary = a->summary ? xstrdup(a->summary) : a->error ? xstrdup(a->error) : NULL;
+        /* log_fields do not own their keys: these outlive the message. */
+        p.keys = xcalloc(a->n_fields ? a->n_fields : 1, sizeof(char *));
+        for (size_t i = 0; i < a->n_fields; i++) {
+                p.keys[p.n_keys] = xstrdup(a->fields[i].key);
+                log_fields_add(&p.fields, p.keys[p.n_keys++], "%s", a->fields[i].value);
+        }
+        *ret = p;
+        return true;
+}
+
+static void report_restart(void *userdata, const struct wproto_restarted *r) {
+        struct watcher *w = userdata;
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        if (!w->parent_gone && wproto_encode_restarted(r, &buf, &len) >= 0)
+                (void) send_frame(w, buf, len);
+}
+
+static const struct restarter_ops restart_ops = {
+        .plan = plan_for_restart,
+        .report = report_restart,
+};
+
+/* A domain's persistence changed: pcinumad's prepare gate must know at
+ * once (a client starts right after its define), before anything else. */
+static void send_domain(struct watcher *w, const char *uuid, bool persistent) {
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        if (!w->parent_gone && wproto_encode_domain(&(struct wproto_domain) { uuid, persistent }, &buf, &len) >= 0)
+                (void) send_frame(w, buf, len);
 }
 
 /* --- the domains we know of ---------------------------------------------- */
@@ -411,8 +504,8 @@ static size_t count_pending(struct watcher *w) {
         return n + w->check_all;
 }
 
-/* Arm the processing timer for the earliest due domain, and tell
- * pcinumad when the number of pending domains changed. */
+/* Note when the earliest due domain is due, and tell pcinumad when the
+ * number of pending domains changed. */
 static void schedule(struct watcher *w) {
         uint64_t now = now_usec(), next = 0;
         for (size_t i = 0; i < w->n_states; i++) {
@@ -420,12 +513,7 @@ static void schedule(struct watcher *w) {
                 if (d && (!next || d < next))
                         next = d;
         }
-        int ms = -1;
-        if (w->check_all || (next && next <= now))
-                ms = 0;
-        else if (next)
-                ms = (int) ((next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC);
-        virEventUpdateTimeout(w->process_timer, ms);
+        w->process_due = w->check_all ? now : next;
         size_t pending = count_pending(w);
         if (pending != w->last_pending) {
                 w->last_pending = pending;
@@ -772,16 +860,28 @@ static void list_all(struct watcher *w) {
         if (n < 0)
                 log_msg(LOG_WARNING, "Cannot list libvirt's domains: %s", lv_error());
         uint64_t now = now_usec();
+        char (*uuids)[VIR_UUID_STRING_BUFLEN] = xcalloc(n > 0 ? (size_t) n : 1, sizeof(*uuids));
+        const char **set = xcalloc(n > 0 ? (size_t) n : 1, sizeof(*set));
+        size_t k = 0;
         for (int i = 0; i < n; i++) {
-                char uuid[VIR_UUID_STRING_BUFLEN] = "";
-                if (virDomainGetUUIDString(doms[i], uuid) == 0) {
-                        struct dom_state *s = state_find(w, uuid, true);
+                if (virDomainGetUUIDString(doms[i], uuids[k]) == 0) {
+                        struct dom_state *s = state_find(w, uuids[k], true);
                         if (!s->due)
                                 s->due = now;   /* one still settling keeps its time */
+                        set[k] = uuids[k];
+                        k++;
                 }
                 virDomainFree(doms[i]);
         }
         free(doms);
+        /* pcinumad's gate learns which domains are persistent; the events
+         * that follow (dispatched after this) keep it current. */
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        if (n >= 0 && !w->parent_gone && wproto_encode_domains(&(struct wproto_domains) { set, k }, &buf, &len) >= 0)
+                (void) send_frame(w, buf, len);
+        free(set);
+        free(uuids);
 }
 
 /* libvirt's client reads an event off the socket in one turn of the loop
@@ -807,11 +907,10 @@ static bool sync_events(struct watcher *w, uint64_t now) {
         return any;
 }
 
-/* One domain per turn of the loop: events that came meanwhile are
- * dispatched before the next one is looked at. */
-static void process_queue(int timer, void *opaque) {
-        struct watcher *w = opaque;
-        virEventUpdateTimeout(timer, -1);
+/* One domain per turn of the main loop: events that came meanwhile are
+ * applied before the next one is looked at. */
+static void process_turn(struct watcher *w) {
+        w->process_due = 0;
         if (!w->conn)
                 return;   /* the reconnect lists everything again */
         if (w->check_all) {
@@ -849,15 +948,15 @@ static void log_start_stop(virDomainPtr dom, const char *uuid, bool started) {
         log_fields_done(&f);
 }
 
-static int on_lifecycle(virConnectPtr conn, virDomainPtr dom, int event, int detail, void *opaque) {
-        struct watcher *w = opaque;
-        (void) conn;
-        char uuid[VIR_UUID_STRING_BUFLEN] = "";
-        (void) virDomainGetUUIDString(dom, uuid);
+/* A lifecycle event, on the main thread, in the order libvirt sent them. */
+static void apply_lifecycle(struct watcher *w, const struct queued_event *q) {
+        const char *uuid = q->uuid;
+        int event = q->event;
         if (event == VIR_DOMAIN_EVENT_STARTED || event == VIR_DOMAIN_EVENT_STOPPED)
-                log_start_stop(dom, uuid, event == VIR_DOMAIN_EVENT_STARTED);
+                log_start_stop(q->dom, uuid, event == VIR_DOMAIN_EVENT_STARTED);
+        restarter_lifecycle(w->restarter, q->dom, uuid, event, q->detail, q->at);
         if ((event != VIR_DOMAIN_EVENT_DEFINED && event != VIR_DOMAIN_EVENT_UNDEFINED) || !uuid[0])
-                return 0;
+                return;
         /* Every definition change counts (verify() compares the count
          * with what our define explains) and restarts the wait for quiet. */
         struct dom_state *s = state_find(w, uuid, true);
@@ -866,10 +965,39 @@ static int on_lifecycle(virConnectPtr conn, virDomainPtr dom, int event, int det
         w->n_events++;
         s->last_event = now;
         if (event == VIR_DOMAIN_EVENT_DEFINED)
-                s->last_detail = detail;
+                s->last_detail = q->detail;
         s->due = now + (uint64_t) w->settle_ms * USEC_PER_MSEC;
         s->synced = false;
         schedule(w);
+}
+
+static void wake_main(struct watcher *w) {
+        uint64_t one = 1;
+        (void) !write(w->wake_fd, &one, sizeof one);
+}
+
+static void enqueue(struct watcher *w, virDomainPtr dom, const char *uuid, int event, int detail) {
+        pthread_mutex_lock(&w->queue_lock);
+        struct queued_event *q = GROW(w->queue, w->n_queue);
+        if (dom)
+                virDomainRef(dom);
+        *q = (struct queued_event) { .dom = dom, .event = event, .detail = detail, .at = now_usec() };
+        snprintf(q->uuid, sizeof q->uuid, "%s", uuid);
+        pthread_mutex_unlock(&w->queue_lock);
+        wake_main(w);
+}
+
+/* On libvirt's event thread: what cannot wait for the main thread is done
+ * here (the persistence of a domain, for pcinumad's prepare gate); the
+ * rest is queued. */
+static int on_lifecycle(virConnectPtr conn, virDomainPtr dom, int event, int detail, void *opaque) {
+        struct watcher *w = opaque;
+        (void) conn;
+        char uuid[VIR_UUID_STRING_BUFLEN] = "";
+        (void) virDomainGetUUIDString(dom, uuid);
+        if ((event == VIR_DOMAIN_EVENT_DEFINED || event == VIR_DOMAIN_EVENT_UNDEFINED) && uuid[0])
+                send_domain(w, uuid, event == VIR_DOMAIN_EVENT_DEFINED);
+        enqueue(w, dom, uuid, event, detail);
         return 0;
 }
 
@@ -881,12 +1009,18 @@ static void disconnect(struct watcher *w) {
         w->lifecycle_cb = -1;
         (void) virConnectClose(w->conn);
         w->conn = NULL;
+        restarter_disconnected(w->restarter);
         set_connected(w, false);
 }
 
+/* On libvirt's event thread: for the main thread. */
 static void on_close(virConnectPtr conn, int reason, void *opaque) {
         struct watcher *w = opaque;
         (void) conn;
+        enqueue(w, NULL, "", -1, reason);
+}
+
+static void apply_close(struct watcher *w, int reason) {
         const char *why = reason == VIR_CONNECT_CLOSE_REASON_EOF ? "libvirtd closed the connection"
                         : reason == VIR_CONNECT_CLOSE_REASON_KEEPALIVE ? "libvirtd stopped answering keepalives"
                         : reason == VIR_CONNECT_CLOSE_REASON_ERROR ? "connection error" : "client closed";
@@ -897,12 +1031,36 @@ static void on_close(virConnectPtr conn, int reason, void *opaque) {
         set_last_error(w, why);
         set_connected(w, false);
         w->backoff_ms = BACKOFF_MIN_MS;
-        virEventUpdateTimeout(w->reconnect_timer, BACKOFF_MIN_MS);
+        w->reconnect_due = now_usec() + BACKOFF_MIN_MS * USEC_PER_MSEC;
 }
 
-static void try_connect(int timer, void *opaque) {
-        struct watcher *w = opaque;
-        virEventUpdateTimeout(timer, -1);
+/* The events libvirt's thread queued, in order. */
+static void apply_queue(struct watcher *w) {
+        uint64_t n;
+        (void) !read(w->wake_fd, &n, sizeof n);
+        for (;;) {
+                pthread_mutex_lock(&w->queue_lock);
+                struct queued_event *v = w->queue;
+                size_t k = w->n_queue;
+                w->queue = NULL;
+                w->n_queue = 0;
+                pthread_mutex_unlock(&w->queue_lock);
+                if (!k)
+                        return;
+                for (size_t i = 0; i < k; i++) {
+                        if (!v[i].dom)
+                                apply_close(w, v[i].detail);
+                        else {
+                                apply_lifecycle(w, &v[i]);
+                                virDomainFree(v[i].dom);
+                        }
+                }
+                free(v);
+        }
+}
+
+static void try_connect(struct watcher *w) {
+        w->reconnect_due = 0;
         /* A connection that died is closed here, outside its callback. */
         disconnect(w);
 
@@ -919,7 +1077,7 @@ static void try_connect(int timer, void *opaque) {
                         log_fields_done(&f);
                 }
                 set_last_error(w, lv_error());
-                virEventUpdateTimeout(timer, w->backoff_ms);
+                w->reconnect_due = now_usec() + (uint64_t) w->backoff_ms * USEC_PER_MSEC;
                 w->backoff_ms = w->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : w->backoff_ms * 2;
                 return;
         }
@@ -946,16 +1104,75 @@ static void try_connect(int timer, void *opaque) {
         recheck(w, NULL);
 }
 
-/* SIGTERM (pcinumad stopping us, or dying: PR_SET_PDEATHSIG) ends the
- * loop like EOF does, so we close libvirt and free everything on the way
+/* libvirt's event thread: it runs libvirt's loop (connections, keepalives,
+ * events) until told to stop, and never blocks on anything else. */
+static void *event_thread(void *userdata) {
+        struct watcher *w = userdata;
+        while (!w->loop_stop)
+                if (virEventRunDefaultImpl() < 0) {
+                        log_msg(LOG_ERR, "libvirt's event loop failed: %s", lv_error());
+                        w->parent_gone = true;
+                        wake_main(w);
+                        break;
+                }
+        return NULL;
+}
+
+static void on_wake_timer(int timer, void *opaque) {
+        (void) opaque;
+        virEventUpdateTimeout(timer, -1);
+}
+
+static int ms_until(uint64_t due, uint64_t now) {
+        if (!due)
+                return -1;
+        if (due <= now)
+                return 0;
+        uint64_t ms = (due - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC;
+        return ms > INT_MAX ? INT_MAX : (int) ms;
+}
+
+static int min_timeout(int a, int b) {
+        return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
+/* The main thread: pcinumad's messages, the queued events, the connection,
+ * one domain per turn, and the restarts' steps, until pcinumad goes (EOF
+ * on the link, or SIGTERM: pcinumad stopping us, or dying, through
+ * PR_SET_PDEATHSIG), so libvirt is closed and everything freed on the way
  * out (the sanitizer pass checks for leaks at exit). */
-static void on_sigterm(int watch, int fd, int events, void *opaque) {
-        struct watcher *w = opaque;
-        struct signalfd_siginfo si;
-        (void) watch;
-        (void) events;
-        if (read(fd, &si, sizeof si) > 0)
-                w->parent_gone = true;
+static void main_loop(struct watcher *w, int sfd) {
+        while (!w->parent_gone) {
+                apply_queue(w);
+                restarter_drain(w->restarter);
+                uint64_t now = now_usec();
+                if (w->reconnect_due && w->reconnect_due <= now)
+                        try_connect(w);
+                else if (w->process_due && w->process_due <= now)
+                        process_turn(w);
+                uint64_t restart_due = restarter_work(w->restarter, now_usec());
+                if (w->parent_gone)
+                        break;
+                now = now_usec();
+                int timeout = min_timeout(ms_until(w->reconnect_due, now), ms_until(restart_due, now));
+                if (w->conn)
+                        timeout = min_timeout(timeout, ms_until(w->process_due, now));
+                struct pollfd p[] = {
+                        { .fd = w->fd, .events = POLLIN },
+                        { .fd = w->wake_fd, .events = POLLIN },
+                        { .fd = restarter_fd(w->restarter), .events = POLLIN },
+                        { .fd = sfd, .events = POLLIN },
+                };
+                if (poll(p, ELEMENTSOF(p), timeout) < 0 && errno != EINTR) {
+                        log_msg(LOG_ERR, "poll: %s", strerror(errno));
+                        break;
+                }
+                if (p[0].revents)
+                        (void) read_msgs(w, false, NULL);
+                struct signalfd_siginfo si;
+                if (p[3].revents && read(sfd, &si, sizeof si) > 0)
+                        w->parent_gone = true;
+        }
 }
 
 static void usage(FILE *f) {
@@ -998,7 +1215,9 @@ int main(int argc, char **argv) {
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
-        struct watcher w = { .fd = 3, .lifecycle_cb = -1, .backoff_ms = BACKOFF_MIN_MS, .settle_ms = SETTLE_MS_DEFAULT };
+        struct watcher w = { .fd = 3, .lifecycle_cb = -1, .backoff_ms = BACKOFF_MIN_MS, .settle_ms = SETTLE_MS_DEFAULT,
+                             .wake_fd = -1, .write_lock = PTHREAD_MUTEX_INITIALIZER,
+                             .queue_lock = PTHREAD_MUTEX_INITIALIZER };
         const char *state_dir = PCINUMA_DEFAULT_STATE_DIR;
         enum log_target target = LOG_TARGET_AUTO;
         uint64_t v;
@@ -1082,33 +1301,50 @@ int main(int argc, char **argv) {
         sigaddset(&term, SIGTERM);
         _cleanup_close_ int sfd = sigprocmask(SIG_BLOCK, &term, NULL) == 0 ? signalfd(-1, &term, SFD_CLOEXEC | SFD_NONBLOCK) : -1;
 
+        /* Restarts call libvirt from worker threads: initialise it before
+         * any thread does (libvirt asks multithreaded programs to). */
+        if (virInitialize() < 0) {
+                log_msg(LOG_ERR, "Cannot initialise libvirt: %s", lv_error());
+                return 1;
+        }
         virSetErrorFunc(NULL, silent_error_func);
         if (virEventRegisterDefaultImpl() < 0) {
                 log_msg(LOG_ERR, "Cannot set up libvirt's event loop: %s", lv_error());
                 return 1;
         }
-        int watch = virEventAddHandle(w.fd, VIR_EVENT_HANDLE_READABLE, on_parent, &w, NULL);
-        int term_watch = sfd >= 0 ? virEventAddHandle(sfd, VIR_EVENT_HANDLE_READABLE, on_sigterm, &w, NULL) : -1;
-        w.reconnect_timer = virEventAddTimeout(0, try_connect, &w, NULL);
-        w.process_timer = virEventAddTimeout(-1, process_queue, &w, NULL);
-        if (watch < 0 || w.reconnect_timer < 0 || w.process_timer < 0) {
-                log_msg(LOG_ERR, "Cannot set up libvirt's event loop: %s", lv_error());
+        w.restarter = restarter_new(&restart_ops, &w, w.preimages);
+        w.wake_timer = virEventAddTimeout(-1, on_wake_timer, &w, NULL);
+        w.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (w.wake_timer < 0 || w.wake_fd < 0 || !w.restarter) {
+                log_msg(LOG_ERR, "Cannot set up the watcher's threads: %s", w.wake_fd < 0 ? strerror(errno) : lv_error());
                 return 1;
         }
+        int e = pthread_create(&w.loop_thread, NULL, event_thread, &w);
+        if (e != 0) {
+                log_msg(LOG_ERR, "Cannot start libvirt's event thread: %s", strerror(e));
+                return 1;
+        }
+        w.loop_running = true;
+        w.reconnect_due = now_usec();
         send_status(&w);
 
-        while (!w.parent_gone)
-                if (virEventRunDefaultImpl() < 0) {
-                        log_msg(LOG_ERR, "libvirt's event loop failed: %s", lv_error());
-                        break;
-                }
+        main_loop(&w, sfd);
 
+        /* No more events (the callbacks deregistered, the event thread
+         * gone), then the restarts under way finish: a domain they
+         * destroyed must run again (their domains keep the connection
+         * open for their calls). */
         disconnect(&w);
-        virEventRemoveHandle(watch);
-        if (term_watch >= 0)
-                virEventRemoveHandle(term_watch);
-        virEventRemoveTimeout(w.reconnect_timer);
-        virEventRemoveTimeout(w.process_timer);
+        w.loop_stop = true;
+        virEventUpdateTimeout(w.wake_timer, 0);
+        pthread_join(w.loop_thread, NULL);
+        w.restarter = restarter_free(w.restarter);
+        for (size_t i = 0; i < w.n_queue; i++)
+                if (w.queue[i].dom)
+                        virDomainFree(w.queue[i].dom);
+        free(w.queue);
+        virEventRemoveTimeout(w.wake_timer);
+        close(w.wake_fd);
         while (w.n_states > 0)
                 state_forget(&w, w.states[0]);
         free(w.states);

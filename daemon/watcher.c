@@ -259,6 +259,19 @@ static void on_plan(struct watcher *w, const struct wproto_plan *req) {
                 send_frame(w, buf, len, true);
 }
 
+/* The watcher asks for the plan of a running domain's live XML, to
+ * restart it into the plan. */
+static void on_plan_restart(struct watcher *w, const struct wproto_plan_restart *req) {
+        struct redefine_plan p = {0};
+        manager_plan_restart(w->m, req->uuid, req->xml, req->xml_len, &p);
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        int r = encode_answer(w, req->id, &p, &buf, &len);
+        redefine_plan_done(&p);
+        if (r >= 0)
+                send_frame(w, buf, len, true);
+}
+
 void watcher_counters(struct watcher *w, bool *ret_connected, uint64_t *ret_redefinitions, uint64_t *ret_failures,
                       uint64_t *ret_conflicts) {
         *ret_connected = w->connected;
@@ -278,6 +291,9 @@ static void on_status(struct watcher *w, const struct wproto_status *st) {
                 w->restart_ms = RESTART_MIN_MS;
         w->child_status = *st;
         w->child_status.last_error = NULL;      /* it points into the message */
+        /* Without libvirt it cannot tell what is persistent, nor restart. */
+        if (!w->connected)
+                manager_persistence_lost(w->m);
         manager_metrics_changed(w->m);
 }
 
@@ -297,6 +313,14 @@ static void handle_msg(json_object *o, void *userdata) {
                 on_status(w, &msg.status);
         else if (msg.type == WPROTO_FORGET)
                 manager_forget_domain(w->m, msg.forget.uuid);
+        else if (msg.type == WPROTO_DOMAINS)
+                manager_persistent_all(w->m, &msg.domains);
+        else if (msg.type == WPROTO_DOMAIN)
+                manager_persistent_one(w->m, msg.domain.uuid, msg.domain.persistent);
+        else if (msg.type == WPROTO_PLAN_RESTART)
+                on_plan_restart(w, &msg.plan_restart);
+        else if (msg.type == WPROTO_RESTARTED)
+                manager_restart_done(w->m, &msg.restarted);
         else
                 log_msg(LOG_WARNING, "pcinuma-watcher sent a message of unknown type %s; ignoring it",
                         wproto_type_to_string(msg.type));
@@ -401,6 +425,7 @@ static void child_gone(struct watcher *w) {
         close_link(w);
         w->pid = 0;
         w->connected = false;
+        manager_persistence_lost(w->m);
         manager_metrics_changed(w->m);
 }
 
@@ -489,6 +514,18 @@ void watcher_recheck_all(struct watcher *w) {
 void watcher_recheck_domain(struct watcher *w, const char *uuid) {
         if (uuid && strlen(uuid) < 64)
                 send_recheck(w, uuid);
+}
+
+void watcher_restart(struct watcher *w, const char *uuid, unsigned window_ms, uint64_t since_usec,
+                     const char *const *files, size_t n_files, bool if_persistent) {
+        if (!w || w->fd < 0 || !uuid)
+                return;
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        const struct wproto_restart m = { .uuid = uuid, .window_ms = window_ms, .since_us = since_usec,
+                                          .files = files, .n_files = n_files, .if_persistent = if_persistent };
+        if (wproto_encode_restart(&m, &buf, &len) >= 0)
+                send_frame(w, buf, len, false);
 }
 
 int watcher_start(struct manager *m, sd_event *e, const char *program, const char *uri, const char *log_target,

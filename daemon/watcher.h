@@ -41,6 +41,15 @@ void watcher_recheck_all(struct watcher *w);
  * prepare gate refused it. */
 void watcher_recheck_domain(struct watcher *w, const char *uuid);
 
+/* The prepare gate let domain uuid start without its plan (at
+ * CLOCK_MONOTONIC since_usec): ask the watcher to restart it into the plan
+ * as soon as it is up, if that is within window_ms; files: what it boots
+ * from directly, for the watcher to keep until then.  if_persistent: only
+ * if it is persistent by then (a transient domain a client defines while
+ * it starts; decide.h, restart_if_persistent). */
+void watcher_restart(struct watcher *w, const char *uuid, unsigned window_ms, uint64_t since_usec,
+                     const char *const *files, size_t n_files, bool if_persistent);
+
 /* The counters the metrics file reports (metrics.h): whether the watcher
  * is connected to libvirt, and its redefinitions, failed ones and
  * conflicts since pcinumad started (its restarts' added up). */

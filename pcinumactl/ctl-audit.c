@@ -190,10 +190,25 @@ static int audit_domain(virDomainPtr dom, const struct hostmap *h, const struct 
                 .xml = xml,
                 .xml_len = strlen(xml),
         };
+        /* The gate tells a persistent domain (restarted under
+         * first_start: restart) from a transient one (refused or warned
+         * per the transient switch), and so must audit.  The list holds
+         * persistent domains only, and a domain's next start is that of
+         * its definition; one undefined since the list was made (a
+         * transient domain running on, which has no next start) is gone:
+         * no row. */
+        if (virDomainIsPersistent(dom) == 0) {
+                row_done(&row);
+                return -1;
+        }
         struct decision d;
-        /* 'updating': pcinumad's watcher keeps definitions planned; that
-         * changes only what a refusal tells the user to do. */
-        decide_hook(&req, h, pol, NULL, true, &d);
+        /* As the gate sees a persistent domain with pcinumad's watcher
+         * connected (it keeps definitions planned, and restarts a start
+         * without the plan under first_start: restart). */
+        const struct decide_context ctx = {
+                .uuid = row.uuid, .updating = true, .watcher = true, .persistence = DECIDE_PERSISTENT,
+        };
+        decide_hook(&req, h, pol, NULL, &ctx, &d);
         const struct engine_result *r = d.result;
         row.state = r ? state_of(r) : "unplanned";
         row.verdict = d.verdict == DECIDE_PASS ? "allow" : decide_verdict_to_string(d.verdict);

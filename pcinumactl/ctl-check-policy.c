@@ -43,6 +43,10 @@ static void print_features(const struct policy_settings *s) {
                 printf(", migration %s", s->migration_same_topology ? "same-topology" : "refuse");
         if (s->gpudirect_clique_auto != d.gpudirect_clique_auto)
                 printf(", gpudirect_clique %s", s->gpudirect_clique_auto ? "auto" : "off");
+        if (s->first_start != d.first_start)
+                printf(", first_start %s", policy_first_start_to_string(s->first_start));
+        if (s->transient_restart != d.transient_restart)
+                printf(", transient %s", s->transient_restart ? "restart" : "leave");
 }
 
 static void print_rule(size_t idx, const struct policy_rule *rule) {
@@ -125,6 +129,7 @@ int ctl_check_policy(int argc, char **argv) {
                 print_rule(i, &p->rules[i]);
         printf("hook: timeout %u ms, on unreachable: %s\n", p->hook_timeout_ms,
                p->hook_on_unreachable == POLICY_UNREACHABLE_REFUSE ? "refuse" : "allow");
+        printf("restart window: %u ms\n", p->restart_window_ms);
 
         if (fflush(stdout) != 0)
                 return ctl_error(CTL_EXIT_BAD_INPUT, who, "cannot write output: %s", strerror(errno));

@@ -41,7 +41,20 @@ static void print_status(json_object *st) {
                 printf("           last reload FAILED, the policy above is still in force: %s\n", S(p, "last_error"));
         printf("requests:  %lld total, %lld hook, %lld status, %lld errors, %lld rejected peers, %lld open connections\n",
                I(r, "total"), I(r, "hook"), I(r, "status"), I(r, "errors"), I(r, "rejected_peers"), I(r, "connections"));
-        printf("verdicts:  %lld allow, %lld warn, %lld refuse, %lld pass\n", I(v, "allow"), I(v, "warn"), I(v, "refuse"), I(v, "pass"));
+        printf("verdicts:  %lld allow, %lld warn, %lld refuse, %lld pass, %lld restart\n", I(v, "allow"), I(v, "warn"),
+               I(v, "refuse"), I(v, "pass"), I(v, "restart"));
+        json_object *rs = json_object_object_get(st, "restarts");
+        if (rs) {
+                long long done = I(rs, "restarted") + I(rs, "fallback");
+                printf("restarts:  %lld asked, %lld into the plan, %lld as the client asked (the plan did not start), "
+                       "%lld lost, %lld not done; window %lld ms",
+                       I(rs, "requested"), I(rs, "restarted"), I(rs, "fallback"), I(rs, "lost"), I(rs, "skipped"),
+                       I(rs, "window_ms"));
+                if (done > 0)
+                        printf("; unplanned run %.0f ms on average, %.0f ms at most", I(rs, "unplanned_us_sum") / 1000.0 / done,
+                               I(rs, "unplanned_us_max") / 1000.0);
+                printf("\n");
+        }
         /* (absent from a pcinumad older than its worker threads) */
         json_object *wk = json_object_object_get(st, "workers");
         if (wk) {

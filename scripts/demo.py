@@ -12,15 +12,20 @@ Run by scripts/demo.sh (which installs what is missing and builds) as root:
      shows what pcinumad did to it: the explanation and a diff;
   4. starts it: the hook lets it through (this machine has no GPUs, so
      libvirt then stops; that is expected);
-  5. boots the same topology under TCG with a virtio stand-in at each GPU's
+  5. a client that defines and starts at once (virsh define && virsh
+     start, as Nova and Terraform do): the hook lets the first start
+     through to be restarted into the plan as soon as it is up (here it
+     never comes up: no GPUs), and the next start has the plan;
+  6. boots the same topology under TCG with a virtio stand-in at each GPU's
      and NIC's guest address, and prints what the guest reports beside the
      host's nodes;
-  6. cleans up everything it started.
+  7. cleans up everything it started.
 """
 
 import argparse
 import difflib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,7 +40,7 @@ from pcinumatest import guestvm as tg   # noqa: E402  (initramfs, stand-ins, gue
 from pcinumatest.session import HookDir, Session, reachable_copy   # noqa: E402
 
 T0 = time.monotonic()
-STEPS = 7
+STEPS = 8
 
 
 def step(n, text):
@@ -171,7 +176,6 @@ def main():
         after = run(["xmllint", "--format", "-"], input=planned).stdout
         # The mark is long (it keeps what revert needs); summarise it and
         # diff the rest.
-        import re
         mark = re.search(r"\n *<metadata>.*?</metadata>", after, flags=re.S)
         mark_lines = mark.group(0).count("\n") if mark else 0
         after = after.replace(mark.group(0), "") if mark else after
@@ -194,7 +198,36 @@ def main():
         say("libvirt then says: %s" % (r.stderr.strip().splitlines() or ["(started)"])[-1])
         say("(expected on this machine: it has no GPUs to pass through; the hook ran first and allowed it)")
 
-        step(6, "Booting the planned topology under TCG, with a virtio stand-in at each device's guest address")
+        step(6, "A client that defines and starts at once: virsh define gpu-vm-2.xml && virsh start gpu-vm-2")
+        say("(Nova, Terraform and scripts do this: libvirt starts the definition from before pcinuma's rewrite)")
+        vm2 = open(vm_src).read().replace("<name>gpu-vm-1</name>", "<name>gpu-vm-2</name>")
+        vm2 = re.sub(r"<uuid>[^<]*</uuid>", "<uuid>%s</uuid>" % uuid.uuid4(), vm2)
+        path2 = sess.write(vm2, "gpu-vm-2.xml")
+        mark2 = os.path.getsize(dlog.name)
+        r = sess.run_as(["/bin/sh", "-c", "virsh -c qemu:///session define %s && virsh -c qemu:///session start gpu-vm-2"
+                         % path2], timeout=120)
+        time.sleep(1)
+        with open(dlog.name) as f:
+            f.seek(mark2)
+            lines = [l.split(" | ")[0] for l in f if "gpu-vm-2" in l]
+        for line in lines:
+            if "starts once" in line or "restart" in line:
+                say("pcinumad: " + line.split(": ", 1)[-1])
+        say("libvirt then says: %s" % ((r.stdout + r.stderr).strip().splitlines() or ["(started)"])[-1])
+        say("(on a host with the GPUs, pcinuma-watcher now suspends it, destroys it and starts the plan of the XML")
+        say(" it was started with: the guest runs a few tens of ms of firmware without its plan;")
+        say(" tests/clients/test_clients.py shows it with real guests and real clients)")
+        t = time.monotonic()
+        while time.monotonic() - t < 10 and "urn:pcinuma:topology:1" not in sess.dumpxml("gpu-vm-2"):
+            time.sleep(0.1)
+        r = sess.virsh("start", "gpu-vm-2", quiet=False)
+        with open(dlog.name) as f:
+            verdict = [l.split(" | ")[0] for l in f if "PCINUMA_PHASE=prepare" in l and "PCINUMA_DOMAIN=gpu-vm-2 " in l]
+        say("its definition is planned; the next start: pcinumad: " + verdict[-1].split(": ", 1)[-1]
+            if verdict else "its next start: no decision logged")
+        sess.undefine("gpu-vm-2")
+
+        step(7, "Booting the planned topology under TCG, with a virtio stand-in at each device's guest address")
         tap = QuietTap()
         tools = tg.find_prereqs(tap)
         initrd_local, _ = tg.build_initramfs(work, tools["busybox"], tools["cpio"])
@@ -223,7 +256,7 @@ def main():
                      % (guest.state, tg.console_tail(guest.console_text), sess.log_tail(20)))
         say("the guest booted and reported in %.1f s" % guest.boot_s)
 
-        step(7, "What the guest sees, beside the host")
+        step(8, "What the guest sees, beside the host")
         devs, _ = tg.parse_report(guest.console_text)
         by_path = {}
         for d in devs:

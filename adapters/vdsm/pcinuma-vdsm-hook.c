@@ -174,7 +174,7 @@ static int before_vm_migrate_destination(const struct ctl_plan_args *a) {
                 .xml_len = len,
         };
         _cleanup_(decision_done) struct decision dec = {0};
-        decide_hook(&req, h, forced ? forced : p.pol, NULL, false, &dec);
+        decide_hook(&req, h, forced ? forced : p.pol, NULL, NULL, &dec);
         if (dec.message)
                 fputs(dec.message, stderr);
         if (dec.exit_code != 0)

@@ -14,6 +14,11 @@ static const char *const type_names[] = {
         [WPROTO_STATUS] = "status",
         [WPROTO_PLANNED] = "planned",
         [WPROTO_RECHECK] = "recheck",
+        [WPROTO_DOMAINS] = "domains",
+        [WPROTO_DOMAIN] = "domain",
+        [WPROTO_PLAN_RESTART] = "plan_restart",
+        [WPROTO_RESTARTED] = "restarted",
+        [WPROTO_RESTART] = "restart",
 };
 
 /* How an error names each kind ("a plan request without …"). */
@@ -23,7 +28,23 @@ static const char *const kind_names[] = {
         [WPROTO_STATUS] = "status message",
         [WPROTO_PLANNED] = "planned answer",
         [WPROTO_RECHECK] = "recheck request",
+        [WPROTO_DOMAINS] = "domains message",
+        [WPROTO_DOMAIN] = "domain message",
+        [WPROTO_PLAN_RESTART] = "restart plan request",
+        [WPROTO_RESTARTED] = "restarted message",
+        [WPROTO_RESTART] = "restart request",
 };
+
+static const char *const outcome_names[] = {
+        [WPROTO_OUTCOME_RESTARTED] = "restarted",
+        [WPROTO_OUTCOME_FALLBACK] = "fallback",
+        [WPROTO_OUTCOME_LOST] = "lost",
+        [WPROTO_OUTCOME_SKIPPED] = "skipped",
+};
+
+const char *wproto_outcome_to_string(enum wproto_outcome o) {
+        return (size_t) o < ELEMENTSOF(outcome_names) ? outcome_names[o] : NULL;
+}
 
 const char *wproto_type_to_string(enum wproto_type t) {
         return (size_t) t < ELEMENTSOF(type_names) ? type_names[t] : NULL;
@@ -131,6 +152,71 @@ int wproto_encode_recheck(const struct wproto_recheck *m, char **ret, size_t *re
         return finish(o, ret, ret_len);
 }
 
+int wproto_encode_domains(const struct wproto_domains *m, char **ret, size_t *ret_len) {
+        if (m->n && !m->persistent)
+                return -EINVAL;
+        for (size_t i = 0; i < m->n; i++)
+                if (!m->persistent[i])
+                        return -EINVAL;
+        json_object *o = new_msg(WPROTO_DOMAINS);
+        json_object *a = json_object_new_array();
+        for (size_t i = 0; i < m->n; i++)
+                json_object_array_add(a, json_object_new_string(m->persistent[i]));
+        json_object_object_add(o, "persistent", a);
+        return finish(o, ret, ret_len);
+}
+
+int wproto_encode_domain(const struct wproto_domain *m, char **ret, size_t *ret_len) {
+        if (!m->uuid)
+                return -EINVAL;
+        json_object *o = new_msg(WPROTO_DOMAIN);
+        json_object_object_add(o, "uuid", json_object_new_string(m->uuid));
+        json_object_object_add(o, "persistent", json_object_new_boolean(m->persistent));
+        return finish(o, ret, ret_len);
+}
+
+int wproto_encode_plan_restart(const struct wproto_plan_restart *m, char **ret, size_t *ret_len) {
+        if (!m->uuid || !m->xml || m->xml_len > INT32_MAX)
+                return -EINVAL;
+        json_object *o = new_msg(WPROTO_PLAN_RESTART);
+        json_object_object_add(o, "id", new_count(m->id));
+        json_object_object_add(o, "uuid", json_object_new_string(m->uuid));
+        json_object_object_add(o, "xml", json_object_new_string_len(m->xml, (int) m->xml_len));
+        return finish(o, ret, ret_len);
+}
+
+int wproto_encode_restarted(const struct wproto_restarted *m, char **ret, size_t *ret_len) {
+        if (!m->uuid || !wproto_outcome_to_string(m->outcome))
+                return -EINVAL;
+        json_object *o = new_msg(WPROTO_RESTARTED);
+        json_object_object_add(o, "uuid", json_object_new_string(m->uuid));
+        json_object_object_add(o, "outcome", json_object_new_string(outcome_names[m->outcome]));
+        json_object_object_add(o, "unplanned_us", new_count(m->unplanned_us));
+        json_object_object_add(o, "total_us", new_count(m->total_us));
+        return finish(o, ret, ret_len);
+}
+
+int wproto_encode_restart(const struct wproto_restart *m, char **ret, size_t *ret_len) {
+        if (!m->uuid || (m->n_files && !m->files))
+                return -EINVAL;
+        for (size_t i = 0; i < m->n_files; i++)
+                if (!m->files[i])
+                        return -EINVAL;
+        json_object *o = new_msg(WPROTO_RESTART);
+        json_object_object_add(o, "uuid", json_object_new_string(m->uuid));
+        json_object_object_add(o, "window_ms", new_count(m->window_ms));
+        json_object_object_add(o, "since_us", new_count(m->since_us));
+        if (m->n_files) {
+                json_object *a = json_object_new_array();
+                for (size_t i = 0; i < m->n_files; i++)
+                        json_object_array_add(a, json_object_new_string(m->files[i]));
+                json_object_object_add(o, "files", a);
+        }
+        if (m->if_persistent)
+                json_object_object_add(o, "if_persistent", json_object_new_boolean(true));
+        return finish(o, ret, ret_len);
+}
+
 int wproto_encode(const struct wproto_msg *m, char **ret, size_t *ret_len) {
         switch (m->type) {
         case WPROTO_PLAN:
@@ -143,6 +229,16 @@ int wproto_encode(const struct wproto_msg *m, char **ret, size_t *ret_len) {
                 return wproto_encode_planned(&m->planned, ret, ret_len);
         case WPROTO_RECHECK:
                 return wproto_encode_recheck(&m->recheck, ret, ret_len);
+        case WPROTO_DOMAINS:
+                return wproto_encode_domains(&m->domains, ret, ret_len);
+        case WPROTO_DOMAIN:
+                return wproto_encode_domain(&m->domain, ret, ret_len);
+        case WPROTO_PLAN_RESTART:
+                return wproto_encode_plan_restart(&m->plan_restart, ret, ret_len);
+        case WPROTO_RESTARTED:
+                return wproto_encode_restarted(&m->restarted, ret, ret_len);
+        case WPROTO_RESTART:
+                return wproto_encode_restart(&m->restart, ret, ret_len);
         }
         return -EINVAL;
 }
@@ -304,6 +400,93 @@ static int decode_recheck(const struct reader *rd, struct wproto_recheck *ret) {
         return read_string(rd, "uuid", false, &ret->uuid);
 }
 
+/* A list of strings under key (what names them in an error); absent is
+ * an error unless optional.  *ret_array is the caller's. */
+static int read_strings(const struct reader *rd, const char *key, const char *what, bool optional,
+                        const char ***ret_array, size_t *ret_n) {
+        json_object *a = get(rd, key);
+        if (!a)
+                return optional ? 0 : missing(rd, key);
+        if (!json_object_is_type(a, json_type_array))
+                return wrong(rd, key, what);
+        size_t n = json_object_array_length(a);
+        _cleanup_free_ const char **v = n ? xcalloc(n, sizeof(*v)) : NULL;
+        for (size_t i = 0; i < n; i++) {
+                json_object *u = json_object_array_get_idx(a, i);
+                if (!json_object_is_type(u, json_type_string))
+                        return wrong(rd, key, what);
+                v[i] = json_object_get_string(u);
+        }
+        *ret_array = TAKE_PTR(v);
+        *ret_n = n;
+        return 0;
+}
+
+/* "persistent": ["…", …]. */
+static int decode_domains(const struct reader *rd, struct wproto_domains *ret, const char ***ret_array) {
+        int r = read_strings(rd, "persistent", "a list of UUID strings", false, ret_array, &ret->n);
+        ret->persistent = *ret_array;
+        return r;
+}
+
+static int decode_domain(const struct reader *rd, struct wproto_domain *ret) {
+        int r = read_string(rd, "uuid", true, &ret->uuid);
+        if (r >= 0)
+                r = read_bool(rd, "persistent", &ret->persistent);
+        return r;
+}
+
+static int decode_plan_restart(const struct reader *rd, struct wproto_plan_restart *ret) {
+        json_object *xml = get(rd, "xml");
+        int r = read_count(rd, "id", &ret->id, NULL);
+        if (r >= 0)
+                r = read_string(rd, "uuid", true, &ret->uuid);
+        if (r >= 0 && !xml)
+                r = missing(rd, "xml");
+        if (r >= 0 && !json_object_is_type(xml, json_type_string))
+                r = wrong(rd, "xml", "a string");
+        if (r < 0)
+                return r;
+        ret->xml = json_object_get_string(xml);
+        ret->xml_len = (size_t) json_object_get_string_len(xml);
+        return 0;
+}
+
+static int decode_restarted(const struct reader *rd, struct wproto_restarted *ret) {
+        const char *outcome = NULL;
+        int r = read_string(rd, "uuid", true, &ret->uuid);
+        if (r >= 0)
+                r = read_string(rd, "outcome", true, &outcome);
+        if (r < 0)
+                return r;
+        bool known = false;
+        for (size_t i = 0; i < ELEMENTSOF(outcome_names); i++)
+                if (streq(outcome, outcome_names[i])) {
+                        ret->outcome = (enum wproto_outcome) i;
+                        known = true;
+                }
+        if (!known)
+                return wrong(rd, "outcome", "restarted, fallback, lost or skipped");
+        r = read_count(rd, "unplanned_us", &ret->unplanned_us, NULL);
+        if (r >= 0)
+                r = read_count(rd, "total_us", &ret->total_us, NULL);
+        return r;
+}
+
+static int decode_restart(const struct reader *rd, struct wproto_restart *ret, const char ***ret_array) {
+        int r = read_string(rd, "uuid", true, &ret->uuid);
+        if (r >= 0)
+                r = read_count(rd, "window_ms", &ret->window_ms, NULL);
+        if (r >= 0)
+                r = read_count(rd, "since_us", &ret->since_us, NULL);
+        if (r >= 0)
+                r = read_strings(rd, "files", "a list of paths", true, ret_array, &ret->n_files);
+        ret->files = *ret_array;
+        if (r >= 0 && get(rd, "if_persistent"))
+                r = read_bool(rd, "if_persistent", &ret->if_persistent);
+        return r;
+}
+
 /* The type named by "type", or -EPROTO. */
 static int decode_type(json_object *o, enum wproto_type *ret, char **ret_error) {
         json_object *t = NULL;
@@ -341,9 +524,25 @@ int wproto_decode(json_object *o, struct wproto_msg *ret, char **ret_error) {
         case WPROTO_RECHECK:
                 r = decode_recheck(&rd, &m.recheck);
                 break;
+        case WPROTO_DOMAINS:
+                r = decode_domains(&rd, &m.domains, &m.string_array);
+                break;
+        case WPROTO_DOMAIN:
+                r = decode_domain(&rd, &m.domain);
+                break;
+        case WPROTO_PLAN_RESTART:
+                r = decode_plan_restart(&rd, &m.plan_restart);
+                break;
+        case WPROTO_RESTARTED:
+                r = decode_restarted(&rd, &m.restarted);
+                break;
+        case WPROTO_RESTART:
+                r = decode_restart(&rd, &m.restart, &m.string_array);
+                break;
         }
         if (r < 0) {
                 free(m.field_array);
+                free(m.string_array);
                 return r;
         }
         m.obj = json_object_get(o);
@@ -357,5 +556,6 @@ void wproto_msg_done(struct wproto_msg *m) {
         if (m->obj)
                 json_object_put(m->obj);
         free(m->field_array);
+        free(m->string_array);
         *m = (struct wproto_msg) { .obj = NULL };
 }

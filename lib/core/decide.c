@@ -1,6 +1,9 @@
 /* The daemon's answer to each hook call (design §8).  Pure. */
 #include "decide.h"
 
+#include <errno.h>
+#include <strings.h>
+
 #include "migrate.h"
 
 const char *decide_verdict_to_string(enum decide_verdict v) {
@@ -13,6 +16,10 @@ const char *decide_verdict_to_string(enum decide_verdict v) {
                 return "warn";
         case DECIDE_REFUSE:
                 return "refuse";
+        case DECIDE_RESTART:
+                return "restart";
+        case _DECIDE_VERDICT_MAX:
+                break;
         }
         return "?";
 }
@@ -29,6 +36,9 @@ void decision_done(struct decision *d) {
         for (size_t i = 0; i < d->n_shared; i++)
                 free(d->shared[i]);
         free(d->shared);
+        for (size_t i = 0; i < d->n_boot_files; i++)
+                free(d->boot_files[i]);
+        free(d->boot_files);
         *d = (struct decision) {0};
 }
 
@@ -47,8 +57,100 @@ static char *prefixed(const char *s) {
         return strbuf_steal(&b);
 }
 
+int decide_peek_uuid(const char *xml, size_t len, char ret[static 37]) {
+        static const char open_tag[] = "<uuid>";
+        const char *end = xml + len;
+        for (const char *p = xml; p && (size_t) (end - p) >= sizeof open_tag - 1;
+             p = memchr(p + 1, '<', (size_t) (end - p - 1))) {
+                if (memcmp(p, open_tag, sizeof open_tag - 1) != 0)
+                        continue;
+                p += sizeof open_tag - 1;
+                while (p < end && strchr(" \t\r\n", *p))
+                        p++;
+                if (end - p < 36)
+                        return -ENOENT;
+                for (size_t i = 0; i < 36; i++) {
+                        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+                        char c = p[i];
+                        if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
+                                return -ENOENT;
+                        ret[i] = (char) (c >= 'A' && c <= 'F' ? c - 'A' + 'a' : c);
+                }
+                ret[36] = 0;
+                return 0;
+        }
+        return -ENOENT;
+}
+
+/* The files the domain's <os> boots from directly: its kernel, initrd and
+ * device tree (absolute paths only). */
+static void boot_files(const struct domain *dom, struct decision *d) {
+        xmlNodePtr root = xmlDocGetRootElement(dom->doc);
+        for (xmlNodePtr os = root ? root->children : NULL; os; os = os->next) {
+                if (os->type != XML_ELEMENT_NODE || !xmlStrEqual(os->name, BAD_CAST "os"))
+                        continue;
+                for (xmlNodePtr n = os->children; n; n = n->next) {
+                        if (n->type != XML_ELEMENT_NODE || (!xmlStrEqual(n->name, BAD_CAST "kernel") &&
+                                                            !xmlStrEqual(n->name, BAD_CAST "initrd") &&
+                                                            !xmlStrEqual(n->name, BAD_CAST "dtb")))
+                                continue;
+                        xmlChar *path = xmlNodeGetContent(n);
+                        if (path && path[0] == '/')
+                                *GROW(d->boot_files, d->n_boot_files) = xstrdup((const char *) path);
+                        xmlFree(path);
+                }
+        }
+}
+
+/* The context, if it speaks of this domain; else the empty one (nothing
+ * known, no watcher). */
+static struct decide_context context_for(const struct decide_context *ctx, const char *uuid) {
+        struct decide_context none = { .updating = ctx && ctx->updating };
+        if (!ctx || !ctx->uuid || !uuid || strcasecmp(ctx->uuid, uuid) != 0)
+                return none;
+        return *ctx;
+}
+
+/* What a user does about a start without the plan that pcinuma does not
+ * restart: a phrase that ends the message's second line. */
+static const char *next_step(const struct decide_context *c, bool strict) {
+        switch (c->persistence) {
+        case DECIDE_PERSISTENT:
+                if (c->updating)
+                        return strict ? "the persistent definition is being updated; then start the domain again"
+                                      : "the persistent definition is being updated, for the next start";
+                break;
+        case DECIDE_TRANSIENT:
+                /* Under require, a client that creates the domain and
+                 * defines it once it runs (virt-install, virt-manager)
+                 * is transient here: the gate cannot know it will be
+                 * defined. */
+                return strict ? "a transient domain must be created from planned XML "
+                                "('pcinumactl plan vm.xml | virsh create /dev/stdin'; a running one's: "
+                                "'virsh dumpxml vm | pcinumactl plan -'), or defined planned first ('pcinumactl "
+                                "define vm.xml'; virt-install: '--print-xml | pcinumactl define -'), or restarted "
+                                "into its plan with \"transient\": \"restart\" in the policy, which virt-install "
+                                "and virt-manager need under this policy (they create the domain transient and "
+                                "define it only once it runs)"
+                              : "create a transient domain from planned XML ('pcinumactl plan vm.xml | virsh create "
+                                "/dev/stdin'), or have pcinuma restart it into its plan with \"transient\": "
+                                "\"restart\" in the policy";
+        case DECIDE_PERSISTENCE_UNKNOWN:
+                if (c->updating)
+                        return strict ? "the persistent definition is being updated; then start the domain again "
+                                        "(a transient domain must be created from planned XML: "
+                                        "'pcinumactl plan vm.xml | virsh create /dev/stdin')"
+                                      : "the persistent definition is being updated, for the next start "
+                                        "(a transient domain must be created from planned XML: "
+                                        "'pcinumactl plan vm.xml | virsh create /dev/stdin')";
+                break;
+        }
+        return strict ? "plan the definition with 'pcinumactl plan' and define it again; then start the domain again"
+                      : "plan the definition with 'pcinumactl plan' and define it again, for the next start";
+}
+
 static void decide_prepare(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
-                           bool updating, struct decision *d) {
+                           const struct decide_context *ctx, struct decision *d) {
         _cleanup_free_ char *err = NULL;
         const char *name = d->domain;
 
@@ -104,23 +206,71 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
                 d->verdict = DECIDE_ALLOW;
                 return;
         }
-        /* The domain starts with a layout other than the plan: libvirt
-         * ignores a prepare hook's stdout, so the fix goes to the
-         * persistent definition and takes effect at the next start. */
-        const char *next = updating
-                ? "the persistent definition is being updated; a transient domain must be created from planned XML "
-                  "('pcinumactl plan vm.xml | virsh create /dev/stdin')"
-                : "plan the definition with 'pcinumactl plan' and define it again";
-        if (r->settings.mode == POLICY_REQUIRE || r->settings.mode == POLICY_SOCKET) {
+
+        /* The domain starts with a layout other than the plan.  libvirt
+         * ignores a prepare hook's stdout, so the plan can only come with
+         * another start: pcinuma's own, as soon as this one is up
+         * (first_start: restart), or the next one, from the persistent
+         * definition the watcher updates. */
+        const struct decide_context c = context_for(ctx, d->uuid);
+        const char *mismatch = r->mismatch ? r->mismatch : "it differs";
+        bool strict = r->settings.mode == POLICY_REQUIRE || r->settings.mode == POLICY_SOCKET;
+        if (c.own_start) {
+                /* pcinuma-watcher's start of the client's own XML, after its
+                 * start of the plan failed: the client's VM must run. */
+                d->verdict = DECIDE_WARN;
+                d->message = xasprintf("pcinuma: warning: domain %s starts without its NUMA-aware PCI topology (policy %s): %s.\n"
+                                       "pcinuma: pcinuma could not start it with its plan, so it starts it as it was started "
+                                       "(the journal has the error).\n",
+                                       name, mode, mismatch);
+                return;
+        }
+        const char *no_restart = NULL;  /* why first_start: restart does not restart this one */
+        if (r->settings.first_start == POLICY_FIRST_START_RESTART) {
+                bool transient = c.persistence != DECIDE_PERSISTENT;
+                if (c.incoming)
+                        no_restart = "it comes in by migration or from a saved state, which pcinuma never restarts";
+                else if (!c.watcher)
+                        no_restart = c.updating ? "pcinuma's libvirt watcher is not connected to libvirt, and only it can restart a domain"
+                                                : "pcinumad runs without a libvirt watcher (--libvirt-uri none), and only it can restart a domain";
+                else if (!transient || r->settings.transient_restart) {
+                        d->verdict = DECIDE_RESTART;
+                        d->restart_transient = transient;
+                        boot_files(r->base, d);
+                        d->message = xasprintf("pcinuma: domain %s starts once without its NUMA-aware PCI topology (policy %s): %s.\n"
+                                               "pcinuma: as soon as it is up, pcinuma restarts it into the plan (%s)%s.\n",
+                                               name, mode, mismatch,
+                                               transient ? "transient: restart" : "first_start: restart",
+                                               transient ? "" : "; its persistent definition is being updated for the next starts");
+                        return;
+                } else if (!strict) {
+                        /* transient: leave, and a start the gate lets
+                         * through: a client that defines the domain while
+                         * it starts (virt-install, virt-manager) makes it
+                         * persistent, and the watcher restarts it then,
+                         * like a persistent one; one that stays transient
+                         * is left alone. */
+                        d->restart_if_persistent = true;
+                        boot_files(r->base, d);
+                }
+        }
+        bool refuse = strict && r->settings.first_start != POLICY_FIRST_START_ALLOW;
+        _cleanup_free_ char *why = no_restart ? xasprintf("pcinuma: not restarted into the plan: %s.\n", no_restart) : NULL;
+        if (refuse) {
                 d->verdict = DECIDE_REFUSE;
                 d->message = xasprintf("pcinuma: refusing to start domain %s: its PCI topology does not match the NUMA plan "
-                                       "(policy %s): %s.\npcinuma: %s; then start the domain again.\n",
-                                       name, mode, r->mismatch ? r->mismatch : "it differs", next);
+                                       "(policy %s): %s.\npcinuma: %s.\n%s",
+                                       name, mode, mismatch, next_step(&c, true), why ? why : "");
         } else {
                 d->verdict = DECIDE_WARN;
                 d->message = xasprintf("pcinuma: warning: domain %s starts without its NUMA-aware PCI topology (policy %s): %s.\n"
-                                       "pcinuma: %s, for the next start.\n",
-                                       name, mode, r->mismatch ? r->mismatch : "it differs", next);
+                                       "pcinuma: %s.\n%s%s",
+                                       name, mode, mismatch, next_step(&c, false), why ? why : "",
+                                       d->restart_if_persistent
+                                               ? "pcinuma: if it is defined by the time it is up (virt-install and "
+                                                 "virt-manager define it while it starts), pcinuma restarts it into "
+                                                 "the plan like a persistent domain.\n"
+                                               : "");
         }
 }
 
@@ -193,7 +343,7 @@ static void decide_migrate(const struct proto_request *req, const struct hostmap
 }
 
 void decide_hook(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
-                 const struct migrate_in_use *in_use, bool updating, struct decision *ret) {
+                 const struct migrate_in_use *in_use, const struct decide_context *ctx, struct decision *ret) {
         struct decision d = {0};
         d.phase = req->argv[1];
         d.subphase = req->argv[2];
@@ -209,7 +359,7 @@ void decide_hook(const struct proto_request *req, const struct hostmap *h, const
                                                                                                           : "to restore",
                                       d.domain, req->xml_invalid_utf8);
         } else if (streq(d.phase, "prepare") && streq(d.subphase, "begin"))
-                decide_prepare(req, h, pol, updating, &d);
+                decide_prepare(req, h, pol, ctx, &d);
         else if (streq(d.phase, "migrate") && streq(d.subphase, "begin"))
                 decide_migrate(req, h, pol, in_use, &d);
         else if (streq(d.phase, "restore") && streq(d.subphase, "begin")) {

@@ -458,6 +458,18 @@ char *engine_explain_flags(const struct engine_result *r, const struct hostmap *
                                           "topology for these devices accepts it\n");
                 else
                         strbuf_printf(&b, "migration: same-topology, but marked migratable=\"no\": %s\n", not_migratable);
+                /* What the prepare gate does when the domain starts without
+                 * this plan (a client that defines and starts at once). */
+                if (p->settings.first_start == POLICY_FIRST_START_RESTART)
+                        strbuf_printf(&b, "first start: restart: a start without this plan is restarted into it as soon as "
+                                          "the domain is up (transient domains: %s)\n",
+                                      p->settings.transient_restart ? "restart" : "leave, not restarted");
+                else
+                        strbuf_printf(&b, "first start: %s: a start without this plan is %s\n",
+                                      policy_first_start_to_string(p->settings.first_start),
+                                      p->settings.first_start == POLICY_FIRST_START_ALLOW
+                                              ? "allowed with a warning"
+                                              : "refused under require and socket, allowed with a warning under preferred and legacy");
                 /* Only with the switch on: other plans' explanations stay as they were. */
                 if (p->clique_note)
                         strbuf_printf(&b, "%s\n", p->clique_note);
@@ -594,6 +606,8 @@ char *engine_json(const struct engine_result *r, const struct hostmap *h) {
         json_object_object_add(feat, "pcihole64_kib", p->pcihole64_kib ? json_object_new_int64((int64_t) p->pcihole64_kib) : NULL);
         json_add_str(feat, "mmio64", p->mmio64_note);
         json_add_str(feat, "migration", p->settings.migration_same_topology ? "same-topology" : "refuse");
+        json_add_str(feat, "first_start", policy_first_start_to_string(p->settings.first_start));
+        json_add_str(feat, "transient", p->settings.transient_restart ? "restart" : "leave");
         if (r->verdict == PLAN_APPLY) {
                 _cleanup_free_ char *why = NULL;
                 bool migratable = mark_migratable(p, d, &why);

@@ -22,6 +22,14 @@
 
 #define POLICY_TIMEOUT_MS_DEFAULT 10000u
 #define POLICY_TIMEOUT_MS_MAX 600000u
+/* The restart window (docs/policy.md "restart_window_ms"): from the
+ * prepare hook to the domain being up.  5 s covers a QEMU start with a few
+ * GiB of guest memory and passthrough devices on an idle host (a start
+ * under TCG takes 0.2-0.5 s here); a guest whose start takes longer
+ * (hundreds of GiB pinned for VFIO) needs it raised. */
+#define POLICY_RESTART_WINDOW_MS_DEFAULT 5000u
+#define POLICY_RESTART_WINDOW_MS_MIN 100u
+#define POLICY_RESTART_WINDOW_MS_MAX 600000u
 
 static inline void json_object_putp(json_object **o) {
         if (*o)
@@ -80,7 +88,21 @@ struct policy_settings policy_settings_default(enum policy_mode mode) {
                 .io_port_check = true,
                 .nccl_topology = true,
                 .migration_same_topology = true,
+                .first_start = POLICY_FIRST_START_RESTART,
+                .transient_restart = false,
         };
+}
+
+const char *policy_first_start_to_string(enum policy_first_start f) {
+        switch (f) {
+        case POLICY_FIRST_START_RESTART:
+                return "restart";
+        case POLICY_FIRST_START_REFUSE:
+                return "refuse";
+        case POLICY_FIRST_START_ALLOW:
+                return "allow";
+        }
+        return NULL;
 }
 
 static void policy_init_default(struct policy *p) {
@@ -89,6 +111,7 @@ static void policy_init_default(struct policy *p) {
                 .allow_domain_policy = false,
                 .hook_timeout_ms = POLICY_TIMEOUT_MS_DEFAULT,
                 .hook_on_unreachable = POLICY_UNREACHABLE_ALLOW,
+                .restart_window_ms = POLICY_RESTART_WINDOW_MS_DEFAULT,
         };
 }
 
@@ -237,7 +260,8 @@ static int parse_mode(const struct parse_ctx *c, const char *path, json_object *
 
 /* The feature switches, shared by "default" and the rules: each is
  * optional and overrides what *ret already holds. */
-#define FEATURE_KEYS "topology", "mirror_switches", "mirror_distances", "mmio64", "io_port_check", "managed", "nccl_topology", "gpudirect_clique", "migration"
+#define FEATURE_KEYS "topology", "mirror_switches", "mirror_distances", "mmio64", "io_port_check", "managed", "nccl_topology", "gpudirect_clique", "migration", \
+                     "first_start", "transient"
 
 static int parse_bool_key(const struct parse_ctx *c, const char *path, json_object *o, const char *key, bool *ret) {
         json_object *v;
@@ -288,6 +312,47 @@ static int parse_migration_key(const struct parse_ctx *c, const char *path, json
         return 0;
 }
 
+/* "first_start": "restart" | "refuse" | "allow" (docs/policy.md "first_start"). */
+static int parse_first_start_key(const struct parse_ctx *c, const char *path, json_object *o,
+                                 enum policy_first_start *ret) {
+        json_object *v;
+        if (!json_object_object_get_ex(o, "first_start", &v))
+                return 0;
+        _cleanup_free_ char *p = child_path(path, "first_start");
+        const char *s = NULL;
+        int r = get_string(c, p, v, &s);
+        if (r < 0)
+                return r;
+        if (streq(s, "restart"))
+                *ret = POLICY_FIRST_START_RESTART;
+        else if (streq(s, "refuse"))
+                *ret = POLICY_FIRST_START_REFUSE;
+        else if (streq(s, "allow"))
+                *ret = POLICY_FIRST_START_ALLOW;
+        else
+                return parse_error(c, p, "expected \"restart\", \"refuse\" or \"allow\", not '%s'", s);
+        return 0;
+}
+
+/* "transient": "restart" | "leave" (docs/policy.md "transient"). */
+static int parse_transient_key(const struct parse_ctx *c, const char *path, json_object *o, bool *ret) {
+        json_object *v;
+        if (!json_object_object_get_ex(o, "transient", &v))
+                return 0;
+        _cleanup_free_ char *p = child_path(path, "transient");
+        const char *s = NULL;
+        int r = get_string(c, p, v, &s);
+        if (r < 0)
+                return r;
+        if (streq(s, "restart"))
+                *ret = true;
+        else if (streq(s, "leave"))
+                *ret = false;
+        else
+                return parse_error(c, p, "expected \"restart\" or \"leave\", not '%s'", s);
+        return 0;
+}
+
 const char *policy_topology_to_string(enum policy_topology t) {
         return t == POLICY_TOPOLOGY_CELLS ? "cells" : "paths";
 }
@@ -324,7 +389,9 @@ static int parse_features(const struct parse_ctx *c, const char *path, json_obje
             (r = parse_auto_off_key(c, path, o, "managed", &ret->managed_auto)) < 0 ||
             (r = parse_bool_key(c, path, o, "nccl_topology", &ret->nccl_topology)) < 0 ||
             (r = parse_auto_off_key(c, path, o, "gpudirect_clique", &ret->gpudirect_clique_auto)) < 0 ||
-            (r = parse_migration_key(c, path, o, &ret->migration_same_topology)) < 0)
+            (r = parse_migration_key(c, path, o, &ret->migration_same_topology)) < 0 ||
+            (r = parse_first_start_key(c, path, o, &ret->first_start)) < 0 ||
+            (r = parse_transient_key(c, path, o, &ret->transient_restart)) < 0)
                 return r;
         return 0;
 }
@@ -655,7 +722,8 @@ static int find_duplicate_key(const struct parse_ctx *c, const char *buf, size_t
 }
 
 int policy_parse(const char *buf, size_t len, const char *source, struct policy **ret, char **ret_error) {
-        static const char *const keys[] = { "default", "allow_domain_policy", "rules", "hook", "vfio_variant_drivers" };
+        static const char *const keys[] = { "default", "allow_domain_policy", "rules", "hook", "vfio_variant_drivers",
+                                            "restart_window_ms" };
         struct parse_ctx c = {
                 .source = source ? source : "policy",
                 .ret_error = ret_error,
@@ -731,6 +799,17 @@ int policy_parse(const char *buf, size_t len, const char *source, struct policy 
                 r = parse_hook(&c, v, p);
                 if (r < 0)
                         return r;
+        }
+
+        if (json_object_object_get_ex(root, "restart_window_ms", &v)) {
+                r = expect_type(&c, "restart_window_ms", v, json_type_int, "an integer");
+                if (r < 0)
+                        return r;
+                int64_t t = json_object_get_int64(v);
+                if (t < POLICY_RESTART_WINDOW_MS_MIN || t > POLICY_RESTART_WINDOW_MS_MAX)
+                        return parse_error(&c, "restart_window_ms", "%" PRId64 " is out of range (expected %u..%u)",
+                                           t, POLICY_RESTART_WINDOW_MS_MIN, POLICY_RESTART_WINDOW_MS_MAX);
+                p->restart_window_ms = (unsigned) t;
         }
 
         if (json_object_object_get_ex(root, "vfio_variant_drivers", &v)) {

@@ -33,6 +33,17 @@ enum policy_topology {
 
 const char *policy_topology_to_string(enum policy_topology t);
 
+/* What the prepare gate does with a start whose layout is not the plan
+ * (docs/policy.md "first_start"). */
+enum policy_first_start {
+        POLICY_FIRST_START_RESTART,     /* let it start, then restart it into the plan as soon as it is up (default) */
+        POLICY_FIRST_START_REFUSE,      /* refuse it under require and socket (warn under preferred, legacy) */
+        POLICY_FIRST_START_ALLOW,       /* let it start without the plan, with a warning */
+};
+
+/* "restart", "refuse", "allow". */
+const char *policy_first_start_to_string(enum policy_first_start f);
+
 /* What a rule (or the default) sets for a domain: the placement policy
  * and the feature switches (docs/policy.md). */
 struct policy_settings {
@@ -46,6 +57,9 @@ struct policy_settings {
         bool nccl_topology;           /* give the guest its NCCL topology file as fw_cfg; default on */
         bool migration_same_topology; /* "migration": "same-topology" (default, true) or "refuse" (false) */
         bool gpudirect_clique_auto;   /* x-nv-gpudirect-clique ids for NVIDIA GPUs behind one host switch; default off ("off") */
+        enum policy_first_start first_start; /* an unplanned start; default restart */
+        bool transient_restart;       /* "transient": "restart" (true) or "leave" (false, default): may first_start
+                                       * restart a transient domain, or does it get the refusal or warning? */
 };
 
 /* The defaults above, with the given mode. */
@@ -73,6 +87,9 @@ struct policy {
         char **variant_drivers;       /* "vfio_variant_drivers": extra VFIO variant driver names */
         size_t n_variant_drivers;
         enum policy_unreachable hook_on_unreachable;
+        /* "restart_window_ms": a restart into the plan happens only if the
+         * domain is up this long at most after its prepare hook call. */
+        unsigned restart_window_ms;
 };
 
 /* What a domain tells about itself, for rule matching. Any field may be NULL. */

@@ -1349,7 +1349,10 @@ def t_status_cli():
         total = rq.pop("total")
         eq(rq, {"hook": 4, "status": 1, "errors": 1, "rejected_peers": 0, "connections": 1}, "requests")
         check(total in (5, 6), "requests.total %r" % total)
-        eq(st["verdicts"], {"allow": 1, "warn": 0, "refuse": 1, "pass": 2}, "verdicts")
+        eq(st["verdicts"], {"allow": 1, "warn": 0, "refuse": 1, "pass": 2, "restart": 0}, "verdicts")
+        eq(st["restarts"], {"window_ms": 5000, "persistent_domains": None, "requested": 0, "restarted": 0,
+                            "fallback": 0, "lost": 0, "skipped": 0, "unplanned_us_sum": 0, "unplanned_us_max": 0,
+                            "total_us_sum": 0, "total_us_max": 0}, "restarts (no watcher)")
         # the large one was decided on a worker (the others at once); nothing runs now
         wk = dict(st["workers"])
         longest = wk.pop("longest_run_ms"), wk.pop("longest_wait_ms")
@@ -1379,8 +1382,10 @@ def t_status_cli():
         check(abs(loaded - pol["loaded_at_usec"] / 1e6) < 2, "policy load time (human) %s" % m.group(2))
         check(re.search(r"^requests:\s+%d total, 4 hook, 2 status, 1 errors, 0 rejected peers, 1 open connections$"
                         % (total + 1), out, re.M), "requests line in:\n%s" % out)
-        check(re.search(r"^verdicts:\s+1 allow, 0 warn, 1 refuse, 2 pass$", out, re.M),
+        check(re.search(r"^verdicts:\s+1 allow, 0 warn, 1 refuse, 2 pass, 0 restart$", out, re.M),
               "verdicts line in:\n%s" % out)
+        check(re.search(r"^restarts:\s+0 asked, 0 into the plan, 0 as the client asked \(the plan did not start\), "
+                        r"0 lost, 0 not done; window 5000 ms$", out, re.M), "restarts line in:\n%s" % out)
         check(re.search(r"^workers:\s+3 threads, 0 busy, 0 queued, 1 completed; longest decision \d+ ms$", out, re.M),
               "workers line in:\n%s" % out)
         check(re.search(r"^libvirt:\s+not watched \(--libvirt-uri none\)$", out, re.M),

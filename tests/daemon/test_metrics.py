@@ -14,8 +14,9 @@ Checks, reading the file as node_exporter's textfile collector would:
     histogram (its count is the number of requests, its buckets
     cumulative); the watcher's redefinitions and conflicts (from its
     status messages); the stale mark found at define time; the host map
-    rebuilds by trigger; a failed policy reload (last_reload_success 0),
-    then a good one;
+    rebuilds by trigger; the restarts into the plan the watcher reports
+    (into the plan, or failed: started as asked); a failed policy reload
+    (last_reload_success 0), then a good one;
   * it is rewritten after a change, within about a second, and at most
     once a second (pcinuma_metrics_writes_total over a burst of requests);
     atomically (no temporary file left; mode 0644); and removed when
@@ -96,6 +97,7 @@ class Env:
                        check=True, stdout=subprocess.DEVNULL)
         self.fw = os.path.join(self.work, "fw")
         os.makedirs(os.path.join(self.fw, "domains"))
+        os.makedirs(os.path.join(self.fw, "cmd"))
         self.policy = os.path.join(self.work, "policy.json")
         self.write_policy('{"default": {"policy": "require"}}\n')
         # vm-new: unplanned; vm-stale: planned for its cells on nodes 0
@@ -133,6 +135,13 @@ class Env:
             # the unit's UMask: the file must still be readable by
             # node_exporter's user
             preexec_fn=lambda: os.umask(0o077))
+
+    def send(self, msg):
+        """Have the fake watcher send msg to pcinumad (its cmd/ directory)."""
+        path = os.path.join(self.fw, "cmd", "%d.json" % time.monotonic_ns())
+        with open(path + ".tmp", "w") as f:
+            json.dump(msg, f)
+        os.rename(path + ".tmp", path)
 
     def write_policy(self, text):
         with open(self.policy + ".tmp", "w") as f:
@@ -289,6 +298,24 @@ def run(a):
               0 < get(s, "pcinuma_request_duration_seconds_sum", type="hook") < 3,
               "the hook latency histogram: cumulative buckets, count = %d requests, a sum in seconds" % n_hook, text)
         e.promtool("after hook calls")
+
+        # Restarts into the plan, as the watcher reports them: one into
+        # the plan, one whose plan did not start (started as asked), one
+        # not done (not counted).
+        check(get(s, "pcinuma_restarts_into_plan_total", result="planned") == 0 and
+              get(s, "pcinuma_restarts_into_plan_total", result="failed") == 0, "no restart yet", text)
+        for outcome in ("restarted", "fallback", "skipped"):
+            e.send({"type": "restarted", "uuid": "22222222-0000-4000-8000-000000000001", "outcome": outcome,
+                    "unplanned_us": 1000, "total_us": 2000})
+        s, text = e.wait(lambda s: get(s, "pcinuma_restarts_into_plan_total", result="failed") == 1 and
+                         get(s, "pcinuma_restarts_into_plan_total", result="planned") == 1)
+        st = e.status()["restarts"]
+        check(get(s, "pcinuma_restarts_into_plan_total", result="planned") == 1 and
+              get(s, "pcinuma_restarts_into_plan_total", result="failed") == 1 and
+              (st["restarted"], st["fallback"], st["skipped"]) == (1, 1, 1),
+              "the watcher's restart reports: restarts_into_plan_total planned 1, failed 1 (a skipped one is not "
+              "counted)", text + json.dumps(st))
+        e.promtool("after restarts")
 
         # A broken policy: the reload fails, the last good policy stays.
         e.write_policy("{broken")

@@ -50,7 +50,16 @@ static void serve(json_object *o) {
                                 fuzz_fail("proto_request_parse() left argv[%zu] NULL", i);
                 if (req.type == PROTO_REQUEST_HOOK) {
                         struct decision d;
-                        decide_hook(&req, host, pol, NULL, req.xml_len % 2 == 0, &d);
+                        /* Every kind of context, chosen by the XML's length. */
+                        char uuid[37];
+                        struct decide_context ctx = {
+                                .updating = req.xml_len % 2 == 0, .watcher = req.xml_len % 3 == 0,
+                                .persistence = (enum decide_persistence) (req.xml_len % 5 % 3),
+                                .own_start = req.xml_len % 7 == 0, .incoming = req.xml_len % 11 == 0,
+                        };
+                        if (req.xml && decide_peek_uuid(req.xml, req.xml_len, uuid) == 0)
+                                ctx.uuid = uuid;
+                        decide_hook(&req, host, pol, NULL, &ctx, &d);
                         if (d.exit_code != (d.verdict == DECIDE_REFUSE))
                                 fuzz_fail("verdict %s with exit code %d", decide_verdict_to_string(d.verdict),
                                           d.exit_code);

@@ -166,6 +166,14 @@ def wproto_seeds(outdir):
          "limit of 2048 bytes", "summary": "cannot be redefined", "prio": 3, "fields": fields},
         {"type": "recheck"},
         {"type": "recheck", "uuid": "0b8f6f43-1111-2222-3333-444455556666"},
+        {"type": "domains", "persistent": ["0b8f6f43-1111-2222-3333-444455556666"]},
+        {"type": "domains", "persistent": []},
+        {"type": "domain", "uuid": "0b8f6f43-1111-2222-3333-444455556666", "persistent": True},
+        {"type": "plan_restart", "id": 4, "uuid": "0b8f6f43-1111-2222-3333-444455556666", "xml": small},
+        {"type": "restarted", "uuid": "0b8f6f43-1111-2222-3333-444455556666", "outcome": "restarted",
+         "unplanned_us": 41000, "total_us": 1250000},
+        {"type": "restart", "uuid": "0b8f6f43-1111-2222-3333-444455556666", "window_ms": 5000,
+         "since_us": 123456789},
     ]
     malformed = [
         {}, {"type": 5}, {"type": "reboot"},
@@ -177,6 +185,10 @@ def wproto_seeds(outdir):
         {"type": "planned", "id": 1, "redefine": False, "prio": 8, "fields": []},
         {"type": "planned", "id": 1, "redefine": False, "prio": 6, "fields": [["K"]]},
         {"type": "recheck", "uuid": None}, {"type": "recheck", "uuid": []},
+        {"type": "domains", "persistent": [1]}, {"type": "domain", "uuid": "u", "persistent": "yes"},
+        {"type": "plan_restart", "id": 1, "uuid": "u"},
+        {"type": "restarted", "uuid": "u", "outcome": "done", "unplanned_us": 0, "total_us": 0},
+        {"type": "restart", "uuid": "u", "window_ms": -1, "since_us": 0},
     ]
     for o in valid + malformed:
         put(outdir, "wproto", frame(o))            # a raw stream of one frame

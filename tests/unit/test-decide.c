@@ -7,6 +7,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <errno.h>
+
 #include "decide.h"
 #include "engine.h"
 #include "util.h"
@@ -15,13 +17,14 @@
 
 static void decide(const struct policy *pol, const char *phase, const char *sub, const char *xml, bool updating,
                    struct decision *ret) {
+        const struct decide_context ctx = { .updating = updating };
         struct proto_request req = {
                 .type = PROTO_REQUEST_HOOK,
                 .argv = { (char *) FAKE_VM_NAME, (char *) phase, (char *) sub, (char *) "-" },
                 .xml = (char *) xml,
                 .xml_len = xml ? strlen(xml) : 0,
         };
-        decide_hook(&req, host, pol, NULL, updating, ret);
+        decide_hook(&req, host, pol, NULL, &ctx, ret);
 }
 
 static bool has(const char *s, const char *sub) {
@@ -65,6 +68,271 @@ static void test_prepare_unplanned(void **state) {
                 }
                 decision_done(&d);
         }
+}
+
+/* prepare begin with what pcinumad knows of the domain (ctx). */
+static void decide_ctx(const struct policy *pol, const char *xml, const struct decide_context *ctx, struct decision *ret) {
+        struct proto_request req = {
+                .type = PROTO_REQUEST_HOOK,
+                .argv = { (char *) FAKE_VM_NAME, (char *) "prepare", (char *) "begin", (char *) "-" },
+                .xml = (char *) xml,
+                .xml_len = strlen(xml),
+        };
+        decide_hook(&req, host, pol, NULL, ctx, ret);
+}
+
+/* A policy of 'mode' with the restart switches set. */
+static struct policy *restart_policy(const char *mode, enum policy_first_start fs, bool transient_restart) {
+        struct policy *p = fake_vm_policy(mode);
+        p->def.first_start = fs;
+        p->def.transient_restart = transient_restart;
+        return p;
+}
+
+static const struct decide_context persistent_ctx = {
+        .uuid = FAKE_VM_UUID, .updating = true, .watcher = true, .persistence = DECIDE_PERSISTENT,
+};
+
+/* A persistent domain starting unplanned, with a connected watcher and
+ * first_start: restart (the default): allowed, to be restarted, under
+ * every policy that plans; the message says it starts once without the
+ * plan and is restarted as soon as it is up.  A planned one is allowed. */
+static void test_prepare_restart(void **state) {
+        (void) state;
+        for (size_t i = 0; i < ELEMENTSOF(policies); i++) {
+                _cleanup_policy_ struct policy *pol = fake_vm_policy(policies[i]);
+                assert_int_equal(pol->def.first_start, POLICY_FIRST_START_RESTART);
+                struct decision d;
+                decide_ctx(pol, fake_vm_xml, &persistent_ctx, &d);
+                if (streq(policies[i], "off")) {
+                        assert_int_equal(d.verdict, DECIDE_ALLOW);
+                        decision_done(&d);
+                        continue;
+                }
+                _cleanup_free_ char *head = xasprintf("pcinuma: domain " FAKE_VM_NAME " starts once without its NUMA-aware "
+                                                      "PCI topology (policy %s): ", policies[i]);
+                assert_int_equal(d.verdict, DECIDE_RESTART);
+                assert_string_equal(decide_verdict_to_string(d.verdict), "restart");
+                assert_int_equal(d.exit_code, 0);
+                assert_false(d.restart_transient);
+                assert_string_equal(d.uuid, FAKE_VM_UUID);
+                assert_true(has(d.message, head));
+                assert_true(has(d.message, "pcinuma: as soon as it is up, pcinuma restarts it into the plan "
+                                           "(first_start: restart); its persistent definition is being updated"));
+                assert_false(has(d.message, "refusing"));
+                decision_done(&d);
+
+                _cleanup_free_ char *planned = fake_vm_planned(host, policies[i]);
+                decide_ctx(pol, planned, &persistent_ctx, &d);
+                assert_int_equal(d.verdict, DECIDE_ALLOW);
+                assert_null(d.message);
+                decision_done(&d);
+        }
+}
+
+/* Transient domains: "leave" (the default) gives them what they got
+ * before (refused under require and socket, a warning otherwise), telling
+ * them to create the domain from planned XML or to set transient:
+ * restart; "restart" restarts them. */
+static void test_prepare_transient(void **state) {
+        (void) state;
+        const struct decide_context ctx = { .uuid = FAKE_VM_UUID, .updating = true, .watcher = true,
+                                            .persistence = DECIDE_TRANSIENT };
+        for (size_t i = 0; i < ELEMENTSOF(policies); i++) {
+                if (streq(policies[i], "off"))
+                        continue;
+                _cleanup_policy_ struct policy *leave = fake_vm_policy(policies[i]);
+                assert_false(leave->def.transient_restart);
+                struct decision d;
+                decide_ctx(leave, fake_vm_xml, &ctx, &d);
+                assert_int_equal(d.verdict, strict(policies[i]) ? DECIDE_REFUSE : DECIDE_WARN);
+                assert_true(has(d.message, strict(policies[i]) ? "a transient domain must be created from planned XML "
+                                                                 "('pcinumactl plan vm.xml | virsh create /dev/stdin'"
+                                                               : "create a transient domain from planned XML"));
+                assert_true(has(d.message, "\"transient\": \"restart\""));
+                assert_false(has(d.message, "persistent definition"));
+                if (strict(policies[i])) {
+                        /* refused: it names the plan-first ways and why
+                         * virt-install needs the switch */
+                        assert_false(d.restart_if_persistent);
+                        assert_true(has(d.message, "'virsh dumpxml vm | pcinumactl plan -'"));
+                        assert_true(has(d.message, "'pcinumactl define vm.xml'"));
+                        assert_true(has(d.message, "which virt-install and virt-manager need under this policy"));
+                } else {
+                        /* let through: restarted if it is persistent once
+                         * up (virt-install defines it while it starts) */
+                        assert_true(d.restart_if_persistent);
+                        assert_true(has(d.message, "pcinuma: if it is defined by the time it is up"));
+                }
+                decision_done(&d);
+
+                /* first_start: allow does not restart a persistent
+                 * domain, nor a transient one that becomes one. */
+                _cleanup_policy_ struct policy *allow = restart_policy(policies[i], POLICY_FIRST_START_ALLOW, false);
+                decide_ctx(allow, fake_vm_xml, &ctx, &d);
+                assert_int_equal(d.verdict, DECIDE_WARN);
+                assert_false(d.restart_if_persistent);
+                decision_done(&d);
+
+                _cleanup_policy_ struct policy *restart = restart_policy(policies[i], POLICY_FIRST_START_RESTART, true);
+                decide_ctx(restart, fake_vm_xml, &ctx, &d);
+                assert_int_equal(d.verdict, DECIDE_RESTART);
+                assert_int_equal(d.exit_code, 0);
+                assert_true(d.restart_transient);
+                assert_false(d.restart_if_persistent);
+                assert_true(has(d.message, "restarts it into the plan (transient: restart)."));
+                assert_false(has(d.message, "persistent definition"));
+                decision_done(&d);
+        }
+}
+
+/* first_start: refuse keeps the refusal (require, socket; a warning
+ * under preferred and legacy), allow a warning everywhere; both say the
+ * persistent definition is being updated. */
+static void test_prepare_first_start_refuse_allow(void **state) {
+        (void) state;
+        for (size_t i = 0; i < ELEMENTSOF(policies); i++) {
+                if (streq(policies[i], "off"))
+                        continue;
+                _cleanup_policy_ struct policy *refuse = restart_policy(policies[i], POLICY_FIRST_START_REFUSE, true);
+                struct decision d;
+                decide_ctx(refuse, fake_vm_xml, &persistent_ctx, &d);
+                if (strict(policies[i])) {
+                        assert_int_equal(d.verdict, DECIDE_REFUSE);
+                        assert_int_equal(d.exit_code, 1);
+                        assert_true(has(d.message, "pcinuma: refusing to start domain " FAKE_VM_NAME ": its PCI topology does "
+                                                   "not match the NUMA plan"));
+                        assert_true(has(d.message, "pcinuma: the persistent definition is being updated; then start the "
+                                                   "domain again.\n"));
+                } else {
+                        assert_int_equal(d.verdict, DECIDE_WARN);
+                        assert_true(has(d.message, "the persistent definition is being updated, for the next start"));
+                }
+                assert_false(has(d.message, "restart"));
+                decision_done(&d);
+
+                _cleanup_policy_ struct policy *allow = restart_policy(policies[i], POLICY_FIRST_START_ALLOW, true);
+                decide_ctx(allow, fake_vm_xml, &persistent_ctx, &d);
+                assert_int_equal(d.verdict, DECIDE_WARN);
+                assert_int_equal(d.exit_code, 0);
+                assert_true(has(d.message, "pcinuma: warning: domain " FAKE_VM_NAME " starts without its NUMA-aware PCI topology"));
+                assert_true(has(d.message, "the persistent definition is being updated, for the next start"));
+                decision_done(&d);
+        }
+}
+
+/* No restart without a connected watcher, for an incoming migration or a
+ * restore, nor for a context about another domain: the verdict of
+ * first_start: refuse, with a line saying why it is not restarted. */
+static void test_prepare_no_restart(void **state) {
+        (void) state;
+        _cleanup_policy_ struct policy *pol = fake_vm_policy("require");
+        const struct {
+                struct decide_context ctx;
+                const char *next, *why;
+        } cases[] = {
+                { { .uuid = FAKE_VM_UUID, .updating = true }, "the persistent definition is being updated; then start the "
+                  "domain again (a transient domain must be created from planned XML",
+                  "pcinuma: not restarted into the plan: pcinuma's libvirt watcher is not connected to libvirt" },
+                { { .uuid = FAKE_VM_UUID }, "plan the definition with 'pcinumactl plan' and define it again; then start the domain again",
+                  "pcinuma: not restarted into the plan: pcinumad runs without a libvirt watcher (--libvirt-uri none)" },
+                { { .uuid = FAKE_VM_UUID, .updating = true, .watcher = true, .persistence = DECIDE_PERSISTENT, .incoming = true },
+                  "the persistent definition is being updated; then start the domain again.",
+                  "pcinuma: not restarted into the plan: it comes in by migration or from a saved state" },
+                { { .uuid = "0b7a5b3e-8d4c-4a3f-9c55-1d7b2f1e6a03", .updating = true, .watcher = true,
+                    .persistence = DECIDE_PERSISTENT },
+                  "the persistent definition is being updated; then start",
+                  "pcinuma: not restarted into the plan: pcinuma's libvirt watcher is not connected" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct decision d;
+                decide_ctx(pol, fake_vm_xml, &cases[i].ctx, &d);
+                assert_int_equal(d.verdict, DECIDE_REFUSE);
+                assert_true(has(d.message, "does not match the NUMA plan (policy require)"));
+                if (!has(d.message, cases[i].next) || !has(d.message, cases[i].why))
+                        fail_msg("case %zu: %s", i, d.message);
+                decision_done(&d);
+        }
+        /* The context's UUID is compared without regard to case. */
+        const struct decide_context upper = { .uuid = "0B7A5B3E-8D4C-4A3F-9C55-1D7B2F1E6A02", .updating = true,
+                                              .watcher = true, .persistence = DECIDE_PERSISTENT };
+        struct decision d;
+        decide_ctx(pol, fake_vm_xml, &upper, &d);
+        assert_int_equal(d.verdict, DECIDE_RESTART);
+        decision_done(&d);
+}
+
+/* A restart names the files the domain boots from directly (absolute
+ * paths), for the watcher to keep; no other verdict does. */
+static void test_prepare_boot_files(void **state) {
+        (void) state;
+        _cleanup_policy_ struct policy *pol = fake_vm_policy("require");
+        _cleanup_free_ char *xml = xstrdup(fake_vm_xml);
+        char *os = strstr(xml, "  </os>\n");
+        assert_non_null(os);
+        _cleanup_free_ char *with = xasprintf("%.*s    <kernel>/var/lib/libvirt/boot/virtinst-vmlinuz</kernel>\n"
+                                              "    <initrd>/var/lib/libvirt/boot/virtinst-initrd.img</initrd>\n"
+                                              "    <cmdline>console=ttyS0</cmdline>\n    <dtb>relative.dtb</dtb>\n%s",
+                                              (int) (os - xml), xml, os);
+        struct decision d;
+        decide_ctx(pol, with, &persistent_ctx, &d);
+        assert_int_equal(d.verdict, DECIDE_RESTART);
+        assert_int_equal(d.n_boot_files, 2);
+        assert_string_equal(d.boot_files[0], "/var/lib/libvirt/boot/virtinst-vmlinuz");
+        assert_string_equal(d.boot_files[1], "/var/lib/libvirt/boot/virtinst-initrd.img");
+        decision_done(&d);
+        decide_ctx(pol, fake_vm_xml, &persistent_ctx, &d);
+        assert_int_equal(d.verdict, DECIDE_RESTART);
+        assert_int_equal(d.n_boot_files, 0);
+        decision_done(&d);
+        const struct decide_context none = { .uuid = FAKE_VM_UUID };
+        decide_ctx(pol, with, &none, &d);
+        assert_int_equal(d.verdict, DECIDE_REFUSE);
+        assert_int_equal(d.n_boot_files, 0);
+        decision_done(&d);
+}
+
+/* pcinuma-watcher's own start of the client's XML, after the plan failed
+ * to start: let through with a warning that says so, never restarted. */
+static void test_prepare_own_start(void **state) {
+        (void) state;
+        struct decide_context ctx = persistent_ctx;
+        ctx.own_start = true;
+        for (size_t i = 0; i < ELEMENTSOF(policies); i++) {
+                if (streq(policies[i], "off"))
+                        continue;
+                _cleanup_policy_ struct policy *pol = restart_policy(policies[i], POLICY_FIRST_START_REFUSE, false);
+                struct decision d;
+                decide_ctx(pol, fake_vm_xml, &ctx, &d);
+                assert_int_equal(d.verdict, DECIDE_WARN);
+                assert_int_equal(d.exit_code, 0);
+                assert_true(has(d.message, "pcinuma could not start it with its plan, so it starts it as it was started"));
+                decision_done(&d);
+        }
+}
+
+/* decide_peek_uuid(): the first <uuid> element's text, canonical UUIDs
+ * only, lower-cased. */
+static void test_peek_uuid(void **state) {
+        (void) state;
+        char u[37];
+        assert_int_equal(decide_peek_uuid(fake_vm_xml, strlen(fake_vm_xml), u), 0);
+        assert_string_equal(u, FAKE_VM_UUID);
+        static const char upper[] = "<domain><name>x</name><uuid>\n  0B7A5B3E-8D4C-4A3F-9C55-1D7B2F1E6A02</uuid></domain>";
+        assert_int_equal(decide_peek_uuid(upper, strlen(upper), u), 0);
+        assert_string_equal(u, FAKE_VM_UUID);
+        static const char *const bad[] = {
+                "<domain><name>x</name></domain>",
+                "<domain><uuid>0b7a5b3e8d4c4a3f9c551d7b2f1e6a02</uuid></domain>",
+                "<domain><uuid>0b7a5b3e-8d4c-4a3f-9c55-1d7b2f1e6a0</uuid></domain>",
+                "<domain><uuid>0b7a5b3e-8d4c-4a3f-9c55-1d7b2f1e6aXY</uuid></domain>",
+                "<domain><uuid>",
+                "",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                assert_int_equal(decide_peek_uuid(bad[i], strlen(bad[i]), u), -ENOENT);
+        /* The length bounds the scan: a <uuid> beyond it is not seen. */
+        assert_int_equal(decide_peek_uuid(fake_vm_xml, 40, u), -ENOENT);
 }
 
 /* xml without the text from 'from' through 'to' (to NULL: 'from' only). */
@@ -280,7 +548,7 @@ static void test_migrate(void **state) {
                         .xml = marked, .xml_len = strlen(marked),
                 };
                 _cleanup_policy_ struct policy *req = fake_vm_policy("require");
-                decide_hook(&rq, c, req, NULL, false, &d);
+                decide_hook(&rq, c, req, NULL, NULL, &d);
                 assert_int_equal(d.verdict, DECIDE_REFUSE);
                 assert_true(strncmp(d.message, "pcinuma: refusing incoming migration of domain " FAKE_VM_NAME ": this host "
                                     "cannot give it the same topology: 2 of 4 devices have no place like their own on "
@@ -318,7 +586,7 @@ static void test_migrate(void **state) {
                 .xml = marked, .xml_len = strlen(marked),
         };
         struct decision d2;
-        decide_hook(&req, host, pol, &in_use, false, &d2);
+        decide_hook(&req, host, pol, &in_use, NULL, &d2);
         assert_int_equal(d2.verdict, DECIDE_ALLOW);
         assert_int_equal(d2.n_shared, n);
         _cleanup_free_ char *first = xasprintf("pcinuma: warning: domain " FAKE_VM_NAME ": host device %s (for ",
@@ -334,7 +602,7 @@ static void test_migrate(void **state) {
         decision_done(&d2);
         for (size_t i = 0; i < n; i++)
                 u[i].uuid = FAKE_VM_UUID;
-        decide_hook(&req, host, pol, &in_use, false, &d2);
+        decide_hook(&req, host, pol, &in_use, NULL, &d2);
         assert_int_equal(d2.verdict, DECIDE_ALLOW);
         assert_int_equal(d2.n_shared, 0);
         assert_false(has(d2.message, "warning"));
@@ -404,7 +672,7 @@ static void test_not_utf8(void **state) {
                         .xml_not_utf8 = true, .xml_invalid_utf8 = 7,
                 };
                 struct decision d;
-                decide_hook(&req, host, pol, NULL, false, &d);
+                decide_hook(&req, host, pol, NULL, NULL, &d);
                 _cleanup_free_ char *want = xasprintf("pcinuma: refusing %s domain " FAKE_VM_NAME ": the domain XML is not valid UTF-8 (byte 7)\n",
                                                       phases[k][1]);
                 assert_int_equal(d.verdict, DECIDE_REFUSE);
@@ -418,6 +686,13 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_prepare_unplanned),
                 cmocka_unit_test(test_prepare_updating),
+                cmocka_unit_test(test_prepare_restart),
+                cmocka_unit_test(test_prepare_transient),
+                cmocka_unit_test(test_prepare_first_start_refuse_allow),
+                cmocka_unit_test(test_prepare_no_restart),
+                cmocka_unit_test(test_prepare_own_start),
+                cmocka_unit_test(test_prepare_boot_files),
+                cmocka_unit_test(test_peek_uuid),
                 cmocka_unit_test(test_prepare_one_line_per_cause),
                 cmocka_unit_test(test_prepare_planned),
                 cmocka_unit_test(test_prepare_bad_xml),

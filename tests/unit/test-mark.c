@@ -433,7 +433,7 @@ static void test_migratable_device_stays(void **state) {
                 .xml_len = strlen(r->xml),
         };
         struct decision d;
-        decide_hook(&req, h, pol, NULL, false, &d);
+        decide_hook(&req, h, pol, NULL, NULL, &d);
         assert_int_equal(d.verdict, DECIDE_REFUSE);
         assert_non_null(strstr(d.message, "marked migratable=\"no\" (0000:ee:00.0 is not placed under an expander bus"));
         decision_done(&d);

@@ -284,6 +284,62 @@ static void test_gpudirect_clique(void **state) {
                            SRC ": rules[0].gpudirect_clique: expected \"auto\" or \"off\", not 'on'");
 }
 
+/* first_start: "restart" (the default, every mode), "refuse" or "allow";
+ * transient: "leave" (default) or "restart"; both inherited by a rule from
+ * the default and overridden by its own.  restart_window_ms: top level,
+ * 5000 by default, 100..600000. */
+static void test_restart_switches(void **state) {
+        (void) state;
+        _cleanup_policy_ struct policy *d = parse_ok("{}");
+        assert_int_equal(d->def.first_start, POLICY_FIRST_START_RESTART);
+        assert_false(d->def.transient_restart);
+        assert_int_equal(d->restart_window_ms, 5000);
+        for (int m = 0; m < _POLICY_MODE_MAX; m++) {
+                assert_int_equal(policy_settings_default((enum policy_mode) m).first_start, POLICY_FIRST_START_RESTART);
+                assert_false(policy_settings_default((enum policy_mode) m).transient_restart);
+        }
+        assert_string_equal(policy_first_start_to_string(POLICY_FIRST_START_RESTART), "restart");
+        assert_string_equal(policy_first_start_to_string(POLICY_FIRST_START_REFUSE), "refuse");
+        assert_string_equal(policy_first_start_to_string(POLICY_FIRST_START_ALLOW), "allow");
+
+        _cleanup_policy_ struct policy *p = parse_ok(
+                "{\"default\": {\"policy\": \"require\", \"first_start\": \"refuse\", \"transient\": \"restart\"},"
+                " \"restart_window_ms\": 250,"
+                " \"rules\": [{\"match\": {\"name\": \"a\"}, \"policy\": \"legacy\"},"
+                "             {\"match\": {\"name\": \"b\"}, \"policy\": \"require\", \"first_start\": \"allow\","
+                "              \"transient\": \"leave\"},"
+                "             {\"match\": {\"name\": \"c\"}, \"policy\": \"require\", \"first_start\": \"restart\"}]}");
+        assert_int_equal(p->restart_window_ms, 250);
+        assert_int_equal(p->def.first_start, POLICY_FIRST_START_REFUSE);
+        assert_true(p->def.transient_restart);
+        assert_int_equal(p->rules[0].settings.first_start, POLICY_FIRST_START_REFUSE);  /* inherited */
+        assert_true(p->rules[0].settings.transient_restart);
+        assert_int_equal(p->rules[1].settings.first_start, POLICY_FIRST_START_ALLOW);   /* overridden */
+        assert_false(p->rules[1].settings.transient_restart);
+        assert_int_equal(p->rules[2].settings.first_start, POLICY_FIRST_START_RESTART);
+        struct policy_settings got;
+        policy_resolve(p, &(struct policy_subject) { .name = "b" }, &got, NULL);
+        assert_int_equal(got.first_start, POLICY_FIRST_START_ALLOW);
+
+        assert_parse_error("{\"default\": {\"first_start\": true}}",
+                           SRC ": default.first_start: expected a string, got boolean");
+        assert_parse_error("{\"default\": {\"first_start\": \"retry\"}}",
+                           SRC ": default.first_start: expected \"restart\", \"refuse\" or \"allow\", not 'retry'");
+        assert_parse_error("{\"rules\": [{\"match\": {\"name\": \"a\"}, \"policy\": \"off\", \"transient\": \"keep\"}]}",
+                           SRC ": rules[0].transient: expected \"restart\" or \"leave\", not 'keep'");
+        assert_parse_error("{\"default\": {\"transient\": null}}",
+                           SRC ": default.transient: expected a string, got null");
+        assert_parse_error("{\"restart_window_ms\": 99}",
+                           SRC ": restart_window_ms: 99 is out of range (expected 100..600000)");
+        assert_parse_error("{\"restart_window_ms\": 600001}",
+                           SRC ": restart_window_ms: 600001 is out of range (expected 100..600000)");
+        assert_parse_error("{\"restart_window_ms\": \"5s\"}",
+                           SRC ": restart_window_ms: expected an integer, got string");
+        /* Per rule, the window is not a switch. */
+        assert_parse_error("{\"default\": {\"restart_window_ms\": 1000}}",
+                           SRC ": default: unknown key 'restart_window_ms'");
+}
+
 /* Keys are compared after their escapes are decoded, as json-c decodes
  * them: "d\u0065fault" is a second "default", and would otherwise win. */
 static void test_duplicate_keys_decoded(void **state) {
@@ -635,6 +691,7 @@ int main(void) {
                 cmocka_unit_test(test_minimal),
                 cmocka_unit_test(test_feature_switches),
                 cmocka_unit_test(test_gpudirect_clique),
+                cmocka_unit_test(test_restart_switches),
                 cmocka_unit_test(test_empty_object),
                 cmocka_unit_test(test_full),
                 cmocka_unit_test(test_alias_required),

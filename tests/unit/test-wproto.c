@@ -161,6 +161,96 @@ static void test_recheck(void **state) {
         wproto_msg_done(&d);
 }
 
+#define U1 "0b8f6f43-1111-2222-3333-444455556666"
+#define U2 "0b8f6f43-1111-2222-3333-444455556667"
+
+/* The messages of restarts into the plan. */
+static void test_restart_messages(void **state) {
+        char *f = NULL;
+        size_t len = 0;
+        struct wproto_msg d;
+
+        const char *const set[] = { U1, U2 };
+        check_wire(wproto_encode_domains(&(struct wproto_domains) { set, 2 }, &f, &len), &f, &len,
+                   "{\"type\":\"domains\",\"persistent\":[\"" U1 "\",\"" U2 "\"]}", &d);
+        assert_int_equal(d.type, WPROTO_DOMAINS);
+        assert_int_equal(d.domains.n, 2);
+        assert_string_equal(d.domains.persistent[1], U2);
+        wproto_msg_done(&d);
+        check_wire(wproto_encode_domains(&(struct wproto_domains) { NULL, 0 }, &f, &len), &f, &len,
+                   "{\"type\":\"domains\",\"persistent\":[]}", &d);
+        assert_int_equal(d.domains.n, 0);
+        wproto_msg_done(&d);
+
+        check_wire(wproto_encode_domain(&(struct wproto_domain) { U1, true }, &f, &len), &f, &len,
+                   "{\"type\":\"domain\",\"uuid\":\"" U1 "\",\"persistent\":true}", &d);
+        assert_int_equal(d.type, WPROTO_DOMAIN);
+        assert_string_equal(d.domain.uuid, U1);
+        assert_true(d.domain.persistent);
+        wproto_msg_done(&d);
+
+        const struct wproto_plan_restart pr = { .id = 3, .uuid = U1, .xml = "<domain/>", .xml_len = 9 };
+        check_wire(wproto_encode_plan_restart(&pr, &f, &len), &f, &len,
+                   "{\"type\":\"plan_restart\",\"id\":3,\"uuid\":\"" U1 "\",\"xml\":\"<domain/>\"}", &d);
+        assert_int_equal(d.type, WPROTO_PLAN_RESTART);
+        assert_int_equal(d.plan_restart.id, 3);
+        assert_string_equal(d.plan_restart.uuid, U1);
+        assert_int_equal(d.plan_restart.xml_len, 9);
+        wproto_msg_done(&d);
+
+        const struct wproto_restarted rd = { .uuid = U2, .outcome = WPROTO_OUTCOME_FALLBACK, .unplanned_us = 1200,
+                                             .total_us = 900000 };
+        check_wire(wproto_encode_restarted(&rd, &f, &len), &f, &len,
+                   "{\"type\":\"restarted\",\"uuid\":\"" U2 "\",\"outcome\":\"fallback\",\"unplanned_us\":1200,"
+                   "\"total_us\":900000}", &d);
+        assert_int_equal(d.type, WPROTO_RESTARTED);
+        assert_int_equal(d.restarted.outcome, WPROTO_OUTCOME_FALLBACK);
+        assert_int_equal(d.restarted.unplanned_us, 1200);
+        assert_int_equal(d.restarted.total_us, 900000);
+        wproto_msg_done(&d);
+        for (int o = 0; o < _WPROTO_OUTCOME_MAX; o++)
+                assert_non_null(wproto_outcome_to_string((enum wproto_outcome) o));
+        assert_null(wproto_outcome_to_string(_WPROTO_OUTCOME_MAX));
+
+        const struct wproto_restart rs = { .uuid = U1, .window_ms = 5000, .since_us = 123456789 };
+        check_wire(wproto_encode_restart(&rs, &f, &len), &f, &len,
+                   "{\"type\":\"restart\",\"uuid\":\"" U1 "\",\"window_ms\":5000,\"since_us\":123456789}", &d);
+        assert_int_equal(d.type, WPROTO_RESTART);
+        assert_string_equal(d.restart.uuid, U1);
+        assert_int_equal(d.restart.window_ms, 5000);
+        assert_int_equal(d.restart.since_us, 123456789);
+        assert_int_equal(d.restart.n_files, 0);
+        wproto_msg_done(&d);
+        const char *const files[] = { "/boot/vmlinuz", "/boot/initrd.img" };
+        const struct wproto_restart rf = { .uuid = U1, .window_ms = 100, .since_us = 1, .files = files, .n_files = 2 };
+        check_wire(wproto_encode_restart(&rf, &f, &len), &f, &len,
+                   "{\"type\":\"restart\",\"uuid\":\"" U1 "\",\"window_ms\":100,\"since_us\":1,"
+                   "\"files\":[\"/boot/vmlinuz\",\"/boot/initrd.img\"]}", &d);
+        assert_int_equal(d.restart.n_files, 2);
+        assert_string_equal(d.restart.files[1], "/boot/initrd.img");
+        assert_false(d.restart.if_persistent);
+        wproto_msg_done(&d);
+        /* A conditional request: only if it is persistent once up. */
+        const struct wproto_restart rc = { .uuid = U1, .window_ms = 100, .since_us = 1, .if_persistent = true };
+        check_wire(wproto_encode_restart(&rc, &f, &len), &f, &len,
+                   "{\"type\":\"restart\",\"uuid\":\"" U1 "\",\"window_ms\":100,\"since_us\":1,"
+                   "\"if_persistent\":true}", &d);
+        assert_true(d.restart.if_persistent);
+        wproto_msg_done(&d);
+
+        assert_int_equal(wproto_encode_domains(&(struct wproto_domains) { NULL, 1 }, &f, &len), -EINVAL);
+        const char *const holey[] = { U1, NULL };
+        assert_int_equal(wproto_encode_domains(&(struct wproto_domains) { holey, 2 }, &f, &len), -EINVAL);
+        assert_int_equal(wproto_encode_domain(&(struct wproto_domain) { NULL, true }, &f, &len), -EINVAL);
+        assert_int_equal(wproto_encode_plan_restart(&(struct wproto_plan_restart) { .id = 1, .xml = "x", .xml_len = 1 },
+                                                    &f, &len), -EINVAL);
+        assert_int_equal(wproto_encode_restarted(&(struct wproto_restarted) { .uuid = U1, .outcome = _WPROTO_OUTCOME_MAX },
+                                                 &f, &len), -EINVAL);
+        assert_int_equal(wproto_encode_restart(&(struct wproto_restart) { .window_ms = 1 }, &f, &len), -EINVAL);
+        assert_int_equal(wproto_encode_restart(&(struct wproto_restart) { .uuid = U1, .n_files = 1 }, &f, &len), -EINVAL);
+        assert_null(f);
+}
+
 /* The generic encoder writes each kind as its own encoder does. */
 static void test_encode_any(void **state) {
         static const char *const payloads[] = {
@@ -169,6 +259,11 @@ static void test_encode_any(void **state) {
                 "{\"type\":\"status\",\"connected\":true,\"redefinitions\":0,\"failures\":2,\"last_error\":null}",
                 "{\"type\":\"planned\",\"id\":1,\"redefine\":false,\"xml\":null,\"summary\":\"s\",\"prio\":0,\"fields\":[]}",
                 "{\"type\":\"recheck\",\"uuid\":\"u\"}",
+                "{\"type\":\"domains\",\"persistent\":[\"u\"]}",
+                "{\"type\":\"domain\",\"uuid\":\"u\",\"persistent\":false}",
+                "{\"type\":\"plan_restart\",\"id\":2,\"uuid\":\"u\",\"xml\":\"x\"}",
+                "{\"type\":\"restarted\",\"uuid\":\"u\",\"outcome\":\"lost\",\"unplanned_us\":0,\"total_us\":1}",
+                "{\"type\":\"restart\",\"uuid\":\"u\",\"window_ms\":100,\"since_us\":0}",
         };
         for (size_t i = 0; i < ELEMENTSOF(payloads); i++) {
                 json_object *o = json_tokener_parse(payloads[i]);
@@ -249,6 +344,35 @@ static void test_refused(void **state) {
                 { "{\"type\":\"planned\",\"id\":1,\"redefine\":false,\"prio\":6,\"fields\":[[\"K\",\"v\"],[\"K\",2]]}",
                   "a planned answer whose 'fields' is not a list of [key, value] string pairs" },
                 { "{\"type\":\"recheck\",\"uuid\":7}", "a recheck request whose 'uuid' is not a string" },
+                { "{\"type\":\"domains\"}", "a domains message without 'persistent'" },
+                { "{\"type\":\"domains\",\"persistent\":\"u\"}",
+                  "a domains message whose 'persistent' is not a list of UUID strings" },
+                { "{\"type\":\"domains\",\"persistent\":[\"u\",1]}",
+                  "a domains message whose 'persistent' is not a list of UUID strings" },
+                { "{\"type\":\"domain\",\"persistent\":true}", "a domain message without 'uuid'" },
+                { "{\"type\":\"domain\",\"uuid\":\"u\"}", "a domain message without 'persistent'" },
+                { "{\"type\":\"domain\",\"uuid\":\"u\",\"persistent\":\"yes\"}",
+                  "a domain message whose 'persistent' is not a boolean" },
+                { "{\"type\":\"plan_restart\",\"uuid\":\"u\",\"xml\":\"x\"}", "a restart plan request without 'id'" },
+                { "{\"type\":\"plan_restart\",\"id\":1,\"xml\":\"x\"}", "a restart plan request without 'uuid'" },
+                { "{\"type\":\"plan_restart\",\"id\":1,\"uuid\":\"u\"}", "a restart plan request without 'xml'" },
+                { "{\"type\":\"plan_restart\",\"id\":1,\"uuid\":\"u\",\"xml\":[]}",
+                  "a restart plan request whose 'xml' is not a string" },
+                { "{\"type\":\"restarted\",\"outcome\":\"lost\",\"unplanned_us\":0,\"total_us\":0}",
+                  "a restarted message without 'uuid'" },
+                { "{\"type\":\"restarted\",\"uuid\":\"u\",\"outcome\":\"done\",\"unplanned_us\":0,\"total_us\":0}",
+                  "a restarted message whose 'outcome' is not restarted, fallback, lost or skipped" },
+                { "{\"type\":\"restarted\",\"uuid\":\"u\",\"outcome\":\"lost\",\"total_us\":0}",
+                  "a restarted message without 'unplanned_us'" },
+                { "{\"type\":\"restarted\",\"uuid\":\"u\",\"outcome\":\"lost\",\"unplanned_us\":0,\"total_us\":-1}",
+                  "a restarted message whose 'total_us' is not a count" },
+                { "{\"type\":\"restart\",\"uuid\":\"u\",\"since_us\":0}", "a restart request without 'window_ms'" },
+                { "{\"type\":\"restart\",\"uuid\":\"u\",\"window_ms\":5}", "a restart request without 'since_us'" },
+                { "{\"type\":\"restart\",\"window_ms\":5,\"since_us\":0}", "a restart request without 'uuid'" },
+                { "{\"type\":\"restart\",\"uuid\":\"u\",\"window_ms\":5,\"since_us\":0,\"files\":\"/k\"}",
+                  "a restart request whose 'files' is not a list of paths" },
+                { "{\"type\":\"restart\",\"uuid\":\"u\",\"window_ms\":5,\"since_us\":0,\"files\":[1]}",
+                  "a restart request whose 'files' is not a list of paths" },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 json_object *o = json_tokener_parse(cases[i].payload);
@@ -291,6 +415,7 @@ int main(void) {
                 cmocka_unit_test(test_status),
                 cmocka_unit_test(test_planned),
                 cmocka_unit_test(test_recheck),
+                cmocka_unit_test(test_restart_messages),
                 cmocka_unit_test(test_encode_any),
                 cmocka_unit_test(test_unknown_keys),
                 cmocka_unit_test(test_refused),

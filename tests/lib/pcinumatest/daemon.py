@@ -45,6 +45,10 @@ MID = {
     "HOOK_PASSED": "9c3977141d6b461fa4e84f48da9ef33b",
     "PEER_REJECTED": "78a61c309291450389a72193f3071080",
     "PROTOCOL_ERROR": "013e5cfcc718429b81f0ecebce08a4ee",
+    "START_RESTARTING": "f6efac6604544011bdbb4be49a330a91",
+    "RESTARTED": "8805c45ffe6f41b28d6f3862806f65ea",
+    "RESTART_FAILED": "6341f02d6d2c491e905a6c3fcdda5aa2",
+    "RESTART_SKIPPED": "f85aaf68ac36456aade6416a682f49ba",
 }
 
 POLICIES = ("require", "socket", "preferred", "legacy", "off")

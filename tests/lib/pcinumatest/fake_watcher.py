@@ -17,6 +17,18 @@ FAKE_WATCHER_MODE says:
            reads its link.
   once     sends one plan request, reads the answer, and then idles.
 
+In libvirt mode it also plays the restarts into the plan: at start it
+sends {"type":"domains"} naming every file in domains/ (they are the
+persistent domains; any other UUID is transient), and on a
+{"type":"restart","uuid":U} it asks pcinumad at once for the restart plan
+of U's live XML ($FAKE_WATCHER_DIR/live/U.xml, else domains/U.xml), as the
+real watcher does on the domain's STARTED event (a conditional one,
+"if_persistent", only if domains/U.xml exists; else it logs
+{"ev":"restart_transient","uuid":U}).  A test makes it send
+anything else (a "restarted" report, a "domain" change, a status) by
+writing the message as JSON to $FAKE_WATCHER_DIR/cmd/NAME.json: it is sent
+as it is within 50 ms, and the file removed.
+
 It sends a status message at start and after each define, with the
 number of defines as "redefinitions"; with FAKE_WATCHER_CONFLICTS=N set,
 the status also carries the watcher's other counters, "conflicts" N.
@@ -24,7 +36,9 @@ the status also carries the watcher's other counters, "conflicts" N.
 Everything it receives and does is appended, one JSON object a line, to
 $FAKE_WATCHER_DIR/events.jsonl: {"ev":"recheck","uuid":U|"*"},
 {"ev":"plan","uuid":U,"redefine":b,"prio":n,"summary":s,"error":s,"fields":[[k,v],...]},
-{"ev":"define","uuid":U}, {"ev":"idle"} (all caught up).
+{"ev":"define","uuid":U}, {"ev":"restart","uuid":U,"window_ms":n,"since_us":n,"if_persistent":b},
+{"ev":"restart_plan","uuid":U,"redefine":b,"summary":s,"xml":s,"fields":[...]},
+{"ev":"sent","msg":M} (a cmd file), {"ev":"idle"} (all caught up).
 """
 import glob
 import json
@@ -93,25 +107,69 @@ def take(obj):
         u = obj.get("uuid") or "*"
         log(ev="recheck", uuid=u)
         queue.append(u)
+    elif obj.get("type") == "restart":
+        cond = bool(obj.get("if_persistent"))
+        log(ev="restart", uuid=obj.get("uuid"), window_ms=obj.get("window_ms"), since_us=obj.get("since_us"),
+            if_persistent=cond)
+        # A conditional request goes on only for a persistent domain (one
+        # in domains/), as the real watcher's once the domain is up.
+        if not cond or os.path.exists(os.path.join(DIR, "domains", "%s.xml" % obj.get("uuid"))):
+            queue.append(("restart", obj.get("uuid")))
+        else:
+            log(ev="restart_transient", uuid=obj.get("uuid"))
     else:
         log(ev="unexpected", msg=obj)
 
 
-def plan(path):
+def ask(req):
+    """Send a request with a fresh id; the "planned" answer to it."""
     global next_id
+    next_id += 1
+    req["id"] = next_id
+    send(req)
+    while True:
+        a = read_frame()
+        if a.get("type") == "planned" and a.get("id") == next_id:
+            return a
+        take(a)
+
+
+def restart_plan(u):
+    """The restart plan of U's live XML, as the real watcher asks for it
+    when U is up."""
+    path = os.path.join(DIR, "live", u + ".xml")
+    if not os.path.exists(path):
+        path = os.path.join(DIR, "domains", u + ".xml")
+    try:
+        with open(path) as f:
+            xml = f.read()
+    except FileNotFoundError:
+        log(ev="gone", uuid=u)
+        return
+    a = ask({"type": "plan_restart", "uuid": u, "xml": xml})
+    log(ev="restart_plan", uuid=u, redefine=bool(a.get("redefine")), summary=a.get("summary"),
+        xml=a.get("xml"), prio=a.get("prio"), fields=a.get("fields") or [])
+
+
+def send_cmds():
+    """The messages a test left in cmd/, in name order."""
+    d = os.path.join(DIR, "cmd")
+    for path in sorted(glob.glob(os.path.join(d, "*.json"))):
+        with open(path) as f:
+            msg = json.load(f)
+        os.remove(path)
+        send(msg)
+        log(ev="sent", msg=msg)
+
+
+def plan(path):
     try:
         with open(path) as f:
             xml = f.read()
     except FileNotFoundError:
         log(ev="gone", uuid=uuid_of(path))
         return
-    next_id += 1
-    send({"type": "plan", "id": next_id, "xml": xml})
-    while True:
-        a = read_frame()
-        if a.get("type") == "planned" and a.get("id") == next_id:
-            break
-        take(a)
+    a = ask({"type": "plan", "xml": xml})
     log(ev="plan", uuid=uuid_of(path), redefine=bool(a.get("redefine")), prio=a.get("prio"),
         summary=a.get("summary"), error=a.get("error"), size=len(a.get("xml") or ""),
         fields=a.get("fields") or [])
@@ -159,11 +217,14 @@ def main():
         log(ev="idle")
         while True:
             read_frame()
+    send({"type": "domains", "persistent": [uuid_of(p) for p in domains()]})
     queue.append("*")
     while True:
         while queue:
             u = queue.pop(0)
-            if u == "*":
+            if isinstance(u, tuple):
+                restart_plan(u[1])
+            elif u == "*":
                 for p in domains():
                     plan(p)
             else:
@@ -173,7 +234,12 @@ def main():
                 take(obj)
                 obj = read_frame(block=False)
         log(ev="idle")
-        take(read_frame())
+        while not queue:
+            send_cmds()
+            if select.select([FD], [], [], 0.05)[0] or len(buf) >= 4:
+                obj = read_frame(block=False)
+                if obj is not None:
+                    take(obj)
 
 
 if __name__ == "__main__":

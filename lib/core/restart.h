@@ -1,0 +1,95 @@
+/* What pcinumad keeps for restarts into the plan (docs/operations.md,
+ * "Restart into the plan"): which domains libvirt holds a persistent
+ * definition of, as the libvirt watcher reports them; the starts
+ * pcinuma-watcher makes itself; the domains whose migrate or restore hook
+ * call just came (their start is never restarted); and the counters behind
+ * `pcinumactl status`.  From it, restart_context() computes the
+ * decide_context of a prepare hook call, before decide_hook() runs (which
+ * may be on a worker thread: it gets a copy, never this state).  Pure: the
+ * caller passes the time (CLOCK_MONOTONIC, in usec) and does the I/O. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "decide.h"
+#include "wproto.h"
+
+/* A pcinuma-watcher start stays "its own" at most this long after it asked
+ * for the plan (its restarted message ends it sooner): a start of a guest
+ * with much memory and passthrough devices, then one more if it fails. */
+#define RESTART_OWN_USEC (300ull * 1000 * 1000)
+/* A migrate or restore hook call marks the prepare call that follows it
+ * (at once: the same libvirt start) for this long. */
+#define RESTART_INCOMING_USEC (60ull * 1000 * 1000)
+
+struct restart_note {
+        char uuid[37];
+        uint64_t until;                 /* CLOCK_MONOTONIC usec */
+};
+
+struct restart_state {
+        /* Persistent domains, sorted; known is false until a connected
+         * watcher sent the whole set, and again once it disconnects. */
+        char (*persistent)[37];
+        size_t n_persistent;
+        bool known;
+
+        struct restart_note *own;
+        size_t n_own;
+        struct restart_note *incoming;
+        size_t n_incoming;
+        /* Starts the gate let through with restart_if_persistent (decide.h):
+         * requested once the watcher reports on one (it does only for a
+         * domain that was persistent once up). */
+        struct restart_note *conditional;
+        size_t n_conditional;
+
+        /* status "restarts" */
+        uint64_t n_requested;           /* DECIDE_RESTART verdicts sent to the watcher */
+        uint64_t n_outcome[_WPROTO_OUTCOME_MAX];
+        uint64_t unplanned_us_sum, unplanned_us_max;    /* restarted and fallback only */
+        uint64_t total_us_sum, total_us_max;
+};
+
+void restart_state_done(struct restart_state *s);
+
+/* The watcher's messages: the whole set of persistent domains (replaces
+ * what was known; known from now on), one domain defined or undefined,
+ * and its disconnection (unknown until the next whole set).  UUIDs that
+ * are not in libvirt's canonical form are ignored. */
+void restart_set_persistent(struct restart_state *s, const char *const *uuids, size_t n);
+void restart_set_one(struct restart_state *s, const char *uuid, bool persistent);
+void restart_forget_persistence(struct restart_state *s);
+/* Whether uuid is known to be persistent. */
+bool restart_is_persistent(const struct restart_state *s, const char *uuid);
+
+/* pcinuma-watcher is about to start uuid itself (a restart plan was asked
+ * for): the gate lets its starts through until restart_done() or
+ * RESTART_OWN_USEC. */
+void restart_note_own(struct restart_state *s, const char *uuid, uint64_t now);
+/* A migrate or restore hook call for uuid: its next start is not one to
+ * restart. */
+void restart_note_incoming(struct restart_state *s, const char *uuid, uint64_t now);
+
+/* The gate let uuid start with restart_if_persistent: the watcher
+ * restarts it if it is persistent once up, and reports only then; such a
+ * report counts it as requested.  Until RESTART_OWN_USEC, or the next
+ * prepare call of uuid. */
+void restart_note_conditional(struct restart_state *s, const char *uuid, uint64_t now);
+
+/* The context of a prepare hook call with this XML (decide.h): uuid_buf
+ * receives the UUID ctx points to.  updating: a watcher is configured;
+ * connected: it is connected to libvirt now.  A hook call whose incoming
+ * note is used is forgotten by restart_after_prepare(). */
+void restart_context(struct restart_state *s, const char *xml, size_t len, bool updating, bool connected, uint64_t now,
+                     char uuid_buf[static 37], struct decide_context *ret);
+/* After the prepare decision of ctx: an incoming note is used up, a
+ * conditional one is superseded (unless it is pcinuma's own start); a
+ * DECIDE_RESTART is counted as requested. */
+void restart_after_prepare(struct restart_state *s, const struct decide_context *ctx, enum decide_verdict v);
+
+/* The watcher's report of a restart: counted (a conditional one as
+ * requested too), and its own starts end. */
+void restart_done(struct restart_state *s, const struct wproto_restarted *r);

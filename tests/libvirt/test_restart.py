@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""libvirt suite: what the real pcinuma-watcher tells pcinumad's prepare
+gate for restarts into the plan (issue 23 item 1), against a private
+session libvirtd.
+
+    test_restart.py --pcinumad P --pcinumactl P --hook P \
+        --mkfakesysfs P --hosts DIR --workdir DIR [--rounds N] [-v]
+
+Wired as tests/libvirt/test_integration.py is (lvenv.Harness: the hook as
+a qemu.d wrapper forwarding only this test's session, pcinumad with
+--allow-uid and its watcher on the session socket, the sample-4n fixture
+host).  A session libvirtd cannot start a domain with a PCI hostdev, but
+it runs the prepare hook first: the gate's verdict, in pcinumad's log,
+says what the gate knew.  (Real restarts, which need a domain that starts,
+are the clients suite's: tests/clients/.)
+
+Checked:
+  - the persistent set: after the watcher connects, pcinumad knows every
+    persistent domain ('restarts.persistent_domains' in the status), and a
+    define or an undefine changes it at once;
+  - the race the restart depends on: a client that starts a domain right
+    after defining it (virsh define && virsh start, as a shell runs them;
+    python3-libvirt's defineXML() then create() at once, as Nova and
+    Terraform do; and the same with the domain undefined in between, so
+    each define flips the set) must find the gate knowing the domain is
+    persistent: every such start gets the verdict 'restart', none the
+    transient refusal.  --rounds N each (default 60); the figures go to
+    docs/operations.md;
+  - a transient 'virsh create' of an unplanned domain under require and
+    "transient": "leave" is refused with the message for transient
+    domains; with "transient": "restart" it is let through (restart);
+  - "first_start": "refuse" keeps the refusal for a persistent domain;
+  - a restart the watcher was asked for whose domain never comes up (the
+    session libvirtd fails the start on the hostdev) ends as 'not done'
+    once the window has passed (restart_window_ms), logged with its
+    MESSAGE_ID and counted.
+Output: TAP lines, then "N passed, M failed"; exit 1 on any failure, 77
+when libvirtd or virsh is missing.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+from pcinumatest.lvenv import *  # noqa: F401,F403
+from pcinumatest.lvenv import Harness
+from pcinumatest.session import SessionError, require_tools
+from pcinumatest.tap import Tap
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MID_RESTARTING = "f6efac6604544011bdbb4be49a330a91"
+MID_SKIPPED = "f85aaf68ac36456aade6416a682f49ba"
+TRANSIENT_MSG = "a transient domain must be created from planned XML"
+
+# The Nova-like client: define, then start at once, over the session
+# socket (as root, like the watcher).  One JSON line per round.
+CLIENT = r"""
+import json, sys, time, libvirt
+uri, path, rounds, undefine = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+libvirt.registerErrorHandler(lambda *a: None, None)
+c = libvirt.open(uri)
+xml = open(path).read()
+for i in range(rounds):
+    d = c.defineXML(xml)
+    t0 = time.monotonic()
+    try:
+        d.create()
+        err = None
+    except libvirt.libvirtError as e:
+        err = str(e)
+    print(json.dumps({"round": i, "error": err, "s": time.monotonic() - t0}), flush=True)
+    try:
+        d.destroy()
+    except libvirt.libvirtError:
+        pass
+    if undefine:
+        d.undefine()
+"""
+
+
+def libvirt_python():
+    """An interpreter that imports Debian's python3-libvirt."""
+    for py in (sys.executable, "/usr/bin/python3"):
+        if subprocess.run([py, "-c", "import libvirt"], capture_output=True).returncode == 0:
+            return py
+    return None
+
+
+class Test(Harness):
+    def verdicts(self, name, since):
+        """The prepare verdicts logged for domain name since log offset."""
+        out = []
+        for line in self.d.log()[since:].splitlines():
+            if "PCINUMA_PHASE=prepare" in line and ("PCINUMA_DOMAIN=%s " % name) in line + " ":
+                for f in line.split():
+                    if f.startswith("PCINUMA_VERDICT="):
+                        out.append(f.split("=", 1)[1])
+        return out
+
+    def status_restarts(self):
+        return (self.d.status() or {}).get("restarts") or {}
+
+    # -- the persistent set ---------------------------------------------------
+    def t1_set(self):
+        for i in range(3):
+            self.define(domain_xml("set-%d" % i, ["0000:13:00.0"], memnodes={0: "0", 1: "1"}))
+        self.d.start(self.s.uri, wait_connected=True)
+        got = self.wait_until(lambda: self.status_restarts().get("persistent_domains") == 3, 5)
+        self.check(got, "1: the watcher reports every persistent domain at connect",
+                   json.dumps(self.status_restarts()))
+        self.define(domain_xml("set-3", ["0000:13:00.0"], memnodes={0: "0", 1: "1"}))
+        t0 = time.monotonic()
+        got = self.wait_until(lambda: self.status_restarts().get("persistent_domains") == 4, 5, step=0.01)
+        self.check(got, "1: a define adds the domain at once", note="%.0f ms" % ((time.monotonic() - t0) * 1000))
+        self.s.undefine("set-3")
+        got = self.wait_until(lambda: self.status_restarts().get("persistent_domains") == 3, 5, step=0.01)
+        self.check(got, "1: an undefine removes it", json.dumps(self.status_restarts()))
+        for i in range(3):
+            self.s.undefine("set-%d" % i)
+
+    # -- define, then start at once --------------------------------------------
+    def t2_race(self):
+        rounds = self.a.rounds
+        name = "race-r"
+        xml = domain_xml(name, ["0000:13:00.0", "0000:33:00.0"], memnodes={0: "0", 1: "1"})
+        path = self.s.write(xml, "race-r.xml")
+        results = {}
+        # virsh define && virsh start, as a shell runs them
+        mark = len(self.d.log())
+        bad = []
+        for i in range(rounds):
+            r = self.s.run_as(["/bin/sh", "-c", "virsh -c qemu:///session define %s >/dev/null && "
+                               "virsh -c qemu:///session start %s" % (path, name)], timeout=VIRSH_TIMEOUT)
+            v = classify(r.returncode, (r.stdout + r.stderr).strip())
+            if v != "passed":
+                bad.append("round %d: %s: %s" % (i, v, (r.stdout + r.stderr).strip()[:300]))
+        got = self.verdicts(name, mark)
+        results["virsh"] = got
+        # 'allow': the watcher's redefinition (asked for by the round
+        # before) landed between this round's define and its start.
+        self.check(not bad and len(got) == rounds and set(got) <= {"restart", "allow"},
+                   "2: %d x 'virsh define && virsh start' under require: every start passes the gate as a "
+                   "restart (the gate knew the domain is persistent), or finds it planned" % rounds,
+                   "\n".join(bad[:5]) + "\nverdicts: %r" % got,
+                   note="%d restart, %d allow, %d refuse" % (got.count("restart"), got.count("allow"),
+                                                            got.count("refuse")))
+        self.s.undefine(name)
+        py = libvirt_python()
+        if not self.check(py, "2: python3-libvirt is installed (Debian's python3-libvirt)"):
+            return
+        client = self.s.write(CLIENT, "client.py", suffix=".py")
+        for undefine in (False, True):
+            mark = len(self.d.log())
+            r = subprocess.run([py, client, self.s.uri, path, str(rounds), "1" if undefine else "0"],
+                               capture_output=True, text=True, timeout=rounds * 30)
+            lines = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+            errors = [l["error"] or "" for l in lines]
+            odd = [e for e in errors if NO_PASSTHROUGH not in e]
+            got = self.verdicts(name, mark)
+            what = "defineXML() + create() at once%s" % (", undefined between rounds" if undefine else "")
+            results[what] = got
+            self.check(r.returncode == 0 and len(lines) == rounds and not odd and len(got) == rounds
+                       and set(got) <= {"restart", "allow"},
+                       "2: %d x python3-libvirt %s: every start passes the gate as a restart (or finds it "
+                       "planned)" % (rounds, what),
+                       "exit %d %s\nodd: %r\nverdicts: %r" % (r.returncode, r.stderr[-800:], odd[:3], got),
+                       note="%d restart, %d allow, %d refuse" % (got.count("restart"), got.count("allow"),
+                                                                got.count("refuse")))
+            if not undefine:
+                self.s.undefine(name)
+        self.diag("figures: " + json.dumps({k: {x: v.count(x) for x in ("restart", "allow", "refuse")}
+                                            for k, v in results.items()}))
+
+    # -- transient, first_start refuse, expiry -----------------------------
+    def t3_transient(self):
+        name = "trans-r"
+        xml = domain_xml(name, ["0000:13:00.0", "0000:33:00.0"], memnodes={0: "0", 1: "1"})
+        path = self.s.write(xml, "trans-r.xml")
+        v, text = self.s.create_dom(path)
+        self.check(v == "refused" and TRANSIENT_MSG in text and "persistent definition" not in text,
+                   "3: virsh create of an unplanned domain under require, transient: leave: refused, "
+                   "with the message for transient domains", text)
+        self.set_policy(rules=self.rules + [("trans-*", "require")])
+        with open(self.policy) as f:
+            pol = json.load(f)
+        pol["rules"][-1]["transient"] = "restart"
+        pol["rules"].append({"match": {"name": "refuse-*"}, "policy": "require", "first_start": "refuse"})
+        pol["restart_window_ms"] = 1000
+        write(self.policy, json.dumps(pol))
+        self.d.hup()
+        mark = len(self.d.log())
+        before = self.status_restarts()
+        v, text = self.s.create_dom(path)
+        self.check(v == "passed" and self.verdicts(name, mark) == ["restart"],
+                   "3: with transient: restart, it passes the gate as a restart", text)
+        # it never comes up (the hostdev): not done once the window is over
+        got = self.wait_until(lambda: self.status_restarts().get("skipped", 0) > before.get("skipped", 0), 5)
+        log = self.d.log()[mark:]
+        skipped = [l for l in log.splitlines() if MID_SKIPPED in l and ("PCINUMA_UUID=") in l]
+        self.check(got and skipped and "did not come up within the restart window of 1000 ms" in skipped[0],
+                   "3: a restart whose domain never came up ends as not done after the window, logged",
+                   "\n".join(skipped) or log[-2000:])
+        # first_start: refuse, a persistent domain whose start finds its
+        # definition unplanned (the hook run as libvirt runs it, with the
+        # XML as defined: the watcher may have planned the definition by
+        # the time a virsh start comes, on a slow machine)
+        rname = "refuse-r"
+        rxml = domain_xml(rname, ["0000:13:00.0", "0000:33:00.0"], memnodes={0: "0", 1: "1"})
+        known = self.status_restarts().get("persistent_domains") or 0
+        self.define(rxml)
+        self.wait_until(lambda: (self.status_restarts().get("persistent_domains") or 0) > known, 5, step=0.01)
+        r = self.run_hook(rname, "prepare", "begin", rxml)
+        self.check(r.returncode == 1 and "refusing to start domain refuse-r" in r.stderr and
+                   MSG8_UPDATING in r.stderr and "then start the domain again" in r.stderr,
+                   "3: first_start: refuse: an unplanned start of a persistent domain is refused saying the "
+                   "definition is being updated", "exit %d: %s" % (r.returncode, r.stderr))
+        self.s.undefine(rname)
+        self.set_policy()
+        self.d.hup()
+
+    def run(self):
+        steps = [self.t1_set, self.t2_race, self.t3_transient]
+        for step in steps:
+            if self.a.only and not any(o in step.__name__ for o in self.a.only):
+                continue
+            t0 = time.monotonic()
+            self.diag("---- %s" % step.__name__)
+            try:
+                if not self.d.alive():
+                    self.d.start(self.s.uri, wait_connected=True)
+                self.wait_until(lambda: self.status_restarts().get("persistent_domains") is not None, 5)
+                step()
+            except (SessionError, RuntimeError, subprocess.TimeoutExpired, OSError) as e:
+                self.check(False, "%s: ran to the end" % step.__name__, "%s: %s" % (type(e).__name__, e))
+            self.diag("%s: %.1fs" % (step.__name__, time.monotonic() - t0))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
+        ap.add_argument("--" + k, required=True)
+    ap.add_argument("--rounds", type=int, default=60)
+    ap.add_argument("--only", action="append", default=[])
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args()
+    require_tools(("libvirtd", "virsh"))
+    for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
+        setattr(a, k, os.path.abspath(getattr(a, k)))
+    tap = Tap(a.verbose)
+    if os.geteuid() != 0:
+        tap.check(False, "runs as root", "the hook goes to /etc/libvirt/hooks/qemu.d")
+        print("%d passed, %d failed" % (tap.passed, tap.failed))
+        return 1
+    t0 = time.monotonic()
+    t = Test(a, tap)
+    try:
+        t.setup()
+        t.run()
+    except (SessionError, RuntimeError, OSError) as e:
+        tap.check(False, "setup", "%s: %s" % (type(e).__name__, e))
+    finally:
+        t.cleanup()
+    tap.diag("%.1fs in all" % (time.monotonic() - t0))
+    print("%d passed, %d failed" % (tap.passed, tap.failed))
+    return 1 if tap.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
