@@ -388,9 +388,21 @@ static void revert_distances(struct domain *d) {
         }
 }
 
+/* The pcie-root: index 0, or written without an index (libvirt gives it
+ * 0, as the first controller of the document order). */
 static xmlNodePtr pcie_root_elem(struct domain *d, const char *phase) {
         xmlNodePtr e = find_controller_elem(d, phase, 0);
-        return e && elem_has_model(e, "pcie-root") ? e : NULL;
+        if (e)
+                return elem_has_model(e, "pcie-root") ? e : NULL;
+        size_t n = 0;
+        for (xmlNodePtr c = d->devices && !spent(d) ? d->devices->children : NULL; c; c = c->next, n++)
+                if (xml_is(c, "controller") && xml_prop_is(c, "type", "pci") && elem_has_model(c, "pcie-root") &&
+                    !xml_has_prop(c, "index")) {
+                        e = c;
+                        break;
+                }
+        spend(d, n, phase);
+        return e;
 }
 
 /* mmio64: <pcihole64 unit='KiB'> on the pcie-root (created when the XML
