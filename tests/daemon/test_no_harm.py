@@ -306,7 +306,7 @@ def main():
     contrast = {"legacy": 0, "require": 0}
     try:
         for label, plan_file, daemon_file in policies:
-            refused_plan, refused_start, failed = [], [], []
+            refused_plan, refused_start, failed, beyond = [], [], [], []
             for h, domains in sorted(by_host.items()):
                 sysfs = os.path.join(work, "hosts", h)
                 if not os.path.isdir(sysfs):
@@ -318,7 +318,13 @@ def main():
                 try:
                     for name, xml in domains:
                         p = run([a.pcinumactl, "plan", "--sysfs-root", sysfs, "--policy-file", plan_file, "-"], stdin=xml)
-                        if p.returncode != 0:
+                        if p.returncode != 0 and "more than this host has to give" in p.stderr:
+                            # A domain naming more host devices than the host
+                            # has (docs/security.md, "Bounded work"): not
+                            # planned, and its start goes ahead unchanged
+                            # with a warning (the prepare check below).
+                            beyond.append(name)
+                        elif p.returncode != 0:
                             refused_plan.append("%s: exit %d: %s" % (name, p.returncode, p.stderr.strip()[:300]))
                         else:
                             outputs.setdefault(hashlib.sha256(p.stdout.encode()).hexdigest(), (name, p.stdout))
@@ -332,7 +338,8 @@ def main():
                 finally:
                     d.stop()
             check(not failed, "%s: the fixture hosts are there" % label, "\n".join(failed))
-            check(not refused_plan, "%s: pcinumactl plan refuses none of the %d domains" % (label, total),
+            check(not refused_plan, "%s: pcinumactl plan refuses none of the %d domains (%d beyond the host's "
+                  "device count left unplanned, their starts checked below)" % (label, total, len(beyond)),
                   "\n".join(refused_plan))
             check(not refused_start, "%s: the prepare hook (pcinumad %s) refuses none of the %d domains"
                   % (label, "without a policy file" if label == policies[0][0] else "with " + daemon_file, total),

@@ -920,8 +920,8 @@ static void test_incoming_parser_differentials(void **state) {
         (void) state;
         _cleanup_hostmap_ struct hostmap *a = fake_vm_host();
         _cleanup_hostmap_ struct hostmap *b = fake_vm_host_renumbered();
-        _cleanup_free_ char *planned = fake_vm_planned(a, "require");
-        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\"}}");
+        _cleanup_free_ char *planned = fake_vm_planned_fleet(a, "require");
+        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
         const struct {
                 const char *what, *before, *text;
                 bool kept;              /* the text is in the output as it was */
@@ -965,8 +965,8 @@ static void test_incoming_duplicate_record(void **state) {
         (void) state;
         _cleanup_hostmap_ struct hostmap *a = fake_vm_host();
         _cleanup_hostmap_ struct hostmap *b = fake_vm_host_renumbered();
-        _cleanup_free_ char *planned = fake_vm_planned(a, "require");
-        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\"}}");
+        _cleanup_free_ char *planned = fake_vm_planned_fleet(a, "require");
+        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
         const char *rec = strstr(planned, "<pcinuma:device host=\"0000:10:00.0\"");
         assert_non_null(rec);
         const char *end = strstr(rec, "/>");
@@ -1006,7 +1006,7 @@ static char *finding_xml(unsigned n) {
 static void test_incoming_bounded_by_host(void **state) {
         (void) state;
         _cleanup_hostmap_ struct hostmap *b = fake_vm_host_renumbered();
-        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\"}}");
+        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
         _cleanup_free_ char *xml = finding_xml(2500);
         struct migrate_result r = {0};
         migrate_incoming(xml, strlen(xml), b, pol, NULL, &r);
@@ -1046,8 +1046,8 @@ static void test_search_spends_budget(void **state) {
         (void) state;
         _cleanup_hostmap_ struct hostmap *a = fake_vm_host();
         _cleanup_hostmap_ struct hostmap *b = fake_vm_host_renumbered();
-        _cleanup_free_ char *planned = fake_vm_planned(a, "require");
-        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\"}}");
+        _cleanup_free_ char *planned = fake_vm_planned_fleet(a, "require");
+        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
         struct migrate_result r = {0};
         migrate_incoming(planned, strlen(planned), b, pol, NULL, &r);
         assert_int_equal(r.verdict, MIGRATE_ACCEPT);
@@ -1069,8 +1069,8 @@ static void test_incoming_host_bound(void **state) {
         for (int n = 0; n < 4; n++)
                 fake_host_add_dev(b, gpus[n], n, 0x030200)->driver = xstrdup(n == 3 ? "vfio-pci" : "nvidia");
         hostmap_finish(b);
-        _cleanup_free_ char *planned = fake_vm_planned(a, "require");
-        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\"}}");
+        _cleanup_free_ char *planned = fake_vm_planned_fleet(a, "require");
+        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
         struct migrate_result r = {0};
         migrate_incoming(planned, strlen(planned), b, pol, NULL, &r);
         assert_int_equal(r.verdict, MIGRATE_REFUSE);
@@ -1082,7 +1082,7 @@ static void test_incoming_host_bound(void **state) {
         assert_null(r.xml);
         migrate_result_done(&r);
         _cleanup_policy_ struct policy *pooled =
-                policy_of("{\"default\": {\"policy\": \"require\"}, \"passthrough_pool\": [\"class:0x0302\"]}");
+                policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}, \"passthrough_pool\": [\"class:0x0302\"]}");
         migrate_incoming(planned, strlen(planned), b, pooled, NULL, &r);
         if (r.verdict != MIGRATE_ACCEPT)
                 fail_msg("%s", strna(r.reason));
