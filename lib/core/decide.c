@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "migrate.h"
+#include "report.h"
 
 const char *decide_verdict_to_string(enum decide_verdict v) {
         switch (v) {
@@ -174,9 +175,9 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
         switch (r->verdict) {
         case PLAN_REFUSED: {
                 /* The reason, then each cause once with its fix and the
-                 * devices it concerns (engine_causes()). */
+                 * devices it concerns (report_causes()). */
                 const char *reason = r->plan->reason ? r->plan->reason : "refused by policy";
-                _cleanup_free_ char *lines = engine_causes(r, PLAN_REFUSE, reason);
+                _cleanup_free_ char *lines = report_causes(r, PLAN_REFUSE, reason);
                 _cleanup_free_ char *body = prefixed(lines);
                 d->verdict = DECIDE_REFUSE;
                 /* The policy, unless the reason names it already. */
@@ -189,7 +190,7 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
                 struct strbuf b = {0};
                 for (size_t i = 0; i < r->plan->n_warnings; i++)
                         strbuf_printf(&b, "pcinuma: warning: domain %s: %s (policy %s)\n", name, r->plan->warnings[i], mode);
-                _cleanup_free_ char *lines = engine_causes(r, PLAN_STAY, b.buf);
+                _cleanup_free_ char *lines = report_causes(r, PLAN_STAY, b.buf);
                 _cleanup_free_ char *body = prefixed(lines);
                 strbuf_append(&b, body);
                 d->message = strbuf_steal(&b);

@@ -1482,7 +1482,7 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
                 p->verdict = PLAN_REFUSED;
                 /* One cause for all of them: the first line says it too
                  * (the journal keeps only that line); several: each is
-                 * said on a line of its own after it (engine_causes()). */
+                 * said on a line of its own after it (report_causes()). */
                 int cause = shared_cause(p, PLAN_REFUSE);
                 p->reason = xasprintf("%zu of %zu passthrough device%s cannot be placed under policy %s%s%s",
                                       refused, p->n_devices, p->n_devices > 1 ? "s" : "", policy_mode_to_string(p->mode),
