@@ -20,7 +20,7 @@ static void usage(FILE *f) {
                 "\n"
                 "  --sysfs-root DIR        read the host from DIR instead of /sys ($PCINUMA_SYSFS_ROOT)\n"
                 "  --policy-file FILE      the policy file (default " PCINUMA_DEFAULT_POLICY_FILE "; a missing\n"
-                "                          default file means the built-in policy: legacy, no rules)\n"
+                "                          default file means the built-in policy: preferred, no rules)\n"
                 "  --socket PATH           the hook socket when not socket-activated\n"
                 "                          (default $PCINUMA_SOCKET, else " PCINUMA_DEFAULT_SOCKET ")\n"
                 "  --libvirt-uri URI|none  the libvirt connection (default qemu:///system)\n"

@@ -545,6 +545,8 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
                 close(fd);
                 return r;
         }
+        if (!activated)
+                server_own_socket_file(m->server, cfg->socket_path);
         log_msg(LOG_INFO, "Listening on %s%s", activated ? "the socket passed by systemd" : cfg->socket_path,
                 activated ? "" : " (mode 0600)");
 

@@ -66,6 +66,11 @@ struct server {
         bool accept_warned;             /* this episode was logged */
         unsigned accept_failures;       /* failed accept4() calls since the warning */
         uint64_t accept_warned_at;      /* CLOCK_MONOTONIC */
+        /* The socket file we bound (not socket-activated), and its inode
+         * then: removed at stop only if it is still that one. */
+        char *own_path;
+        dev_t own_dev;
+        ino_t own_ino;
 };
 
 #define ACCEPT_RETRY_USEC (250u * 1000u)
@@ -478,9 +483,26 @@ int server_new(struct manager *m, sd_event *e, int listen_fd, struct server **re
         return 0;
 }
 
+void server_own_socket_file(struct server *s, const char *path) {
+        struct stat st;
+        if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
+                return;
+        free(s->own_path);
+        s->own_path = xstrdup(path);
+        s->own_dev = st.st_dev;
+        s->own_ino = st.st_ino;
+}
+
 struct server *server_free(struct server *s) {
         if (!s)
                 return NULL;
+        /* No stale socket file after a stop: a client then finds none
+         * rather than one that refuses connections. */
+        struct stat st;
+        if (s->own_path && lstat(s->own_path, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == s->own_dev &&
+            st.st_ino == s->own_ino)
+                (void) unlink(s->own_path);
+        free(s->own_path);
         s->accept_paused = false;       /* conn_free() must not watch the socket again */
         while (s->conns)
                 conn_free(s->conns);

@@ -15,6 +15,10 @@ struct server;
 
 /* Take over the listening fd (socket-activated or bound by us). */
 int server_new(struct manager *m, sd_event *e, int listen_fd, struct server **ret);
+/* Remove 'path', the socket file pcinumad bound itself, when the server is
+ * freed (at stop), if it is still the file bound then: socket activation
+ * leaves it to systemd (RemoveOnStop=). */
+void server_own_socket_file(struct server *s, const char *path);
 struct server *server_free(struct server *s);
 unsigned server_n_connections(const struct server *s);
 

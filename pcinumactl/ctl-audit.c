@@ -30,7 +30,7 @@ static const char *const who = "pcinumactl audit";
 
 static void usage(FILE *f) {
         fprintf(f,
-                "Usage: pcinumactl audit [--connect URI] [--policy NAME | --policy-file FILE]\n"
+                "Usage: pcinumactl audit [--connect URI] [--policy NAME | --policy-file FILE|-]\n"
                 "                        [--sysfs-root DIR] [--json]\n"
                 "\n"
                 "For every defined domain, what pcinuma would do under the policy: its state\n"
@@ -48,6 +48,7 @@ static void usage(FILE *f) {
                 "                      (default: $PCINUMA_SYSFS_ROOT, else /sys)\n"
                 "  --json              a JSON list of objects (name, uuid, active, state,\n"
                 "                      verdict, reason, policy, policy_origin, devices, message)\n"
+                "  -h, --help          show this help\n"
                 "\n"
                 "Exit status: 0 no domain would be refused, 1 a domain would be refused at its\n"
                 "next start, 2 bad input or no libvirt connection.\n");

@@ -14,11 +14,14 @@ static const char *const who = "pcinumactl check-policy";
 
 static void usage(FILE *f) {
         fprintf(f,
-                "Usage: pcinumactl check-policy FILE\n"
+                "Usage: pcinumactl check-policy FILE|-\n"
                 "\n"
-                "Check a pcinuma policy file (usually " PCINUMA_DEFAULT_POLICY_FILE ") and\n"
-                "print a summary of it.  Exit status: 0 valid, 1 invalid,\n"
-                "2 usage error or unreadable file.\n");
+                "Check a pcinuma policy file (usually " PCINUMA_DEFAULT_POLICY_FILE "; - reads\n"
+                "standard input) and print a summary of it.\n"
+                "\n"
+                "  -h, --help  show this help\n"
+                "\n"
+                "Exit status: 0 valid, 1 invalid, 2 usage error or unreadable file.\n");
 }
 
 /* ", mirror_switches, mmio64 auto, ..." for the switches that differ from

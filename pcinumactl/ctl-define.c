@@ -19,7 +19,7 @@ static const char *const who = "pcinumactl define";
 
 static void usage(FILE *f) {
         fprintf(f,
-                "Usage: pcinumactl define [--sysfs-root DIR] [--policy NAME | --policy-file FILE]\n"
+                "Usage: pcinumactl define [--sysfs-root DIR] [--policy NAME | --policy-file FILE|-]\n"
                 "                         [--connect URI] FILE|-\n"
                 "\n"
                 "Plan the NUMA-aware PCIe topology of a libvirt domain XML, as 'pcinumactl plan'\n"
@@ -29,9 +29,11 @@ static void usage(FILE *f) {
                 "  --sysfs-root DIR   read the host map from DIR instead of /sys\n"
                 "                     (default: $PCINUMA_SYSFS_ROOT, else /sys)\n"
                 "  --policy NAME      off, legacy, preferred, socket, require (alias required)\n"
-                "  --policy-file FILE the policy file (default " CTL_DEFAULT_POLICY_FILE " if it exists,\n"
-                "                     else the built-in default: legacy)\n"
+                "  --policy-file FILE the policy file, - for standard input (default\n"
+                "                     " CTL_DEFAULT_POLICY_FILE " if it exists, else the built-in\n"
+                "                     default: preferred, no rules)\n"
                 "  --connect URI      the libvirt connection (default: libvirt's default URI)\n"
+                "  -h, --help         show this help\n"
                 "\n"
                 "Exit status: 0 defined, 1 refused by the policy or not defined by libvirt,\n"
                 "2 bad input.\n");

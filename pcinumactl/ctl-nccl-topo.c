@@ -13,17 +13,23 @@
 #include "nccltopo.h"
 
 static void usage(FILE *f) {
-        fprintf(f, "Usage: pcinumactl nccl-topo [--sysfs-root DIR] [--policy NAME | --policy-file FILE]\n"
+        fprintf(f, "Usage: pcinumactl nccl-topo [--sysfs-root DIR] [--policy NAME | --policy-file FILE|-]\n"
                    "                            [--cpu VENDOR,FAMILY,MODEL|none] FILE|-\n\n"
                    "Print the NCCL topology file (what NCCL_TOPO_FILE reads) of the domain's guest as planned:\n"
                    "one <cpu> per guest cell, the GPUs and RDMA NICs at their predicted guest bus ids,\n"
                    "below the switches the plan mirrors, with the host devices' link speed and width.\n"
                    "A domain that is already planned gives the same file, and it is the file pcinumad gives\n"
                    "the guest (nccl_topology, docs/guest.md).\n\n"
-                   "  --cpu SPEC   the CPU identity to write: VENDOR,FAMILY,MODEL, ARCH,VENDOR,FAMILY,MODEL\n"
-                   "               or none (default: this machine's when the guest's CPU is host-passthrough\n"
-                   "               or host-model and the host map is this machine's /sys; else none, and\n"
-                   "               NCCL in the guest reads the CPU it runs on)\n\n"
+                   "  --sysfs-root DIR    read the host map from DIR (default $PCINUMA_SYSFS_ROOT or /sys)\n"
+                   "  --policy NAME       off, legacy, preferred, socket, require (alias required)\n"
+                   "  --policy-file FILE  the policy file, - for standard input (default\n"
+                   "                      " CTL_DEFAULT_POLICY_FILE " if it exists, else the built-in one)\n"
+                   "  --cpu SPEC          the CPU identity to write: VENDOR,FAMILY,MODEL,\n"
+                   "                      ARCH,VENDOR,FAMILY,MODEL or none (default: this machine's when\n"
+                   "                      the guest's CPU is host-passthrough or host-model and the host\n"
+                   "                      map is this machine's /sys; else none, and NCCL in the guest\n"
+                   "                      reads the CPU it runs on)\n"
+                   "  -h, --help          show this help\n\n"
                    "Exit status: 0 printed, 1 no GPU or RDMA NIC placed (the reason on stderr) or the output\n"
                    "could not be written, 2 bad input.\n");
 }

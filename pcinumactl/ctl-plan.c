@@ -16,7 +16,7 @@ static const char *const who = "pcinumactl plan";
 
 static void usage(FILE *f) {
         fprintf(f,
-                "Usage: pcinumactl plan [--sysfs-root DIR] [--policy NAME | --policy-file FILE]\n"
+                "Usage: pcinumactl plan [--sysfs-root DIR] [--policy NAME | --policy-file FILE|-]\n"
                 "                       [--format xml|explain|json|hwloc] [--all-pairs] FILE|-\n"
                 "\n"
                 "Plan the NUMA-aware PCIe topology of a libvirt domain XML and print it.\n"
@@ -24,12 +24,14 @@ static void usage(FILE *f) {
                 "  --sysfs-root DIR   read the host map from DIR instead of /sys\n"
                 "                     (default: $PCINUMA_SYSFS_ROOT, else /sys)\n"
                 "  --policy NAME      off, legacy, preferred, socket, require (alias required)\n"
-                "  --policy-file FILE the policy file (default " CTL_DEFAULT_POLICY_FILE " if it exists,\n"
-                "                     else the built-in default: legacy)\n"
+                "  --policy-file FILE the policy file, - for standard input (default\n"
+                "                     " CTL_DEFAULT_POLICY_FILE " if it exists, else the built-in\n"
+                "                     default: preferred, no rules)\n"
                 "  --format FORMAT    xml (default), explain, json, or hwloc (the planned guest as\n"
                 "                     hwloc XML, for lstopo -i FILE --if xml)\n"
                 "  --all-pairs        with explain: list every device pair in the path fidelity\n"
                 "                     report, not only those whose path type changed\n"
+                "  -h, --help         show this help\n"
                 "\n"
                 "Exit status: 0 planned or unchanged, 1 refused by the policy, 2 bad input.\n");
 }

@@ -160,7 +160,14 @@ int ctl_revert(int argc, char **argv) {
                                "       pcinumactl revert --domain NAME [-c|--connect URI] [--policy-file FILE]\n\n"
                                "Undo pcinuma's rewrite, from its metadata mark: of a domain XML file (printed),\n"
                                "or of a defined domain's persistent definition (through libvirt).  A domain\n"
-                               "without a mark is left unchanged.\n");
+                               "without a mark is left unchanged.\n\n"
+                               "  --domain NAME       revert this defined domain's persistent definition\n"
+                               "  -c, --connect URI   the libvirt connection (default: libvirt's default)\n"
+                               "  --policy-file FILE  with --domain: the policy pcinumad runs with, to say\n"
+                               "                      whether it will plan the domain again (default\n"
+                               "                      " CTL_DEFAULT_POLICY_FILE ")\n"
+                               "  -h, --help          show this help\n\n"
+                               "Exit status: 0 reverted or unchanged, 2 bad input or libvirt error.\n");
                         return 0;
                 default:
                         return CTL_EXIT_BAD_INPUT;

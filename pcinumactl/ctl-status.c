@@ -115,7 +115,12 @@ int ctl_status(int argc, char **argv) {
                         break;
                 case 'h':
                         printf("Usage: pcinumactl status [--socket PATH] [--json]\n\n"
-                               "Ask pcinumad for its state: uptime, host map, policy and counters.\n");
+                               "Ask pcinumad for its state: uptime, host map, policy and counters.\n\n"
+                               "  --socket PATH  pcinumad's socket (default $PCINUMA_SOCKET, else\n"
+                               "                 " PCINUMA_DEFAULT_SOCKET ")\n"
+                               "  --json         print pcinumad's answer as JSON\n"
+                               "  -h, --help     show this help\n\n"
+                               "Exit status: 0 printed, 1 pcinumad cannot be reached or gave an error, 2 bad option.\n");
                         return 0;
                 default:
                         return CTL_EXIT_BAD_INPUT;

@@ -46,16 +46,18 @@ static const char *class_label(uint32_t class) {
 }
 
 static void usage(FILE *f) {
-        fprintf(f, "Usage: pcinumactl topo [--sysfs-root DIR] [--policy NAME | --policy-file FILE] [--wide] FILE|-\n\n"
+        fprintf(f, "Usage: pcinumactl topo [--sysfs-root DIR] [--policy NAME | --policy-file FILE|-] [--wide] FILE|-\n\n"
                    "Show how a domain's passthrough devices relate on the host (from the host map) and in\n"
                    "the guest as planned, as nvidia-smi topo -m does.\n\n"
                    "  --sysfs-root DIR   read the host map from DIR instead of /sys\n"
                    "                     (default: $PCINUMA_SYSFS_ROOT, else /sys)\n"
                    "  --policy NAME      off, legacy, preferred, socket, require (alias required)\n"
-                   "  --policy-file FILE the policy file (default " CTL_DEFAULT_POLICY_FILE " if it exists,\n"
-                   "                     else the built-in default)\n"
+                   "  --policy-file FILE the policy file, - for standard input (default\n"
+                   "                     " CTL_DEFAULT_POLICY_FILE " if it exists, else the built-in one)\n"
                    "  --wide             the host and guest matrices side by side, and each device's\n"
-                   "                     class (the default stacks them: 16 devices fit 100 columns)\n");
+                   "                     class (the default stacks them: 16 devices fit 100 columns)\n"
+                   "  -h, --help         show this help\n\n"
+                   "Exit status: 0 printed, 2 bad input or option, unreadable file, host map or policy file.\n");
 }
 
 static bool topo_option(void *data, int c, const char *arg) {

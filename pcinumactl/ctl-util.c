@@ -153,6 +153,23 @@ int ctl_parse_args(int argc, char **argv, const char *who, const struct option *
         return -1;
 }
 
+/* A policy is 1 MiB at most (policy_parse() says so); one byte more lets
+ * it say so for standard input too. */
+#define CTL_POLICY_READ_MAX (1024u * 1024u + 1u)
+
+int ctl_read_policy_file(const char *path, struct policy **ret, char **ret_error) {
+        if (!streq(path, "-"))
+                return policy_load_file(path, ret, ret_error);
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        int r = read_full_fd(STDIN_FILENO, CTL_POLICY_READ_MAX, &buf, &len);
+        if (r == -EFBIG)
+                len = CTL_POLICY_READ_MAX;
+        else if (r < 0)
+                return set_error(ret_error, r, "cannot read the policy from standard input: %s", strerror(-r));
+        return policy_parse(buf, len, "standard input", ret, ret_error);
+}
+
 const char *ctl_hostmap_load_reason(const char *root, int r, const char *err) {
         const char *reason = err ? err : strerror(-r);
         _cleanup_free_ char *prefix = xasprintf("sysfs root '%s': ", root);
@@ -171,6 +188,9 @@ int ctl_load_policy(const struct ctl_plan_args *a, struct ctl_policy *ret) {
         *ret = (struct ctl_policy) {0};
         if (a->policy_name && policy_file)
                 return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "--policy and --policy-file exclude each other");
+        if (policy_file && streq(policy_file, "-") && a->input && streq(a->input, "-"))
+                return ctl_error(CTL_EXIT_BAD_INPUT, a->who,
+                                 "--policy-file - and the domain XML - cannot both read standard input");
 
         if (a->policy_name) {
                 if (policy_mode_from_string(a->policy_name, &ret->mode) < 0)
@@ -184,7 +204,7 @@ int ctl_load_policy(const struct ctl_plan_args *a, struct ctl_policy *ret) {
                 policy_file = CTL_DEFAULT_POLICY_FILE;
         if (policy_file) {
                 _cleanup_free_ char *err = NULL;
-                if (policy_load_file(policy_file, &ret->pol, &err) < 0)
+                if (ctl_read_policy_file(policy_file, &ret->pol, &err) < 0)
                         return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "%s", err);
         } else
                 ret->pol = policy_new_default();
@@ -266,6 +286,10 @@ int ctl_report_plan(const char *who, const struct engine_result *res, bool warni
                  * named: its fix only). */
                 if (warnings) {
                         _cleanup_free_ char *s = report_causes(res, PLAN_STAY, said.buf);
+                        /* Said loudly, as the start says it (decide.c). */
+                        if (*s && !res->plan->n_warnings)
+                                ctl_error(0, who, "warning: not every passthrough device could be placed (policy %s):",
+                                          policy_mode_to_string(res->settings.mode));
                         print_lines(who, s);
                 }
                 free(said.buf);

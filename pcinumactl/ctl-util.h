@@ -70,6 +70,11 @@ const char *ctl_input_name(const char *path);
  * message in *ret_error naming the input. */
 int ctl_read_input(const char *path, size_t max, char **ret, size_t *ret_len, char **ret_error);
 
+struct policy;
+/* Load the policy file at path, or standard input for "-" (errors then
+ * name "standard input").  0 or a negative errno with *ret_error. */
+int ctl_read_policy_file(const char *path, struct policy **ret, char **ret_error);
+
 struct hostmap_device;
 /* A device's place: its host bridge and the bridges above it, as
  * "pci0000:00 > 0000:00:01.0 > ..." ("unknown" without a host bridge). */

@@ -6,10 +6,12 @@ Run by scripts/demo.sh (which installs what is missing and builds) as root:
   1. builds the sample host (2 sockets, 4 NUMA nodes, 8 GPUs and 8 NICs
      under PCIe switches) as a sysfs tree;
   2. starts a private libvirtd (qemu:///session, as user pcinuma-test) with
-     the pcinuma hook installed, and pcinumad over the sample host, policy
-     require, watching that libvirtd;
+     the pcinuma hook installed, and pcinumad over the sample host with no
+     policy file (the built-in default, as on a fresh install), watching
+     that libvirtd;
   3. defines the sample GPU VM the way an admin would (virsh define) and
-     shows what pcinumad did to it: the explanation and a diff;
+     shows what pcinumad did to it, in a few lines read from the plan and
+     the mark (pcinumactl plan --format explain has the whole of it);
   4. starts it: the hook lets it through (this machine has no GPUs, so
      libvirt then stops; that is expected);
   5. a client that defines and starts at once (virsh define && virsh
@@ -20,6 +22,8 @@ Run by scripts/demo.sh (which installs what is missing and builds) as root:
      and NIC's guest address, and prints what the guest reports beside the
      host's nodes;
   7. cleans up everything it started.
+
+Its output fits one screen (about 50 lines), the final table included.
 """
 
 import argparse
@@ -44,7 +48,7 @@ STEPS = 8
 
 
 def step(n, text):
-    print("\n[%d/%d %5.1fs] %s" % (n, STEPS, time.monotonic() - T0, text), flush=True)
+    print("[%d/%d %5.1fs] %s" % (n, STEPS, time.monotonic() - T0, text), flush=True)
 
 
 def say(text=""):
@@ -95,14 +99,19 @@ def main():
                  os.path.join(TOP, "tests", "fixtures", "hosts", "sample-4n.json"), host])
         if r.returncode:
             sys.exit("demo: cannot build the sample host: " + r.stderr)
-        out = run([ctl, "host", "--sysfs-root", host]).stdout
-        for line in out.splitlines():
-            if line.startswith("  node ") and "socket" in line:
-                say(line.strip())
-        say("%d GPUs and %d InfiniBand NICs, paired under PCIe switches (pcinumactl host shows them all)"
-            % (out.count("3D controller [10de:2330]"), out.count("Infiniband controller [15b3:1021]")))
+        import json
+        hj = json.loads(run([ctl, "host", "--sysfs-root", host, "--json"]).stdout)
+        sockets = {}
+        for n in hj["nodes"]:
+            sockets.setdefault(n["socket"], []).append(str(n["id"]))
+        classes = [d["class"] for d in hj["devices"] if not d.get("physfn")]
+        say("%d sockets, %d NUMA nodes (%s); %d GPUs and %d InfiniBand NICs, each NIC beside a GPU under a "
+            "PCIe switch"
+            % (len(sockets), len(hj["nodes"]),
+               ", ".join("nodes %s on socket %s" % (",".join(v), k) for k, v in sorted(sockets.items())),
+               sum(c.startswith("0x0302") for c in classes), sum(c.startswith("0x0207") for c in classes)))
 
-        step(2, "A private libvirtd with the pcinuma hook, and pcinumad (policy require) watching it")
+        step(2, "A private libvirtd with the pcinuma hook, and pcinumad (no policy file: the built-in default)")
         sockdir = os.path.join(work, "run")
         os.makedirs(sockdir, 0o755)
         sock = os.path.join(sockdir, "hook.sock")
@@ -120,10 +129,12 @@ def main():
         with open(home_file, "w") as f:
             f.write(sess.env["HOME"])
         os.chmod(home_file, 0o644)
-        say("libvirtd: qemu:///session as user %s (hook %s)" % (sess.user, hook.path))
+        # No file there: the built-in default policy, as on a fresh install
+        # (and "{}", the same, for pcinumactl).
         policy = os.path.join(work, "policy.json")
-        with open(policy, "w") as f:
-            f.write('{"default": {"policy": "require"}}\n')
+        builtin = os.path.join(work, "builtin-policy.json")
+        with open(builtin, "w") as f:
+            f.write("{}\n")
         uri = "qemu+unix:///session?socket=%s/libvirt/libvirt-sock" % sess.env["XDG_RUNTIME_DIR"]
         dlog = open(os.path.join(work, "pcinumad.log"), "w")
         daemon = subprocess.Popen([pcinumad, "--sysfs-root", host, "--socket", sock, "--policy-file", policy,
@@ -141,8 +152,11 @@ def main():
             if "connected" in st and "NOT connected" not in st:
                 break
             time.sleep(0.1)
-        for line in st.splitlines():
-            say(line)
+        sj = json.loads(run([ctl, "status", "--socket", sock, "--json"]).stdout or "{}")
+        pol = sj.get("policy", {})
+        say("libvirtd: qemu:///session as user %s; pcinumad: policy %s (%s), libvirt %s"
+            % (sess.user, pol.get("default", "?"), "from " + pol["file"] if pol.get("from_file") else "no file: built-in",
+               "connected" if (sj.get("libvirt") or {}).get("connected") else "NOT connected"))
 
         step(3, "An admin defines the sample GPU VM: virsh define conf/examples/gpu-vm-1.xml")
         say("16 hostdevs (8 GPUs, 8 NICs), 4 guest NUMA cells backed by host nodes 0-3, no PCI layout given")
@@ -157,19 +171,37 @@ def main():
             time.sleep(0.02)
         if not planned:
             sys.exit("demo: pcinumad did not plan the domain; see %s" % dlog.name)
-        say("pcinumad redefined it with the NUMA-aware topology %.0f ms later:" % ((time.monotonic() - t) * 1000))
+        ms = (time.monotonic() - t) * 1000
         with open(dlog.name) as f:
-            for line in f:
-                if "redefined" in line:
-                    say(line.split(" | ")[0].strip())
+            said = [l.split(" | ")[0].strip() for l in f if "redefined" in l]
+        say("pcinumad redefined it %.0f ms later: %s" % (ms, said[-1].split("redefined: ", 1)[-1] if said else
+                                                          "(see %s)" % dlog.name))
 
-        step(4, "What pcinumad decided (pcinumactl plan --format explain) and what changed in the definition")
+        step(4, "What pcinumad wrote into the definition")
         cur = os.path.join(work, "defined.xml")
         with open(cur, "w") as f:
             f.write(planned)
-        r = run([ctl, "plan", "--sysfs-root", host, "--policy", "require", "--format", "explain", cur])
-        for line in r.stdout.splitlines():
-            say(line)
+        pj = json.loads(run([ctl, "plan", "--sysfs-root", host, "--policy-file", builtin, "--format", "json",
+                             cur]).stdout)
+        feat = pj.get("features", {})
+        moved = [d for d in pj["devices"] if d["action"] == "move"]
+        say("%d of %d devices moved, each to the guest cell of its host node, behind %d expander buses (one per "
+            "host root complex) and the host's switches" % (len(moved), len(pj["devices"]), len(pj["expanders"])))
+        fid = pj.get("fidelity") or {}
+        total = sum(fid.get(k) or 0 for k in ("same", "closer", "farther", "unknown"))
+        if total:
+            say("path fidelity: %d of %d device pairs keep their nvidia-smi topo -m path type in the guest"
+                % (fid.get("same") or 0, total))
+        if feat.get("pcihole64_kib"):
+            gib = feat["pcihole64_kib"] >> 20
+            say("64-bit MMIO: <pcihole64> %s for the GPUs' BARs (mmio64 auto)"
+                % ("%d TiB" % (gib >> 10) if gib >= 1024 and gib % 1024 == 0 else "%d GiB" % gib))
+        import re
+        m = re.search(r'<pcinuma:topology [^>]*?policy="([^"]*)"[^>]*?migratable="([^"]*)"'
+                      r'(?:[^>]*?migratable-reason="([^"]*)")?', planned)
+        if m:
+            say("the mark: policy %s, migratable=\"%s\"%s" % (m.group(1), m.group(2),
+                                                             " (%s)" % m.group(3) if m.group(3) else ""))
         r = run([ctl, "revert", cur])
         # Same serializer on both sides, so the diff shows only pcinuma's changes.
         before = run(["xmllint", "--format", "-"], input=r.stdout).stdout
@@ -179,15 +211,10 @@ def main():
         mark = re.search(r"\n *<metadata>.*?</metadata>", after, flags=re.S)
         mark_lines = mark.group(0).count("\n") if mark else 0
         after = after.replace(mark.group(0), "") if mark else after
-        diff = list(difflib.unified_diff(before.splitlines(), after.splitlines(),
-                                         "before pcinuma (libvirt's layout)", "after pcinuma (virsh dumpxml)",
-                                         lineterm="", n=1))
-        say("")
-        say("the definition gained a <metadata><pcinuma:topology> mark (%d lines: policy, migratable=\"no\", "
-            "every device's original address and every pruned root port, for 'pcinumactl revert')" % mark_lines)
-        say("and its devices changed like this (diff of the rest, %d lines; the first 70):" % len(diff))
-        for line in diff[:70]:
-            say(line)
+        diff = list(difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0))
+        changed = sum(1 for l in diff if l[:1] in "+-" and l[:3] not in ("+++", "---"))
+        say("%d lines of the definition changed, and a %d-line mark keeps what 'pcinumactl revert' needs; "
+            "'pcinumactl plan --format explain' says why each device went where" % (changed, mark_lines))
 
         step(5, "virsh start %s: the pcinuma hook checks the layout at start" % name)
         r = sess.virsh("start", name, quiet=False)
@@ -196,7 +223,7 @@ def main():
         for v in verdict[-1:]:
             say("pcinumad: " + v.split(": ", 1)[-1])
         say("libvirt then says: %s" % (r.stderr.strip().splitlines() or ["(started)"])[-1])
-        say("(expected on this machine: it has no GPUs to pass through; the hook ran first and allowed it)")
+        say("(as expected: this machine has no GPUs to pass through; the hook ran first and allowed it)")
 
         step(6, "A client that defines and starts at once: virsh define gpu-vm-2.xml && virsh start gpu-vm-2")
         say("(Nova, Terraform and scripts do this: libvirt starts the definition from before pcinuma's rewrite)")
@@ -214,9 +241,7 @@ def main():
             if "starts once" in line or "restart" in line:
                 say("pcinumad: " + line.split(": ", 1)[-1])
         say("libvirt then says: %s" % ((r.stdout + r.stderr).strip().splitlines() or ["(started)"])[-1])
-        say("(on a host with the GPUs, pcinuma-watcher now suspends it, destroys it and starts the plan of the XML")
-        say(" it was started with: the guest runs a few tens of ms of firmware without its plan;")
-        say(" tests/clients/test_clients.py shows it with real guests and real clients)")
+        say("(with real GPUs it comes up, and pcinuma-watcher restarts it into the plan of the XML it was started with)")
         t = time.monotonic()
         while time.monotonic() - t < 10 and "urn:pcinuma:topology:1" not in sess.dumpxml("gpu-vm-2"):
             time.sleep(0.1)
@@ -262,8 +287,6 @@ def main():
         for d in devs:
             by_path.setdefault(d["hostbridge"], []).append(d)
         plan_cell = {}
-        import json
-        pj = json.loads(run([ctl, "plan", "--sysfs-root", host, "--policy", "require", "--format", "json", cur]).stdout)
         for d in pj["devices"]:
             plan_cell[d["host"]] = (d["host_node"], d["guest_cell"], d.get("class_name"), d.get("guest_bdf"))
         say("%-14s %-22s %-9s %-10s %-13s %-15s %s" % ("HOST DEVICE", "CLASS", "HOST NODE", "GUEST CELL",
@@ -286,13 +309,12 @@ def main():
             say("%-14s %-22s %-9s %-10s %-13s %-15s %s" % (bdf, cls, node, cell, g["bdf"] if g else "?",
                                                            g["numa"] if g else "?", "ok" if good else "MISMATCH"))
         nodes = sorted({d["numa"] for d in devs if d["id"] == tg.STANDIN_ID})
-        say("")
         say("The guest's own words: every device reports the NUMA node of its host device's cell"
             if ok_all else "Some devices do not report their planned node: see above")
         say("(guest nodes seen: %s; without pcinuma every one of them would report -1)" % ", ".join(nodes))
         return 0 if ok_all else 1
     finally:
-        print("\n[cleanup] stopping the guest, libvirtd and pcinumad; removing the hook wrapper", flush=True)
+        print("[cleanup] stopping the guest, libvirtd and pcinumad; removing the hook wrapper", flush=True)
         if guest is not None:
             guest.cleanup()
         if daemon is not None:

@@ -5,7 +5,10 @@
 # it installs only what is missing.  The list is what a minimal Debian 12
 # ('debootstrap --variant=minbase bookworm') lacks for ./scripts/demo.sh and
 # ./scripts/test.sh; the test command's fresh-machine check
-# (tests/fresh/test_fresh_demo.sh) proves it for the demo.
+# (tests/fresh/test_fresh_demo.sh) proves it for the demo.  With --demo it
+# installs only what the demo needs (DEMO_PKGS: building without the test
+# suites, libvirt, QEMU, and the guest's kernel, busybox and cpio).  apt's
+# output goes to a log file; its last lines are shown when apt fails.
 #   git, ca-certificates   cloning the repository (https)
 #   debootstrap            the fresh-machine check itself
 #   groff-base, strace     the man page check (groff -ww); the system-call
@@ -13,6 +16,11 @@
 #   iproute2               the migration test's network namespaces and veth
 #                          pairs (tests/libvirt/test_migrate.py; without
 #                          it that test falls back to Unix sockets)
+#   nettle-dev             SHA-256 for the topology fingerprint
+#                          (lib/core/sha256.c; libnettle8 is on every
+#                          libvirt host, through gnutls)
+#   ovmf                   the guest suite's UEFI case (mmio64: eight
+#                          64 GiB BARs under OVMF, tests/guest, case h)
 #   hwloc-nox              lstopo-no-graphics reads pcinumactl's hwloc XML
 #                          (tests/golden/test-hwloc.py); the pictures in
 #                          docs/ need Debian's hwloc instead (lstopo with
@@ -34,14 +42,28 @@
 set -eu
 
 PKGS="gcc meson ninja-build pkg-config python3
-      libxml2-dev libjson-c-dev libsystemd-dev libvirt-dev libcmocka-dev
+      libxml2-dev libjson-c-dev libsystemd-dev libvirt-dev libcmocka-dev nettle-dev
       libxml2-utils libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu
-      qemu-system-x86 qemu-utils
+      qemu-system-x86 qemu-utils ovmf
       linux-image-amd64 busybox-static cpio
       sudo procps systemd valgrind bzip2 groff-base strace iproute2
       hwloc-nox
       git ca-certificates debootstrap virtinst python3-libvirt
       build-essential debhelper dpkg-dev"
+
+# What ./scripts/demo.sh needs: the build (no cmocka: the demo builds
+# without the test suites), libvirt and QEMU, the guest's kernel, busybox
+# and cpio, and xmllint (the demo's diff).
+DEMO_PKGS="gcc meson ninja-build pkg-config python3
+      libxml2-dev libjson-c-dev libsystemd-dev libvirt-dev nettle-dev
+      libxml2-utils libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu
+      qemu-system-x86
+      linux-image-amd64 busybox-static cpio"
+
+if [ "${1:-}" = --demo ]; then
+    PKGS=$DEMO_PKGS
+    shift
+fi
 
 # --list: print the list, one package a line, and install nothing (the
 # second-stack check, tests/stack2/test_stack2.sh, installs it in a chroot).
@@ -64,11 +86,17 @@ for p in $PKGS; do
 done
 
 if [ -n "$missing" ]; then
-    echo "install-deps: installing:$missing"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q
+    log=$(mktemp /tmp/pcinuma-install-deps.XXXXXX.log)
     # shellcheck disable=SC2086
-    apt-get install -y -q --no-install-recommends $missing
+    set -- $missing
+    echo "install-deps: installing $# packages with apt (log: $log):$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    # shellcheck disable=SC2086
+    if ! { apt-get update -q && apt-get install -y -q --no-install-recommends $missing; } >"$log" 2>&1; then
+        echo "install-deps: apt-get failed; the end of $log:" >&2
+        tail -n 30 "$log" >&2
+        exit 1
+    fi
 else
     echo "install-deps: all packages present"
 fi

@@ -58,6 +58,41 @@ static char *prefixed(const char *s) {
         return strbuf_steal(&b);
 }
 
+/* What a domain allowed to start is warned about: the plan's warnings
+ * (a domain left untouched, devices placed off their node, a window too
+ * small), one "pcinuma: warning:" line each, then why the devices that
+ * stay on pcie.0 could not be placed, each cause once with its fix and the
+ * devices it concerns (report_causes(); a cause a warning named gives its
+ * fix only). */
+static void append_warnings(struct strbuf *b, const char *name, const struct engine_result *r, const char *mode) {
+        const struct plan *p = r->plan;
+        struct strbuf said = {0};
+        for (size_t i = 0; i < p->n_warnings; i++) {
+                strbuf_printf(b, "pcinuma: warning: domain %s: %s (policy %s)\n", name, p->warnings[i], mode);
+                strbuf_printf(&said, "%s\n", p->warnings[i]);
+        }
+        _cleanup_free_ char *lines = report_causes(r, PLAN_STAY, said.buf);
+        strbuf_done(&said);
+        if (!*lines)
+                return;
+        if (!p->n_warnings)
+                strbuf_printf(b, "pcinuma: warning: domain %s: not every passthrough device could be placed (policy %s):\n",
+                              name, mode);
+        _cleanup_free_ char *body = prefixed(lines);
+        strbuf_append(b, body);
+}
+
+/* d->message, then the plan's warnings (append_warnings()). */
+static void add_warnings(struct decision *d, const char *name, const struct engine_result *r, const char *mode) {
+        struct strbuf w = {0};
+        append_warnings(&w, name, r, mode);
+        if (w.len) {
+                _cleanup_free_ char *head = d->message;
+                d->message = xasprintf("%s%s", head ? head : "", w.buf);
+        }
+        strbuf_done(&w);
+}
+
 int decide_peek_uuid(const char *xml, size_t len, char ret[static 37]) {
         static const char open_tag[] = "<uuid>";
         const char *end = xml + len;
@@ -185,26 +220,19 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
                 d->message = xasprintf("pcinuma: refusing to start domain %s: %s%s\n%s", name, reason, policy, body);
                 return;
         }
-        case PLAN_SKIP: {
-                d->verdict = DECIDE_WARN;
-                struct strbuf b = {0};
-                for (size_t i = 0; i < r->plan->n_warnings; i++)
-                        strbuf_printf(&b, "pcinuma: warning: domain %s: %s (policy %s)\n", name, r->plan->warnings[i], mode);
-                _cleanup_free_ char *lines = report_causes(r, PLAN_STAY, b.buf);
-                _cleanup_free_ char *body = prefixed(lines);
-                strbuf_append(&b, body);
-                d->message = strbuf_steal(&b);
-                return;
-        }
+        case PLAN_SKIP:
         case PLAN_UNCHANGED:
-                d->verdict = DECIDE_ALLOW;
-                return;
         case PLAN_APPLY:
                 break;
         }
 
-        if (r->already_planned) {
-                d->verdict = DECIDE_ALLOW;
+        /* Allowed as it is: with a warning when the plan has one. */
+        if (r->verdict != PLAN_APPLY || r->already_planned) {
+                struct strbuf b = {0};
+                append_warnings(&b, name, r, mode);
+                d->verdict = b.len ? DECIDE_WARN : DECIDE_ALLOW;
+                if (b.len)
+                        d->message = strbuf_steal(&b);
                 return;
         }
 
@@ -243,6 +271,7 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
                                                name, mode, mismatch,
                                                transient ? "transient: restart" : "first_start: restart",
                                                transient ? "" : "; its persistent definition is being updated for the next starts");
+                        add_warnings(d, name, r, mode);
                         return;
                 } else if (!strict) {
                         /* transient: leave, and a start the gate lets
@@ -272,6 +301,7 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
                                                  "virt-manager define it while it starts), pcinuma restarts it into "
                                                  "the plan like a persistent domain.\n"
                                                : "");
+                add_warnings(d, name, r, mode);
         }
 }
 

@@ -12,7 +12,7 @@
 enum decide_verdict {
         DECIDE_PASS,            /* a phase we do not act on: allowed at once */
         DECIDE_ALLOW,           /* prepare: the topology matches the plan (or nothing to do) */
-        DECIDE_WARN,            /* prepare: allowed, but the topology is not the plan (preferred, legacy), or skipped */
+        DECIDE_WARN,            /* prepare: allowed, but the topology is not the plan (preferred, legacy), skipped, or the plan warns */
         DECIDE_REFUSE,          /* refused: exit 1 */
         DECIDE_RESTART,         /* prepare: allowed without the plan; pcinumad has the watcher restart the
                                  * domain into the plan as soon as it is up (docs/policy.md "first_start") */

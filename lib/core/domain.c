@@ -210,6 +210,8 @@ static void model_clear(struct domain *d) {
         free(d->firmware);
         d->ovmf = false;
         d->pcihole64_kib = 0;
+        d->phys_bits = 0;
+        d->memory_kib = 0;
         free(d->requested_policy);
         free(d->policy_tag);
         d->name = d->uuid = d->arch = d->machine = d->firmware = NULL;
@@ -317,6 +319,56 @@ void domain_remove_ns(struct domain *d, xmlNodePtr owner, xmlNsPtr ns) {
 #define MAX_CPU 16383
 #define MAX_NODE 1023
 
+/* A libvirt memory size (its units: b, KB, k, KiB, MB, M, MiB, ...; KiB
+ * when none) in KiB; 0 for what libvirt would refuse. */
+static uint64_t memory_kib(const char *text, const char *unit) {
+        static const struct { const char *name; uint64_t bytes; } units[] = {
+                { "b", 1 }, { "bytes", 1 }, { "KB", 1000 }, { "k", 1024 }, { "KiB", 1024 },
+                { "MB", 1000000 }, { "M", 1 << 20 }, { "MiB", 1 << 20 },
+                { "GB", 1000000000 }, { "G", 1 << 30 }, { "GiB", 1 << 30 },
+                { "TB", UINT64_C(1000000000000) }, { "T", UINT64_C(1) << 40 }, { "TiB", UINT64_C(1) << 40 },
+        };
+        uint64_t v, mult = 1024;
+        if (!text || parse_uint(text, 10, UINT64_C(1) << 50, &v) < 0)
+                return 0;
+        if (unit) {
+                mult = 0;
+                for (size_t i = 0; i < ELEMENTSOF(units); i++)
+                        if (streq(unit, units[i].name))
+                                mult = units[i].bytes;
+        }
+        if (!mult || v > UINT64_MAX / mult)
+                return 0;
+        /* More than x86-64's 52-bit address space is no room at all; cap
+         * it there so that sums with it cannot wrap. */
+        uint64_t kib = v * mult / 1024;
+        return kib > (UINT64_C(1) << 42) ? UINT64_C(1) << 42 : kib;
+}
+
+/* d->phys_bits and d->memory_kib (domain.h).  Values libvirt would refuse
+ * are read as unknown: libvirt says what is wrong with them. */
+static void parse_address_space(struct domain *d, xmlNodePtr root) {
+        for (int k = 0; k < 2; k++) {
+                xmlNodePtr m = xml_child(root, k ? "maxMemory" : "memory");
+                _cleanup_free_ char *text = xml_text(m), *unit = xml_prop(m, "unit");
+                uint64_t kib = m ? memory_kib(text, unit) : 0;
+                if (kib > d->memory_kib)
+                        d->memory_kib = kib;
+        }
+        xmlNodePtr cpu = xml_child(root, "cpu");
+        xmlNodePtr mpa = xml_child(cpu, "maxphysaddr");
+        _cleanup_free_ char *mode = xml_prop(cpu, "mode"), *type = xml_prop(root, "type");
+        _cleanup_free_ char *mpa_mode = xml_prop(mpa, "mode"), *bits = xml_prop(mpa, "bits"), *limit = xml_prop(mpa, "limit");
+        uint64_t v;
+        d->phys_bits = 40;
+        if (mpa_mode && streq(mpa_mode, "emulate") && bits && parse_uint(bits, 10, 64, &v) == 0)
+                d->phys_bits = (unsigned) v;
+        else if (mpa_mode && streq(mpa_mode, "passthrough"))
+                d->phys_bits = limit && parse_uint(limit, 10, 64, &v) == 0 ? (unsigned) v : 0;
+        else if (type && streq(type, "kvm") && mode && (streq(mode, "host-passthrough") || streq(mode, "maximum")))
+                d->phys_bits = 0;       /* QEMU gives -cpu host and max the host's bits under KVM */
+}
+
 static int parse_os(struct domain *d, xmlNodePtr root) {
         xmlNodePtr os = xml_child(root, "os");
         xmlNodePtr type = xml_child(os, "type");
@@ -341,6 +393,7 @@ static int parse_os(struct domain *d, xmlNodePtr root) {
         }
         if (d->firmware)
                 d->ovmf = streq(d->firmware, "efi") || strcasestr(d->firmware, "ovmf") || strcasestr(d->firmware, "edk2");
+        parse_address_space(d, root);
         return 0;
 }
 
@@ -482,7 +535,8 @@ static int parse_controller(struct domain *d, xmlNodePtr c, char **ret_error) {
                 }
         }
         xmlNodePtr hole = xml_child(c, "pcihole64");
-        if (hole && index && idx == 0) {
+        /* The pcie-root's: index 0, or no index (libvirt gives it 0). */
+        if (hole && (index ? idx == 0 : prop_is(c, "model", "pcie-root"))) {
                 _cleanup_free_ char *t = xml_text(hole);
                 _cleanup_free_ char *unit = xml_prop(hole, "unit");
                 uint64_t v;

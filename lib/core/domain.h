@@ -103,6 +103,15 @@ struct domain {
         bool cpu_is_host;               /* <cpu mode='host-passthrough'> or 'host-model' */
         bool ovmf;                      /* UEFI firmware (OVMF): firmware='efi' or an OVMF/edk2 loader */
         uint64_t pcihole64_kib;         /* <pcihole64> of the pcie-root, 0 if unset */
+        /* What bounds the 64-bit MMIO window QEMU can place (mmio64,
+         * docs/planner.md): the guest CPU's physical address bits as QEMU
+         * gives them, <maxphysaddr mode='emulate' bits=N> (or a
+         * passthrough limit); 0 for the host's (mode='passthrough', or
+         * host-passthrough/maximum in a KVM domain); else 40, QEMU's
+         * default.  And the guest's memory: the larger of <memory> and
+         * <maxMemory>, 0 when unknown. */
+        unsigned phys_bits;
+        uint64_t memory_kib;
         xmlNodePtr devices;             /* <devices> */
 
         struct domain_cell *cells;

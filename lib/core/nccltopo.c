@@ -11,9 +11,12 @@
 #include "util.h"
 
 bool nccltopo_wanted(uint32_t class, uint16_t vendor) {
+        /* A display controller of any subclass (VGA, 3D, other) counts only
+         * from NVIDIA: NCCL drives nothing else, and a BMC's VGA (ASPEED
+         * 1a03:2000) must not give a domain a <qemu:commandline>. */
+        if ((class >> 16) == 0x03)
+                return vendor == NCCLTOPO_VENDOR_NVIDIA;
         switch (class >> 8) {
-        case 0x0300:
-        case 0x0302:
         case 0x0207:
                 return true;
         case 0x0200:

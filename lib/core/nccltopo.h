@@ -68,11 +68,14 @@ const struct nccltopo_cpu *nccltopo_guest_cpu(const struct domain *d, const stru
  * *ret_reason, when it would be longer than NCCLTOPO_FWCFG_ARG_MAX. */
 char *nccltopo_fwcfg_arg(const char *xml, char **ret_reason);
 
-/* What NCCL uses: a GPU (a VGA or 3D controller, PCI class 0x0300 or
- * 0x0302) or an RDMA NIC: an InfiniBand controller (0x0207), or an
- * Ethernet controller (0x0200) from NVIDIA/Mellanox (0x15b3, ConnectX:
- * RoCE) or Amazon (0x1d0f, EFA).  The host driver cannot tell (a
- * passthrough device is bound to vfio-pci), so the class and vendor do. */
+/* What NCCL uses: an NVIDIA GPU (vendor 0x10de, a display controller:
+ * PCI class 0x03xxxx) or an RDMA NIC: an InfiniBand controller (0x0207),
+ * or an Ethernet controller (0x0200) from NVIDIA/Mellanox (0x15b3,
+ * ConnectX: RoCE) or Amazon (0x1d0f, EFA).  Other vendors' GPUs (a BMC's
+ * VGA, AMD's, which RCCL would want) are not NCCL's.  The host driver
+ * cannot tell (a passthrough device is bound to vfio-pci), so the class
+ * and vendor do. */
+#define NCCLTOPO_VENDOR_NVIDIA 0x10de
 bool nccltopo_wanted(uint32_t class, uint16_t vendor);
 
 /* The guest's file for plan p of domain d (its cells) on host h.

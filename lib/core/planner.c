@@ -451,6 +451,53 @@ static size_t place_devices(const struct domain *d, const struct hostmap *h, str
         return refused;
 }
 
+/* At most this many device names in one warning, then "and N more": a
+ * domain may hold thousands of hostdevs, a warning stays one line. */
+#define WARN_NAMES_MAX 32
+
+/* ", "-separated names of the devices sel[0..n), capped. */
+static char *name_list(const struct plan *p, const size_t *sel, size_t n) {
+        struct strbuf b = {0};
+        for (size_t k = 0; k < n && k < WARN_NAMES_MAX; k++)
+                strbuf_printf(&b, "%s%s", k ? ", " : "", p->devices[sel[k]].name);
+        if (n > WARN_NAMES_MAX)
+                strbuf_printf(&b, " and %zu more", n - WARN_NAMES_MAX);
+        return strbuf_steal(&b);
+}
+
+/* preferred places a device whose node backs no guest cell on the nearest
+ * cell (docs/policy.md, "What could not be placed"): say so, one warning
+ * per host node and cell, naming the devices.  What could not be placed
+ * at all stays on pcie.0 with a cause (plan_cause), which the messages
+ * list with the devices it concerns (report_causes()). */
+static void warn_not_local(const struct domain *d, const struct hostmap *h, struct plan *p) {
+        size_t n = p->n_devices, k;
+        _cleanup_free_ size_t *sel = xcalloc(n ? n : 1, sizeof(size_t));
+        _cleanup_free_ bool *done = xcalloc(n ? n : 1, sizeof(bool));
+        for (size_t i = 0; i < n; i++) {
+                const struct plan_device *pd = &p->devices[i];
+                if (done[i] || pd->action != PLAN_MOVE || pd->cell < 0 || pd->host_node < 0 ||
+                    bitmap_test(&d->cells[pd->cell].host_nodes, (unsigned) pd->host_node))
+                        continue;
+                k = 0;
+                for (size_t j = i; j < n; j++) {
+                        const struct plan_device *o = &p->devices[j];
+                        if (!done[j] && o->action == PLAN_MOVE && o->host_node == pd->host_node && o->cell == pd->cell) {
+                                done[j] = true;
+                                sel[k++] = j;
+                        }
+                }
+                const struct domain_cell *c = &d->cells[pd->cell];
+                _cleanup_free_ char *names = name_list(p, sel, k);
+                _cleanup_free_ char *nodes = bitmap_format(&c->host_nodes);
+                add_warning(p, "not local: no guest cell is backed by host node %d; %s on guest cell %u (host node%s %s), %s: %s",
+                            pd->host_node, k == 1 ? "placed" : "placed together", c->id,
+                            bitmap_count(&c->host_nodes) > 1 ? "s" : "", nodes,
+                            cell_on_socket(h, c, pd->host_socket) ? "the nearest on its socket" : "the nearest by distance",
+                            names);
+        }
+}
+
 static bool is_expander(const struct domain_controller *c) {
         return streq(c->model, "pcie-expander-bus") || streq(c->model, "pci-expander-bus");
 }
@@ -1150,16 +1197,41 @@ static char *fmt_size(uint64_t bytes) {
         return r;
 }
 
+/* The largest 64-bit window (a power of two) this guest has room for, or
+ * 0 when the guest's address bits are the host's (not known here).  QEMU
+ * refuses to start ("phys-bits too low") when RAM and the window pass the
+ * CPU's address space; below 41 bits the window must also stay below the
+ * 1012 GiB where AMD's HyperTransport hole starts (q35 7.1 and later move
+ * the memory above 4 GiB past it otherwise), and above, it may have been
+ * moved to 1 TiB; OVMF puts its aperture at a multiple of its size above
+ * the memory. */
+static uint64_t mmio64_room(const struct domain *d) {
+        if (!d->phys_bits || d->phys_bits >= 64)
+                return 0;
+        const uint64_t gib = UINT64_C(1) << 30;
+        uint64_t top = UINT64_C(1) << d->phys_bits;
+        uint64_t mem = (d->memory_kib * 1024 + gib - 1) / gib * gib + gib;     /* and a slot's alignment */
+        uint64_t low = d->phys_bits <= 40 ? 4 * gib : UINT64_C(1) << 40;
+        uint64_t limit = d->phys_bits <= 40 && top > 1012 * gib ? 1012 * gib : top;
+        if (limit <= low + mem)
+                return 1;       /* not even a window of a byte: say so with the figures */
+        uint64_t w = UINT64_C(1) << 62;
+        while (w > 1 && (w > limit - low - mem || ((low + mem + w - 1) / w * w + w > top)))
+                w >>= 1;
+        return w;
+}
+
 /* mmio64: auto.  Each device's 64-bit BARs sit in its own bridge window,
- * aligned to its largest BAR; pack the windows largest-first and compare
- * the total with the default 64-bit hole (32 GiB).  If it does not fit,
- * set <pcihole64> to the next power of two, and for OVMF the aperture
- * (opt/ovmf/X-PciMmio64Mb) too. */
+ * aligned to its largest BAR; pack the windows largest-first, add room of
+ * one largest alignment, and compare the total with the default 64-bit
+ * hole (32 GiB).  If it does not fit, set <pcihole64> to the next power
+ * of two, and for OVMF the aperture (opt/ovmf/X-PciMmio64Mb) too.  The
+ * room is for the pcie.0 side: the firmware reserves 64-bit space for the
+ * hotplug root ports there, and each root bridge's window is aligned to
+ * its largest BAR, so an exact fit loses BARs (seen with OVMF 2022.11:
+ * eight 64 GiB BARs on two pxbs in a 512 GiB aperture, two unassigned;
+ * tests/guest/test_guest.py case h). */
 static void plan_mmio64(const struct domain *d, struct plan *p) {
-        if (!p->settings.mmio64_auto) {
-                p->mmio64_note = xstrdup("64-bit MMIO: not sized (mmio64 is off)");
-                return;
-        }
         size_t n = p->n_devices;
         _cleanup_free_ size_t *order = xcalloc(n ? n : 1, sizeof(size_t));
         size_t k = 0;
@@ -1178,17 +1250,21 @@ static void plan_mmio64(const struct domain *d, struct plan *p) {
          * window (each BAR is below 2^62, so the sums below cannot wrap
          * before the check; a wrapped sum once made the loop below spin). */
         const uint64_t mmio64_max = UINT64_C(1) << 52;
-        uint64_t pos = 0;
+        uint64_t pos = 0, room = 0;
         struct strbuf b = {0};
         for (size_t i = 0; i < k; i++) {
                 const struct plan_device *pd = &p->devices[order[i]];
                 uint64_t a = pd->mmio64_align;
                 pos = (pos + a - 1) / a * a + pd->mmio64_size;
+                if (a > room)
+                        room = a;
                 _cleanup_free_ char *sz = fmt_size(pd->mmio64_size);
                 strbuf_printf(&b, "%s%s %s", i ? ", " : "", pd->name, sz);
                 if (pos > mmio64_max)
                         break;
         }
+        if (pos <= mmio64_max)
+                pos += room;
         if (pos > mmio64_max) {
                 _cleanup_free_ char *list = strbuf_steal(&b);
                 p->mmio64_note = xasprintf("64-bit MMIO: not sized: the devices' 64-bit BARs (%s) add up to more than "
@@ -1198,7 +1274,27 @@ static void plan_mmio64(const struct domain *d, struct plan *p) {
         p->mmio64_need = pos;
         _cleanup_free_ char *need = fmt_size(pos);
         _cleanup_free_ char *list = strbuf_steal(&b);
+        if (room) {
+                _cleanup_free_ char *r = fmt_size(room);
+                char *l = xasprintf("%s; and %s of room for the pcie.0 side", list, r);
+                free(list);
+                list = l;
+        }
         uint64_t have = d->pcihole64_kib ? d->pcihole64_kib * 1024 : PLAN_DEFAULT_MMIO64;
+        if (!p->settings.mmio64_auto) {
+                p->mmio64_note = xstrdup("64-bit MMIO: not sized (mmio64 is off)");
+                /* Off, the window stays as it is: say when the BARs do not
+                 * fit it, since the firmware then leaves some unassigned. */
+                if (pos > have) {
+                        _cleanup_free_ char *h = fmt_size(have);
+                        add_warning(p, "64-bit MMIO: the devices' 64-bit BARs need %s, packed largest first (%s), more than "
+                                    "the %s %s window, and mmio64 is off: %s; set \"mmio64\": \"auto\" to size the window",
+                                    need, list, d->pcihole64_kib ? "domain's" : "default", h,
+                                    d->ovmf ? "OVMF leaves the BARs that do not fit unassigned"
+                                            : "a UEFI guest (OVMF) would leave the BARs that do not fit unassigned");
+                }
+                return;
+        }
         if (pos <= have) {
                 _cleanup_free_ char *h = fmt_size(have);
                 p->mmio64_note = xasprintf("64-bit MMIO: the devices need %s (%s), which fits the %s window%s",
@@ -1208,6 +1304,26 @@ static void plan_mmio64(const struct domain *d, struct plan *p) {
         uint64_t hole = 1;
         while (hole && hole < pos)
                 hole <<= 1;
+        /* Never a window the guest has no room for: QEMU would refuse to
+         * start a domain that starts without pcinuma. */
+        uint64_t space = mmio64_room(d);
+        if (space && hole > space) {
+                _cleanup_free_ char *r = fmt_size(space), *mem = fmt_size(d->memory_kib * 1024);
+                _cleanup_free_ char *hs = fmt_size(hole), *hv = fmt_size(have);
+                bool fits = space > have;
+                add_warning(p, "64-bit MMIO: the devices need %s (%s), a %s window, but a guest CPU with %u physical "
+                            "address bits%s and %s of memory has room for %s at most: %s; the BARs that do not fit "
+                            "stay unassigned; give the guest more address bits: <cpu><maxphysaddr mode='passthrough'/> "
+                            "(KVM) or mode='emulate' bits='N'",
+                            need, list, hs, d->phys_bits, d->phys_bits == 40 ? " (QEMU's default)" : "", mem, r,
+                            fits ? "<pcihole64> set to that" : "the window is left as it is");
+                if (!fits) {
+                        p->mmio64_note = xasprintf("64-bit MMIO: the devices need %s, more than the %s window; the guest "
+                                                   "has no room for a larger one (see the warning)", need, hv);
+                        return;
+                }
+                hole = space;
+        }
         p->pcihole64_kib = hole / 1024;
         p->set_ovmf_mmio64 = d->ovmf;
         _cleanup_free_ char *h = fmt_size(hole);
@@ -1519,6 +1635,8 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
                 *ret = TAKE_PTR(p);
                 return 0;
         }
+        if (p->mode == POLICY_PREFERRED)
+                warn_not_local(d, h, p);
         p->verdict = PLAN_APPLY;
         plan_distances(d, h, p);
         plan_mmio64(d, p);

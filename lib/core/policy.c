@@ -85,9 +85,12 @@ struct policy_settings policy_settings_default(enum policy_mode mode) {
                 .topology = POLICY_TOPOLOGY_PATHS,
                 .mirror_switches = true,
                 .mirror_distances = true,
+                .mmio64_auto = true,
                 .io_port_check = true,
                 .nccl_topology = true,
-                .migration_same_topology = true,
+                /* migration: "refuse" (docs/policy.md "migration");
+                 * "same-topology" is the fleet's opt-in. */
+                .migration_same_topology = false,
                 .first_start = POLICY_FIRST_START_RESTART,
                 .transient_restart = false,
         };
@@ -107,7 +110,7 @@ const char *policy_first_start_to_string(enum policy_first_start f) {
 
 static void policy_init_default(struct policy *p) {
         *p = (struct policy) {
-                .def = policy_settings_default(POLICY_LEGACY),
+                .def = policy_settings_default(POLICY_PREFERRED),
                 .allow_domain_policy = false,
                 .hook_timeout_ms = POLICY_TIMEOUT_MS_DEFAULT,
                 .hook_on_unreachable = POLICY_UNREACHABLE_ALLOW,
@@ -406,7 +409,7 @@ static int parse_default(const struct parse_ctx *c, json_object *v, struct polic
                 return r;
 
         /* "policy" is optional here: later settings (feature switches) may
-         * be set in "default" while the placement stays legacy. */
+         * be set in "default" while the placement stays the built-in one. */
         if (json_object_object_get_ex(v, "policy", &m)) {
                 r = parse_mode(c, "default.policy", m, &ret->mode);
                 if (r < 0)

@@ -51,11 +51,11 @@ struct policy_settings {
         enum policy_topology topology;/* default paths */
         bool mirror_switches;         /* devices sharing a host switch share a guest switch; default on (follows topology) */
         bool mirror_distances;        /* copy the host SLIT into <distances>; default on */
-        bool mmio64_auto;             /* size the guest's 64-bit MMIO window; default off ("off") */
+        bool mmio64_auto;             /* size the guest's 64-bit MMIO window; default on ("auto") */
         bool io_port_check;           /* check the guest's 64 KiB of I/O space; default on */
         bool managed_auto;            /* managed='no' for VFIO variant drivers; default off ("off") */
         bool nccl_topology;           /* give the guest its NCCL topology file as fw_cfg; default on */
-        bool migration_same_topology; /* "migration": "same-topology" (default, true) or "refuse" (false) */
+        bool migration_same_topology; /* "migration": "same-topology" (true) or "refuse" (default, false) */
         bool gpudirect_clique_auto;   /* x-nv-gpudirect-clique ids for NVIDIA GPUs behind one host switch; default off ("off") */
         enum policy_first_start first_start; /* an unplanned start; default restart */
         bool transient_restart;       /* "transient": "restart" (true) or "leave" (false, default): may first_start
@@ -100,7 +100,7 @@ struct policy_subject {
         const char *requested;        /* <pcinuma:policy name=...> */
 };
 
-/* The built-in policy used when no file is given: default legacy, no rules. */
+/* The built-in policy used when no file is given: default preferred, no rules. */
 struct policy *policy_new_default(void);
 
 /* Parse the JSON text buf[0..len).  'source' names the file in messages.

@@ -3,6 +3,8 @@
 
 #include <syslog.h>
 
+#include "report.h"
+
 void redefine_decision_done(struct redefine_decision *d) {
         free(d->out_xml);
         free(d->summary);
@@ -47,6 +49,40 @@ void redefine_decide(const struct engine_result *r, const char *error, struct re
         } else if (r->verdict == PLAN_SKIP) {
                 d.prio = LOG_NOTICE;
                 d.summary = xasprintf("left untouched: %s", pl->reason ? pl->reason : "not eligible");
+        }
+        /* What the plan warns about (a domain left untouched, devices
+         * placed off their node, a window too small) and why the devices
+         * that stay on pcie.0 could not be placed (report_causes(), each
+         * cause once with the devices it concerns) go with it, loud when
+         * nothing else is said. */
+        if (r->verdict != PLAN_REFUSED) {
+                struct strbuf said = {0};
+                for (size_t i = 0; i < pl->n_warnings; i++)
+                        strbuf_printf(&said, "%s\n", pl->warnings[i]);
+                _cleanup_free_ char *causes = report_causes(r, PLAN_STAY, said.buf);
+                if (pl->n_warnings || *causes) {
+                        /* A skip's own warning says what its summary says:
+                         * it replaces the summary. */
+                        bool skip = r->verdict == PLAN_SKIP && !d.redefine;
+                        struct strbuf b = {0};
+                        if (d.summary && !skip)
+                                strbuf_append(&b, d.summary);
+                        for (size_t i = 0; i < pl->n_warnings; i++)
+                                strbuf_printf(&b, "%s%s%s", b.len ? "; " : "", skip ? "" : "warning: ", pl->warnings[i]);
+                        if (*causes && !pl->n_warnings)
+                                strbuf_printf(&b, "%snot every passthrough device could be placed", b.len ? "; warning: " : "");
+                        for (char *line = causes, *nl; *line; line = nl + 1) {
+                                nl = strchr(line, '\n');
+                                if (!nl)
+                                        nl = line + strlen(line) - 1;
+                                strbuf_printf(&b, "; %.*s", (int) (nl - line), line);
+                        }
+                        free(d.summary);
+                        d.summary = strbuf_steal(&b);
+                        if (!d.redefine)
+                                d.prio = LOG_WARNING;
+                }
+                strbuf_done(&said);
         }
         *ret = d;
 }

@@ -359,9 +359,17 @@ static void revert_distances(struct domain *d) {
         }
 }
 
+/* The pcie-root: index 0, or written without an index (libvirt gives it
+ * 0, as the first controller of the document order). */
 static xmlNodePtr pcie_root_elem(xmlNodePtr devices) {
         xmlNodePtr e = find_controller_elem(devices, 0);
-        return e && elem_has_model(e, "pcie-root") ? e : NULL;
+        if (e)
+                return elem_has_model(e, "pcie-root") ? e : NULL;
+        for (xmlNodePtr c = devices ? devices->children : NULL; c; c = c->next)
+                if (xml_is(c, "controller") && prop_is(c, "type", "pci") && elem_has_model(c, "pcie-root") &&
+                    !xmlHasProp(c, (const xmlChar *) "index"))
+                        return c;
+        return NULL;
 }
 
 static void set_prop(xmlNodePtr e, const char *name, const char *value) {

@@ -567,12 +567,13 @@ class Test:
 
         # before_vm_migrate_destination: what pcinumad's migration gate
         # would answer; the file is never changed.
+        # A fleet: migration same-topology on both ends (the default,
+        # refuse, marks the domain migratable="no").
         a_tree = self.tree("fleet-a")
         src = write(os.path.join(self.tmp, "mig-src.xml"), self.fleet_domain("mig-1"))
-        planned = run([self.a.pcinumactl, "plan", "--sysfs-root", a_tree, "--policy", "require", src])
-        refuse_pol = self.policy("refuse-migration.json",
-                                 '{"default": {"policy": "require", "migration": "refuse"}}\n')
-        unmovable = run([self.a.pcinumactl, "plan", "--sysfs-root", a_tree, "--policy-file", refuse_pol, src])
+        fleet = self.policy("fleet.json", '{"default": {"policy": "require", "migration": "same-topology"}}\n')
+        planned = run([self.a.pcinumactl, "plan", "--sysfs-root", a_tree, "--policy-file", fleet, src])
+        unmovable = run([self.a.pcinumactl, "plan", "--sysfs-root", a_tree, "--policy", "require", src])
         self.check(planned.returncode == 0 and NS in planned.stdout and 'migratable="no"' in unmovable.stdout,
                    "vdsm: fixture: a domain planned on fleet-a (migratable, and under migration refuse)",
                    planned.stderr + unmovable.stderr)
@@ -584,7 +585,7 @@ class Test:
             ("of a domain without a mark: allowed", read(src), "fleet-c", 0, ""),
         ]
         for what, text, host, want, say in cases:
-            d = hooks("before_vm_migrate_destination", require)
+            d = hooks("before_vm_migrate_destination", fleet)
             res, final, _, _ = self.run_hooks_dir(d, text, {"PCINUMA_SYSFS_ROOT": self.tree(host)}, tmpdir=spool)
             self.check(res[0][1] == want and final == text and say in res[0][2],
                        "vdsm: before_vm_migrate_destination %s, the file untouched" % what, repr(res))

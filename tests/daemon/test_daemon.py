@@ -56,11 +56,14 @@ R = Results()
 # ---- tests -------------------------------------------------------------------
 
 def t_phase_matrix(policy):
+    # A fleet's policy (migration: same-topology), so that the migrate
+    # phase is checked accepting too; t_migration_default checks the
+    # default's refusal.
     def run():
         xml_plain = XML["gpu-vm-1"]
-        xml_planned = planned("gpu-vm-1", policy)
+        xml_planned = planned("gpu-vm-1", policy, fleet=True)
         xml_partial = XML["partial-require"]
-        with Daemon("matrix-" + policy, policy=policy) as d:
+        with Daemon("matrix-" + policy, policy=fleet_policy(policy)) as d:
             # -- prepare begin, unplanned
             r, dec = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", xml_plain)
             eq(r.out, "", "prepare stdout (unplanned, %s)" % policy)
@@ -127,8 +130,8 @@ def t_phase_matrix(policy):
             eq(dec.get("PCINUMA_VERDICT"), "pass", "migrate (unplanned) verdict")
             eq(dec.mid, MID["HOOK_PASSED"], "migrate (unplanned) MESSAGE_ID")
 
-            marked = xml_planned if policy != "off" else planned("gpu-vm-1", "require")
-            # migration: same-topology (the default): this host has the
+            marked = xml_planned if policy != "off" else planned("gpu-vm-1", "require", fleet=True)
+            # migration: same-topology (the fleet's opt-in): this host has the
             # same topology as itself, so the domain comes in unchanged.
             r, dec = hook_and_decision(d, "gpu-vm-1", "migrate", "begin", marked)
             eq((r.rc, r.out), (0, marked), "migrate of a planned domain to a host like its own: %r" % r)
@@ -820,6 +823,24 @@ def t_policy_reload():
            "decision after the fix")
 
 
+def t_migration_default():
+    """migration: refuse is the default: the mark of a domain planned with
+    the default switches says migratable="no", and a host with the default
+    refuses an incoming planned domain even when its mark says yes."""
+    dflt = planned("gpu-vm-1", "require")
+    contains(dflt, 'migratable="no" migratable-reason="the policy says migration: refuse"', "default mark")
+    with Daemon("migration-default", policy="require") as d:
+        r, dec = hook_and_decision(d, "gpu-vm-1", "migrate", "begin", planned("gpu-vm-1", "require", fleet=True))
+        eq((r.rc, r.out), (1, ""), "migrate under the default: %r" % r)
+        contains(r.err, "this host's pcinuma policy refuses incoming planned domains (migration: refuse)",
+                 "migrate stderr")
+        assert_decision(dec, mid=MID["MIGRATION_REFUSED"], verdict="refuse", phase="migrate", policy="require",
+                        domain="gpu-vm-1")
+        r, dec = hook_and_decision(d, "gpu-vm-1", "migrate", "begin", dflt)
+        eq(r.rc, 1, "migrate of a default-planned domain: %r" % r)
+        contains(r.err, 'marked migratable="no"', "migrate stderr")
+
+
 def t_policy_missing_at_start():
     """No policy file at start: a warning naming the built-in default in
     force; a reload while there is still none keeps it without an error;
@@ -829,12 +850,12 @@ def t_policy_missing_at_start():
         check(not os.path.exists(pf), "the policy file exists")
         st = d.status()
         eq((st["policy"]["default"], st["policy"]["from_file"], st["policy"]["last_error"]),
-           ("legacy", False, None), "policy at start without a file")
+           ("preferred", False, None), "policy at start without a file")
         w = [e for e in d.events() if "No policy file" in e.message]
         eq(len(w), 1, "warnings about the missing file")
         eq(w[0].prefix, "warning: ", "priority of the missing-file line")
         contains(w[0].message, pf, "the warning names the file")
-        contains(w[0].message, "built-in default policy is in force (default legacy", "the warning names the default")
+        contains(w[0].message, "built-in default policy is in force (default preferred", "the warning names the default")
         m = d.hup()
         eq([e for e in d.events(m) if e.mid == MID["POLICY_INVALID"]], [], "POLICY_INVALID without a file")
         eq(d.status()["policy"]["last_error"], None, "last_error after a reload without a file")
@@ -1399,7 +1420,7 @@ def t_status_cli():
 
 def t_socket_lifecycle():
     """A live socket is not stolen; a stale one is replaced; the socket is
-    created 0600."""
+    created 0600 and removed when the daemon stops."""
     with Daemon("lifecycle", policy="require") as d:
         eq(os.stat(d.sock).st_mode & 0o777, 0o600, "socket mode")
         d2 = Daemon("lifecycle2", policy="require", socket_path=d.sock)
@@ -1413,7 +1434,14 @@ def t_socket_lifecycle():
         check(rc != 0, "second pcinumad exit status %d" % rc)
         contains(d2.log_text(), "Another process is already listening", "second pcinumad")
         eq(d.status()["requests"]["status"], 1, "the first daemon still serves")
-    # the first one is stopped; its socket file may be left: a new one starts anyway
+    # the first one is stopped: its socket file is gone
+    check(not os.path.lexists(d.sock), "the socket file %s is left after the daemon stopped" % d.sock)
+    # a stale socket file (a daemon killed with SIGKILL leaves one): a new
+    # daemon replaces it
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(d.sock)
+    stale.close()
+    check(os.path.exists(d.sock), "the stale socket file was made")
     with Daemon("lifecycle3", policy="require", socket_path=d.sock) as d3:
         eq(d3.status()["pid"], d3.pid, "daemon on a stale socket path")
 
@@ -1618,7 +1646,10 @@ def t_heavy_requests():
     env = scrubbed_env()
     env.pop("WATCHDOG_PID", None)
     env.update(NOTIFY_SOCKET=n.path, WATCHDOG_USEC=str(int(period * 1e6)))
-    d = Daemon("heavy", policy="require", env=env, extra=["--workers", "2"])
+    # The fleet's opt-in (migration: same-topology): under the default
+    # (refuse) an incoming planned domain is refused before its devices
+    # are compared, which is cheap and would test nothing.
+    d = Daemon("heavy", policy=fleet_policy("require"), env=env, extra=["--workers", "2"])
     stop = threading.Event()
     # each message's time is when it is read: read as they come
     drainer = threading.Thread(target=lambda: [n.drain(0.05) for _ in iter(stop.is_set, True)], daemon=True)
@@ -1626,7 +1657,7 @@ def t_heavy_requests():
     try:
         drainer.start()
         d.start()
-        good, bad = planned("gpu-vm-1", "require"), XML["gpu-vm-1"]
+        good, bad = planned("gpu-vm-1", "require", fleet=True), XML["gpu-vm-1"]
         frame = encode({"version": 1, "type": "hook", "argv": ["heavy", "migrate", "begin", "-"],
                         "xml": heavy_migration_xml(good)})
         clients = [HeavyClient(d.sock, frame, stop) for _ in range(3)]
@@ -1794,6 +1825,7 @@ def main():
     R.run("malformed, truncated, oversized frames get errors; daemon keeps serving", t_malformed)
     R.run("policy reload on SIGHUP: good, bad value, syntax error, removed or unreadable (last good kept), escaped duplicate key, fixed", t_policy_reload)
     R.run("no policy file at start: a warning naming the built-in default, kept on reload until a file appears", t_policy_missing_at_start)
+    R.run("migration: refuse by default: marks say no, incoming planned domains refused", t_migration_default)
     R.run("policy hook section published as hook.conf and republished on reload", t_policy_hook_conf)
     R.run("broken policy at start: exit non-zero naming file and key/line", t_bad_policy_at_start)
     R.run("--stand-ins: unknown to a normal build (exit 2); a stand_ins build refuses a bad table naming file and entry",

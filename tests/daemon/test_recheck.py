@@ -341,16 +341,17 @@ def run(a):
         check(rechecked(e, m) == ["vm-refused"] and len(plans) == 1 and plans[0]["prio"] == LOG_NOTICE,
               "a refusal whose summary changed is told again at notice priority", json.dumps(e.since(m)))
 
-        # 5b. vm-other under migration: refuse: its mark (migratable="yes")
-        # is stale, and the redefinition says which part
+        # 5b. vm-other under migration: same-topology (the default is
+        # refuse): its mark (migratable="no") is stale, and the
+        # redefinition says which part
         m = e.mark()
         st = e.status()
         e.write_policy({"default": {"policy": "legacy"},
-                        "rules": [{"match": {"name": "vm-other"}, "policy": "preferred", "migration": "refuse"},
+                        "rules": [{"match": {"name": "vm-other"}, "policy": "preferred", "migration": "same-topology"},
                                   {"match": {"name": "vm-refus*"}, "policy": "socket"}]})
         hup(e, st)
         plans = [x for x in e.since(m, "plan") if NAME[x["uuid"]] == "vm-other"]
-        stale = "migratable: mark says yes, policy migration=refuse"
+        stale = "migratable: mark says no, policy migration=same-topology"
         check(len(plans) == 1 and plans[0]["redefine"] and ("its mark was stale: " + stale) in (plans[0]["summary"] or ""),
               "a stale mark's redefinition says which part is stale", json.dumps(e.since(m)))
         check(plans and ["PCINUMA_STALE_MARK", stale] in plans[0].get("fields", []),

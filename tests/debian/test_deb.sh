@@ -176,15 +176,15 @@ fi
 
 # An edited conffile survives a remove; the hook goes with the binaries;
 # a reinstall brings the hook back.
-echo '{"default": {"policy": "preferred"}}' >/etc/pcinuma/policy.json
+echo '{"default": {"policy": "require"}}' >/etc/pcinuma/policy.json
 check "dpkg -r pcinuma" dpkg -r pcinuma
 check "after remove: the binaries are gone" test ! -e /usr/sbin/pcinumad
 check "after remove: the hook link is gone" test ! -L "$HOOK"
 check "after remove: $HOOKDIR is still there" test -d "$HOOKDIR"
-check "after remove: the edited policy is kept" grep -q preferred /etc/pcinuma/policy.json
+check "after remove: the edited policy is kept" grep -qx '{"default": {"policy": "require"}}' /etc/pcinuma/policy.json
 check "dpkg -i reinstalls it" dpkg -i "$deb"
 check "after reinstall: the hook link is back" test "$(readlink "$HOOK" 2>/dev/null)" = "$HOOK_TARGET"
-check "after reinstall: the edited policy is kept" grep -q preferred /etc/pcinuma/policy.json
+check "after reinstall: the edited policy is kept" grep -qx '{"default": {"policy": "require"}}' /etc/pcinuma/policy.json
 
 # (c2) The link is the administrator's to remove, like a conffile: neither
 # a reinstall of the same version (dpkg runs 'postinst configure VERSION',

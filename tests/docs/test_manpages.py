@@ -118,6 +118,18 @@ def main():
         check(rc.returncode == 0 and rc.stdout.strip(), f"pcinumactl {c} --help",
               f"rc {rc.returncode}: {rc.stderr}")
         ctl[c] = rc.stdout
+        # Each option its usage names is described on a line of its own,
+        # and -h/--help too (issue 25: topo and status described none).
+        head = rc.stdout.split("\n\n", 1)[0]
+        described = set()
+        for line in rc.stdout.splitlines():
+            m = re.match(r"^\s+((?:-[a-zA-Z], )?--[a-z][a-z0-9-]*)", line)
+            if m:
+                described |= options_in(m.group(1))
+        undescribed = sorted(options_in(head) - described)
+        check(not undescribed and "--help" in described,
+              f"pcinumactl {c} --help describes each of its options and --help",
+              "not described: " + " ".join(undescribed + ([] if "--help" in described else ["--help"])))
     helps["pcinumactl.8"] = ctl
     r = run([a.pcinumactl])
     check(r.returncode == 2 and "Usage: pcinumactl" in r.stderr, "pcinumactl without a command: usage on stderr, exit 2",

@@ -5,7 +5,10 @@
 # newcomer would: uncommitted changes are not in the clone), and run
 # './scripts/demo.sh' there as root in a chroot, with /proc, /sys, /dev
 # and /run mounted.  Passes when the demo exits 0 and prints its success
-# line.  Prints 'ok N - ...' / 'not ok N - ...' lines and ends with
+# line; for the demo also when its whole output, apt and the build
+# included, fits one screen (at most 50 lines: no apt output, the final
+# table kept) and it installed none of the packages only the test command
+# needs (debhelper and autoconf, sudo, valgrind, cmocka, debootstrap).  Prints 'ok N - ...' / 'not ok N - ...' lines and ends with
 # 'N passed, M failed'.  Run by scripts/test.sh in a full run.
 #
 # The mirror is the machine's own: the first enabled 'deb' source of its
@@ -182,6 +185,25 @@ if [ -n "$expect" ]; then
         ok "its output says: $expect"
     else
         notok "its output says: $expect"
+    fi
+fi
+if [ "$command" = ./scripts/demo.sh ]; then
+    lines=$(wc -l <"$inside_log")
+    if [ "$lines" -le 50 ] && ! grep -qE '^(Get:|Unpacking |Setting up |Selecting previously)' "$inside_log"; then
+        ok "the demo's output fits one screen ($lines lines, no apt output)"
+    else
+        notok "the demo's output fits one screen ($lines lines; at most 50, without apt's)"
+    fi
+    extra=""
+    for p in debhelper autoconf sudo valgrind libcmocka-dev debootstrap; do
+        if chroot "$root" dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+            extra="$extra $p"
+        fi
+    done
+    if [ -z "$extra" ]; then
+        ok "the demo installed only what it needs (not debhelper, autoconf, sudo, valgrind, libcmocka-dev, debootstrap)"
+    else
+        notok "the demo installed only what it needs: it installed$extra"
     fi
 fi
 [ "$fail" -eq 0 ] || tail -n 60 "$inside_log" | sed 's/^/#   /'

@@ -84,7 +84,9 @@ def ctl(*args, stdin=None):
 def wanted(cls, vendor):
     """The rule of lib/core/nccltopo.h, written again."""
     c = int(cls, 16) >> 8
-    return c in (0x0300, 0x0302, 0x0207) or (c == 0x0200 and int(vendor, 16) in (0x15b3, 0x1d0f))
+    if c >> 8 == 0x03:          # a display controller: NVIDIA's only
+        return int(vendor, 16) == 0x10de
+    return c == 0x0207 or (c == 0x0200 and int(vendor, 16) in (0x15b3, 0x1d0f))
 
 
 def make_domain(host):

@@ -40,6 +40,12 @@ their cells; (d) control: (a)'s planned XML without <acpi/>: every stand-in
 reports -1 (why the planner requires ACPI); (e) mirror_switches and
 mirror_distances on sample-4n.
 
+mmio64 in a UEFI guest (issue 25), case (h): eight GPUs with 64 GiB BARs
+(tests/guest/hosts/guest-bar64.json) booted under Debian 12's OVMF as
+ivshmem-plain stand-ins on sparse 64 GiB files at the plan's addresses;
+with the built-in defaults every BAR is assigned, with "mmio64": "off" the
+plan warns and some are not (run_mmio64_case()).
+
 Path fidelity (issue 15), cases (a), (f) a p5-like host (switches, nested
 switches, three root complexes per node: tests/guest/hosts/guest-p5.json)
 and (g) a dual-socket host with dual-port NICs (guest-dualport.json), (f)
@@ -932,6 +938,171 @@ def run_switch_case(tap, args, sess, hosts_built, kernel, initrd):
         g.cleanup()
 
 
+# (h) mmio64 in a booted UEFI guest (issue 25): eight GPUs with a 64 GiB
+# BAR each (tests/guest/hosts/guest-bar64.json), booted as ivshmem-plain
+# stand-ins, each on a sparse 64 GiB memory-backend-file (/dev/shm), at
+# the plan's guest addresses behind the pxb-pcie root ports, under Debian
+# 12's OVMF.  The guest has 42 physical address bits (<maxphysaddr>, as a
+# GPU VM needs: with QEMU's default 40 the plan could give it at most a
+# 512 GiB window, and warns).  With the built-in defaults (mmio64 auto) the
+# plan sets <pcihole64> and OVMF's X-PciMmio64Mb and every BAR is assigned; with
+# "mmio64": "off" the plan warns with the figures and OVMF leaves BARs
+# unassigned (the kernel says "no space").
+BAR64_GPUS = ["0000:%02x:00.0" % b for b in (0x11, 0x12, 0x13, 0x14, 0x91, 0x92, 0x93, 0x94)]
+BAR64_GIB = 64
+OVMF_CODE = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+OVMF_VARS = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+MMIO64_CELL_MIB = 128           # OVMF wants more than the other cases' 64
+CASE_H_XML = """<domain type='qemu'>
+  <name>guest-h</name>
+  <memory unit='MiB'>512</memory>
+  <vcpu placement='static'>2</vcpu>
+  <os>
+    <type arch='x86_64' machine='q35'>hvm</type>
+    <loader readonly='yes' type='pflash'>%s</loader>
+  </os>
+  <features><acpi/><apic/></features>
+  <cpu mode='custom' match='exact'>
+    <model fallback='allow'>qemu64</model>
+    <numa>
+      <cell id='0' cpus='0' memory='256' unit='MiB'/>
+      <cell id='1' cpus='1' memory='256' unit='MiB'/>
+    </numa>
+    <feature policy='require' name='pdpe1gb'/>
+    <maxphysaddr mode='emulate' bits='42'/>
+  </cpu>
+  <numatune>
+    <memnode cellid='0' mode='strict' nodeset='0'/>
+    <memnode cellid='1' mode='strict' nodeset='1'/>
+  </numatune>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+%s    <memballoon model='none'/>
+  </devices>
+</domain>
+""" % (OVMF_CODE, "".join(hostdev_xml(b) for b in BAR64_GPUS))
+
+
+def bar_start(res_line, bar):
+    """The start address of BAR 'bar' in a '@@ res' line (the sysfs
+    resource file: start, end and flags per line, BAR 0 first)."""
+    v = res_line.split()
+    return int(v[3 + 3 * bar], 16) if len(v) >= 6 + 3 * bar else None
+
+
+def run_mmio64_case(tap, args, sess, hosts_built, kernel, initrd):
+    for path in (OVMF_CODE, OVMF_VARS):
+        if not tap.ok(os.path.exists(path), "h: %s (package ovmf, scripts/install-deps.sh)" % path):
+            return
+    prefix = "pcinuma-h%d" % os.getpid()
+    for key, policy_json, auto in (("h", "{}", True), ("h-off", '{"default": {"mmio64": "off"}}', False)):
+        case = Case(key, "mmio64 %s: 8 x %d GiB BARs under OVMF" % ("auto (the default)" if auto else "off", BAR64_GIB),
+                    "guest-bar64", None, input_text=CASE_H_XML, standin="ivshmem")
+        case.policy_json = policy_json
+        tap.diag("---- case %s: %s (policy file %s) ----" % (key, case.title, policy_json))
+        plan_case(tap, args, case, hosts_built)
+        feat = case.plan.get("features", {})
+        need = feat.get("mmio64_need_bytes")
+        fwcfg = re.findall(r"name=opt/ovmf/X-PciMmio64Mb,string=(\d+)", case.plan_xml)
+        hole = re.findall(r"<pcihole64 unit=\"KiB\">(\d+)</pcihole64>", case.plan_xml)
+        warned = [w for w in case.plan.get("warnings", []) if w.startswith("64-bit MMIO:")]
+        if auto:
+            tap.ok(need == 9 * BAR64_GIB << 30 and hole == [str(1 << 30)] and fwcfg == ["1048576"] and not warned,
+                   "%s: the plan sizes the window: the BARs need 512 GiB and 64 GiB of room, <pcihole64> 1 TiB, "
+                   "opt/ovmf/X-PciMmio64Mb 1048576" % key,
+                   "need %s, pcihole64 %s, X-PciMmio64Mb %s, warnings %s" % (need, hole, fwcfg, warned))
+        else:
+            tap.ok(not hole and not fwcfg and len(warned) == 1 and "need 576 GiB" in warned[0] and
+                   "32 GiB window" in warned[0] and "mmio64 is off" in warned[0],
+                   "%s: mmio64 off: no window set, and the plan warns with the figures" % key,
+                   "pcihole64 %s, X-PciMmio64Mb %s, warnings %s" % (hole, fwcfg, case.plan.get("warnings")))
+            for w in warned:
+                tap.diag("plan warning: " + w)
+        name = "pcinuma-guest-%s" % key
+        console = os.path.join(sess.files, "%s.console" % name)
+        nvram = os.path.join(sess.files, "%s_VARS.fd" % name)
+        for f in (console, nvram):
+            try:
+                os.unlink(f)
+            except OSError:
+                pass
+        xml, standins = boot_xml(case, case.plan_xml, name, kernel, initrd, console, standin="ivshmem",
+                                 emulator=args.emulator_path, loader=OVMF_CODE, nvram=(OVMF_VARS, nvram),
+                                 cell_mib=MMIO64_CELL_MIB, extra_cmdline=RES_CMDLINE,
+                                 shmem=("%s-%s" % (prefix, key), BAR64_GIB))
+        with open(os.path.join(args.workdir, "%s-boot.xml" % key), "w") as f:
+            f.write(xml)
+        pdev = {d["host"]: d for d in case.plan["devices"]}
+        # OVMF under TCG: 50-90 s to the report here, against 5-20 s for SeaBIOS
+        g = Guest(sess, name, xml, console, max(args.boot_timeout, 360))
+        try:
+            try:
+                dump = g.define()
+            except Fatal as e:
+                tap.ok(False, "%s: virsh define of the boot XML" % key, str(e))
+                return
+            loc = locate(dump, standins)
+            try:
+                booted = g.start_and_wait()
+            except Fatal as e:
+                tap.ok(False, "%s: virsh start" % key, str(e))
+                return
+            with open(os.path.join(args.workdir, "%s.console" % key), "w") as f:
+                f.write(g.console_text)
+            devs, lines = parse_report(g.console_text)
+            if not tap.ok(booted and devs, "%s: UEFI guest (OVMF) booted under TCG and reported %d PCI devices%s"
+                          % (key, len(devs), " in %.1f s" % g.boot_s if g.boot_s else ""),
+                          "no report within %ds (domain state %s)\n%s\n%s"
+                          % (g.timeout, g.state, console_tail(g.console_text), g.qemu_log_tail())):
+                return
+            tap.diag("%s: OVMF boot to report: %.1f s" % (key, g.boot_s))
+            res = {ln.split()[2]: ln for ln in lines if ln.startswith("@@ res ")}
+            nospace = [ln[len("@@ dmesg "):] for ln in lines if ln.startswith("@@ dmesg ")]
+            for ln in nospace:
+                tap.diag("guest dmesg: " + ln)
+            assigned, placed, problems = 0, 0, []
+            for alias, host, planned in standins:
+                where = loc.get(alias, {})
+                found = find_guest_device(devs, where)
+                d = pdev.get(host, {})
+                if len(found) != 1 or found[0]["id"] != IVSHMEM_ID:
+                    problems.append("%s (host %s): the guest shows %s at the plan's address %s"
+                                    % (alias, host, [x["id"] for x in found], planned))
+                    continue
+                gd = found[0]
+                if (where.get("pxb_node") != d.get("guest_cell") or planned != d.get("guest_address") or
+                        gd["numa"] != str(d.get("guest_cell"))):
+                    problems.append("%s (host %s): pxb node %s, guest numa_node %s, address %s; planned cell %s at %s"
+                                    % (alias, host, where.get("pxb_node"), gd["numa"], planned,
+                                       d.get("guest_cell"), d.get("guest_address")))
+                else:
+                    placed += 1
+                start = bar_start(res.get(gd["bdf"], ""), 2)
+                tap.diag("%s: host %s -> guest %s (cell %s, behind %s): BAR2 %s"
+                         % (key, host, gd["bdf"], gd["numa"], " > ".join(gd["chain"][:-1]),
+                            "at 0x%x" % start if start else "not assigned"))
+                assigned += bool(start)
+            tap.ok(placed == 8 and not problems,
+                   "%s: the 8 ivshmem-plain stand-ins sit at the plan's guest addresses behind the pxb-pcie "
+                   "root ports, each on its planned cell" % key, "\n".join(problems))
+            if auto:
+                tap.ok(assigned == 8 and not nospace,
+                       "%s: mmio64 auto: OVMF assigns all 8 of the 64 GiB BARs (%d assigned, %d 'no space' lines)"
+                       % (key, assigned, len(nospace)), "\n".join(nospace))
+            else:
+                tap.ok(assigned < 8 and nospace,
+                       "%s: mmio64 off: OVMF leaves BARs unassigned (%d of 8 assigned; the kernel: %d 'no space' "
+                       "lines)" % (key, assigned, len(nospace)), "\n".join(nospace))
+            g.wait_shutoff(5)
+        finally:
+            g.cleanup()
+            for alias, _h, _p in standins:
+                try:
+                    os.unlink("/dev/shm/%s-%s-%s" % (prefix, key, alias.rsplit("-", 1)[-1]))
+                except OSError:
+                    pass
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pcinumactl", required=True)
@@ -976,7 +1147,8 @@ def main():
         hosts_built = {}
         for h, hdir in (("sample-4n", args.hosts), ("snc2", args.hosts),
                         ("guest-p5", os.path.join(HERE, "hosts")),
-                        ("guest-dualport", os.path.join(HERE, "hosts"))):
+                        ("guest-dualport", os.path.join(HERE, "hosts")),
+                        ("guest-bar64", os.path.join(HERE, "hosts"))):
             out = os.path.join(args.workdir, "host-" + h)
             r = run([sys.executable, args.mkfakesysfs,
                      os.path.join(hdir, h + ".json"), out])
@@ -1043,6 +1215,11 @@ def main():
                 run_switch_case(tap, args, sess, hosts_built, kernel, initrd)
             except Fatal as e:
                 tap.diag("case e stopped: %s" % e)
+        if not args.filter or "h" in args.filter:
+            try:
+                run_mmio64_case(tap, args, sess, hosts_built, kernel, initrd)
+            except Fatal as e:
+                tap.diag("case h stopped: %s" % e)
         for case in cases:
             if args.filter and case.key not in args.filter:
                 continue

@@ -211,10 +211,34 @@ class Test(Harness):
 
     # -- 4: migrate ------------------------------------------------------------
     def t4_migrate(self):
+        # migration: refuse (the default): the mark says migratable="no"
+        # and an incoming planned domain is refused.
         planned = self.dump("gpu-vm-1")
-        # migration: same-topology (the default): both session daemons
+        r = self.run_hook("gpu-vm-1", "migrate", "begin", planned)
+        self.check(re.search(r"""migratable=['"]no['"]""", planned) and r.returncode == 1 and
+                   "refusing incoming migration" in r.stderr,
+                   "4: migration refuse (the default): marked migratable=\"no\", the migrate hook refuses it",
+                   "exit %d\nstderr: %s" % (r.returncode, r.stderr))
+        # migration: same-topology (a fleet's opt-in): both session daemons
         # share this pcinumad and its host, so the domain comes in with
         # the same devices (test_migrate.py has hosts that differ).
+        self.set_policy(migration="same-topology")
+        try:
+            self.check(self.d.hup(), "4: SIGHUP reloads the policy (migration: same-topology)")
+            deadline = time.monotonic() + 5 * PLAN_DEADLINE
+            while not re.search(r"""migratable=['"]yes['"]""", planned) and time.monotonic() < deadline:
+                time.sleep(0.2)
+                planned = self.dump("gpu-vm-1")
+            if not self.check(re.search(r"""migratable=['"]yes['"]""", planned),
+                              "4: migration same-topology: the watcher plans the domain again, migratable=\"yes\"",
+                              planned[:3000]):
+                return
+            self.t4_fleet(planned)
+        finally:
+            self.set_policy()
+            self.d.hup()
+
+    def t4_fleet(self, planned):
         r = self.run_hook("gpu-vm-1", "migrate", "begin", planned)
         ok, how, dg = self.same(r.stdout, planned, "mig-hook") if r.returncode == 0 else (False, "", r.stderr)
         self.check(ok, "4: migrate begin, planned domain, a host like its own: "

@@ -57,6 +57,8 @@ Checks:
   host prints it unchanged; the watcher leaves it alone).
 * A->C: refused by C's hook, naming the devices and what differs; the
   domain is not on C.
+* Each host's policy says "migration": "same-topology", a fleet's opt-in
+  (the default, "refuse", is the next case).
 * B's policy with "migration": "refuse": A->B refused by B's hook; a
   domain planned on A under "migration": "refuse" (marked migratable="no")
   refused as before.
@@ -173,10 +175,9 @@ class Test:
         self.tap.diag(text)
 
     # -- setup -----------------------------------------------------------
-    def policy(self, host, migration=None):
-        d = {"policy": "require"}
-        if migration:
-            d["migration"] = migration
+    def policy(self, host, migration="same-topology"):
+        # A fleet: migration same-topology, its opt-in (the default refuses).
+        d = {"policy": "require", "migration": migration}
         write(os.path.join(self.tmp, "policy-%s.json" % host),
               json.dumps({"default": d, "hook": {"timeout_ms": 10000, "on_unreachable": "allow"}}) + "\n")
 
@@ -343,8 +344,9 @@ class Test:
         watcher leaves it alone."""
         path = os.path.join(self.tmp, "on-%s-%s.xml" % (h, name))
         write(path, xml)
-        p = subprocess.run([self.a.pcinumactl, "plan", "--sysfs-root", self.sysfs[h], "--policy", "require",
-                            path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        p = subprocess.run([self.a.pcinumactl, "plan", "--sysfs-root", self.sysfs[h], "--policy-file",
+                            os.path.join(self.tmp, "policy-%s.json" % h), path],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
         self.check(p.returncode == 0 and p.stdout == xml,
                    "%s: %s's plan of the migrated definition changes nothing (idempotent)" % (what, h.upper()),
                    "exit %d: %s" % (p.returncode, p.stderr))

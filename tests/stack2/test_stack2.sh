@@ -78,11 +78,12 @@ marker=/etc/pcinuma-stack2
 # what the libvirt, daemon and guest suites do not use (the valgrind,
 # Debian package, fresh-machine, docs and bench checks do)
 not_here="valgrind debootstrap build-essential debhelper dpkg-dev groff-base strace"
-# added here: ovmf, which qemu-system-x86 recommends (install-deps.sh
-# installs without recommends).  libvirt 11 resolves <os firmware='efi'>
-# when a domain is DEFINED and refuses it without a firmware descriptor
-# ("Unable to find 'efi' firmware"); libvirt 9.0 does that only at start.
-extra="ovmf"
+# added here: nothing now.  ovmf, which qemu-system-x86 recommends, is in
+# install-deps.sh's list since the guest suite boots OVMF (case h); libvirt
+# 11 needs it anyway: it resolves <os firmware='efi'> when a domain is
+# DEFINED and refuses it without a firmware descriptor ("Unable to find
+# 'efi' firmware"); libvirt 9.0 does that only at start.
+extra=""
 # from bookworm-backports: libvirt 11 and QEMU 10
 from_bpo="libvirt-dev libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils"
 # from bookworm-backports when it carries them (apt-cache madison, in the

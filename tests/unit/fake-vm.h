@@ -90,7 +90,33 @@ static inline struct policy *fake_vm_policy(const char *mode) {
         return p;
 }
 
-/* fake_vm_xml planned under 'mode' (the output of engine_plan()). */
+/* The same with "migration": "same-topology", the fleet's opt-in
+ * (migration: refuse is the default). */
+static inline struct policy *fake_vm_policy_fleet(const char *mode) {
+        _cleanup_free_ char *json = xasprintf("{\"default\": {\"policy\": \"%s\", \"migration\": \"same-topology\"}}", mode);
+        _cleanup_free_ char *err = NULL;
+        struct policy *p = NULL;
+        if (policy_parse(json, strlen(json), "fake-vm.json", &p, &err) < 0)
+                fail_msg("policy %s: %s", mode, strna(err));
+        return p;
+}
+
+/* fake_vm_xml planned under 'mode' with migration: same-topology (its
+ * mark says migratable="yes"). */
+static inline char *fake_vm_planned_fleet(const struct hostmap *h, const char *mode) {
+        struct policy *pol = fake_vm_policy_fleet(mode);
+        struct engine_result *r = NULL;
+        _cleanup_free_ char *err = NULL;
+        if (engine_plan(fake_vm_xml, strlen(fake_vm_xml), h, pol, NULL, &r, &err) < 0)
+                fail_msg("plan under %s: %s", mode, strna(err));
+        char *xml = xstrdup(r->xml);
+        engine_result_free(r);
+        policy_free(pol);
+        return xml;
+}
+
+/* fake_vm_xml planned under 'mode' (the output of engine_plan()), with
+ * the default switches (migration: refuse). */
 static inline char *fake_vm_planned(const struct hostmap *h, const char *mode) {
         enum policy_mode m;
         assert_int_equal(policy_mode_from_string(mode, &m), 0);

@@ -51,7 +51,8 @@ static char *domain_xml(const unsigned bus[4]) {
 }
 
 static struct policy *clique_policy(void) {
-        static const char json[] = "{\"default\": {\"policy\": \"require\", \"gpudirect_clique\": \"auto\"}}";
+        /* A fleet: migration same-topology (the default refuses). */
+        static const char json[] = "{\"default\": {\"policy\": \"require\", \"gpudirect_clique\": \"auto\", \"migration\": \"same-topology\"}}";
         struct policy *p = NULL;
         _cleanup_free_ char *err = NULL;
         assert_int_equal(policy_parse(json, strlen(json), "clique.json", &p, &err), 0);

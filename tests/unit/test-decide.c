@@ -382,6 +382,25 @@ static void test_prepare_one_line_per_cause(void **state) {
         assert_false(has(d.message, "guest cells:"));
         decision_done(&d);
 
+        /* Under preferred (the default) the same domain starts, with a
+         * warning that says the cause once and every device; the built-in
+         * policy does the same (do no harm on install). */
+        _cleanup_policy_ struct policy *preferred = fake_vm_policy("preferred");
+        _cleanup_policy_ struct policy *builtin = policy_new_default();
+        const struct policy *lenient[] = { preferred, builtin };
+        for (size_t k = 0; k < ELEMENTSOF(lenient); k++) {
+                decide(lenient[k], "prepare", "begin", unpinned, false, &d);
+                assert_int_equal(d.verdict, DECIDE_WARN);
+                assert_int_equal(d.exit_code, 0);
+                assert_true(strncmp(d.message, "pcinuma: warning: domain " FAKE_VM_NAME ": not every passthrough device "
+                                    "could be placed (policy preferred):\n", 95) == 0);
+                assert_int_equal(count(d.message, "no guest cell is pinned to a host node"), 1);
+                for (size_t i = 0; i < ELEMENTSOF(devs); i++)
+                        assert_int_equal(count(d.message, devs[i]), 1);
+                assert_int_equal(count(d.message, "\n"), count(d.message, "pcinuma: "));
+                decision_done(&d);
+        }
+
         /* No <acpi/>: under require a refusal that names it once on its
          * first line, then only the fix; under legacy a warning that does
          * the same. */
@@ -478,7 +497,7 @@ static void test_prepare_bad_xml(void **state) {
 static void test_migrate(void **state) {
         (void) state;
         for (size_t i = 0; i < ELEMENTSOF(policies); i++) {
-                _cleanup_policy_ struct policy *pol = fake_vm_policy(policies[i]);
+                _cleanup_policy_ struct policy *pol = fake_vm_policy_fleet(policies[i]);
                 struct decision d;
                 decide(pol, "migrate", "begin", fake_vm_xml, false, &d);
                 assert_int_equal(d.verdict, DECIDE_PASS);
@@ -488,7 +507,7 @@ static void test_migrate(void **state) {
                 decision_done(&d);
 
                 const char *marked_by = streq(policies[i], "off") ? "require" : policies[i];
-                _cleanup_free_ char *marked = fake_vm_planned(host, marked_by);
+                _cleanup_free_ char *marked = fake_vm_planned_fleet(host, marked_by);
                 _cleanup_free_ char *in_policy = xasprintf("(pcinuma policy %s)", marked_by);
                 assert_true(has(marked, "migratable=\"yes\""));
                 decide(pol, "migrate", "begin", marked, false, &d);
@@ -518,7 +537,7 @@ static void test_migrate(void **state) {
         }
 
         /* This host's policy refuses. */
-        _cleanup_free_ char *marked = fake_vm_planned(host, "require");
+        _cleanup_free_ char *marked = fake_vm_planned_fleet(host, "require");
         _cleanup_free_ char *err = NULL;
         _cleanup_policy_ struct policy *refuse = NULL;
         const char *json = "{\"default\": {\"policy\": \"require\", \"migration\": \"refuse\"}}";
@@ -547,7 +566,7 @@ static void test_migrate(void **state) {
                         .argv = { (char *) FAKE_VM_NAME, (char *) "migrate", (char *) "begin", (char *) "-" },
                         .xml = marked, .xml_len = strlen(marked),
                 };
-                _cleanup_policy_ struct policy *req = fake_vm_policy("require");
+                _cleanup_policy_ struct policy *req = fake_vm_policy_fleet("require");
                 decide_hook(&rq, c, req, NULL, NULL, &d);
                 assert_int_equal(d.verdict, DECIDE_REFUSE);
                 assert_true(strncmp(d.message, "pcinuma: refusing incoming migration of domain " FAKE_VM_NAME ": this host "
@@ -570,7 +589,7 @@ static void test_migrate(void **state) {
         /* Every device of this host it could take is used by another
          * domain: accepted, the warning first and one shared entry per
          * device; the incoming domain's own use is no conflict. */
-        _cleanup_policy_ struct policy *pol = fake_vm_policy("require");
+        _cleanup_policy_ struct policy *pol = fake_vm_policy_fleet("require");
         decide(pol, "migrate", "begin", marked, false, &d);
         assert_int_equal(d.verdict, DECIDE_ALLOW);
         size_t n = d.n_remap;
@@ -608,6 +627,34 @@ static void test_migrate(void **state) {
         assert_false(has(d2.message, "warning"));
         decision_done(&d2);
         free(u);
+        decision_done(&d);
+}
+
+/* The defaults (migration: refuse, as the mission says): a domain planned
+ * with no policy file is marked migratable="no", and a destination with
+ * the built-in policy refuses an incoming planned domain even when its
+ * mark says yes. */
+static void test_migrate_defaults(void **state) {
+        (void) state;
+        _cleanup_policy_ struct policy *builtin = policy_new_default();
+        struct engine_result *r = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), host, builtin, NULL, &r, &err), 0);
+        assert_int_equal(r->verdict, PLAN_APPLY);
+        assert_true(has(r->xml, "migratable=\"no\""));
+        assert_false(has(r->xml, "migratable=\"yes\""));
+        struct decision d;
+        decide(builtin, "migrate", "begin", r->xml, false, &d);
+        assert_int_equal(d.verdict, DECIDE_REFUSE);
+        assert_true(has(d.message, "marked migratable=\"no\""));
+        decision_done(&d);
+        engine_result_free(r);
+
+        _cleanup_free_ char *fleet = fake_vm_planned_fleet(host, "require");
+        assert_true(has(fleet, "migratable=\"yes\""));
+        decide(builtin, "migrate", "begin", fleet, false, &d);
+        assert_int_equal(d.verdict, DECIDE_REFUSE);
+        assert_true(has(d.message, "(migration: refuse)"));
         decision_done(&d);
 }
 
@@ -697,6 +744,7 @@ int main(void) {
                 cmocka_unit_test(test_prepare_planned),
                 cmocka_unit_test(test_prepare_bad_xml),
                 cmocka_unit_test(test_migrate),
+                cmocka_unit_test(test_migrate_defaults),
                 cmocka_unit_test(test_restore),
                 cmocka_unit_test(test_other_phases),
                 cmocka_unit_test(test_not_utf8),

@@ -44,7 +44,7 @@ static void test_plan_unplanned(void **state) {
                 assert_true(r->changed);
                 assert_non_null(strstr(r->xml, PCINUMA_TOPOLOGY_NS));
                 assert_non_null(strstr(r->xml, attr));
-                assert_non_null(strstr(r->xml, "migratable=\"yes\""));  /* migration: same-topology, the default */
+                assert_non_null(strstr(r->xml, "migratable=\"no\""));  /* migration: refuse, the default */
                 assert_non_null(strstr(r->xml, " fingerprint=\""));
                 assert_non_null(r->mismatch);
                 /* One expander bus per cell, each device moved. */

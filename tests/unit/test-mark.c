@@ -167,13 +167,24 @@ static void test_build_and_match(void **state) {
         enum policy_mode mode = POLICY_REQUIRE;
         _cleanup_(engine_result_freep) struct engine_result *r = NULL;
         _cleanup_free_ char *err = NULL;
-        assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), h, NULL, &mode, &r, &err), 0);
+
+        /* The default switches: migration refuse, so the mark says no. */
+        _cleanup_(engine_result_freep) struct engine_result *def = NULL;
+        assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), h, NULL, &mode, &def, &err), 0);
+        struct mark bd;
+        mark_build(def->plan, def->base, &bd);
+        assert_string_equal(bd.migratable, "no");
+        assert_string_equal(bd.migratable_reason, "the policy says migration: refuse");
+        mark_done(&bd);
+
+        _cleanup_policy_ struct policy *fleet = fake_vm_policy_fleet("require");
+        assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), h, fleet, NULL, &r, &err), 0);
         assert_int_equal(r->verdict, PLAN_APPLY);
 
         struct mark b;
         mark_build(r->plan, r->base, &b);
         assert_string_equal(b.policy, "require");
-        assert_string_equal(b.migratable, "yes");     /* migration: same-topology, the default */
+        assert_string_equal(b.migratable, "yes");     /* migration: same-topology, the fleet's opt-in */
         assert_non_null(b.fingerprint);
         assert_int_equal(strlen(b.fingerprint), 64);
         assert_non_null(b.devices[0].position);
@@ -203,7 +214,7 @@ static void test_build_and_match(void **state) {
         assert_true(mark_matches(&b, r->plan, r->base, cur));
 
         /* A mark from before migration: same-topology (migratable="no")
-         * does not match the default policy's plan, so it is planned again. */
+         * does not match the same-topology policy's plan, so it is planned again. */
         free(m.migratable);
         m.migratable = xstrdup("no");
         assert_false(mark_matches(&m, r->plan, r->base, cur));
@@ -278,13 +289,15 @@ static void test_mismatch_reasons(void **state) {
         m.n_expanders++;
         assert_null(mark_mismatch(&m, p, r->base, cur));
 
-        /* migratable against the policy's migration setting. */
-        p->settings.migration_same_topology = false;
-        assert_reason(mark_mismatch(&m, p, r->base, cur), "migratable: mark says yes, policy migration=refuse");
+        /* migratable against the policy's migration setting (refuse, the
+         * default, wrote "no"). */
+        assert_string_equal(m.migratable, "no");
         p->settings.migration_same_topology = true;
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "migratable: mark says no, policy migration=same-topology");
+        p->settings.migration_same_topology = false;
         char *mig = m.migratable;
         m.migratable = NULL;
-        assert_reason(mark_mismatch(&m, p, r->base, cur), "migratable: mark says nothing (an earlier pcinuma), policy migration=same-topology");
+        assert_reason(mark_mismatch(&m, p, r->base, cur), "migratable: mark says nothing (an earlier pcinuma), policy migration=refuse");
         m.migratable = mig;
 
         /* The NCCL topology file's SHA-256. */
@@ -361,7 +374,7 @@ static void test_engine_stale_reason(void **state) {
         _cleanup_hostmap_ struct hostmap *h = fake_vm_host();
         _cleanup_free_ char *err = NULL;
         _cleanup_policy_ struct policy *same = NULL, *refuse = NULL;
-        static const char same_json[] = "{\"default\": {\"policy\": \"require\"}}";
+        static const char same_json[] = "{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}";
         static const char refuse_json[] = "{\"default\": {\"policy\": \"require\", \"migration\": \"refuse\"}}";
         assert_int_equal(policy_parse(same_json, strlen(same_json), "a.json", &same, &err), 0);
         assert_int_equal(policy_parse(refuse_json, strlen(refuse_json), "b.json", &refuse, &err), 0);
@@ -398,7 +411,7 @@ static void test_migratable_device_stays(void **state) {
                 FAKE_VM_HOSTDEV("0xee")
                 FAKE_VM_XML_TAIL;
         _cleanup_hostmap_ struct hostmap *h = fake_vm_host();
-        _cleanup_policy_ struct policy *pol = fake_vm_policy("legacy");
+        _cleanup_policy_ struct policy *pol = fake_vm_policy_fleet("legacy");
         _cleanup_(engine_result_freep) struct engine_result *r = NULL, *again = NULL, *stale = NULL;
         _cleanup_free_ char *err = NULL;
         assert_int_equal(engine_plan(xml, strlen(xml), h, pol, NULL, &r, &err), 0);
@@ -468,7 +481,7 @@ static void test_migratable_not_fingerprinted(void **state) {
                 fake_host_add_dev(h, "0000:10:00.0", 0, 0x030200);
                 fake_host_add_dev(h, "0000:60:00.0", 2, classes[i])->driver = xstrdup("vfio-pci");
                 hostmap_finish(h);
-                _cleanup_policy_ struct policy *pol = fake_vm_policy("legacy");
+                _cleanup_policy_ struct policy *pol = fake_vm_policy_fleet("legacy");
                 _cleanup_(engine_result_freep) struct engine_result *r = NULL, *again = NULL;
                 _cleanup_free_ char *err = NULL, *why = NULL;
                 assert_int_equal(engine_plan(xml, strlen(xml), h, pol, NULL, &r, &err), 0);
@@ -680,22 +693,24 @@ static char *replace_once(const char *s, const char *old, const char *new) {
 static void test_fingerprint_version_stale(void **state) {
         (void) state;
         _cleanup_hostmap_ struct hostmap *h = fake_vm_host();
-        enum policy_mode mode = POLICY_REQUIRE;
+        /* migration: same-topology, so the mark says yes and the
+         * destination judges the fingerprint version. */
+        _cleanup_policy_ struct policy *pol = fake_vm_policy_fleet("require");
         _cleanup_(engine_result_freep) struct engine_result *r = NULL, *old = NULL, *other = NULL, *again = NULL;
         _cleanup_free_ char *err = NULL;
-        assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), h, NULL, &mode, &r, &err), 0);
+        assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), h, pol, NULL, &r, &err), 0);
         assert_int_equal(r->verdict, PLAN_APPLY);
         _cleanup_free_ char *attr = xasprintf(" fingerprint-version=\"%d\"", FINGERPRINT_VERSION);
         assert_non_null(strstr(r->xml, attr));
 
         /* Fresh: not stale. */
-        assert_int_equal(engine_plan(r->xml, strlen(r->xml), h, NULL, &mode, &again, &err), 0);
+        assert_int_equal(engine_plan(r->xml, strlen(r->xml), h, pol, NULL, &again, &err), 0);
         assert_true(again->already_planned);
         assert_null(again->stale_mark);
 
         /* Written before the version was recorded. */
         _cleanup_free_ char *before = replace_once(r->xml, attr, "");
-        assert_int_equal(engine_plan(before, strlen(before), h, NULL, &mode, &old, &err), 0);
+        assert_int_equal(engine_plan(before, strlen(before), h, pol, NULL, &old, &err), 0);
         assert_false(old->already_planned);
         _cleanup_free_ char *want = xasprintf("planned with topology fingerprint version 1 (the mark does not say), "
                                               "this pcinuma uses %d", FINGERPRINT_VERSION);
@@ -706,7 +721,7 @@ static void test_fingerprint_version_stale(void **state) {
         /* Another version. */
         _cleanup_free_ char *v = xasprintf(" fingerprint-version=\"%d\"", FINGERPRINT_VERSION + 7);
         _cleanup_free_ char *later = replace_once(r->xml, attr, v);
-        assert_int_equal(engine_plan(later, strlen(later), h, NULL, &mode, &other, &err), 0);
+        assert_int_equal(engine_plan(later, strlen(later), h, pol, NULL, &other, &err), 0);
         assert_false(other->already_planned);
         _cleanup_free_ char *want2 = xasprintf("planned with topology fingerprint version %d, this pcinuma uses %d",
                                                FINGERPRINT_VERSION + 7, FINGERPRINT_VERSION);
@@ -730,9 +745,6 @@ static void test_fingerprint_version_stale(void **state) {
         /* Incoming with a mark of another version (a domain that ran since
          * before the upgrade): refused saying so, not by a position
          * mismatch; the current version is accepted on the same host. */
-        _cleanup_policy_ struct policy *pol = NULL;
-        static const char pol_json[] = "{\"default\": {\"policy\": \"require\"}}";
-        assert_int_equal(policy_parse(pol_json, strlen(pol_json), "p.json", &pol, &err), 0);
         struct migrate_result mr = {0};
         migrate_incoming(before, strlen(before), h, pol, NULL, &mr);
         assert_int_equal(mr.verdict, MIGRATE_REFUSE);
@@ -752,7 +764,7 @@ static void test_fingerprint_version_stale(void **state) {
 static void test_migrate_forged_values(void **state) {
         (void) state;
         _cleanup_hostmap_ struct hostmap *h = fake_vm_host();
-        _cleanup_policy_ struct policy *pol = fake_vm_policy("require");
+        _cleanup_policy_ struct policy *pol = fake_vm_policy_fleet("require");
         _cleanup_(engine_result_freep) struct engine_result *r = NULL;
         _cleanup_free_ char *err = NULL;
         assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), h, pol, NULL, &r, &err), 0);

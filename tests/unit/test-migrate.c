@@ -663,8 +663,9 @@ static void test_incoming(void **state) {
         (void) state;
         _cleanup_hostmap_ struct hostmap *a = fake_vm_host();
         _cleanup_hostmap_ struct hostmap *b = fake_vm_host_renumbered();
-        _cleanup_free_ char *planned = fake_vm_planned(a, "require");
-        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\"}}");
+        _cleanup_free_ char *planned = fake_vm_planned_fleet(a, "require");
+        /* migration: same-topology, the fleet's opt-in (the default refuses). */
+        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
 
         struct migrate_result r = {0};
         migrate_incoming(planned, strlen(planned), b, pol, NULL, &r);
@@ -702,8 +703,13 @@ static void test_incoming(void **state) {
         assert_int_equal(differ, 4 + 4);          /* the sources and the mark's devices (the digest is the same) */
         migrate_result_done(&r);
 
-        /* Under migration: refuse on the destination. */
+        /* Under migration: refuse on the destination, spelt out or the default. */
         _cleanup_policy_ struct policy *refuse = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"refuse\"}}");
+        _cleanup_policy_ struct policy *dflt = policy_of("{\"default\": {\"policy\": \"require\"}}");
+        migrate_incoming(planned, strlen(planned), b, dflt, NULL, &r);
+        assert_int_equal(r.verdict, MIGRATE_REFUSE);
+        assert_true(has(r.reason, "migration: refuse"));
+        migrate_result_done(&r);
         migrate_incoming(planned, strlen(planned), b, refuse, NULL, &r);
         assert_int_equal(r.verdict, MIGRATE_REFUSE);
         assert_true(has(r.reason, "migration: refuse"));
@@ -792,7 +798,7 @@ static void test_incoming_mdev(void **state) {
         assert_int_equal(pci_addr_parse("0000:18:00.0", &p), 0);
         hostmap_add_mdev(b, UB(1), &p)->type = xstrdup("nvidia-63");
         hostmap_finish(b);
-        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\"}}");
+        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
         _cleanup_(engine_result_freep) struct engine_result *e = NULL;
         _cleanup_free_ char *err = NULL;
         assert_int_equal(engine_plan(xml, strlen(xml), a, pol, NULL, &e, &err), 0);

@@ -39,7 +39,11 @@ static struct hostmap_device *add(struct hostmap *h, const char *bdf, int node, 
 static void test_wanted(void **state) {
         (void) state;
         assert_true(nccltopo_wanted(0x030200, 0x10de));         /* 3D controller */
-        assert_true(nccltopo_wanted(0x030000, 0x1002));         /* VGA, any vendor */
+        assert_true(nccltopo_wanted(0x030000, 0x10de));         /* NVIDIA VGA */
+        assert_true(nccltopo_wanted(0x038000, 0x10de));         /* NVIDIA other display controller */
+        assert_false(nccltopo_wanted(0x030000, 0x1a03));        /* a BMC's VGA (ASPEED 1a03:2000) */
+        assert_false(nccltopo_wanted(0x030000, 0x1002));        /* AMD: RCCL's, not NCCL's */
+        assert_false(nccltopo_wanted(0x030200, 0x8086));        /* another vendor's 3D controller */
         assert_true(nccltopo_wanted(0x020700, 0x8086));         /* InfiniBand */
         assert_true(nccltopo_wanted(0x020000, 0x15b3));         /* ConnectX Ethernet */
         assert_true(nccltopo_wanted(0x020000, 0x1d0f));         /* EFA */

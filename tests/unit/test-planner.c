@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include <inttypes.h>
 
 #include "domain.h"
 #include "hostmap.h"
@@ -880,7 +881,9 @@ static void test_pruned(void **state) {
                 assert_moved(p, "0000:10:00.0", 0);
                 assert_action(p, "0000:11:00.0", PLAN_STAY, "function 0");
                 assert_action(p, "0000:80:00.0", PLAN_STAY, NULL);
+                /* the slot's warning; 80:00.0 stays with a cause of its own */
                 assert_int_equal(p->n_warnings, 1);
+                assert_contains(p->warnings[0], "0000:11:00.0 stays on its slot");
                 assert_int_equal(p->n_pruned, 1);
                 assert_int_equal(p->pruned[0], 1);
                 /* new indexes above the pruned one's neighbours still */
@@ -1363,6 +1366,167 @@ static void test_mmio64_overflow(void **state) {
         hostmap_free(h);
 }
 
+/* Do no harm (docs/policy.md, "What could not be placed"): preferred
+ * never refuses; what it cannot place, or places on a cell its node does
+ * not back, is one warning per cause naming the devices.  Legacy refuses
+ * the unpinned domain that preferred starts. */
+static void test_preferred_warns(void **state) {
+        (void) state;
+        /* Unpinned cells: nothing backs them; every device stays, with
+         * one domain-wide cause (no warning of its own: the messages say
+         * the cause and the devices, report_causes()). */
+        _cleanup_free_ char *unpinned = make_domain("q35", true, 2, NULL, HOSTDEV("0x10") HOSTDEV("0x30") HOSTDEV("0x80"));
+        _cleanup_plan_ struct plan *u = plan_xml(unpinned, POLICY_PREFERRED);
+        assert_int_equal(u->verdict, PLAN_UNCHANGED);
+        assert_int_equal(u->n_warnings, 0);
+        for (size_t i = 0; i < u->n_devices; i++) {
+                assert_int_equal(u->devices[i].action, PLAN_STAY);
+                assert_true(u->devices[i].cause >= 0);
+        }
+        assert_true(u->causes[find_dev(u, "0000:10:00.0")->cause].domain);
+        assert_contains(u->causes[find_dev(u, "0000:10:00.0")->cause].what, "no guest cell is pinned to a host node");
+        _cleanup_plan_ struct plan *ul = plan_xml(unpinned, POLICY_LEGACY);
+        assert_int_equal(ul->verdict, PLAN_REFUSED);
+
+        /* One cell on node 0: node 1's device goes there by its socket,
+         * node 2's and node 3's (the other socket) by distance, each node
+         * one warning; the local device none. */
+        _cleanup_free_ char *one = make_domain("q35", true, 1, MEMNODE("0", "0"),
+                                               HOSTDEV("0x10") HOSTDEV("0x30") HOSTDEV("0x50") HOSTDEV("0x70"));
+        _cleanup_plan_ struct plan *o = plan_xml(one, POLICY_PREFERRED);
+        assert_int_equal(o->verdict, PLAN_APPLY);
+        assert_int_equal(o->n_warnings, 3);
+        assert_string_equal(o->warnings[0], "not local: no guest cell is backed by host node 1; placed on guest cell 0 "
+                                            "(host node 0), the nearest on its socket: 0000:30:00.0");
+        assert_string_equal(o->warnings[1], "not local: no guest cell is backed by host node 2; placed on guest cell 0 "
+                                            "(host node 0), the nearest by distance: 0000:50:00.0");
+        assert_contains(o->warnings[2], "host node 3;");
+        /* every device local: no warning */
+        _cleanup_free_ char *local = make_domain("q35", true, 4, MEMNODES4, HOSTDEV("0x10") HOSTDEV("0x30"));
+        _cleanup_plan_ struct plan *l = plan_xml(local, POLICY_PREFERRED);
+        assert_int_equal(l->verdict, PLAN_APPLY);
+        assert_int_equal(l->n_warnings, 0);
+
+        /* 33 devices of node 0 on a cell of node 1: one warning, at most
+         * 32 names, then how many more. */
+        struct strbuf many = {0};
+        for (unsigned i = 0; i < N_BIG; i++)
+                strbuf_printf(&many, "<hostdev mode='subsystem' type='pci' managed='yes'><source><address domain='0x0000' "
+                                     "bus='0x%02x' slot='0x00' function='0x0'/></source></hostdev>\n", 0xa0 + i);
+        _cleanup_free_ char *devs = strbuf_steal(&many);
+        _cleanup_free_ char *far = make_domain("q35", true, 1, MEMNODE("0", "1"), devs);
+        _cleanup_plan_ struct plan *m = plan_xml(far, POLICY_PREFERRED);
+        assert_int_equal(m->verdict, PLAN_APPLY);
+        assert_int_equal(m->n_warnings, 1);
+        assert_contains(m->warnings[0], "not local: no guest cell is backed by host node 0; placed together on guest cell 0 "
+                                        "(host node 1), the nearest on its socket: 0000:a0:00.0, ");
+        assert_contains(m->warnings[0], "0000:bf:00.0 and 1 more");
+        assert_null(strstr(m->warnings[0], "0000:c0:00.0"));
+}
+
+/* mmio64 off: BARs past the window are a warning with the figures; auto
+ * sizes the window and does not warn; BARs that fit say nothing. */
+static void test_mmio64_off_warns(void **state) {
+        (void) state;
+        struct hostmap *h = fake_host_4n(fake_host_slit, fake_host_sockets);
+        for (unsigned k = 0; k < 2; k++) {
+                char bdf[PCI_ADDR_STRLEN];
+                snprintf(bdf, sizeof bdf, "0000:%02x:00.0", 0x10 + k);
+                struct hostmap_device *g = fake_host_add_dev(h, bdf, 0, 0x030200);
+                g->bars[0] = (struct hostmap_bar) { .type = HOSTMAP_BAR_MEM64, .prefetchable = true, .size = UINT64_C(64) << 30 };
+        }
+        hostmap_finish(h);
+        _cleanup_free_ char *xml = make_domain("q35", true, 4, MEMNODES4, HOSTDEV("0x10") HOSTDEV("0x11"));
+        _cleanup_domain_ struct domain *d = parse_resolved(h, xml);
+        struct policy_settings off = policy_settings_default(POLICY_REQUIRE);
+        off.mmio64_auto = false;
+        struct plan *p = NULL;
+        assert_int_equal(planner_run(d, h, &off, &p), 0);
+        assert_int_equal(p->verdict, PLAN_APPLY);
+        assert_int_equal(p->pcihole64_kib, 0);
+        assert_int_equal(p->n_warnings, 1);
+        assert_string_equal(p->warnings[0], "64-bit MMIO: the devices' 64-bit BARs need 192 GiB, packed largest first "
+                                            "(0000:10:00.0 64 GiB, 0000:11:00.0 64 GiB; and 64 GiB of room for the pcie.0 "
+                                            "side), more than the default 32 GiB window, and mmio64 is off: a UEFI guest "
+                                            "(OVMF) would leave the BARs that do not fit unassigned; set \"mmio64\": "
+                                            "\"auto\" to size the window");
+        plan_free(p);
+        struct policy_settings dflt = policy_settings_default(POLICY_REQUIRE);
+        assert_true(dflt.mmio64_auto);
+        assert_int_equal(planner_run(d, h, &dflt, &p), 0);
+        assert_int_equal(p->n_warnings, 0);
+        assert_int_equal(p->pcihole64_kib, UINT64_C(256) << 20);
+        plan_free(p);
+        hostmap_free(h);
+}
+
+/* mmio64 auto never sets a window the guest CPU's physical address bits
+ * cannot hold (QEMU refuses to start: "phys-bits too low"): with QEMU's
+ * default 40 bits eight 64 GiB BARs (576 GiB with the room) get 512 GiB
+ * and a warning with the figures; 42 bits (<maxphysaddr>) or the host's
+ * (host-passthrough under KVM) get the whole 1 TiB; a guest whose memory
+ * leaves no room for more than the default gets nothing set. */
+static void test_mmio64_address_bits(void **state) {
+        (void) state;
+        struct hostmap *h = fake_host_4n(fake_host_slit, fake_host_sockets);
+        struct strbuf devs = {0};
+        for (unsigned k = 0; k < 8; k++) {
+                char bdf[PCI_ADDR_STRLEN];
+                snprintf(bdf, sizeof bdf, "0000:%02x:00.0", 0x10 + k);
+                struct hostmap_device *g = fake_host_add_dev(h, bdf, 0, 0x030200);
+                g->bars[0] = (struct hostmap_bar) { .type = HOSTMAP_BAR_MEM64, .prefetchable = true, .size = UINT64_C(64) << 30 };
+                strbuf_printf(&devs, "<hostdev mode='subsystem' type='pci' managed='yes'><source><address domain='0x0000' "
+                                     "bus='0x%02x' slot='0x00' function='0x0'/></source></hostdev>\n", 0x10 + k);
+        }
+        hostmap_finish(h);
+        _cleanup_free_ char *base = make_domain("q35", true, 4, MEMNODES4, devs.buf);
+        strbuf_done(&devs);
+        static const struct {
+                const char *from, *to;
+                uint64_t hole_gib;
+                const char *warning;
+        } cases[] = {
+                /* make_domain(): type kvm, host-passthrough: the host's bits */
+                { NULL, NULL, 1024, NULL },
+                { "<domain type='kvm'>", "<domain type='qemu'>", 512,
+                  "a 1 TiB window, but a guest CPU with 40 physical address bits (QEMU's default) and 4 GiB of memory "
+                  "has room for 512 GiB at most: <pcihole64> set to that" },
+                { "<cpu mode='host-passthrough'>", "<cpu mode='host-passthrough'><maxphysaddr mode='emulate' bits='42'/>",
+                  1024, NULL },
+                { "<cpu mode='host-passthrough'>", "<cpu mode='host-passthrough'><maxphysaddr mode='passthrough' limit='41'/>",
+                  512, "41 physical address bits and 4 GiB of memory has room for 512 GiB at most" },
+                { "<domain type='kvm'>\n  <name>plan-test</name>\n  <memory unit='MiB'>4096</memory>",
+                  "<domain type='qemu'>\n  <name>plan-test</name>\n  <memory unit='GiB'>1000</memory>", 0,
+                  "1000 GiB of memory has room for 4 GiB at most: the window is left as it is" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ char *xml = xstrdup(base);
+                if (cases[i].from) {
+                        char *at = strstr(xml, cases[i].from);
+                        assert_non_null(at);
+                        char *x = xasprintf("%.*s%s%s", (int) (at - xml), xml, cases[i].to, at + strlen(cases[i].from));
+                        free(xml);
+                        xml = x;
+                }
+                _cleanup_domain_ struct domain *d = parse_resolved(h, xml);
+                struct policy_settings s = policy_settings_default(POLICY_REQUIRE);
+                struct plan *p = NULL;
+                assert_int_equal(planner_run(d, h, &s, &p), 0);
+                assert_int_equal(p->verdict, PLAN_APPLY);
+                if (p->pcihole64_kib != cases[i].hole_gib << 20)
+                        fail_msg("case %zu: pcihole64 %" PRIu64 " KiB, want %" PRIu64 " GiB", i, p->pcihole64_kib,
+                                 cases[i].hole_gib);
+                if (cases[i].warning) {
+                        assert_int_equal(p->n_warnings, 1);
+                        assert_contains(p->warnings[0], cases[i].warning);
+                        assert_contains(p->warnings[0], "the devices need 576 GiB");
+                } else
+                        assert_int_equal(p->n_warnings, 0);
+                plan_free(p);
+        }
+        hostmap_free(h);
+}
+
 /* The pair report is quadratic: above PLAN_FIDELITY_MAX_DEVICES it is not
  * made, and says so (review finding: 8000 hostdevs took 4 GB). */
 static void test_fidelity_cap(void **state) {
@@ -1421,6 +1585,9 @@ int main(void) {
                 cmocka_unit_test(test_paths_degrade_flat),
                 cmocka_unit_test(test_paths_functions),
                 cmocka_unit_test(test_mmio64_overflow),
+                cmocka_unit_test(test_preferred_warns),
+                cmocka_unit_test(test_mmio64_off_warns),
+                cmocka_unit_test(test_mmio64_address_bits),
                 cmocka_unit_test(test_fidelity_cap),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -68,7 +68,10 @@ static void test_new_default(void **state) {
         _cleanup_policy_ struct policy *p = policy_new_default();
 
         (void) state;
-        assert_int_equal(p->def.mode, POLICY_LEGACY);
+        /* Do no harm on install: the built-in default never refuses. */
+        assert_int_equal(p->def.mode, POLICY_PREFERRED);
+        assert_true(p->def.mmio64_auto);
+        assert_false(p->def.migration_same_topology);
         assert_false(p->allow_domain_policy);
         assert_int_equal(p->n_rules, 0);
         assert_null(p->rules);
@@ -91,11 +94,11 @@ static void test_empty_object(void **state) {
         _cleanup_policy_ struct policy *p = parse_ok(" {}\n");
 
         (void) state;
-        assert_int_equal(p->def.mode, POLICY_LEGACY);
+        assert_int_equal(p->def.mode, POLICY_PREFERRED);
         assert_int_equal(p->n_rules, 0);
 
         _cleanup_policy_ struct policy *q = parse_ok("{\"default\": {}, \"rules\": [], \"hook\": {}}");
-        assert_int_equal(q->def.mode, POLICY_LEGACY);
+        assert_int_equal(q->def.mode, POLICY_PREFERRED);
         assert_int_equal(q->n_rules, 0);
         assert_int_equal(q->hook_timeout_ms, 10000);
 }
@@ -178,17 +181,19 @@ static void test_timeout_range(void **state) {
 
 static void test_feature_switches(void **state) {
         (void) state;
-        /* Defaults: the paths topology with its switches, distances and
-         * the I/O check on, the rest off. */
+        /* Defaults: the paths topology with its switches, distances,
+         * mmio64 and the I/O check on, the rest off. */
         _cleanup_policy_ struct policy *d = parse_ok("{}");
         assert_int_equal(d->def.topology, POLICY_TOPOLOGY_PATHS);
         assert_true(d->def.mirror_switches);
         assert_true(d->def.mirror_distances);
-        assert_false(d->def.mmio64_auto);
+        assert_true(d->def.mmio64_auto);
         assert_true(d->def.io_port_check);
         assert_false(d->def.managed_auto);
 
         /* A rule starts from the default's switches and overrides its own. */
+        _cleanup_policy_ struct policy *off = parse_ok("{\"default\": {\"mmio64\": \"off\"}}");
+        assert_false(off->def.mmio64_auto);
         _cleanup_policy_ struct policy *p = parse_ok(
                 "{\"default\": {\"policy\": \"legacy\", \"mirror_switches\": true, \"mmio64\": \"auto\"},"
                 " \"rules\": [{\"match\": {\"name\": \"gpu-*\"}, \"policy\": \"require\","
@@ -242,14 +247,17 @@ static void test_feature_switches(void **state) {
                            SRC ": default.mmio64: expected \"auto\" or \"off\", not 'on'");
         assert_parse_error("{\"rules\": [{\"match\": {\"name\": \"a\"}, \"policy\": \"off\", \"managed\": true}]}",
                            SRC ": rules[0].managed: expected a string, got boolean");
-        /* "migration": same-topology by default; a rule may refuse. */
-        assert_true(d->def.migration_same_topology);
+        /* "migration": refuse by default; same-topology is the opt-in,
+         * in the default or a rule. */
+        assert_false(d->def.migration_same_topology);
         _cleanup_policy_ struct policy *mg = parse_ok(
-                "{\"rules\": [{\"match\": {\"name\": \"a\"}, \"policy\": \"require\", \"migration\": \"refuse\"}]}");
-        assert_true(mg->def.migration_same_topology);
-        assert_false(mg->rules[0].settings.migration_same_topology);
-        _cleanup_policy_ struct policy *mg2 = parse_ok("{\"default\": {\"migration\": \"refuse\"}}");
-        assert_false(mg2->def.migration_same_topology);
+                "{\"rules\": [{\"match\": {\"name\": \"a\"}, \"policy\": \"require\", \"migration\": \"same-topology\"}]}");
+        assert_false(mg->def.migration_same_topology);
+        assert_true(mg->rules[0].settings.migration_same_topology);
+        _cleanup_policy_ struct policy *mg2 = parse_ok("{\"default\": {\"migration\": \"same-topology\"}}");
+        assert_true(mg2->def.migration_same_topology);
+        _cleanup_policy_ struct policy *mg3 = parse_ok("{\"default\": {\"migration\": \"refuse\"}}");
+        assert_false(mg3->def.migration_same_topology);
         assert_parse_error("{\"default\": {\"migration\": \"never\"}}",
                            SRC ": default.migration: expected \"same-topology\" or \"refuse\", not 'never'");
         assert_parse_error("{\"vfio_variant_drivers\": [\"\"]}",
@@ -551,8 +559,8 @@ static void test_resolve_all_fields(void **state) {
         assert_resolves(p, &(struct policy_subject) { .name = "vm1", .uuid = "00000000-0000-0000-0000-00000000000A", .tag = "t" },
                         POLICY_SOCKET, "rule 1 (name 'vm?', uuid '00000000-0000-0000-0000-00000000000a', tag 't')");
         assert_resolves(p, &(struct policy_subject) { .name = "vm12", .uuid = "00000000-0000-0000-0000-00000000000a", .tag = "t" },
-                        POLICY_LEGACY, "default");
-        assert_resolves(p, &(struct policy_subject) { .name = "vm1", .tag = "t" }, POLICY_LEGACY, "default");
+                        POLICY_PREFERRED, "default");
+        assert_resolves(p, &(struct policy_subject) { .name = "vm1", .tag = "t" }, POLICY_PREFERRED, "default");
 }
 
 static void test_resolve_domain_request(void **state) {
@@ -574,7 +582,7 @@ static void test_resolve_domain_request(void **state) {
         assert_resolves(denied, &(struct policy_subject) { .name = "gpu-1", .requested = "off" },
                         POLICY_REQUIRE, "rule 1 (name 'gpu-*'); domain asked for 'off', ignored: allow_domain_policy is false");
         assert_resolves(denied, &(struct policy_subject) { .name = "web", .requested = "socket" },
-                        POLICY_LEGACY, "default; domain asked for 'socket', ignored: allow_domain_policy is false");
+                        POLICY_PREFERRED, "default; domain asked for 'socket', ignored: allow_domain_policy is false");
 
         /* ret_origin is optional. */
         struct policy_settings st;

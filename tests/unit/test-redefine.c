@@ -176,6 +176,27 @@ static void test_real_plans(void **state) {
         assert_null(d2.summary);
         redefine_decision_done(&d);
         redefine_decision_done(&d2);
+
+        /* Unpinned cells under preferred (the default): nothing to
+         * define, and the journal line says, at warning priority, what
+         * could not be placed: the cause once, the devices. */
+        static const char unpinned_body[] = "  <numatune>\n";
+        const char *a = strstr(fake_vm_xml, unpinned_body), *b = strstr(fake_vm_xml, "  </numatune>\n");
+        assert_non_null(a);
+        assert_non_null(b);
+        _cleanup_free_ char *unpinned = xasprintf("%.*s%s", (int) (a - fake_vm_xml), fake_vm_xml, b + strlen("  </numatune>\n"));
+        _cleanup_policy_ struct policy *preferred = fake_vm_policy("preferred");
+        _cleanup_(engine_result_freep) struct engine_result *u = NULL;
+        assert_int_equal(engine_plan(unpinned, strlen(unpinned), h, preferred, NULL, &u, &err), 0);
+        struct redefine_decision d3;
+        redefine_decide(u, NULL, &d3);
+        assert_false(d3.redefine);
+        assert_int_equal(d3.prio, LOG_WARNING);
+        assert_non_null(strstr(d3.summary, "not every passthrough device could be placed; no guest cell is pinned to a host node"));
+        assert_non_null(strstr(d3.summary, "0000:10:00.0"));
+        assert_non_null(strstr(d3.summary, "0000:70:00.0"));
+        assert_null(strchr(d3.summary, '\n'));
+        redefine_decision_done(&d3);
 }
 
 /* A skip or a refusal is logged at its priority once; the same summary

@@ -726,16 +726,22 @@ static void test_engine_xml_decl(void **state) {
 
 static void test_engine_default_policy(void **state) {
         (void) state;
-        /* no forced mode: the built-in default (legacy) */
+        /* no forced mode: the built-in default (preferred, migration
+         * refuse); 80:00.0 has no node: it stays */
         _cleanup_free_ char *in = make_xml("", HOSTDEV("0x10") HOSTDEV("0x80"));
         _cleanup_policy_ struct policy *pol = policy_new_default();
         _cleanup_engine_result_ struct engine_result *r = NULL;
         _cleanup_free_ char *err = NULL;
         assert_int_equal(engine_plan(in, strlen(in), host, pol, NULL, &r, &err), 0);
-        assert_int_equal(r->settings.mode, POLICY_LEGACY);
+        assert_int_equal(r->settings.mode, POLICY_PREFERRED);
         assert_non_null(r->policy_origin);
         assert_int_equal(r->verdict, PLAN_APPLY);
-        assert_contains(r->xml, "policy=\"legacy\"");
+        assert_contains(r->xml, "policy=\"preferred\"");
+        assert_contains(r->xml, "migratable=\"no\"");
+        /* 80:00.0 stays, with its cause, which the messages say */
+        _cleanup_free_ char *causes = report_causes(r, PLAN_STAY, NULL);
+        assert_contains(causes, "the host reports no NUMA node for it");
+        assert_contains(causes, "0000:80:00.0");
 }
 
 static void test_engine_refused(void **state) {

@@ -682,15 +682,27 @@ def mkfakesysfs(desc, out):
 _plans = {}
 
 
-def planned(xml_name, policy, sysfs=None):
-    """`pcinumactl plan` output for XML[xml_name] under policy."""
-    key = (xml_name, policy, sysfs or FIXTURE)
+def fleet_policy(policy):
+    """A policy file's text: default 'policy' with migration:
+    same-topology, the fleet's opt-in (the default refuses)."""
+    return json.dumps({"default": {"policy": policy, "migration": "same-topology"}}) + "\n"
+
+
+def planned(xml_name, policy, sysfs=None, fleet=False):
+    """`pcinumactl plan` output for XML[xml_name] under policy (with
+    fleet: under fleet_policy(policy))."""
+    key = (xml_name, policy, sysfs or FIXTURE, fleet)
     if key not in _plans:
         path = os.path.join(WORK, "in-%s.xml" % xml_name)
         with open(path, "w") as f:
             f.write(XML[xml_name])
-        p = subprocess.run([ARGS.pcinumactl, "plan", "--sysfs-root", sysfs or FIXTURE,
-                            "--policy", policy, path],
+        how = ["--policy", policy]
+        if fleet:
+            pf = os.path.join(WORK, "fleet-%s.json" % policy)
+            with open(pf, "w") as f:
+                f.write(fleet_policy(policy))
+            how = ["--policy-file", pf]
+        p = subprocess.run([ARGS.pcinumactl, "plan", "--sysfs-root", sysfs or FIXTURE] + how + [path],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if p.returncode != 0:
             raise Failure("pcinumactl plan --policy %s %s: exit %d: %s"

@@ -36,6 +36,11 @@ NET_MODULES = ["virtio_ring", "virtio", "virtio_pci_modern_dev",
 # Where the guest finds the NCCL topology file pcinuma gives it (nccl_topology).
 NCCL_FWCFG = "/sys/firmware/qemu_fw_cfg/by_name/opt/org.pcinuma/nccl-topo.xml/raw"
 NET_CMDLINE = "pcinuma.net=1"
+# With this on the command line the guest also reports each device's BARs
+# (its sysfs resource file, one line) and the kernel's lines about BARs it
+# could not assign (the mmio64 case).
+RES_CMDLINE = "pcinuma.res=1"
+IVSHMEM_ID = "1af4:1110"        # ivshmem-plain: the mmio64 case's GPU stand-in
 
 # The guest's /init.  Every report line starts with "@@ " so kernel
 # messages that might reach the console can never be mistaken for one.
@@ -61,6 +66,18 @@ for n in /sys/devices/system/node/node*; do
     echo "@@ node ${n##*/} cpulist=$(cat "$n/cpulist") distance=$(cat "$n/distance")"
 done
 case " $(cat /proc/cmdline) " in
+*" @RESARG@ "*)
+    for d in /sys/bus/pci/devices/*; do
+        echo "@@ res ${d##*/} $(tr '\n' ' ' < "$d/resource")"
+    done
+    dmesg | while read -r l; do
+        case "$l" in
+        *"no space for"*|*"failed to assign"*|*"can't assign"*) echo "@@ dmesg $l";;
+        esac
+    done
+    ;;
+esac
+case " $(cat /proc/cmdline) " in
 *" @NETARG@ "*)
     for m in @MODULES@; do
         insmod "/lib/modules/$m.ko"
@@ -84,10 +101,11 @@ sleep 5
 echo o > /proc/sysrq-trigger
 """.replace("@BEGIN@", BEGIN).replace("@END@", END) \
    .replace("@NETARG@", NET_CMDLINE).replace("@MODULES@", " ".join(NET_MODULES)) \
+   .replace("@RESARG@", RES_CMDLINE) \
    .replace("@NCCL@", NCCL_FWCFG)
 
 APPLETS = ["sh", "mount", "cat", "readlink", "echo", "poweroff", "sleep",
-           "ls", "tr", "insmod"]
+           "ls", "tr", "insmod", "dmesg"]
 
 CMDLINE = "console=ttyS0 quiet loglevel=3 panic=-1"
 
@@ -346,12 +364,18 @@ def bdf_for_mac(mac):
                                   x[5] & 7)
 
 
-def standin_element(kind, alias, host_bdf):
-    """A virtio-rng (kind 'rng') or virtio-net (kind 'net') stand-in.  The
-    net one is non-transitional (no I/O BAR wherever it sits), has no option
-    ROM (direct kernel boot needs none) and user-mode networking (no
-    privileges in a session libvirtd)."""
-    if kind == "net":
+def standin_element(kind, alias, host_bdf, shmem=None):
+    """A virtio-rng (kind 'rng'), virtio-net (kind 'net') or ivshmem-plain
+    (kind 'ivshmem') stand-in.  The net one is non-transitional (no I/O BAR
+    wherever it sits), has no option ROM (direct kernel boot needs none) and
+    user-mode networking (no privileges in a session libvirtd).  The
+    ivshmem one is a GPU's large BAR: shmem = (name, GiB), its BAR2 that
+    many GiB, on a sparse memory-backend-file (/dev/shm/NAME)."""
+    if kind == "ivshmem":
+        el = ET.Element("shmem", name=shmem[0])
+        ET.SubElement(el, "model", type="ivshmem-plain")
+        ET.SubElement(el, "size", unit="G").text = str(shmem[1])
+    elif kind == "net":
         el = ET.Element("interface", type="user")
         ET.SubElement(el, "mac", address=mac_for(host_bdf))
         ET.SubElement(el, "model", type="virtio-non-transitional")
@@ -364,10 +388,13 @@ def standin_element(kind, alias, host_bdf):
 
 
 def boot_xml(case, plan_xml, name, kernel, initrd, console, acpi=True,
-             extra_cmdline="", standin="rng", emulator=QEMU):
-    """The planned XML, made bootable, with stand-ins (standin: 'rng' or
-    'net') for the passthrough devices, run by emulator.  Returns (xml
-    text, [(alias, host bdf, planned guest address string or None)])."""
+             extra_cmdline="", standin="rng", emulator=QEMU, loader=None,
+             nvram=None, cell_mib=CELL_MIB, shmem=None):
+    """The planned XML, made bootable, with stand-ins (standin: 'rng', 'net'
+    or 'ivshmem', with shmem = (name prefix, GiB)) for the passthrough
+    devices, run by emulator; loader (and nvram, its template and path)
+    boot UEFI firmware instead of SeaBIOS.  Returns (xml text, [(alias,
+    host bdf, planned guest address string or None)])."""
     root = ET.fromstring(plan_xml)
     root.set("type", "qemu")
     root.find("name").text = name
@@ -380,13 +407,13 @@ def boot_xml(case, plan_xml, name, kernel, initrd, console, acpi=True,
     ncells = max(1, len(cells))
     for i, c in enumerate(cells):
         c.set("cpus", str(i))
-        c.set("memory", str(CELL_MIB))
+        c.set("memory", str(cell_mib))
         c.set("unit", "MiB")
     for tag in ("numatune", "cputune", "currentMemory"):
         for el in root.findall(tag):
             root.remove(el)
     mem = root.find("memory")
-    mem.text = str(CELL_MIB * ncells)
+    mem.text = str(cell_mib * ncells)
     mem.set("unit", "MiB")
     vcpu = root.find("vcpu")
     vcpu.text = str(ncells)
@@ -398,6 +425,10 @@ def boot_xml(case, plan_xml, name, kernel, initrd, console, acpi=True,
     for tag in ("kernel", "initrd", "cmdline", "boot", "loader", "nvram"):
         for el in os_el.findall(tag):
             os_el.remove(el)
+    if loader:
+        ET.SubElement(os_el, "loader", readonly="yes", type="pflash").text = loader
+        if nvram:
+            ET.SubElement(os_el, "nvram", template=nvram[0]).text = nvram[1]
     ET.SubElement(os_el, "kernel").text = kernel
     ET.SubElement(os_el, "initrd").text = initrd
     if standin == "net":
@@ -431,7 +462,8 @@ def boot_xml(case, plan_xml, name, kernel, initrd, console, acpi=True,
         bdf = source_bdf(el) or ("mdev " + (el.find("source/address").get("uuid")
                                             or "?"))
         alias = "ua-pcinuma-s%d" % len(standins)
-        rng = standin_element(standin, alias, bdf)
+        rng = standin_element(standin, alias, bdf,
+                              shmem=("%s-s%d" % (shmem[0], len(standins)), shmem[1]) if shmem else None)
         a = el.find("address")
         planned = None
         if a is not None and a.get("type", "pci") == "pci":

@@ -448,10 +448,13 @@ class Harness:
     def check(self, ok, what, diag=None, note=None):
         return self.tap.check(bool(ok), what, diag, note)
 
-    def set_policy(self, default="require", rules=None):
+    def set_policy(self, default="require", rules=None, migration=None):
         rules = rules if rules is not None else self.rules
+        dflt = {"policy": default}
+        if migration:
+            dflt["migration"] = migration
         write(self.policy, json.dumps({
-            "default": {"policy": default},
+            "default": dflt,
             "rules": [{"match": {"name": n}, "policy": p} for n, p in rules],
             "hook": {"timeout_ms": 10000, "on_unreachable": "allow"},
         }, indent=1) + "\n")
