@@ -628,11 +628,11 @@ static const char *event_message_id(const struct decision *d) {
 }
 
 /* PCINUMA_FIDELITY: how many device pairs keep their host path type in
- * the guest ("same=120 closer=0 farther=0"; docs/operations.md). */
-static void log_fidelity(struct log_fields *f, struct plan *p) {
+ * the guest ("same=120 closer=0 farther=0"; docs/operations.md).  The
+ * plan's owner computed the report (planner_fidelity()) beforehand. */
+static void log_fidelity(struct log_fields *f, const struct plan *p) {
         if (!p)
                 return;
-        planner_fidelity(p);
         if (!p->n_pairs)
                 return;
         if (p->n_unknown)
@@ -821,6 +821,10 @@ static void hook_job_free(struct hook_job *j) {
 /* Any thread: the job's own data, the host map and the policy. */
 static void hook_job_decide(struct hook_job *j) {
         decide_hook(&j->req, j->hostmap->obj, j->policy->obj, &j->ctx.in_use, &j->ctx.decide, &j->d);
+        /* The path fidelity report the journal entry gives (log_decision()),
+         * computed by the job that owns the plan. */
+        if (j->d.result)
+                planner_fidelity(j->d.result->plan);
 }
 
 static json_object *hook_job_answer(const struct hook_job *j) {
@@ -1137,6 +1141,7 @@ void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struc
                 log_fields_add(&p.fields, "PCINUMA_HOST_NODE", "%d", pl->devices[i].host_node);
                 log_fields_add(&p.fields, "PCINUMA_GUEST_CELL", "%d", pl->devices[i].cell);
         }
+        planner_fidelity(r->plan);
         log_fidelity(&p.fields, r->plan);
         if (r->stale_mark) {
                 log_fields_add(&p.fields, "PCINUMA_STALE_MARK", "%s", r->stale_mark);
@@ -1199,6 +1204,7 @@ void manager_plan_restart(struct manager *m, const char *uuid, const char *xml, 
                 log_fields_add(&p.fields, "PCINUMA_HOST_NODE", "%d", pl->devices[i].host_node);
                 log_fields_add(&p.fields, "PCINUMA_GUEST_CELL", "%d", pl->devices[i].cell);
         }
+        planner_fidelity(r->plan);
         log_fidelity(&p.fields, r->plan);
 
         if (!d->uuid || strcasecmp(d->uuid, uuid) != 0) {

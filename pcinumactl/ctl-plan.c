@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "hostmap.h"
 #include "hwloctopo.h"
+#include "report.h"
 
 static const char *const who = "pcinumactl plan";
 
@@ -45,7 +46,7 @@ static bool plan_option(void *data, int c, const char *arg) {
         if (c == 'F')
                 o->format = arg;
         else if (c == 'A')
-                o->explain_flags |= ENGINE_EXPLAIN_ALL_PAIRS;
+                o->explain_flags |= REPORT_ALL_PAIRS;
         else
                 return false;
         return true;
@@ -79,11 +80,15 @@ int ctl_plan(int argc, char **argv) {
         if (r != 0)
                 return r;
 
+        /* The reports show the path fidelity report: computed here, once,
+         * by the result's owner (report.h). */
+        if (streq(format, "explain") || streq(format, "json"))
+                planner_fidelity(res->plan);
         if (streq(format, "explain")) {
-                _cleanup_free_ char *s = engine_explain_flags(res, h, po.explain_flags);
+                _cleanup_free_ char *s = report_explain(res, po.explain_flags);
                 fputs(s, stdout);
         } else if (streq(format, "json")) {
-                _cleanup_free_ char *s = engine_json(res, h);
+                _cleanup_free_ char *s = report_json(res);
                 fputs(s, stdout);
         } else if (streq(format, "hwloc")) {
                 /* A refused plan has no guest to draw, as it has no XML. */

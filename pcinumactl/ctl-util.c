@@ -16,6 +16,7 @@
 #include "fileio.h"
 #include "hostmap.h"
 #include "policy.h"
+#include "report.h"
 #include "standins.h"
 
 int ctl_error(int status, const char *who, const char *fmt, ...) {
@@ -284,7 +285,7 @@ int ctl_report_plan(const char *who, const struct engine_result *res, bool warni
                  * fix and the devices it concerns (a cause a warning
                  * named: its fix only). */
                 if (warnings) {
-                        _cleanup_free_ char *s = engine_causes(res, PLAN_STAY, said.buf);
+                        _cleanup_free_ char *s = report_causes(res, PLAN_STAY, said.buf);
                         /* Said loudly, as the start says it (decide.c). */
                         if (*s && !res->plan->n_warnings)
                                 ctl_error(0, who, "warning: not every passthrough device could be placed (policy %s):",
@@ -296,8 +297,8 @@ int ctl_report_plan(const char *who, const struct engine_result *res, bool warni
         }
         free(said.buf);
         /* The reason, then each cause once with its fix and the devices
-         * it concerns (engine_refusal()), each line with the prefix. */
-        _cleanup_free_ char *s = engine_refusal(res);
+         * it concerns (report_refusal()), each line with the prefix. */
+        _cleanup_free_ char *s = report_refusal(res);
         print_lines(who, s);
         return CTL_EXIT_REFUSED;
 }

@@ -180,8 +180,8 @@ int ctl_plan_xml(const struct ctl_plan_args *a, const char *xml, size_t len, str
 
 /* What every verb and adapter that plans says on stderr after the plan:
  * the revert's warning, the plan's warnings and the causes of the devices
- * that stay on pcie.0 (when 'warnings'; engine_causes()), and for a
+ * that stay on pcie.0 (when 'warnings'; report_causes()), and for a
  * refusal its reason and each cause once with its fix and the devices it
- * concerns (engine_refusal()), each line with "<who>: ".  Returns
+ * concerns (report_refusal()), each line with "<who>: ".  Returns
  * CTL_EXIT_REFUSED for a refusal, else 0. */
 int ctl_report_plan(const char *who, const struct engine_result *res, bool warnings);

@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "migrate.h"
+#include "report.h"
 #include "xmlutil.h"
 
 const char *decide_verdict_to_string(enum decide_verdict v) {
@@ -107,7 +108,7 @@ static void decide_beyond_limits(const struct proto_request *req, const struct p
  * (a domain left untouched, devices placed off their node, a window too
  * small), one "pcinuma: warning:" line each, then why the devices that
  * stay on pcie.0 could not be placed, each cause once with its fix and the
- * devices it concerns (engine_causes(); a cause a warning named gives its
+ * devices it concerns (report_causes(); a cause a warning named gives its
  * fix only). */
 static void append_warnings(struct strbuf *b, const char *name, const struct engine_result *r, const char *mode) {
         const struct plan *p = r->plan;
@@ -116,7 +117,7 @@ static void append_warnings(struct strbuf *b, const char *name, const struct eng
                 strbuf_printf(b, "pcinuma: warning: domain %s: %s (policy %s)\n", name, p->warnings[i], mode);
                 strbuf_printf(&said, "%s\n", p->warnings[i]);
         }
-        _cleanup_free_ char *lines = engine_causes(r, PLAN_STAY, said.buf);
+        _cleanup_free_ char *lines = report_causes(r, PLAN_STAY, said.buf);
         strbuf_done(&said);
         if (!*lines)
                 return;
@@ -255,9 +256,9 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
         switch (r->verdict) {
         case PLAN_REFUSED: {
                 /* The reason, then each cause once with its fix and the
-                 * devices it concerns (engine_causes()). */
+                 * devices it concerns (report_causes()). */
                 const char *reason = r->plan->reason ? r->plan->reason : "refused by policy";
-                _cleanup_free_ char *lines = engine_causes(r, PLAN_REFUSE, reason);
+                _cleanup_free_ char *lines = report_causes(r, PLAN_REFUSE, reason);
                 _cleanup_free_ char *body = prefixed(lines);
                 d->verdict = DECIDE_REFUSE;
                 /* The policy, unless the reason names it already. */

@@ -1,6 +1,7 @@
 /* The engine: one call that takes a domain XML, the host map and the
- * policy and gives the planned XML with its explanation (design §2's
- * pipeline).  Used by pcinumactl and the daemon alike.  Pure: no I/O. */
+ * policy and gives the planned XML with the plan it was made from (design
+ * §2's pipeline); report.h says it in words.  Used by pcinumactl and the
+ * daemon alike.  Pure: no I/O. */
 #pragma once
 
 #include <stdbool.h>
@@ -48,33 +49,6 @@ int engine_revert(const char *xml, size_t len, char **ret_xml, bool *ret_changed
  * afterwards): for tests and benchmarks. */
 int engine_revert_budget(const char *xml, size_t len, struct work *work, char **ret_xml, bool *ret_changed,
                          char **ret_warning, char **ret_error);
-
-/* The human-readable explanation (design: `--format explain`): the
- * device pairs whose path type changed only (engine_explain_flags()). */
-char *engine_explain(const struct engine_result *r, const struct hostmap *h);
-
-/* engine_explain() with flags: ENGINE_EXPLAIN_ALL_PAIRS lists every device
- * pair in the path fidelity report, the ones that kept their path type
- * too (`pcinumactl plan --format explain --all-pairs`). */
-enum { ENGINE_EXPLAIN_ALL_PAIRS = 1 << 0 };
-char *engine_explain_flags(const struct engine_result *r, const struct hostmap *h, unsigned flags);
-
-/* The same as a JSON document. */
-char *engine_json(const struct engine_result *r, const struct hostmap *h);
-
-/* Why the devices whose action is 'action' (PLAN_REFUSE or PLAN_STAY) are
- * refused or stay: one line per cause (struct plan_cause), with its fix;
- * the domain-wide causes first and together, then the devices they
- * concern, grouped by host node ("  devices on host node 0: a, b"); then
- * each other cause followed by its devices; then the guest cells, once,
- * when a cause is about them.  said (may be NULL) is the line the caller
- * prints before: a cause it already names gives only its fix.  Each line
- * ends in a newline; "" when no device has that action. */
-char *engine_causes(const struct engine_result *r, enum plan_action action, const char *said);
-
-/* A refused plan's message: "refused under policy P: <the plan's
- * reason>", then engine_causes() of the refused devices. */
-char *engine_refusal(const struct engine_result *r);
 
 struct engine_result *engine_result_free(struct engine_result *r);
 static inline void engine_result_freep(struct engine_result **r) { engine_result_free(*r); }

@@ -469,7 +469,7 @@ static char *name_list(const struct plan *p, const size_t *sel, size_t n) {
  * cell (docs/policy.md, "What could not be placed"): say so, one warning
  * per host node and cell, naming the devices.  What could not be placed
  * at all stays on pcie.0 with a cause (plan_cause), which the messages
- * list with the devices it concerns (engine_causes()). */
+ * list with the devices it concerns (report_causes()). */
 static void warn_not_local(const struct domain *d, const struct hostmap *h, struct plan *p) {
         size_t n = p->n_devices, k;
         _cleanup_free_ size_t *sel = xcalloc(n ? n : 1, sizeof(size_t));
@@ -1598,7 +1598,7 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
                 p->verdict = PLAN_REFUSED;
                 /* One cause for all of them: the first line says it too
                  * (the journal keeps only that line); several: each is
-                 * said on a line of its own after it (engine_causes()). */
+                 * said on a line of its own after it (report_causes()). */
                 int cause = shared_cause(p, PLAN_REFUSE);
                 p->reason = xasprintf("%zu of %zu passthrough device%s cannot be placed under policy %s%s%s",
                                       refused, p->n_devices, p->n_devices > 1 ? "s" : "", policy_mode_to_string(p->mode),

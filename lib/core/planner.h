@@ -116,10 +116,11 @@ enum plan_path planner_path_type(const struct plan_path_end *a, const struct pla
 const char *plan_path_to_string(enum plan_path t);
 
 /* Fill p->pairs and the same/closer/farther/unknown counts: every pair of
- * p's devices, host vs planned guest path type.  A report, computed when
- * one is made (explain, JSON, topo, the decision log) rather than by
- * planner_run(): it is quadratic in the devices, the plan is not.  Safe to
- * call again (it does nothing then). */
+ * p's devices, host vs planned guest path type.  A report, computed on
+ * request by the plan's owner before it reports (report.h: explain and
+ * JSON; pcinumactl topo; the daemon's decision log) rather than by
+ * planner_run(): it is quadratic in the devices, the plan is not.  The
+ * reports only read it.  Safe to call again (it does nothing then). */
 struct plan;
 /* Above this many devices no pairs are computed (fidelity_skipped): the
  * report is quadratic, and a domain XML may hold thousands of hostdevs. */

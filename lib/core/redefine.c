@@ -3,6 +3,8 @@
 
 #include <syslog.h>
 
+#include "report.h"
+
 void redefine_decision_done(struct redefine_decision *d) {
         free(d->out_xml);
         free(d->summary);
@@ -50,14 +52,14 @@ void redefine_decide(const struct engine_result *r, const char *error, struct re
         }
         /* What the plan warns about (a domain left untouched, devices
          * placed off their node, a window too small) and why the devices
-         * that stay on pcie.0 could not be placed (engine_causes(), each
+         * that stay on pcie.0 could not be placed (report_causes(), each
          * cause once with the devices it concerns) go with it, loud when
          * nothing else is said. */
         if (r->verdict != PLAN_REFUSED) {
                 struct strbuf said = {0};
                 for (size_t i = 0; i < pl->n_warnings; i++)
                         strbuf_printf(&said, "%s\n", pl->warnings[i]);
-                _cleanup_free_ char *causes = engine_causes(r, PLAN_STAY, said.buf);
+                _cleanup_free_ char *causes = report_causes(r, PLAN_STAY, said.buf);
                 if (pl->n_warnings || *causes) {
                         /* A skip's own warning says what its summary says:
                          * it replaces the summary. */

@@ -23,6 +23,7 @@
 #include "hostmap.h"
 #include "migrate.h"
 #include "policy.h"
+#include "report.h"
 
 static double now(clockid_t c) {
         struct timespec ts;
@@ -66,7 +67,7 @@ static void one(const char *kind, const char *xml, size_t len, const struct host
                 if (engine_plan(xml, len, h, pol, NULL, &r, &err) < 0)
                         *outcome = xasprintf("error: %s", strna(err));
                 else if (r->verdict == PLAN_REFUSED) {
-                        char *why = engine_refusal(r);
+                        char *why = report_refusal(r);
                         *outcome = xasprintf("refused (work %llu of %llu): %s: %s", (unsigned long long) r->work.spent,
                                              (unsigned long long) r->work.limit, strna(r->plan->reason), strna(why));
                         free(why);

@@ -21,6 +21,7 @@
 #include "hwloctopo.h"
 #include "planner.h"
 #include "policy.h"
+#include "report.h"
 #include "rewrite.h"
 
 static struct hostmap *host;
@@ -113,13 +114,15 @@ static void check_engine(const char *xml, size_t len, const enum policy_mode *fo
 
         if (engine_plan(xml, len, host, pol, forced, &res, &err) < 0)
                 return;
-        free(engine_explain(res, host));
-        free(engine_explain_flags(res, host, ENGINE_EXPLAIN_ALL_PAIRS));
-        free(engine_json(res, host));
-        free(engine_causes(res, PLAN_STAY, NULL));
+        free(report_explain(res, 0));
+        planner_fidelity(res->plan);
+        free(report_explain(res, 0));
+        free(report_explain(res, REPORT_ALL_PAIRS));
+        free(report_json(res));
+        free(report_causes(res, PLAN_STAY, NULL));
         free(hwloctopo_guest(res->plan, res->base, host));
         if (res->verdict == PLAN_REFUSED) {
-                free(engine_refusal(res));
+                free(report_refusal(res));
                 if (res->xml)
                         fuzz_fail("refused, but there is an output XML");
                 return;

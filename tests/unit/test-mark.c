@@ -17,6 +17,7 @@
 #include "fingerprint.h"
 #include "mark.h"
 #include "policy.h"
+#include "report.h"
 #include "sha256.h"
 #include "util.h"
 
@@ -387,9 +388,9 @@ static void test_engine_stale_reason(void **state) {
         assert_false(stale->already_planned);
         assert_string_equal(stale->stale_mark, "migratable: mark says yes, policy migration=refuse");
         assert_non_null(strstr(stale->mismatch, "the pcinuma mark is stale (written for policy require): migratable: mark says yes"));
-        _cleanup_free_ char *ex = engine_explain(stale, h);
+        _cleanup_free_ char *ex = report_explain(stale, 0);
         assert_non_null(strstr(ex, "\nstale mark:  migratable: mark says yes, policy migration=refuse\n"));
-        _cleanup_free_ char *js = engine_json(stale, h);
+        _cleanup_free_ char *js = report_json(stale);
         assert_non_null(strstr(js, "\"stale_mark\": \"migratable: mark says yes, policy migration=refuse\""));
 }
 
@@ -419,7 +420,7 @@ static void test_migratable_device_stays(void **state) {
         assert_false(mark_migratable(r->plan, r->base, &why));
         assert_non_null(strstr(why, "0000:ee:00.0 is not placed under an expander bus"));
         assert_non_null(strstr(r->xml, "migratable=\"no\" migratable-reason=\"0000:ee:00.0 is not placed"));
-        _cleanup_free_ char *ex = engine_explain(r, h);
+        _cleanup_free_ char *ex = report_explain(r, 0);
         assert_non_null(strstr(ex, "migration: same-topology, but marked migratable=\"no\": 0000:ee:00.0 is not placed"));
 
         /* The match agrees with the builder. */

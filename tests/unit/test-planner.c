@@ -1374,7 +1374,7 @@ static void test_preferred_warns(void **state) {
         (void) state;
         /* Unpinned cells: nothing backs them; every device stays, with
          * one domain-wide cause (no warning of its own: the messages say
-         * the cause and the devices, engine_causes()). */
+         * the cause and the devices, report_causes()). */
         _cleanup_free_ char *unpinned = make_domain("q35", true, 2, NULL, HOSTDEV("0x10") HOSTDEV("0x30") HOSTDEV("0x80"));
         _cleanup_plan_ struct plan *u = plan_xml(unpinned, POLICY_PREFERRED);
         assert_int_equal(u->verdict, PLAN_UNCHANGED);

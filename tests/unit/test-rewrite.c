@@ -15,6 +15,7 @@
 #include "hostmap.h"
 #include "planner.h"
 #include "policy.h"
+#include "report.h"
 #include "rewrite.h"
 #include "util.h"
 
@@ -701,7 +702,7 @@ static void test_engine_off_reverts(void **state) {
                 _cleanup_engine_result_ struct engine_result *rq = engine_ok(planned, host, POLICY_REQUIRE);
                 assert_int_equal(rq->verdict, PLAN_REFUSED);
                 assert_null(rq->xml);
-                _cleanup_free_ char *msg = engine_refusal(rq);
+                _cleanup_free_ char *msg = report_refusal(rq);
                 assert_contains(msg, "ACPI");
         }
 
@@ -738,7 +739,7 @@ static void test_engine_default_policy(void **state) {
         assert_contains(r->xml, "policy=\"preferred\"");
         assert_contains(r->xml, "migratable=\"no\"");
         /* 80:00.0 stays, with its cause, which the messages say */
-        _cleanup_free_ char *causes = engine_causes(r, PLAN_STAY, NULL);
+        _cleanup_free_ char *causes = report_causes(r, PLAN_STAY, NULL);
         assert_contains(causes, "the host reports no NUMA node for it");
         assert_contains(causes, "0000:80:00.0");
 }
@@ -756,7 +757,7 @@ static void test_engine_refused(void **state) {
         _cleanup_engine_result_ struct engine_result *r = engine_ok(tmpl, host, POLICY_REQUIRE);
         assert_int_equal(r->verdict, PLAN_REFUSED);
         assert_null(r->xml);
-        _cleanup_free_ char *msg = engine_refusal(r);
+        _cleanup_free_ char *msg = report_refusal(r);
         assert_contains(msg, "0000:70:00.0");
         assert_contains(msg, "require");
         assert_contains(msg, "3");
@@ -802,13 +803,13 @@ static void test_engine_bad_input(void **state) {
         }
 }
 
-static void test_engine_explain_json(void **state) {
+static void test_report_explain_json(void **state) {
         (void) state;
         _cleanup_free_ char *in = make_xml("", HOSTDEV("0x10") HOSTDEV("0x50") HOSTDEV("0x80"));
         _cleanup_engine_result_ struct engine_result *r = engine_ok(in, host, POLICY_LEGACY);
         assert_int_equal(r->verdict, PLAN_APPLY);
 
-        _cleanup_free_ char *ex = engine_explain(r, host);
+        _cleanup_free_ char *ex = report_explain(r, 0);
         assert_non_null(ex);
         assert_contains(ex, "0000:10:00.0");
         assert_contains(ex, "0000:50:00.0");
@@ -817,11 +818,11 @@ static void test_engine_explain_json(void **state) {
         assert_contains(ex, "rw-test");
         assert_contains(ex, "legacy");
 
-        _cleanup_free_ char *js = engine_json(r, host);
+        _cleanup_free_ char *js = report_json(r);
         assert_non_null(js);
         json_object *o = json_tokener_parse(js);
         if (!o)
-                fail_msg("engine_json output does not parse:\n%s", js);
+                fail_msg("report_json output does not parse:\n%s", js);
         json_object *v = NULL;
         assert_true(json_object_object_get_ex(o, "verdict", &v));
         assert_string_equal(json_object_get_string(v), "apply");
@@ -849,14 +850,42 @@ static void test_engine_explain_json(void **state) {
         /* a refusal explains and serialises too */
         _cleanup_engine_result_ struct engine_result *rr = engine_ok(in, host, POLICY_REQUIRE);
         assert_int_equal(rr->verdict, PLAN_REFUSED);
-        _cleanup_free_ char *js2 = engine_json(rr, host);
+        _cleanup_free_ char *js2 = report_json(rr);
         json_object *o2 = json_tokener_parse(js2);
         assert_non_null(o2);
         assert_true(json_object_object_get_ex(o2, "verdict", &v));
         assert_string_equal(json_object_get_string(v), "refuse");
         json_object_put(o2);
-        _cleanup_free_ char *ex2 = engine_explain(rr, host);
+        _cleanup_free_ char *ex2 = report_explain(rr, 0);
         assert_contains(ex2, "0000:80:00.0");
+}
+
+/* The reports read the result and change nothing (issue 26): the path
+ * fidelity report is in them only once its owner computed it, and making
+ * a report leaves the plan as it was. */
+static void test_report_reads_only(void **state) {
+        (void) state;
+        _cleanup_free_ char *in = make_xml("", HOSTDEV("0x10") HOSTDEV("0x50") HOSTDEV("0x80"));
+        _cleanup_engine_result_ struct engine_result *r = engine_ok(in, host, POLICY_LEGACY);
+        assert_int_equal(r->verdict, PLAN_APPLY);
+
+        _cleanup_free_ char *before = report_explain(r, REPORT_ALL_PAIRS);
+        _cleanup_free_ char *js_before = report_json(r);
+        assert_false(r->plan->fidelity_done);
+        assert_int_equal(r->plan->n_pairs, 0);
+        assert_not_contains(before, "path fidelity");
+        assert_not_contains(js_before, "\"fidelity\": \"");    /* no pair */
+
+        planner_fidelity(r->plan);
+        assert_int_equal(r->plan->n_pairs, 3);
+        _cleanup_free_ char *after = report_explain(r, REPORT_ALL_PAIRS);
+        assert_contains(after, "\npath fidelity: ");
+        assert_contains(after, "(of 3 pairs; host -> guest path type)");
+        _cleanup_free_ char *js_after = report_json(r);
+        assert_contains(js_after, "\"fidelity\": \"");
+        /* A second report is the first one again. */
+        _cleanup_free_ char *again = report_explain(r, REPORT_ALL_PAIRS);
+        assert_string_equal(after, again);
 }
 
 /* ---- review findings (issue 13): the mark and revert never corrupt a domain ---- */
@@ -1201,7 +1230,8 @@ int main(void) {
                 cmocka_unit_test(test_engine_default_policy),
                 cmocka_unit_test(test_engine_refused),
                 cmocka_unit_test(test_engine_bad_input),
-                cmocka_unit_test(test_engine_explain_json),
+                cmocka_unit_test(test_report_explain_json),
+                cmocka_unit_test(test_report_reads_only),
                 cmocka_unit_test(test_revert_ovmf_keeps_user_qemu),
                 cmocka_unit_test(test_ovmf_local_namespace),
                 cmocka_unit_test(test_revert_keeps_used_port),

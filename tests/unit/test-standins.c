@@ -14,6 +14,7 @@
 #include "domain.h"
 #include "engine.h"
 #include "hostmap.h"
+#include "report.h"
 #include "standins.h"
 #include "util.h"
 
@@ -309,7 +310,7 @@ static void test_engine_unknown(void **state) {
         _cleanup_hostmap_ struct hostmap *h = make_host(s);
         _cleanup_(engine_result_freep) struct engine_result *r = plan(stand_in_xml, h, "require");
         assert_int_equal(r->verdict, PLAN_REFUSED);
-        _cleanup_free_ char *why = engine_refusal(r);
+        _cleanup_free_ char *why = report_refusal(r);
         assert_non_null(strstr(why, "0000:99:00.0"));
 }
 
