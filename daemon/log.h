@@ -1,4 +1,4 @@
-/* Logging for pcinumad (design §10): plain messages and structured
+/* Logging for pcinumad (docs/design.md §10): plain messages and structured
  * events, to the journal (sd_journal_send) or to stderr with the same
  * fields, so tests can assert them.  Not used by the pure modules. */
 #pragma once

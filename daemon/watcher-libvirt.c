@@ -1,4 +1,4 @@
-/* pcinuma-watcher: pcinumad's libvirt watcher (design §8, the define-time
+/* pcinuma-watcher: pcinumad's libvirt watcher (docs/design.md §8, the define-time
  * path), in a process of its own.  It keeps every persistent domain that
  * the policy covers planned, by redefining it with the planned XML.
  *
@@ -8,7 +8,7 @@
  * for the domain's job lock, held for the whole of a start, during which
  * libvirt runs our hook).  Here, pcinumad itself (the hook server, on the
  * path of every VM start) links none of it and never waits on libvirt
- * (design §3.2); a libvirt call that hangs or a crash in libvirt's library
+ * (docs/design.md §3.2); a libvirt call that hangs or a crash in libvirt's library
  * stops this process only, and pcinumad restarts it.
  *
  * pcinumad starts it with one end of a socketpair on fd 3 and talks the

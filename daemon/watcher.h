@@ -1,4 +1,4 @@
-/* The libvirt watcher (design §8, the define-time path), pcinumad's side:
+/* The libvirt watcher (docs/design.md §8, the define-time path), pcinumad's side:
  * keeps every persistent domain that the policy covers planned, by
  * redefining it with the planned XML.
  *
@@ -8,7 +8,7 @@
  * backoff when it dies, plans on its behalf on the sd-event loop (the host
  * map and the policy stay single-threaded, in pcinumad), and keeps its last
  * reported status for `pcinumactl status`.  pcinumad never calls libvirt,
- * so the hook path never waits on it (design §3.2). */
+ * so the hook path never waits on it (docs/design.md §3.2). */
 #pragma once
 
 #include <json.h>

@@ -1,4 +1,4 @@
-/* pcinuma-hook: the libvirt qemu hook (design §2, §8, §9), installed as
+/* pcinuma-hook: the libvirt qemu hook (docs/design.md §2, §8, §9), installed as
  * /etc/libvirt/hooks/qemu.d/pcinuma.  libvirt runs it as
  *     pcinuma NAME PHASE SUBPHASE EXTRA  < domain.xml
  * with a scrubbed environment.  It forwards the call to pcinumad over a

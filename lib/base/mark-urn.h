@@ -9,7 +9,7 @@
  * this to know a domain carries pcinuma metadata of either kind. */
 #define PCINUMA_URN_PREFIX "urn:pcinuma:"
 
-/* The mark a plan leaves in <metadata> (design §7). */
+/* The mark a plan leaves in <metadata> (docs/design.md §7). */
 #define PCINUMA_TOPOLOGY_NS PCINUMA_URN_PREFIX "topology:1"
 
 /* A domain's request for a policy: <pcinuma:policy name= tag=>. */

@@ -1,4 +1,4 @@
-/* The hook protocol (design §9): frame encoding, an incremental frame
+/* The hook protocol (docs/design.md §9): frame encoding, an incremental frame
  * decoder, and validation of request and response objects.  Pure: no I/O.
  * Compiled into pcinumad, pcinumactl and (on its own, with util.c)
  * pcinuma-hook. */

@@ -1,4 +1,4 @@
-/* The hook protocol (design §9): length-prefixed, versioned JSON over a
+/* The hook protocol (docs/design.md §9): length-prefixed, versioned JSON over a
  * SOCK_STREAM Unix socket.  A frame is a 4-byte big-endian payload length
  * followed by that many bytes of UTF-8 JSON text holding one object.
  * Pure: buffers in, buffers out; shared by pcinumad, pcinuma-hook and

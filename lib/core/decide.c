@@ -1,4 +1,4 @@
-/* The daemon's answer to each hook call (design §8).  Pure. */
+/* The daemon's answer to each hook call (docs/design.md §8).  Pure. */
 #include "decide.h"
 
 #include <errno.h>

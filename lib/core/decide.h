@@ -1,4 +1,4 @@
-/* What pcinumad answers to each libvirt hook call (design §8): the phase
+/* What pcinumad answers to each libvirt hook call (docs/design.md §8): the phase
  * semantics, on top of the engine.  Pure: no I/O; the caller logs the
  * result and sends it. */
 #pragma once

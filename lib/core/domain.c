@@ -1,5 +1,5 @@
 /* Parsing of a libvirt domain XML into the model the planner reads
- * (design §5).  The libxml2 document is kept so the rewriter can edit it;
+ * (docs/design.md §5).  The libxml2 document is kept so the rewriter can edit it;
  * nothing here does I/O. */
 #include "domain.h"
 

@@ -1,4 +1,4 @@
-/* The domain model (design §5): what the planner reads from a libvirt
+/* The domain model (docs/design.md §5): what the planner reads from a libvirt
  * domain XML.  domain_parse() parses with libxml2 (no network, no entity
  * expansion, a size limit) and keeps the document, so the rewriter can
  * edit it in place; the structs below point into it.  Pure: no I/O. */
@@ -15,7 +15,7 @@
 #include "work.h"
 #include "xmlutil.h"
 
-/* Domain XML larger than this is refused (design §9: "a few MiB"). */
+/* Domain XML larger than this is refused (docs/design.md §9: "a few MiB"). */
 #define DOMAIN_XML_MAX (4u * 1024u * 1024u)
 
 /* And domain XML with more markup than this: '<' characters, which only
@@ -249,7 +249,7 @@ void domain_remove_ns(struct domain *d, xmlNodePtr owner, xmlNsPtr ns);
 int domain_check_controller(xmlNodePtr c, char **ret_error);
 
 /* Fill cells[].host_nodes and .backing from <numatune> and the pinning,
- * mapped through the host's CPU lists (design §5).  A nodeset naming a
+ * mapped through the host's CPU lists (docs/design.md §5).  A nodeset naming a
  * host node that does not exist is an error (-EINVAL). */
 int domain_resolve_backing(struct domain *d, const struct hostmap *h, char **ret_error);
 

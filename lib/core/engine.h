@@ -1,5 +1,5 @@
 /* The engine: one call that takes a domain XML, the host map and the
- * policy and gives the planned XML with the plan it was made from (design
+ * policy and gives the planned XML with the plan it was made from (docs/design.md
  * §2's pipeline); report.h says it in words.  Used by pcinumactl and the
  * daemon alike.  Pure: no I/O. */
 #pragma once

@@ -1,5 +1,5 @@
 /* The host map: what pcinuma knows about the host's PCI devices, mdevs,
- * NUMA nodes and sockets (design §4).  It is read from sysfs once, through
+ * NUMA nodes and sockets (docs/design.md §4).  It is read from sysfs once, through
  * a root directory fd (so tests pass a fixture tree, as hwloc does with
  * HWLOC_FSROOT), and then only looked up.  Lookups never touch the OS.
  *
@@ -47,7 +47,7 @@ struct hostmap_device {
         uint16_t vendor;                  /* 0 if unreadable */
         uint16_t device;
         int sysfs_node;                   /* numa_node as read; -1 if absent, unreadable or garbage */
-        int node;                         /* effective node (design §4 inheritance); -1 = none */
+        int node;                         /* effective node (docs/design.md §4 inheritance); -1 = none */
         char *driver;                     /* bound driver's name, or NULL */
         int iommu_group;                  /* -1 if none */
         bool has_physfn;                  /* an SR-IOV VF */
@@ -134,7 +134,7 @@ struct hostmap {
 
 /* Read the host map from the tree under rootfd (laid out like /sys: it
  * holds bus/ and devices/).  Missing or garbage files are tolerated as
- * design §4 says.  Nothing outside rootfd is ever opened: every path is
+ * docs/design.md §4 says.  Nothing outside rootfd is ever opened: every path is
  * resolved beneath it (openat2() with RESOLVE_BENEATH, or an equivalent
  * walk with O_NOFOLLOW when openat2() is missing or refused, or when the
  * environment sets PCINUMA_SYSFS_NO_OPENAT2=1, as tests do); a link that
@@ -212,7 +212,7 @@ size_t hostmap_n_assignable(const struct hostmap *h);
 
 /* Build helpers, used by the sysfs reader and by unit tests that build a
  * map in memory.  hostmap_finish() sorts, applies the node inheritance of
- * design §4 (VF from PF, mdev from parent, -1 = the only node on a
+ * docs/design.md §4 (VF from PF, mdev from parent, -1 = the only node on a
  * single-node host) and must be called once after the last add. */
 struct hostmap *hostmap_new(void);
 struct hostmap_node *hostmap_add_node(struct hostmap *h, int id);

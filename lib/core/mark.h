@@ -1,4 +1,4 @@
-/* The metadata mark (design §7): the <pcinuma:topology> element a plan
+/* The metadata mark (docs/design.md §7): the <pcinuma:topology> element a plan
  * leaves in the domain's <metadata>, recording what the rewrite did so that
  * a revert can undo it and the engine can tell a planned domain from a
  * stale one.  This module owns the format: struct mark, the builder (from

@@ -1,4 +1,4 @@
-/* The placement planner (design §6 policies, §7 topology).  Pure: it reads
+/* The placement planner (docs/design.md §6 policies, §7 topology).  Pure: it reads
  * the domain model, the host map and the policy settings and produces a
  * struct plan; the rewriter turns that into XML. */
 #include "planner.h"
@@ -328,7 +328,7 @@ static int shared_cause(const struct plan *p, enum plan_action action) {
         return cause;
 }
 
-/* Decide each device's cell (design §6). Returns the number refused. */
+/* Decide each device's cell (docs/design.md §6). Returns the number refused. */
 static size_t place_devices(const struct domain *d, const struct hostmap *h, struct plan *p) {
         size_t refused = 0;
         _cleanup_free_ unsigned *load = xcalloc(d->n_cells ? d->n_cells : 1, sizeof(unsigned));
@@ -541,7 +541,7 @@ static bool slot_used(const struct domain *d, const struct plan *p, size_t n_pla
         return false;
 }
 
-/* Root ports that held only moved devices: pruned (design §7). */
+/* Root ports that held only moved devices: pruned (docs/design.md §7). */
 static void find_pruned(const struct domain *d, struct plan *p) {
         for (size_t i = 0; i < p->n_devices; i++) {
                 const struct plan_device *pd = &p->devices[i];
@@ -880,7 +880,7 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                 }
         }
 
-        /* Bus numbers (design §3.7, §7): top-down from 254, below any
+        /* Bus numbers (docs/design.md §3.7, §7): top-down from 254, below any
          * existing expander bus; each pxb takes one number for itself and
          * one per port below it.  The pcie.0 side numbers its buses from 0
          * upwards: one per controller index that is not part of an
@@ -1541,7 +1541,7 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
                 return 0;
         }
 
-        /* Eligibility (design §6, §3.5, §3.6).  What is missing is one
+        /* Eligibility (docs/design.md §6, §3.5, §3.6).  What is missing is one
          * domain-wide cause, every fix with it: a device has one cause,
          * and a domain without cells and without <acpi/> needs both
          * fixed before it can be planned. */

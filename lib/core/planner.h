@@ -1,4 +1,4 @@
-/* The planner (design §6, §7): given a domain, the host map and the
+/* The planner (docs/design.md §6, §7): given a domain, the host map and the
  * policy settings, decide where each passthrough device goes and what
  * controllers that takes.  Pure: no I/O, no libvirt, no globals; it does
  * not touch the XML (the rewriter applies the plan). */

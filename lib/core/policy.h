@@ -1,4 +1,4 @@
-/* The admin's policy file, /etc/pcinuma/policy.json (design §6, §11):
+/* The admin's policy file, /etc/pcinuma/policy.json (docs/design.md §6, §11):
  * which placement policy applies to which domain, and the hook settings.
  * Parsing is pure (a buffer in, a struct out); policy_load_file() is the
  * one function that reads a file. */

@@ -68,7 +68,7 @@ static char *mdev_id(const char *uuid) {
 static void add_pci(struct recheck_ids *s, const struct hostmap *h, const struct pci_addr *a) {
         char buf[PCI_ADDR_STRLEN];
         recheck_ids_add(s, pci_addr_format(a, buf));
-        /* A VF without a node of its own inherits its PF's (design §4). */
+        /* A VF without a node of its own inherits its PF's (docs/design.md §4). */
         const struct hostmap_device *dev = hostmap_find_device(h, a);
         if (dev && dev->has_physfn)
                 recheck_ids_add(s, pci_addr_format(&dev->physfn, buf));

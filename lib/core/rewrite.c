@@ -901,7 +901,7 @@ static void place_mark(struct domain *d, xmlNodePtr md, xmlNodePtr mark, const s
         xmlAddChild(md, xmlNewDocText(d->doc, (const xmlChar *) close));
 }
 
-/* Write the mark mk (design §7, mark.h) into <metadata>, created if
+/* Write the mark mk (docs/design.md §7, mark.h) into <metadata>, created if
  * needed, indented as the document is. */
 static void write_mark(struct domain *d, struct mark *mk) {
         xmlNodePtr md = xml_child(xmlDocGetRootElement(d->doc), "metadata");

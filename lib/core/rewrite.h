@@ -1,5 +1,5 @@
 /* The rewriter: applies a plan to the domain's XML document and writes
- * the pcinuma metadata mark (design §7, mark.h), or undoes both from the
+ * the pcinuma metadata mark (docs/design.md §7, mark.h), or undoes both from the
  * mark.  Pure: it edits the in-memory document only. */
 #pragma once
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The 'daemon' suite: pcinumad, pcinuma-hook and `pcinumactl status`
-end to end, on fixture hosts (design §8-§11).
+end to end, on fixture hosts (docs/design.md §8-§11).
 
     test_daemon.py --pcinumad PATH --pcinumactl PATH --hook PATH
                    --mkfakesysfs PATH --hosts DIR --golden DIR --workdir DIR

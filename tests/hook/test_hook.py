@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests for pcinuma-hook, the libvirt qemu hook (design §2, §8, §9).
+"""Tests for pcinuma-hook, the libvirt qemu hook (docs/design.md §2, §8, §9).
 
 Drives the real hook binary against a fake pcinumad written here: a Unix
 socket server that speaks the frame format (4-byte big-endian length, then

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """libvirt suite: pcinumad, its libvirt watcher and the real hook against a
-private session libvirtd (design §8, issue 4).
+private session libvirtd (docs/design.md §8, issue 4).
 
     test_integration.py --pcinumad P --pcinumactl P --hook P \
         --mkfakesysfs P --hosts DIR --workdir DIR [--source DIR] [-v]

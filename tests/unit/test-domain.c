@@ -1,4 +1,4 @@
-/* Tests for the domain model (domain.h, design §5): domain_parse() of
+/* Tests for the domain model (domain.h, docs/design.md §5): domain_parse() of
  * libvirt domain XML given as string literals, its errors, the backing of
  * guest cells resolved against a host map built in memory, and
  * domain_format(). */

@@ -1,4 +1,4 @@
-/* Tests for the planner (planner.h; design §6 policies, §7 topology),
+/* Tests for the planner (planner.h; docs/design.md §6 policies, §7 topology),
  * against host maps built in memory and domain XML built as strings. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Tests for the rewriter (rewrite.h, design §7): applying a plan to the
+/* Tests for the rewriter (rewrite.h, docs/design.md §7): applying a plan to the
  * domain XML, the pcinuma mark, reverting it byte for byte; and for the
  * engine (engine.h) that ties parse, plan, rewrite and explain together. */
 #include <stdarg.h>
