@@ -1,6 +1,6 @@
 /* The host map's data structure: the build helpers used by the sysfs reader
- * (and by tests that build a map in memory), the node inheritance of design
- * §4, and the lookups.  Everything here is pure: no I/O.  Lookups are
+ * (and by tests that build a map in memory), the node inheritance of
+ * docs/design.md §4, and the lookups.  Everything here is pure: no I/O.  Lookups are
  * binary searches over arrays sorted once by hostmap_finish(). */
 #include "hostmap.h"
 
