@@ -1218,181 +1218,251 @@ static void usage(FILE *f) {
 #endif
 }
 
-int main(int argc, char **argv) {
-        enum {
-                ARG_URI = 0x100,
-                ARG_LOG_TARGET,
-                ARG_FD,
-                ARG_VERSION,
-                ARG_SETTLE_MS,
-                ARG_STATE_DIR,
-                ARG_PREIMAGE_MAX,
+enum {
+        ARG_URI = 0x100,
+        ARG_LOG_TARGET,
+        ARG_FD,
+        ARG_VERSION,
+        ARG_SETTLE_MS,
+        ARG_STATE_DIR,
+        ARG_PREIMAGE_MAX,
 #if PCINUMA_STAND_INS
-                ARG_STAND_INS,
+        ARG_STAND_INS,
 #endif
-        };
-        static const struct option opts[] = {
-                { "uri", required_argument, NULL, ARG_URI },
-                { "log-target", required_argument, NULL, ARG_LOG_TARGET },
-                { "fd", required_argument, NULL, ARG_FD },
-                { "settle-ms", required_argument, NULL, ARG_SETTLE_MS },
-                { "state-dir", required_argument, NULL, ARG_STATE_DIR },
-                { "preimage-max-bytes", required_argument, NULL, ARG_PREIMAGE_MAX },
+};
+
+static const struct option opts[] = {
+        { "uri", required_argument, NULL, ARG_URI },
+        { "log-target", required_argument, NULL, ARG_LOG_TARGET },
+        { "fd", required_argument, NULL, ARG_FD },
+        { "settle-ms", required_argument, NULL, ARG_SETTLE_MS },
+        { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+        { "preimage-max-bytes", required_argument, NULL, ARG_PREIMAGE_MAX },
 #if PCINUMA_STAND_INS
-                { "stand-ins", required_argument, NULL, ARG_STAND_INS },
+        { "stand-ins", required_argument, NULL, ARG_STAND_INS },
 #endif
-                { "version", no_argument, NULL, ARG_VERSION },
-                { "help", no_argument, NULL, 'h' },
-                { NULL, 0, NULL, 0 },
-        };
-        struct watcher w = { .fd = 3, .lifecycle_cb = -1, .backoff_ms = BACKOFF_MIN_MS, .settle_ms = SETTLE_MS_DEFAULT,
-                             .wake_fd = -1, .write_lock = PTHREAD_MUTEX_INITIALIZER,
-                             .queue_lock = PTHREAD_MUTEX_INITIALIZER };
-        const char *state_dir = PCINUMA_DEFAULT_STATE_DIR;
-        uint64_t preimage_max = PREIMAGE_MAX_BYTES_DEFAULT;
-        enum log_target target = LOG_TARGET_AUTO;
+        { "version", no_argument, NULL, ARG_VERSION },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+};
+
+/* What the command line asks for besides the watcher's own fields (--uri,
+ * --fd, --settle-ms, --stand-ins go straight into struct watcher). */
+struct args {
+        const char *state_dir;
+        uint64_t preimage_max;
+        enum log_target target;
+};
+
+/* One option that takes a checked value (option c, with its argument arg)
+ * into w or a.  Prints what is wrong and returns -EINVAL when arg is bad. */
+static int parse_value_option(int c, char *arg, struct watcher *w, struct args *a) {
         uint64_t v;
+
+        switch (c) {
+        case ARG_LOG_TARGET:
+                if (log_target_from_string(arg, &a->target) < 0) {
+                        fprintf(stderr, "pcinuma-watcher: --log-target: expected journal, stderr or auto, not '%s'\n", arg);
+                        return -EINVAL;
+                }
+                return 0;
+        case ARG_FD:
+                if (parse_uint(arg, 10, INT_MAX, &v) < 0) {
+                        fprintf(stderr, "pcinuma-watcher: --fd: not a file descriptor number: '%s'\n", arg);
+                        return -EINVAL;
+                }
+                w->fd = (int) v;
+                return 0;
+        case ARG_SETTLE_MS:
+                if (parse_uint(arg, 10, SETTLE_MS_MAX, &v) < 0) {
+                        fprintf(stderr, "pcinuma-watcher: --settle-ms: expected 0..%d, not '%s'\n", SETTLE_MS_MAX, arg);
+                        return -EINVAL;
+                }
+                w->settle_ms = (unsigned) v;
+                return 0;
+        case ARG_STATE_DIR:
+                if (arg[0] != '/') {
+                        fprintf(stderr, "pcinuma-watcher: --state-dir: expected an absolute path, not '%s'\n", arg);
+                        return -EINVAL;
+                }
+                a->state_dir = arg;
+                return 0;
+#if PCINUMA_STAND_INS
+        case ARG_STAND_INS: {
+                _cleanup_free_ char *err = NULL;
+                standins_free(w->stand_ins);
+                w->stand_ins = NULL;
+                if (standins_load_file(arg, &w->stand_ins, &err) < 0) {
+                        fprintf(stderr, "pcinuma-watcher: --stand-ins: %s\n", err);
+                        return -EINVAL;
+                }
+                return 0;
+        }
+#endif
+        default: /* ARG_PREIMAGE_MAX */
+                if (parse_uint(arg, 10, UINT64_MAX, &a->preimage_max) < 0 || a->preimage_max == 0) {
+                        fprintf(stderr, "pcinuma-watcher: --preimage-max-bytes: expected a positive number of "
+                                "bytes, not '%s'\n", arg);
+                        return -EINVAL;
+                }
+                return 0;
+        }
+}
+
+/* The command line into w and a (a set to the defaults first).  Returns 1
+ * to go on, 0 when done (--help, --version), or -EINVAL after saying what
+ * is wrong (--uri is required). */
+static int parse_args(int argc, char **argv, struct watcher *w, struct args *a) {
         int c;
 
+        *a = (struct args) {
+                .state_dir = PCINUMA_DEFAULT_STATE_DIR,
+                .preimage_max = PREIMAGE_MAX_BYTES_DEFAULT,
+                .target = LOG_TARGET_AUTO,
+        };
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0)
                 switch (c) {
                 case ARG_URI:
-                        w.uri = optarg;
+                        w->uri = optarg;
                         break;
-                case ARG_LOG_TARGET:
-                        if (log_target_from_string(optarg, &target) < 0) {
-                                fprintf(stderr, "pcinuma-watcher: --log-target: expected journal, stderr or auto, not '%s'\n", optarg);
-                                return 2;
-                        }
-                        break;
-                case ARG_FD:
-                        if (parse_uint(optarg, 10, INT_MAX, &v) < 0) {
-                                fprintf(stderr, "pcinuma-watcher: --fd: not a file descriptor number: '%s'\n", optarg);
-                                return 2;
-                        }
-                        w.fd = (int) v;
-                        break;
-                case ARG_SETTLE_MS:
-                        if (parse_uint(optarg, 10, SETTLE_MS_MAX, &v) < 0) {
-                                fprintf(stderr, "pcinuma-watcher: --settle-ms: expected 0..%d, not '%s'\n", SETTLE_MS_MAX, optarg);
-                                return 2;
-                        }
-                        w.settle_ms = (unsigned) v;
-                        break;
-                case ARG_STATE_DIR:
-                        if (optarg[0] != '/') {
-                                fprintf(stderr, "pcinuma-watcher: --state-dir: expected an absolute path, not '%s'\n", optarg);
-                                return 2;
-                        }
-                        state_dir = optarg;
-                        break;
-                case ARG_PREIMAGE_MAX:
-                        if (parse_uint(optarg, 10, UINT64_MAX, &preimage_max) < 0 || preimage_max == 0) {
-                                fprintf(stderr, "pcinuma-watcher: --preimage-max-bytes: expected a positive number of "
-                                        "bytes, not '%s'\n", optarg);
-                                return 2;
-                        }
-                        break;
-#if PCINUMA_STAND_INS
-                case ARG_STAND_INS: {
-                        _cleanup_free_ char *err = NULL;
-                        standins_free(w.stand_ins);
-                        w.stand_ins = NULL;
-                        if (standins_load_file(optarg, &w.stand_ins, &err) < 0) {
-                                fprintf(stderr, "pcinuma-watcher: --stand-ins: %s\n", err);
-                                return 2;
-                        }
-                        break;
-                }
-#endif
                 case ARG_VERSION:
                         printf("pcinuma-watcher %s\n", PCINUMA_VERSION);
                         return 0;
                 case 'h':
                         usage(stdout);
                         return 0;
+                case ARG_LOG_TARGET:
+                case ARG_FD:
+                case ARG_SETTLE_MS:
+                case ARG_STATE_DIR:
+                case ARG_PREIMAGE_MAX:
+#if PCINUMA_STAND_INS
+                case ARG_STAND_INS:
+#endif
+                        if (parse_value_option(c, optarg, w, a) < 0)
+                                return -EINVAL;
+                        break;
                 default:
                         usage(stderr);
-                        return 2;
+                        return -EINVAL;
                 }
-        if (!w.uri || optind < argc) {
+        if (!w->uri || optind < argc) {
                 usage(stderr);
-                return 2;
+                return -EINVAL;
         }
-        log_setup(target, "pcinumad");
-        _cleanup_free_ char *pre_dir = xasprintf("%s/preimages", state_dir);
-        w.preimages = preimage_store_new(pre_dir, preimage_max);
-        w.schema = load_schema();
+        return 1;
+}
 
-        int fl = fcntl(w.fd, F_GETFL);
-        if (fl < 0 || fcntl(w.fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-                fprintf(stderr, "pcinuma-watcher: fd %d: %s (pcinumad starts this program with its socket there)\n",
-                        w.fd, strerror(errno));
-                return 2;
-        }
-        (void) fcntl(w.fd, F_SETFD, FD_CLOEXEC);
+/* The link to pcinumad on w->fd (non-blocking, closed on exec), and the
+ * signals: SIGTERM (sent by pcinumad, or by the kernel when pcinumad dies)
+ * is read from the signalfd returned in *ret_sfd (-1 if none could be
+ * made), SIGPIPE ignored.  Returns -errno if w->fd is not open. */
+static int setup_link(struct watcher *w, int *ret_sfd) {
+        int fl = fcntl(w->fd, F_GETFL);
+        if (fl < 0 || fcntl(w->fd, F_SETFL, fl | O_NONBLOCK) < 0)
+                return -errno;
+        (void) fcntl(w->fd, F_SETFD, FD_CLOEXEC);
         /* Go when pcinumad goes, even if it is killed without closing. */
         (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
         signal(SIGPIPE, SIG_IGN);
         sigset_t term;
         sigemptyset(&term);
         sigaddset(&term, SIGTERM);
-        _cleanup_close_ int sfd = sigprocmask(SIG_BLOCK, &term, NULL) == 0 ? signalfd(-1, &term, SFD_CLOEXEC | SFD_NONBLOCK) : -1;
+        *ret_sfd = sigprocmask(SIG_BLOCK, &term, NULL) == 0 ? signalfd(-1, &term, SFD_CLOEXEC | SFD_NONBLOCK) : -1;
+        return 0;
+}
 
+/* libvirt, its event loop on a thread of its own, and the restarter.
+ * Logs what failed and returns -1 if any of it cannot be set up. */
+static int setup_libvirt(struct watcher *w) {
         /* Restarts call libvirt from worker threads: initialise it before
          * any thread does (libvirt asks multithreaded programs to). */
         if (virInitialize() < 0) {
                 log_msg(LOG_ERR, "Cannot initialise libvirt: %s", lv_error());
-                return 1;
+                return -1;
         }
         virSetErrorFunc(NULL, silent_error_func);
         if (virEventRegisterDefaultImpl() < 0) {
                 log_msg(LOG_ERR, "Cannot set up libvirt's event loop: %s", lv_error());
-                return 1;
+                return -1;
         }
-        w.restarter = restarter_new(&restart_ops, &w, w.preimages);
-        w.wake_timer = virEventAddTimeout(-1, on_wake_timer, &w, NULL);
-        w.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (w.wake_timer < 0 || w.wake_fd < 0 || !w.restarter) {
-                log_msg(LOG_ERR, "Cannot set up the watcher's threads: %s", w.wake_fd < 0 ? strerror(errno) : lv_error());
-                return 1;
+        w->restarter = restarter_new(&restart_ops, w, w->preimages);
+        w->wake_timer = virEventAddTimeout(-1, on_wake_timer, w, NULL);
+        w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (w->wake_timer < 0 || w->wake_fd < 0 || !w->restarter) {
+                log_msg(LOG_ERR, "Cannot set up the watcher's threads: %s", w->wake_fd < 0 ? strerror(errno) : lv_error());
+                return -1;
         }
-        int e = pthread_create(&w.loop_thread, NULL, event_thread, &w);
+        int e = pthread_create(&w->loop_thread, NULL, event_thread, w);
         if (e != 0) {
                 log_msg(LOG_ERR, "Cannot start libvirt's event thread: %s", strerror(e));
-                return 1;
+                return -1;
         }
-        w.loop_running = true;
+        w->loop_running = true;
+        return 0;
+}
+
+/* After the main loop: no more events (the callbacks deregistered, the
+ * event thread gone), then the restarts under way finish: a domain they
+ * destroyed must run again (their domains keep the connection open for
+ * their calls).  Then everything is freed. */
+static void teardown(struct watcher *w) {
+        disconnect(w);
+        w->loop_stop = true;
+        virEventUpdateTimeout(w->wake_timer, 0);
+        pthread_join(w->loop_thread, NULL);
+        w->restarter = restarter_free(w->restarter);
+        for (size_t i = 0; i < w->n_queue; i++)
+                if (w->queue[i].dom)
+                        virDomainFree(w->queue[i].dom);
+        free(w->queue);
+        virEventRemoveTimeout(w->wake_timer);
+        close(w->wake_fd);
+        while (w->n_states > 0)
+                state_forget(w, w->states[0]);
+        free(w->states);
+        preimage_store_free(w->preimages);
+#if PCINUMA_STAND_INS
+        standins_free(w->stand_ins);
+#endif
+        if (w->schema)
+                xmlRelaxNGFree(w->schema);
+        free(w->last_error);
+        proto_decoder_reset(&w->dec);
+}
+
+/* Parse the command line (exit 2 on a bad one), open the pre-image store
+ * and the schema, set up the link (exit 2 without one) and libvirt (exit 1
+ * on failure), then run until pcinumad goes: exit 0 then, 1 if the loop
+ * failed. */
+int main(int argc, char **argv) {
+        struct watcher w = { .fd = 3, .lifecycle_cb = -1, .backoff_ms = BACKOFF_MIN_MS, .settle_ms = SETTLE_MS_DEFAULT,
+                             .wake_fd = -1, .write_lock = PTHREAD_MUTEX_INITIALIZER,
+                             .queue_lock = PTHREAD_MUTEX_INITIALIZER };
+        struct args a;
+        int r = parse_args(argc, argv, &w, &a);
+        if (r <= 0)
+                return r < 0 ? 2 : 0;
+
+        log_setup(a.target, "pcinumad");
+        _cleanup_free_ char *pre_dir = xasprintf("%s/preimages", a.state_dir);
+        w.preimages = preimage_store_new(pre_dir, a.preimage_max);
+        w.schema = load_schema();
+
+        _cleanup_close_ int sfd = -1;
+        r = setup_link(&w, &sfd);
+        if (r < 0) {
+                fprintf(stderr, "pcinuma-watcher: fd %d: %s (pcinumad starts this program with its socket there)\n",
+                        w.fd, strerror(-r));
+                return 2;
+        }
+        if (setup_libvirt(&w) < 0)
+                return 1;
         w.reconnect_due = now_usec();
         send_status(&w);
 
         main_loop(&w, sfd);
 
-        /* No more events (the callbacks deregistered, the event thread
-         * gone), then the restarts under way finish: a domain they
-         * destroyed must run again (their domains keep the connection
-         * open for their calls). */
-        disconnect(&w);
-        w.loop_stop = true;
-        virEventUpdateTimeout(w.wake_timer, 0);
-        pthread_join(w.loop_thread, NULL);
-        w.restarter = restarter_free(w.restarter);
-        for (size_t i = 0; i < w.n_queue; i++)
-                if (w.queue[i].dom)
-                        virDomainFree(w.queue[i].dom);
-        free(w.queue);
-        virEventRemoveTimeout(w.wake_timer);
-        close(w.wake_fd);
-        while (w.n_states > 0)
-                state_forget(&w, w.states[0]);
-        free(w.states);
-        preimage_store_free(w.preimages);
-#if PCINUMA_STAND_INS
-        standins_free(w.stand_ins);
-#endif
-        if (w.schema)
-                xmlRelaxNGFree(w.schema);
-        free(w.last_error);
-        proto_decoder_reset(&w.dec);
+        teardown(&w);
         return w.parent_gone ? 0 : 1;
 }
