@@ -446,20 +446,15 @@ void manager_metrics_changed(struct manager *m) {
         metrics_changed(m->metrics);
 }
 
-int manager_new(const struct manager_config *cfg, struct manager **ret) {
-        _cleanup_(manager_freep) struct manager *m = xcalloc(1, sizeof(*m));
+/* The policy, at start: a bad policy file stops pcinumad (logged with
+ * PCINUMA_MID_POLICY_INVALID); a missing default one means the built-in
+ * policy, with a warning. */
+static int start_policy(struct manager *m) {
         _cleanup_free_ char *err = NULL;
-        int r;
-
-        m->cfg = *cfg;
-        recheck_cache_init(&m->cache, RECHECK_CACHE_MAX);
-        m->start_usec = now_usec(CLOCK_REALTIME);
-        m->start_mono = now_usec(CLOCK_MONOTONIC);
-
-        r = load_policy(cfg, true, &m->policy, &m->policy_from_file, &err);
+        int r = load_policy(&m->cfg, true, &m->policy, &m->policy_from_file, &err);
         if (r < 0) {
                 struct log_fields f = {0};
-                log_fields_add(&f, "PCINUMA_POLICY_FILE", "%s", cfg->policy_file);
+                log_fields_add(&f, "PCINUMA_POLICY_FILE", "%s", m->cfg.policy_file);
                 log_event(LOG_ERR, PCINUMA_MID_POLICY_INVALID, &f, "Cannot start: %s", err);
                 log_fields_done(&f);
                 return r;
@@ -468,20 +463,28 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
         m->policy_loaded_usec = now_usec(CLOCK_REALTIME);
         if (!m->policy_from_file)
                 log_msg(LOG_WARNING, "No policy file at %s; the built-in default policy is in force (default %s, no rules)",
-                        cfg->policy_file, policy_mode_to_string(m->policy->def.mode));
+                        m->cfg.policy_file, policy_mode_to_string(m->policy->def.mode));
+        return 0;
+}
+
+/* The host map, at start (with a test build's stand-ins, when given):
+ * pcinumad does not start without one. */
+static int start_hostmap(struct manager *m) {
+        _cleanup_free_ char *err = NULL;
+        int r;
 
 #if PCINUMA_STAND_INS
-        if (cfg->stand_ins_file) {
-                r = standins_load_file(cfg->stand_ins_file, &m->stand_ins, &err);
+        if (m->cfg.stand_ins_file) {
+                r = standins_load_file(m->cfg.stand_ins_file, &m->stand_ins, &err);
                 if (r < 0) {
                         log_msg(LOG_ERR, "Cannot start: --stand-ins: %s", err);
                         return r;
                 }
                 log_msg(LOG_WARNING, "A test build: %zu stand-ins from %s; a virtio <interface type='user'> with one of "
-                        "their MACs is placed as the passthrough device it names", m->stand_ins->n, cfg->stand_ins_file);
+                        "their MACs is placed as the passthrough device it names", m->stand_ins->n, m->cfg.stand_ins_file);
         }
 #endif
-        r = hostmap_load_for_plan(cfg->sysfs_root, &m->hostmap, &err);
+        r = hostmap_load_for_plan(m->cfg.sysfs_root, &m->hostmap, &err);
         if (r < 0) {
                 log_msg(LOG_ERR, "Cannot start: cannot read the host map: %s", err);
                 return r;
@@ -493,18 +496,23 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
         m->hostmap_loaded_usec = now_usec(CLOCK_REALTIME);
         m->hostmap_generation = 1;
         log_hostmap_warnings(m, m->hostmap);
+        return 0;
+}
 
-        r = sd_event_default(&m->event);
+/* The event loop, with the metrics file and the signals: SIGTERM and
+ * SIGINT end it, SIGHUP reloads, SIGCHLD reports the watcher's exit. */
+static int setup_event_loop(struct manager *m) {
+        int r = sd_event_default(&m->event);
         if (r < 0)
                 return log_errno(LOG_ERR, r, "Failed to create the event loop: %m");
         (void) sd_event_set_watchdog(m->event, true);
 
-        r = metrics_new(cfg->metrics_file, m->event, metrics_snapshot, m, &m->metrics);
+        r = metrics_new(m->cfg.metrics_file, m->event, metrics_snapshot, m, &m->metrics);
         if (r < 0)
-                return log_errno(LOG_ERR, r, "Failed to set up the metrics file %s: %m", cfg->metrics_file);
+                return log_errno(LOG_ERR, r, "Failed to set up the metrics file %s: %m", m->cfg.metrics_file);
         metrics_hostmap_rebuild(m->metrics, "start", true);
-        if (cfg->metrics_file)
-                log_msg(LOG_INFO, "Writing Prometheus metrics to %s", cfg->metrics_file);
+        if (m->cfg.metrics_file)
+                log_msg(LOG_INFO, "Writing Prometheus metrics to %s", m->cfg.metrics_file);
 
         sigset_t ss;
         sigemptyset(&ss);
@@ -520,7 +528,12 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
             (r = sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m)) < 0)
                 return log_errno(LOG_ERR, r, "Failed to watch signals: %m");
         signal(SIGPIPE, SIG_IGN);
+        return 0;
+}
 
+/* The worker threads that decide large hook requests, and what must be
+ * set up once before there are threads. */
+static int setup_workers(struct manager *m) {
         /* libxml2's global state is set up once, here, before any worker
          * parses a document (xmlInitParser() is not thread-safe). */
         xmlInitParser();
@@ -531,13 +544,15 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
          * place.  MALLOC_ARENA_MAX in the environment, if set, wins. */
         if (!getenv("MALLOC_ARENA_MAX"))
                 (void) mallopt(M_ARENA_MAX, 1);
-        r = workers_new(m->event, cfg->workers ? cfg->workers : workers_default_threads(), &m->workers);
-        if (r < 0)
-                return r;
+        return workers_new(m->event, m->cfg.workers ? m->cfg.workers : workers_default_threads(), &m->workers);
+}
 
+/* The hook server, on the socket systemd passed, else on its own socket
+ * file at cfg.socket_path. */
+static int setup_server(struct manager *m) {
         int fd = -1;
         bool activated = false;
-        r = server_listen_fd(cfg->socket_path, &fd, &activated);
+        int r = server_listen_fd(m->cfg.socket_path, &fd, &activated);
         if (r < 0)
                 return r;
         r = server_new(m, m->event, fd, &m->server);
@@ -546,21 +561,41 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
                 return r;
         }
         if (!activated)
-                server_own_socket_file(m->server, cfg->socket_path);
-        log_msg(LOG_INFO, "Listening on %s%s", activated ? "the socket passed by systemd" : cfg->socket_path,
+                server_own_socket_file(m->server, m->cfg.socket_path);
+        log_msg(LOG_INFO, "Listening on %s%s", activated ? "the socket passed by systemd" : m->cfg.socket_path,
                 activated ? "" : " (mode 0600)");
+        return 0;
+}
 
-        r = setup_udev(m);
-        if (r < 0)
+/* The libvirt watcher process, unless --libvirt-uri none. */
+static int start_watcher(struct manager *m) {
+        const struct manager_config *cfg = &m->cfg;
+        if (streq(cfg->libvirt_uri, "none"))
+                return 0;
+        _cleanup_free_ char *found = cfg->watcher_program ? NULL : watcher_find_program();
+        return watcher_start(m, m->event, cfg->watcher_program ? cfg->watcher_program : found, cfg->libvirt_uri,
+                             cfg->log_target ? cfg->log_target : "auto", &m->watcher);
+}
+
+int manager_new(const struct manager_config *cfg, struct manager **ret) {
+        _cleanup_(manager_freep) struct manager *m = xcalloc(1, sizeof(*m));
+        int r;
+
+        m->cfg = *cfg;
+        recheck_cache_init(&m->cache, RECHECK_CACHE_MAX);
+        m->start_usec = now_usec(CLOCK_REALTIME);
+        m->start_mono = now_usec(CLOCK_MONOTONIC);
+
+        /* In this order: what to plan with, then the event loop and the
+         * threads, then the sockets and processes that bring requests. */
+        if ((r = start_policy(m)) < 0 ||
+            (r = start_hostmap(m)) < 0 ||
+            (r = setup_event_loop(m)) < 0 ||
+            (r = setup_workers(m)) < 0 ||
+            (r = setup_server(m)) < 0 ||
+            (r = setup_udev(m)) < 0 ||
+            (r = start_watcher(m)) < 0)
                 return r;
-
-        if (!streq(cfg->libvirt_uri, "none")) {
-                _cleanup_free_ char *found = cfg->watcher_program ? NULL : watcher_find_program();
-                r = watcher_start(m, m->event, cfg->watcher_program ? cfg->watcher_program : found, cfg->libvirt_uri,
-                                  cfg->log_target ? cfg->log_target : "auto", &m->watcher);
-                if (r < 0)
-                        return r;
-        }
 
         publish_hook_conf(m);
         *ret = TAKE_PTR(m);
