@@ -45,8 +45,10 @@
  *     after our define are quiet, more of them than our define and the
  *     changes we saw explain means another define landed between the
  *     re-read and ours (a conflict, logged, then planned again); our own
- *     event saying ADDED means our define re-created a domain a user had
- *     undefined meanwhile, which is undefined again. */
+ *     event saying ADDED, with no other define since, means our define
+ *     re-created a domain a user had undefined meanwhile, which is
+ *     undefined again (never when another define came: that ADDED may be
+ *     a client's defining the domain anew, see verify()). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -123,6 +125,7 @@ struct dom_state {
         uint64_t last_event;            /* when its last DEFINED/UNDEFINED event came */
         uint64_t events;                /* DEFINED/UNDEFINED events so far */
         int last_detail;                /* of the last DEFINED event since our define; -1 none */
+        uint64_t defines;               /* DEFINED events since our define (ours among them) */
         bool synced;                    /* due, and events sent before now are dispatched */
 
         /* Our last define, to be checked once its event is in and quiet. */
@@ -610,7 +613,15 @@ static bool verify(struct watcher *w, struct dom_state *s, virDomainPtr dom) {
                 ;       /* undefined (or made transient) after our define: nothing of ours is left */
         else if (!s->readback || !streq(cur, s->readback))
                 done = false;   /* a newer definition replaced ours (or we cannot tell): plan it as usual */
-        else if (s->last_detail == VIR_DOMAIN_EVENT_DEFINED_ADDED)
+        else if (s->last_detail == VIR_DOMAIN_EVENT_DEFINED_ADDED && s->defines == 1)
+                /* Ours is the only define since, and it added the domain.
+                 * With another define, the ADDED may be a client's: one
+                 * that undefined the domain and defined it again after
+                 * ours, with what libvirt holds equal to our read-back
+                 * (a client defining what it dumped, or a define that
+                 * landed between ours and our read-back, so that the
+                 * read-back is the client's).  Undefining then would lose
+                 * the client's definition: it stays, planned as usual. */
                 undo_recreate(w, s, dom, virDomainGetName(dom));
         else if (s->events - s->verify_base > s->verify_expected) {
                 /* An extra define, and ours is what libvirt holds: it came
@@ -803,6 +814,7 @@ static enum commit_result commit(struct watcher *w, struct dom_state *s, virDoma
         s->readback = virDomainGetXMLDesc(nd, VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE);
         s->preimage = TAKE_PTR(pre);
         s->last_detail = -1;
+        s->defines = 0;
         s->due = s->verify_started + VERIFY_TIMEOUT_USEC;
         virDomainFree(nd);
 
@@ -991,8 +1003,10 @@ static void apply_lifecycle(struct watcher *w, const struct queued_event *q) {
         s->events++;
         w->n_events++;
         s->last_event = now;
-        if (event == VIR_DOMAIN_EVENT_DEFINED)
+        if (event == VIR_DOMAIN_EVENT_DEFINED) {
                 s->last_detail = q->detail;
+                s->defines++;
+        }
         s->due = now + (uint64_t) w->settle_ms * USEC_PER_MSEC;
         s->synced = false;
         schedule(w);

@@ -34,11 +34,23 @@ Checked:
     session libvirtd fails the start on the hostdev) ends as 'not done'
     once the window has passed (restart_window_ms), logged with its
     MESSAGE_ID and counted.
+  - a client that undefines a domain right after pcinuma-watcher redefined
+    it and defines it again keeps its definition: the watcher does not
+    take the client's define, whose event says ADDED, for its own define
+    re-creating an undefined domain.  The client defines the plan
+    `pcinumactl plan` makes of the domain, so that libvirt then holds
+    exactly what the watcher read back after its own define, as when a
+    client's define lands between the watcher's define and its read-back
+    (the CLIENT rounds "undefined between rounds" of test 2 lost a
+    definition that way under load).  pcinumad runs with --settle-ms 3000
+    there, so the client's undefine and define surely land before the
+    watcher checks its define.
 Output: TAP lines, then "N passed, M failed"; exit 1 on any failure, 77
 when libvirtd or virsh is missing.
 """
 
 import argparse
+import difflib
 import json
 import os
 import subprocess
@@ -53,6 +65,7 @@ from pcinumatest.tap import Tap
 HERE = os.path.dirname(os.path.abspath(__file__))
 MID_RESTARTING = "f6efac6604544011bdbb4be49a330a91"
 MID_SKIPPED = "f85aaf68ac36456aade6416a682f49ba"
+MID_REDEFINE_CONFLICT = "36d0cf70f905419e82df46c0a879d92c"
 TRANSIENT_MSG = "a transient domain must be created from planned XML"
 
 # The Nova-like client: define, then start at once, over the session
@@ -221,8 +234,62 @@ class Test(Harness):
         self.set_policy()
         self.d.hup()
 
+    # -- a client's undefine and define right after the watcher's define ------
+    def t4_readded(self):
+        settle_ms = 3000
+        extra = list(self.d.extra)
+        self.d.extra = extra + ["--settle-ms", str(settle_ms)]
+        try:
+            self.d.start(self.s.uri, wait_connected=True)
+            name = "readd-r"
+            self.define(domain_xml(name, ["0000:13:00.0", "0000:33:00.0"], memnodes={0: "0", 1: "1"}))
+            # what the watcher will define: the plan of the definition
+            # libvirt holds (it acts settle_ms after the define)
+            raw = self.s.write(self.dump(name), "readd-r.raw.xml")
+            r = subprocess.run([self.a.pcinumactl, "plan", "--sysfs-root", self.sysfs, "--policy-file",
+                                self.policy, raw], capture_output=True, text=True, timeout=60)
+            if not self.check(r.returncode == 0 and NS in r.stdout, "4: pcinumactl plan plans the domain",
+                              r.stderr):
+                return
+            path = self.s.write(r.stdout, "readd-r.xml")
+            planned, _ = self.wait_planned(name, timeout=settle_ms / 1000.0 + 10)
+            t0 = time.monotonic()
+            if not self.check(is_planned(planned), "4: the watcher redefines the domain", planned):
+                return
+            # the client undefines it and defines the same plan again: what
+            # libvirt holds then is what the watcher read back after its
+            # define, as when a client's define lands between the two
+            r = self.s.run_as(["/bin/sh", "-c", "virsh -c qemu:///session undefine %s >/dev/null && "
+                               "virsh -c qemu:///session define %s" % (name, path)], timeout=VIRSH_TIMEOUT)
+            took = time.monotonic() - t0
+            again = self.dump(name)
+            # the watcher checks its define settle_ms after the last event:
+            # only then can it undefine
+            self.check(r.returncode == 0 and took < settle_ms / 1000.0 and again == planned,
+                       "4: the client's undefine and define land before the watcher checks its own define, and "
+                       "libvirt holds what the watcher read back",
+                       "exit %d: %s\n%s" % (r.returncode, (r.stdout + r.stderr).strip(),
+                                             "".join(difflib.unified_diff(planned.splitlines(True),
+                                                                          again.splitlines(True)))),
+                       note="%.0f ms" % (took * 1000))
+            mark = len(self.d.log())
+            idle = self.wait_idle(quiet=1.0, timeout=settle_ms / 1000.0 + 15)
+            left = self.s.virsh("dominfo", name)
+            undone = [l for l in self.d.log()[mark:].splitlines()
+                      if MID_REDEFINE_CONFLICT in l and "PCINUMA_DOMAIN=%s " % name in l + " "
+                      and "PCINUMA_CONFLICT=recreated" in l]
+            self.check(idle and left.returncode == 0 and not undone,
+                       "4: a client's undefine and define right after the watcher's define: the client's "
+                       "definition stays (the watcher does not undo it as a re-creation of its own)",
+                       "idle %s; dominfo exit %d %s\n%s" % (idle, left.returncode, left.stderr.strip(),
+                                                              "\n".join(undone)))
+            self.s.undefine(name)
+        finally:
+            self.d.extra = extra
+            self.d.start(self.s.uri, wait_connected=True)
+
     def run(self):
-        steps = [self.t1_set, self.t2_race, self.t3_transient]
+        steps = [self.t1_set, self.t2_race, self.t3_transient, self.t4_readded]
         for step in steps:
             if self.a.only and not any(o in step.__name__ for o in self.a.only):
                 continue
