@@ -666,9 +666,25 @@ static size_t find_or_add_node(struct tnode **nodes, size_t *n, long (*roots)[2]
         return (size_t) k;
 }
 
-/* Lay out the pxbs and ports once, with each cell cut down as shape[]
- * says; 0, or -ENOSPC with p->reason set (the caller clears the layout). */
-static int layout_once(const struct domain *d, struct plan *p, const unsigned *shape) {
+/* The state the phases of layout_once share: the guest port tree while
+ * it is built and numbered. */
+struct layout_tree {
+        struct tnode *nodes;    /* the guest ports, in the order they were made */
+        size_t n_nodes;
+        long (*roots)[2];       /* per pxb: its first and last root port (tnode index); -1: none */
+        size_t *leaf;           /* per device: the tnode a moved device sits on */
+        int next;               /* the next free controller index */
+};
+
+static void layout_tree_done(struct layout_tree *t) {
+        free(t->nodes);
+        free(t->roots);
+        free(t->leaf);
+}
+
+/* The first controller index above every index and pcie.0-domain bus
+ * number the domain already uses: where the new controllers start. */
+static int first_free_index(const struct domain *d) {
         int max_index = 0;
         for (size_t i = 0; i < d->n_controllers; i++)
                 if (d->controllers[i].index > max_index)
@@ -676,12 +692,14 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
         for (size_t i = 0; i < d->n_pci_uses; i++)
                 if (d->pci_uses[i].addr.domain == 0 && d->pci_uses[i].addr.bus > max_index)
                         max_index = d->pci_uses[i].addr.bus;
-        p->first_index = max_index + 1;
+        return max_index + 1;
+}
 
-        /* The expander buses: one per host root complex of a cell, or one
-         * for the whole cell (cells shape, merged, or devices whose root
-         * complex the host map does not know); in cell order, then host
-         * bridge order. */
+/* The expander buses: one per host root complex of a cell, or one for
+ * the whole cell (cells shape, merged, or devices whose root complex the
+ * host map does not know); in cell order, then host bridge order.  They
+ * get no index yet. */
+static void add_pxbs(const struct domain *d, struct plan *p, const unsigned *shape) {
         for (size_t c = 0; c < d->n_cells; c++) {
                 for (size_t i = 0; i < p->n_devices; i++) {
                         const struct plan_device *pd = &p->devices[i];
@@ -702,134 +720,155 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                                                           .host_nodes = bitmap_format(&d->cells[c].host_nodes) };
                 }
         }
-        int next = p->first_index;
-        for (size_t i = 0; i < p->n_pxbs; i++)
-                p->pxbs[i].index = next++;
+}
 
-        /* The tree below each pxb mirrors the host's below its root
-         * complex: a root port per host root port, an upstream port per
-         * host switch and a downstream port per host downstream port, down
-         * to the port the device sits on; a host root port that holds a
-         * single unit gets no switch (nothing to tell apart). */
-        _cleanup_free_ struct tnode *nodes = NULL;
-        size_t n_nodes = 0;
-        _cleanup_free_ long (*roots)[2] = xcalloc(p->n_pxbs ? p->n_pxbs : 1, sizeof(*roots));
+/* How many of moved device i's host bridges (host_up) its guest chain
+ * mirrors, on the pxb for host root 'root'.  Only (root port, switch up,
+ * switch down)* chains mirror onto libvirt's controllers, so a trailing
+ * odd bridge is dropped; flat cells mirror none; a host root port that
+ * holds a single unit gets no switch (nothing to tell apart). */
+static size_t mirror_depth(const struct domain *d, const struct plan *p, const unsigned *shape, size_t i, long root,
+                           uint64_t unit) {
+        const struct plan_device *pd = &p->devices[i];
+        size_t m = pd->n_host_up;
+        if (m % 2 == 0 && m > 0)
+                m--;
+        if (shape[pd->cell] & SHAPE_FLAT)
+                m = 0;
+        if (m > 1) {
+                bool alone = true;
+                for (size_t j = 0; j < p->n_devices && alone; j++) {
+                        const struct plan_device *o = &p->devices[j];
+                        alone = j == i || o->action != PLAN_MOVE || o->cell != pd->cell || o->n_host_up == 0 ||
+                                !pci_addr_eq(&o->host_up[0], &pd->host_up[0]) ||
+                                (((shape[o->cell] & SHAPE_MERGED) ? -1 : o->host_root) != root) ||
+                                unit_key(d, p, j) == unit;
+                }
+                if (alone)
+                        m = 1;
+        }
+        return m;
+}
+
+/* The tree below each pxb mirrors the host's below its root complex: a
+ * root port per host root port, an upstream port per host switch and a
+ * downstream port per host downstream port, down to the port the device
+ * sits on (t->leaf[i]), which counts the device among its functions. */
+static void build_tree(const struct domain *d, const struct plan *p, const unsigned *shape, struct layout_tree *t) {
+        t->roots = xcalloc(p->n_pxbs ? p->n_pxbs : 1, sizeof(*t->roots));
         for (size_t i = 0; i < p->n_pxbs; i++)
-                roots[i][0] = roots[i][1] = -1;
-        _cleanup_free_ size_t *leaf = xcalloc(p->n_devices ? p->n_devices : 1, sizeof(size_t));
+                t->roots[i][0] = t->roots[i][1] = -1;
+        t->leaf = xcalloc(p->n_devices ? p->n_devices : 1, sizeof(size_t));
         for (size_t i = 0; i < p->n_devices; i++) {
-                struct plan_device *pd = &p->devices[i];
+                const struct plan_device *pd = &p->devices[i];
                 if (pd->action != PLAN_MOVE)
                         continue;
-                unsigned sh = shape[pd->cell];
-                long root = (sh & SHAPE_MERGED) ? -1 : pd->host_root;
+                long root = (shape[pd->cell] & SHAPE_MERGED) ? -1 : pd->host_root;
                 size_t x = 0;
                 while (p->pxbs[x].cell != (unsigned) pd->cell || p->pxbs[x].host_root != root)
                         x++;
                 uint64_t unit = unit_key(d, p, i);
-                /* Only (root port, switch up, switch down)* chains mirror
-                 * onto libvirt's controllers; a trailing odd bridge is
-                 * dropped. */
-                size_t m = pd->n_host_up;
-                if (m % 2 == 0 && m > 0)
-                        m--;
-                if (sh & SHAPE_FLAT)
-                        m = 0;
-                if (m > 1) {
-                        bool alone = true;
-                        for (size_t j = 0; j < p->n_devices && alone; j++) {
-                                const struct plan_device *o = &p->devices[j];
-                                alone = j == i || o->action != PLAN_MOVE || o->cell != pd->cell || o->n_host_up == 0 ||
-                                        !pci_addr_eq(&o->host_up[0], &pd->host_up[0]) ||
-                                        (((shape[o->cell] & SHAPE_MERGED) ? -1 : o->host_root) != root) ||
-                                        unit_key(d, p, j) == unit;
-                        }
-                        if (alone)
-                                m = 1;
-                }
+                size_t m = mirror_depth(d, p, shape, i, root, unit);
                 int parent = -1;
                 for (size_t k = 0; k + 1 < m; k++) {
                         const char *model = k == 0 ? PLAN_ROOT_PORT : k % 2 ? PLAN_SWITCH_UP : PLAN_SWITCH_DOWN;
                         /* One upstream port per parent: a port's link holds one switch. */
                         uint64_t key = k % 2 ? 0 : pack_addr(&pd->host_up[k]);
-                        parent = (int) find_or_add_node(&nodes, &n_nodes, roots, parent, x, model, key, 0);
+                        parent = (int) find_or_add_node(&t->nodes, &t->n_nodes, t->roots, parent, x, model, key, 0);
                 }
                 const char *model = m <= 1 ? PLAN_ROOT_PORT : PLAN_SWITCH_DOWN;
                 uint64_t key = m ? pack_addr(&pd->host_up[m - 1]) : unit;
-                leaf[i] = find_or_add_node(&nodes, &n_nodes, roots, parent, x, model, key, unit);
-                nodes[leaf[i]].n_funcs++;
+                t->leaf[i] = find_or_add_node(&t->nodes, &t->n_nodes, t->roots, parent, x, model, key, unit);
+                t->nodes[t->leaf[i]].n_funcs++;
         }
-        /* The functions on one port in host function order (function 0
-         * first, which the guest needs to scan the slot). */
+}
+
+/* The guest function of each moved device: the functions on one port in
+ * host function order (function 0 first, which the guest needs to scan
+ * the slot). */
+static void order_functions(const struct domain *d, struct plan *p, const struct layout_tree *t) {
         for (size_t i = 0; i < p->n_devices; i++) {
                 if (p->devices[i].action != PLAN_MOVE)
                         continue;
                 p->devices[i].guest.func = 0;
-                if (nodes[leaf[i]].n_funcs == 1)
+                if (t->nodes[t->leaf[i]].n_funcs == 1)
                         continue;
                 const struct pci_addr *ai = &d->hostdevs[p->devices[i].hostdev].host;
                 unsigned f = 0;
                 for (size_t j = 0; j < p->n_devices; j++)
-                        if (j != i && p->devices[j].action == PLAN_MOVE && leaf[j] == leaf[i]) {
+                        if (j != i && p->devices[j].action == PLAN_MOVE && t->leaf[j] == t->leaf[i]) {
                                 int c = pci_addr_cmp(&d->hostdevs[p->devices[j].hostdev].host, ai);
                                 f += c < 0 || (c == 0 && j < i);
                         }
                 p->devices[i].guest.func = (uint8_t) f;
         }
+}
 
-        /* Number the ports: each root port (in the order of its first
-         * device) and then its subtree, depth first; so a pxb's ports in
-         * that order are its bridges in the order the guest firmware
-         * numbers their buses. */
+/* Give tnode k the next controller index and append its port to
+ * p->ports, in the slot (and function) of its parent: rp_seen counts the
+ * root ports placed per pxb, kid_no the children placed per tnode.
+ * -ENOSPC with p->reason set when a switch runs out of slots. */
+static int add_port(struct plan *p, struct layout_tree *t, size_t k, unsigned *rp_seen, unsigned *kid_no) {
+        struct tnode *n = &t->nodes[k];
+        const struct plan_pxb *x = &p->pxbs[n->pxb];
+        n->index = t->next++;
+        n->port_pos = p->n_ports;
+        struct plan_port *port = GROW(p->ports, p->n_ports);
+        port->index = n->index;
+        port->model = n->model;
+        port->pxb_index = x->index;
+        port->device = -1;
+        if (n->parent < 0) {
+                unsigned no = rp_seen[n->pxb]++;
+                port->parent_index = x->index;
+                /* Up to 32 root ports get a slot each; beyond that, eight share a slot. */
+                if (x->n_ports <= PXB_SLOTS) {
+                        port->slot = (uint8_t) no;
+                } else {
+                        port->slot = (uint8_t) (no / 8);
+                        port->func = (uint8_t) (no % 8);
+                        port->multifunction = port->func == 0 && no + 1 < x->n_ports;
+                }
+                return 0;
+        }
+        unsigned no = kid_no[n->parent]++;
+        port->parent_index = t->nodes[n->parent].index;
+        if (no >= PXB_SLOTS) {
+                p->reason = xasprintf("a guest switch can hold at most %d downstream ports", PXB_SLOTS);
+                return -ENOSPC;
+        }
+        port->slot = (uint8_t) no;
+        return 0;
+}
+
+/* Number the ports: each root port (in the order of its first device)
+ * and then its subtree, depth first; so a pxb's ports in that order are
+ * its bridges in the order the guest firmware numbers their buses.
+ * Sets each pxb's n_ports (its root ports); -ENOSPC as add_port. */
+static int number_ports(struct plan *p, struct layout_tree *t) {
+        size_t n_nodes = t->n_nodes;
         _cleanup_free_ size_t *stack = xcalloc(n_nodes ? n_nodes : 1, sizeof(size_t));
         _cleanup_free_ unsigned *kid_no = xcalloc(n_nodes ? n_nodes : 1, sizeof(unsigned));
         _cleanup_free_ unsigned *rp_count = xcalloc(p->n_pxbs ? p->n_pxbs : 1, sizeof(unsigned));
         for (size_t k = 0; k < n_nodes; k++)
-                if (nodes[k].parent < 0)
-                        rp_count[nodes[k].pxb]++;
+                if (t->nodes[k].parent < 0)
+                        rp_count[t->nodes[k].pxb]++;
         for (size_t i = 0; i < p->n_pxbs; i++)
                 p->pxbs[i].n_ports = rp_count[i];
         _cleanup_free_ unsigned *rp_seen = xcalloc(p->n_pxbs ? p->n_pxbs : 1, sizeof(unsigned));
         for (size_t r = 0; r < n_nodes; r++) {
-                if (nodes[r].parent >= 0)
+                if (t->nodes[r].parent >= 0)
                         continue;
                 size_t sp = 0;
                 stack[sp++] = r;
                 while (sp) {
                         size_t k = stack[--sp];
-                        struct tnode *t = &nodes[k];
-                        struct plan_pxb *x = &p->pxbs[t->pxb];
-                        t->index = next++;
-                        t->port_pos = p->n_ports;
-                        struct plan_port *port = GROW(p->ports, p->n_ports);
-                        port->index = t->index;
-                        port->model = t->model;
-                        port->pxb_index = x->index;
-                        port->device = -1;
-                        if (t->parent < 0) {
-                                unsigned n = rp_seen[t->pxb]++;
-                                port->parent_index = x->index;
-                                /* Up to 32 root ports get a slot each;
-                                 * beyond that, eight share a slot. */
-                                if (x->n_ports <= PXB_SLOTS) {
-                                        port->slot = (uint8_t) n;
-                                } else {
-                                        port->slot = (uint8_t) (n / 8);
-                                        port->func = (uint8_t) (n % 8);
-                                        port->multifunction = port->func == 0 && n + 1 < x->n_ports;
-                                }
-                        } else {
-                                unsigned n = kid_no[t->parent]++;
-                                port->parent_index = nodes[t->parent].index;
-                                if (n >= PXB_SLOTS) {
-                                        p->reason = xasprintf("a guest switch can hold at most %d downstream ports", PXB_SLOTS);
-                                        return -ENOSPC;
-                                }
-                                port->slot = (uint8_t) n;
-                        }
+                        int ret = add_port(p, t, k, rp_seen, kid_no);
+                        if (ret < 0)
+                                return ret;
                         /* Children in the order they were made, pushed reversed. */
                         size_t first = sp;
-                        for (long j = t->first_kid; j >= 0; j = nodes[j].next_sib)
+                        for (long j = t->nodes[k].first_kid; j >= 0; j = t->nodes[j].next_sib)
                                 stack[sp++] = (size_t) j;
                         for (size_t lo = first, hi = sp; hi > lo + 1; lo++, hi--) {
                                 size_t tmp = stack[lo];
@@ -838,17 +877,25 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                         }
                 }
         }
+        return 0;
+}
+
+/* Put each moved device on its port (bus, multifunction, switch) and
+ * make the port's device the first one on it; count each pxb's buses
+ * (its own and one per port below it).  -ENOSPC with p->reason set when
+ * the new controllers need indexes beyond 255. */
+static int attach_devices(struct plan *p, const struct layout_tree *t) {
         for (size_t i = 0; i < p->n_devices; i++) {
                 struct plan_device *pd = &p->devices[i];
                 if (pd->action != PLAN_MOVE)
                         continue;
-                const struct tnode *t = &nodes[leaf[i]];
-                pd->port_index = t->index;
-                pd->guest = (struct pci_addr) { .domain = 0, .bus = (uint8_t) t->index, .slot = 0, .func = pd->guest.func };
-                pd->multifunction = pd->guest.func == 0 && t->n_funcs > 1;
-                pd->switch_group = t->parent >= 0 ? nodes[t->parent].index : -1;
-                if (p->ports[t->port_pos].device < 0)
-                        p->ports[t->port_pos].device = (long) i;
+                const struct tnode *n = &t->nodes[t->leaf[i]];
+                pd->port_index = n->index;
+                pd->guest = (struct pci_addr) { .domain = 0, .bus = (uint8_t) n->index, .slot = 0, .func = pd->guest.func };
+                pd->multifunction = pd->guest.func == 0 && n->n_funcs > 1;
+                pd->switch_group = n->parent >= 0 ? t->nodes[n->parent].index : -1;
+                if (p->ports[n->port_pos].device < 0)
+                        p->ports[n->port_pos].device = (long) i;
         }
         for (size_t i = 0; i < p->n_pxbs; i++)
                 p->pxbs[i].n_buses = 1;
@@ -856,15 +903,17 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                 for (size_t i = 0; i < p->n_pxbs; i++)
                         if (p->pxbs[i].index == p->ports[k].pxb_index)
                                 p->pxbs[i].n_buses++;
-        if (next - 1 > 255) {
+        if (t->next - 1 > 255) {
                 p->reason = xasprintf("controller indexes exhausted: the new controllers would need indexes %d-%d, beyond 255",
-                                      p->first_index, next - 1);
+                                      p->first_index, t->next - 1);
                 return -ENOSPC;
         }
+        return 0;
+}
 
-        find_pruned(d, p);
-
-        /* pcie.0 slots for the pxbs. */
+/* A pcie.0 slot for each pxb, the first free one in pcie0_slots order;
+ * -ENOSPC with p->reason set when none is left. */
+static int place_pxbs(const struct domain *d, struct plan *p) {
         for (size_t i = 0; i < p->n_pxbs; i++) {
                 bool found = false;
                 for (size_t s = 0; s < ELEMENTSOF(pcie0_slots) && !found; s++) {
@@ -879,13 +928,16 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                         return -ENOSPC;
                 }
         }
+        return 0;
+}
 
-        /* Bus numbers (docs/design.md §3.7, §7): top-down from 254, below any
-         * existing expander bus; each pxb takes one number for itself and
-         * one per port below it.  The pcie.0 side numbers its buses from 0
-         * upwards: one per controller index that is not part of an
-         * existing expander bus (libvirt fills index gaps with root ports,
-         * so gaps count too). */
+/* Bus numbers (docs/design.md §3.7, §7): top-down from 254, below any
+ * existing expander bus; each pxb takes one number for itself and one
+ * per port below it.  The pcie.0 side numbers its buses from 0 upwards:
+ * one per controller index that is not part of an existing expander bus
+ * (libvirt fills index gaps with root ports, so gaps count too).
+ * -ENOSPC with p->reason set when the two sides meet. */
+static int number_buses(const struct domain *d, struct plan *p) {
         int limit = BUSNR_TOP;
         for (size_t i = 0; i < d->n_controllers; i++) {
                 const struct domain_controller *c = &d->controllers[i];
@@ -913,10 +965,13 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                                       limit - pcie0 > 0 ? limit - pcie0 : 0);
                 return -ENOSPC;
         }
+        return 0;
+}
 
-        /* The guest BDFs: the firmware gives each bridge below a pxb the
-         * next bus number after the pxb's busNr, depth first in slot
-         * order, which is the order of the pxb's ports in p->ports. */
+/* The guest BDFs: the firmware gives each bridge below a pxb the next
+ * bus number after the pxb's busNr, depth first in slot order, which is
+ * the order of the pxb's ports in p->ports. */
+static void assign_bdfs(struct plan *p, const struct layout_tree *t) {
         _cleanup_free_ int *bus_of = xcalloc(p->n_ports ? p->n_ports : 1, sizeof(int));
         for (size_t i = 0; i < p->n_pxbs; i++) {
                 int bus = p->pxbs[i].bus_nr;
@@ -930,10 +985,41 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                 struct plan_device *pd = &p->devices[i];
                 if (pd->action != PLAN_MOVE)
                         continue;
-                int bus = bus_of[nodes[leaf[i]].port_pos];
+                int bus = bus_of[t->nodes[t->leaf[i]].port_pos];
                 if (bus > 0 && bus <= 255)
                         snprintf(pd->guest_bdf, sizeof pd->guest_bdf, "0000:%02x:00.%u", (unsigned) bus, pd->guest.func);
         }
+}
+
+/* Lay out the pxbs and ports once, with each cell cut down as shape[]
+ * says; 0, or -ENOSPC with p->reason set (the caller clears the layout).
+ * The phases run in this order: each one reads what the ones before it
+ * set in p and in the shared tree. */
+static int layout_once(const struct domain *d, struct plan *p, const unsigned *shape) {
+        _cleanup_(layout_tree_done) struct layout_tree t = { 0 };
+        int r;
+
+        p->first_index = first_free_index(d);
+        add_pxbs(d, p, shape);
+        t.next = p->first_index;
+        for (size_t i = 0; i < p->n_pxbs; i++)
+                p->pxbs[i].index = t.next++;
+        build_tree(d, p, shape, &t);
+        order_functions(d, p, &t);
+        r = number_ports(p, &t);
+        if (r < 0)
+                return r;
+        r = attach_devices(p, &t);
+        if (r < 0)
+                return r;
+        find_pruned(d, p);
+        r = place_pxbs(d, p);
+        if (r < 0)
+                return r;
+        r = number_buses(d, p);
+        if (r < 0)
+                return r;
+        assign_bdfs(p, &t);
         return 0;
 }
 
