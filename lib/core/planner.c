@@ -1664,18 +1664,9 @@ int planner_run(const struct domain *d, const struct hostmap *h, const struct po
         return planner_run_opts(d, h, s, NULL, ret);
 }
 
-static int plan_domain(const struct domain *d, const struct hostmap *h, const struct policy_settings *s,
-                       const struct planner_options *o, struct plan **ret) {
-        _cleanup_plan_ struct plan *p = xcalloc(1, sizeof(*p));
-        p->mode = s->mode;
-        p->settings = *s;
-        p->first_index = -1;
-        p->busnr_limit = BUSNR_TOP;
-        p->cells_desc = describe_cells(d, h);
-
-        for (size_t i = 0; i < d->n_hostdevs; i++)
-                describe_device(d, h, i, GROW(p->devices, p->n_devices));
-
+/* Policy off, or no passthrough devices: the domain is left as it is.
+ * True when so (the plan is complete). */
+static bool plan_untouched(struct plan *p) {
         if (p->mode == POLICY_OFF) {
                 p->verdict = PLAN_UNCHANGED;
                 p->reason = xstrdup("policy off: the domain is not touched");
@@ -1683,20 +1674,23 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
                         p->devices[i].action = PLAN_STAY;
                         set_reason(&p->devices[i], "policy off");
                 }
-                *ret = TAKE_PTR(p);
-                return 0;
+                return true;
         }
         if (p->n_devices == 0) {
                 p->verdict = PLAN_UNCHANGED;
                 p->reason = xstrdup("no PCI passthrough devices");
-                *ret = TAKE_PTR(p);
-                return 0;
+                return true;
         }
+        return false;
+}
 
-        /* Eligibility (docs/design.md §6, §3.5, §3.6).  What is missing is one
-         * domain-wide cause, every fix with it: a device has one cause,
-         * and a domain without cells and without <acpi/> needs both
-         * fixed before it can be planned. */
+/* Eligibility (docs/design.md §6, §3.5, §3.6): guest NUMA cells, q35 and
+ * ACPI.  What is missing is one domain-wide cause, every fix with it: a
+ * device has one cause, and a domain without cells and without <acpi/>
+ * needs both fixed before it can be planned.  True when the domain is not
+ * eligible (the plan is complete: refused under the strict policies,
+ * else skipped with a warning). */
+static bool plan_ineligible(const struct domain *d, struct plan *p) {
         struct strbuf why = {0}, fix = {0};
         if (d->n_cells == 0) {
                 strbuf_append(&why, "the domain has no guest NUMA cells (<cpu><numa>)");
@@ -1713,38 +1707,47 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
                               "expander buses' NUMA nodes", why.len ? "; " : "");
                 strbuf_printf(&fix, "%sadd <acpi/> to <features>", fix.len ? "; " : "");
         }
-        if (why.len) {
-                p->reason = strbuf_steal(&why);
-                int cause = add_cause(p, true, fix.buf, p->reason);
-                strbuf_done(&fix);
-                bool strict = p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET;
-                p->verdict = strict ? PLAN_REFUSED : PLAN_SKIP;
-                for (size_t i = 0; i < p->n_devices; i++) {
-                        p->devices[i].action = strict ? PLAN_REFUSE : PLAN_STAY;
-                        p->devices[i].cause = cause;
-                        set_reason(&p->devices[i], "%s", p->reason);
-                }
-                if (!strict)
-                        add_warning(p, "domain left untouched: %s", p->reason);
-                *ret = TAKE_PTR(p);
-                return 0;
+        if (!why.len)
+                return false;
+        p->reason = strbuf_steal(&why);
+        int cause = add_cause(p, true, fix.buf, p->reason);
+        strbuf_done(&fix);
+        bool strict = p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET;
+        p->verdict = strict ? PLAN_REFUSED : PLAN_SKIP;
+        for (size_t i = 0; i < p->n_devices; i++) {
+                p->devices[i].action = strict ? PLAN_REFUSE : PLAN_STAY;
+                p->devices[i].cause = cause;
+                set_reason(&p->devices[i], "%s", p->reason);
         }
+        if (!strict)
+                add_warning(p, "domain left untouched: %s", p->reason);
+        return true;
+}
 
+/* The I/O windows the moved devices need do not fit the guest's I/O
+ * space (check_io_ports): the plan is refused, and so is every moved
+ * device with an I/O BAR. */
+static void refuse_io_ports(struct plan *p) {
+        p->verdict = PLAN_REFUSED;
+        p->reason = xstrdup(p->io_note);
+        int cause = add_cause(p, true, "pass fewer devices with I/O BARs to one domain, or VFs without I/O BARs, or "
+                                       "set io_port_check to false for it", p->io_note);
+        for (size_t i = 0; i < p->n_devices; i++)
+                if (p->devices[i].action == PLAN_MOVE && p->devices[i].io_bars) {
+                        p->devices[i].action = PLAN_REFUSE;
+                        p->devices[i].cause = cause;
+                        set_reason(&p->devices[i], "it has an I/O BAR and %s", p->io_note);
+                }
+}
+
+/* Decide each device's cell and check what the moves share (slots, I/O
+ * space).  True when the plan ends here: refused, or no device moves. */
+static bool plan_placement(const struct domain *d, const struct hostmap *h, struct plan *p) {
         size_t refused = place_devices(d, h, p);
         refused += check_shared_slots(d, p);
         if (!refused && check_io_ports(d, p) < 0) {
-                p->verdict = PLAN_REFUSED;
-                p->reason = xstrdup(p->io_note);
-                int cause = add_cause(p, true, "pass fewer devices with I/O BARs to one domain, or VFs without I/O BARs, or "
-                                               "set io_port_check to false for it", p->io_note);
-                for (size_t i = 0; i < p->n_devices; i++)
-                        if (p->devices[i].action == PLAN_MOVE && p->devices[i].io_bars) {
-                                p->devices[i].action = PLAN_REFUSE;
-                                p->devices[i].cause = cause;
-                                set_reason(&p->devices[i], "it has an I/O BAR and %s", p->io_note);
-                        }
-                *ret = TAKE_PTR(p);
-                return 0;
+                refuse_io_ports(p);
+                return true;
         }
         if (refused) {
                 p->verdict = PLAN_REFUSED;
@@ -1755,35 +1758,59 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
                 p->reason = xasprintf("%zu of %zu passthrough device%s cannot be placed under policy %s%s%s",
                                       refused, p->n_devices, p->n_devices > 1 ? "s" : "", policy_mode_to_string(p->mode),
                                       cause >= 0 ? ": " : "", cause >= 0 ? p->causes[cause].what : "");
-                *ret = TAKE_PTR(p);
-                return 0;
+                return true;
         }
-
         size_t moved = 0;
         for (size_t i = 0; i < p->n_devices; i++)
                 moved += p->devices[i].action == PLAN_MOVE;
         if (!moved) {
                 p->verdict = PLAN_UNCHANGED;
                 p->reason = xstrdup("no device has a guest cell to go to; all stay on pcie.0");
-                *ret = TAKE_PTR(p);
-                return 0;
+                return true;
         }
+        return false;
+}
 
-        if (layout(d, p) < 0) {
-                bool strict = p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET;
-                p->verdict = strict ? PLAN_REFUSED : PLAN_SKIP;
-                int cause = add_cause(p, true, "remove spare pcie-root-port controllers and expander buses added by hand, "
-                                               "or pass fewer devices to one domain", p->reason);
-                for (size_t i = 0; i < p->n_devices; i++)
-                        if (p->devices[i].action == PLAN_MOVE) {
-                                p->devices[i].action = strict ? PLAN_REFUSE : PLAN_STAY;
-                                p->devices[i].cause = cause;
-                                set_reason(&p->devices[i], "%s", p->reason);
-                                p->devices[i].port_index = -1;
-                        }
-                clear_layout(p);
-                if (!strict)
-                        add_warning(p, "domain left untouched: %s", p->reason);
+/* Lay out the expander buses and ports.  True when they do not fit (the
+ * plan is complete: the moved devices are refused under the strict
+ * policies, else stay, with a warning). */
+static bool plan_layout_fails(const struct domain *d, struct plan *p) {
+        if (layout(d, p) >= 0)
+                return false;
+        bool strict = p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET;
+        p->verdict = strict ? PLAN_REFUSED : PLAN_SKIP;
+        int cause = add_cause(p, true, "remove spare pcie-root-port controllers and expander buses added by hand, "
+                                       "or pass fewer devices to one domain", p->reason);
+        for (size_t i = 0; i < p->n_devices; i++)
+                if (p->devices[i].action == PLAN_MOVE) {
+                        p->devices[i].action = strict ? PLAN_REFUSE : PLAN_STAY;
+                        p->devices[i].cause = cause;
+                        set_reason(&p->devices[i], "%s", p->reason);
+                        p->devices[i].port_index = -1;
+                }
+        clear_layout(p);
+        if (!strict)
+                add_warning(p, "domain left untouched: %s", p->reason);
+        return true;
+}
+
+/* The plan for a domain: describe its devices, then each step in turn
+ * until one completes the plan; a domain that gets the new topology also
+ * gets its distances, 64-bit MMIO window, managed settings and GPUDirect
+ * cliques planned. */
+static int plan_domain(const struct domain *d, const struct hostmap *h, const struct policy_settings *s,
+                       const struct planner_options *o, struct plan **ret) {
+        _cleanup_plan_ struct plan *p = xcalloc(1, sizeof(*p));
+        p->mode = s->mode;
+        p->settings = *s;
+        p->first_index = -1;
+        p->busnr_limit = BUSNR_TOP;
+        p->cells_desc = describe_cells(d, h);
+
+        for (size_t i = 0; i < d->n_hostdevs; i++)
+                describe_device(d, h, i, GROW(p->devices, p->n_devices));
+
+        if (plan_untouched(p) || plan_ineligible(d, p) || plan_placement(d, h, p) || plan_layout_fails(d, p)) {
                 *ret = TAKE_PTR(p);
                 return 0;
         }
