@@ -210,6 +210,45 @@ static int pick_cell(const struct domain *d, const struct hostmap *h, int node, 
         return best;
 }
 
+/* "pci0000:3a" -> 0x3a: a host bridge's name as a number (domain << 8 |
+ * bus); -1 for NULL or any other form.  strtoul, not sscanf: this runs
+ * for every device of every plan. */
+static long host_root_of(const char *host_bridge) {
+        if (host_bridge && strncmp(host_bridge, "pci", 3) == 0 && isxdigit((unsigned char) host_bridge[3])) {
+                char *end = NULL;
+                unsigned long dom = strtoul(host_bridge + 3, &end, 16);
+                if (*end == ':' && isxdigit((unsigned char) end[1])) {
+                        unsigned long bus = strtoul(end + 1, &end, 16);
+                        if (!*end && bus <= 0xff && dom <= UINT32_MAX)
+                                return (long) (dom << 8 | bus);
+                }
+        }
+        return -1;
+}
+
+/* A PCI function's I/O BARs (io_bars) and 64-bit MMIO (mmio64_size,
+ * mmio64_align): each BAR is naturally aligned, so a BAR costs its size
+ * rounded up to a power of two.  Not for mdevs: their BARs are the
+ * vendor's and not in sysfs, so only real functions count. */
+static void count_bars(const struct hostmap_device *dev, struct plan_device *pd) {
+        for (int b = 0; b < HOSTMAP_N_BARS; b++) {
+                const struct hostmap_bar *bar = &dev->bars[b];
+                if (bar->type == HOSTMAP_BAR_IO)
+                        pd->io_bars++;
+                if (bar->type != HOSTMAP_BAR_MEM64 || bar->size == 0)
+                        continue;
+                uint64_t sz = 1;
+                while (sz < bar->size && sz < (UINT64_C(1) << 62))
+                        sz <<= 1;
+                pd->mmio64_size += sz;
+                if (sz > pd->mmio64_align)
+                        pd->mmio64_align = sz;
+        }
+}
+
+/* What the host map says of the domain's hostdev i, into pd: its host
+ * node and socket, host root complex and bridges, driver, BARs; no cell
+ * or action yet. */
 static void describe_device(const struct domain *d, const struct hostmap *h, size_t i, struct plan_device *pd) {
         const struct domain_hostdev *hd = &d->hostdevs[i];
         pd->hostdev = i;
@@ -240,18 +279,7 @@ static void describe_device(const struct domain *d, const struct hostmap *h, siz
         pd->host_root = -1;
         if (dev) {
                 pd->class = dev->class;
-                /* "pci0000:3a" -> 0x3a: the host bridge as a number
-                 * (strtoul, not sscanf: this runs for every device of
-                 * every plan). */
-                if (dev->host_bridge && strncmp(dev->host_bridge, "pci", 3) == 0 && isxdigit((unsigned char) dev->host_bridge[3])) {
-                        char *end = NULL;
-                        unsigned long dom = strtoul(dev->host_bridge + 3, &end, 16);
-                        if (*end == ':' && isxdigit((unsigned char) end[1])) {
-                                unsigned long bus = strtoul(end + 1, &end, 16);
-                                if (!*end && bus <= 0xff && dom <= UINT32_MAX)
-                                        pd->host_root = (long) (dom << 8 | bus);
-                        }
-                }
+                pd->host_root = host_root_of(dev->host_bridge);
                 if (dev->n_upstream) {
                         pd->host_up = xcalloc(dev->n_upstream, sizeof(*pd->host_up));
                         memcpy(pd->host_up, dev->upstream, dev->n_upstream * sizeof(*pd->host_up));
@@ -265,22 +293,8 @@ static void describe_device(const struct domain *d, const struct hostmap *h, siz
                         pd->has_host_switch = true;
                         pd->host_switch = dev->upstream[1];
                 }
-                /* 64-bit MMIO: each BAR is naturally aligned, so a BAR costs
-                 * its size rounded up to a power of two; mdevs' BARs are the
-                 * vendor's and not in sysfs, so only real functions count. */
-                for (int b = 0; hd->kind == DOMAIN_HOSTDEV_PCI && b < HOSTMAP_N_BARS; b++) {
-                        const struct hostmap_bar *bar = &dev->bars[b];
-                        if (bar->type == HOSTMAP_BAR_IO)
-                                pd->io_bars++;
-                        if (bar->type != HOSTMAP_BAR_MEM64 || bar->size == 0)
-                                continue;
-                        uint64_t sz = 1;
-                        while (sz < bar->size && sz < (UINT64_C(1) << 62))
-                                sz <<= 1;
-                        pd->mmio64_size += sz;
-                        if (sz > pd->mmio64_align)
-                                pd->mmio64_align = sz;
-                }
+                if (hd->kind == DOMAIN_HOSTDEV_PCI)
+                        count_bars(dev, pd);
         }
         if (pd->host_node >= 0)
                 pd->host_socket = hostmap_node_socket(h, pd->host_node);
