@@ -448,16 +448,19 @@ class Harness:
     def check(self, ok, what, diag=None, note=None):
         return self.tap.check(bool(ok), what, diag, note)
 
-    def set_policy(self, default="require", rules=None, migration=None):
+    def set_policy(self, default="require", rules=None, migration=None, passthrough_pool=None):
         rules = rules if rules is not None else self.rules
         dflt = {"policy": default}
         if migration:
             dflt["migration"] = migration
-        write(self.policy, json.dumps({
+        doc = {
             "default": dflt,
             "rules": [{"match": {"name": n}, "policy": p} for n, p in rules],
             "hook": {"timeout_ms": 10000, "on_unreachable": "allow"},
-        }, indent=1) + "\n")
+        }
+        if passthrough_pool:
+            doc["passthrough_pool"] = passthrough_pool
+        write(self.policy, json.dumps(doc, indent=1) + "\n")
 
     def define(self, xml):
         return self.s.define(xml)
