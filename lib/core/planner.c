@@ -210,6 +210,45 @@ static int pick_cell(const struct domain *d, const struct hostmap *h, int node, 
         return best;
 }
 
+/* "pci0000:3a" -> 0x3a: a host bridge's name as a number (domain << 8 |
+ * bus); -1 for NULL or any other form.  strtoul, not sscanf: this runs
+ * for every device of every plan. */
+static long host_root_of(const char *host_bridge) {
+        if (host_bridge && strncmp(host_bridge, "pci", 3) == 0 && isxdigit((unsigned char) host_bridge[3])) {
+                char *end = NULL;
+                unsigned long dom = strtoul(host_bridge + 3, &end, 16);
+                if (*end == ':' && isxdigit((unsigned char) end[1])) {
+                        unsigned long bus = strtoul(end + 1, &end, 16);
+                        if (!*end && bus <= 0xff && dom <= UINT32_MAX)
+                                return (long) (dom << 8 | bus);
+                }
+        }
+        return -1;
+}
+
+/* A PCI function's I/O BARs (io_bars) and 64-bit MMIO (mmio64_size,
+ * mmio64_align): each BAR is naturally aligned, so a BAR costs its size
+ * rounded up to a power of two.  Not for mdevs: their BARs are the
+ * vendor's and not in sysfs, so only real functions count. */
+static void count_bars(const struct hostmap_device *dev, struct plan_device *pd) {
+        for (int b = 0; b < HOSTMAP_N_BARS; b++) {
+                const struct hostmap_bar *bar = &dev->bars[b];
+                if (bar->type == HOSTMAP_BAR_IO)
+                        pd->io_bars++;
+                if (bar->type != HOSTMAP_BAR_MEM64 || bar->size == 0)
+                        continue;
+                uint64_t sz = 1;
+                while (sz < bar->size && sz < (UINT64_C(1) << 62))
+                        sz <<= 1;
+                pd->mmio64_size += sz;
+                if (sz > pd->mmio64_align)
+                        pd->mmio64_align = sz;
+        }
+}
+
+/* What the host map says of the domain's hostdev i, into pd: its host
+ * node and socket, host root complex and bridges, driver, BARs; no cell
+ * or action yet. */
 static void describe_device(const struct domain *d, const struct hostmap *h, size_t i, struct plan_device *pd) {
         const struct domain_hostdev *hd = &d->hostdevs[i];
         pd->hostdev = i;
@@ -240,18 +279,7 @@ static void describe_device(const struct domain *d, const struct hostmap *h, siz
         pd->host_root = -1;
         if (dev) {
                 pd->class = dev->class;
-                /* "pci0000:3a" -> 0x3a: the host bridge as a number
-                 * (strtoul, not sscanf: this runs for every device of
-                 * every plan). */
-                if (dev->host_bridge && strncmp(dev->host_bridge, "pci", 3) == 0 && isxdigit((unsigned char) dev->host_bridge[3])) {
-                        char *end = NULL;
-                        unsigned long dom = strtoul(dev->host_bridge + 3, &end, 16);
-                        if (*end == ':' && isxdigit((unsigned char) end[1])) {
-                                unsigned long bus = strtoul(end + 1, &end, 16);
-                                if (!*end && bus <= 0xff && dom <= UINT32_MAX)
-                                        pd->host_root = (long) (dom << 8 | bus);
-                        }
-                }
+                pd->host_root = host_root_of(dev->host_bridge);
                 if (dev->n_upstream) {
                         pd->host_up = xcalloc(dev->n_upstream, sizeof(*pd->host_up));
                         memcpy(pd->host_up, dev->upstream, dev->n_upstream * sizeof(*pd->host_up));
@@ -265,22 +293,8 @@ static void describe_device(const struct domain *d, const struct hostmap *h, siz
                         pd->has_host_switch = true;
                         pd->host_switch = dev->upstream[1];
                 }
-                /* 64-bit MMIO: each BAR is naturally aligned, so a BAR costs
-                 * its size rounded up to a power of two; mdevs' BARs are the
-                 * vendor's and not in sysfs, so only real functions count. */
-                for (int b = 0; hd->kind == DOMAIN_HOSTDEV_PCI && b < HOSTMAP_N_BARS; b++) {
-                        const struct hostmap_bar *bar = &dev->bars[b];
-                        if (bar->type == HOSTMAP_BAR_IO)
-                                pd->io_bars++;
-                        if (bar->type != HOSTMAP_BAR_MEM64 || bar->size == 0)
-                                continue;
-                        uint64_t sz = 1;
-                        while (sz < bar->size && sz < (UINT64_C(1) << 62))
-                                sz <<= 1;
-                        pd->mmio64_size += sz;
-                        if (sz > pd->mmio64_align)
-                                pd->mmio64_align = sz;
-                }
+                if (hd->kind == DOMAIN_HOSTDEV_PCI)
+                        count_bars(dev, pd);
         }
         if (pd->host_node >= 0)
                 pd->host_socket = hostmap_node_socket(h, pd->host_node);
@@ -328,125 +342,166 @@ static int shared_cause(const struct plan *p, enum plan_action action) {
         return cause;
 }
 
+/* The state place_devices' steps share. */
+struct placement {
+        unsigned *load;                         /* per cell: the devices placed in it so far */
+        const struct plan_device **firsts;      /* topology paths: the first moved device of each root complex */
+        size_t n_firsts;
+        bool unpinned;                          /* no guest cell is backed by any host node */
+        int unpinned_idx;                       /* that cause, made once when a device first has it
+                                                 * (unpinned_cause() reads every device); -1: not yet */
+};
+
+static void placement_done(struct placement *pl) {
+        free(pl->load);
+        free(pl->firsts);
+}
+
+/* A device without a host node: refused under the strict policies
+ * (require, socket), else it stays on pcie.0; either way with its cause.
+ * Returns 1 when refused, else 0. */
+static size_t place_nodeless(struct plan *p, struct plan_device *pd) {
+        const char *mode = policy_mode_to_string(p->mode);
+        bool strict = p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET;
+        size_t refused = 0;
+        if (strict) {
+                pd->action = PLAN_REFUSE;
+                set_reason(pd, "%s; policy %s needs a device with a NUMA node", no_node_reason(pd), mode);
+                refused++;
+        } else {
+                pd->action = PLAN_STAY;
+                set_reason(pd, "%s; stays on pcie.0 (policy %s allows that)", no_node_reason(pd), mode);
+        }
+        pd->cause = add_cause(p, false, no_node_fix(pd, strict), pd->reason);
+        return refused;
+}
+
+/* The earlier device that device i goes with, or NULL.  topology paths:
+ * a device goes where the first device of its host root complex went, so
+ * they can share its pxb.  mirror_switches (cells): a device behind a
+ * host switch goes where the first device behind that switch went, so the
+ * two can share a guest switch (GPU + NIC for GPUDirect RDMA). */
+static const struct plan_device *find_mate(const struct plan *p, size_t i, const struct placement *pl) {
+        const struct plan_device *pd = &p->devices[i];
+        const struct plan_device *mate = NULL;
+        if (p->settings.topology == POLICY_TOPOLOGY_PATHS) {
+                /* The first moved device of each root complex, in a short
+                 * table: a scan of all earlier devices would make planning
+                 * quadratic. */
+                for (size_t k = 0; k < pl->n_firsts && !mate; k++)
+                        if (pd->host_root >= 0 && pl->firsts[k]->host_root == pd->host_root &&
+                            pl->firsts[k]->host_node == pd->host_node)
+                                mate = pl->firsts[k];
+                return mate;
+        }
+        for (size_t k = 0; k < i && !mate; k++) {
+                const struct plan_device *o = &p->devices[k];
+                if (o->action == PLAN_MOVE && o->host_node == pd->host_node && p->settings.mirror_switches &&
+                    pd->has_host_switch && o->has_host_switch && pci_addr_eq(&o->host_switch, &pd->host_switch))
+                        mate = o;
+        }
+        return mate;
+}
+
+/* The cell for a device with a host node, and its reason: its mate's
+ * cell, else a local one, else (policies socket and preferred) one on its
+ * socket, else (preferred) the nearest.  -1 when none fits. */
+static int choose_cell(const struct domain *d, const struct hostmap *h, const struct plan *p, struct plan_device *pd,
+                       const struct plan_device *mate, const unsigned *load) {
+        int cell;
+        if (mate)
+                cell = mate->cell;
+        else
+                cell = pick_cell(d, h, pd->host_node, pd->host_socket, CAND_LOCAL, load);
+        if (mate && p->settings.topology == POLICY_TOPOLOGY_PATHS) {
+                set_reason(pd, "%s; shares host root complex pci%04lx:%02lx with %s", mate->reason,
+                           (unsigned long) pd->host_root >> 8, (unsigned long) pd->host_root & 0xff, mate->name);
+        } else if (mate) {
+                char sw[PCI_ADDR_STRLEN];
+                set_reason(pd, "%s; shares host switch %s with %s", mate->reason, pci_addr_format(&pd->host_switch, sw),
+                           mate->name);
+        } else if (cell >= 0) {
+                set_reason(pd, "local: cell %d is backed by host node %d", cell, pd->host_node);
+        } else if (p->mode == POLICY_SOCKET || p->mode == POLICY_PREFERRED) {
+                cell = pick_cell(d, h, pd->host_node, pd->host_socket, CAND_SOCKET, load);
+                if (cell >= 0)
+                        set_reason(pd, "same socket: no cell is backed by host node %d; cell %d is on socket %d, nearest by distance",
+                                   pd->host_node, cell, pd->host_socket);
+                else if (p->mode == POLICY_PREFERRED) {
+                        cell = pick_cell(d, h, pd->host_node, pd->host_socket, CAND_ANY, load);
+                        if (cell >= 0)
+                                set_reason(pd, "nearest: no cell is backed by host node %d or socket %d; cell %d is the nearest by distance",
+                                           pd->host_node, pd->host_socket, cell);
+                }
+        }
+        return cell;
+}
+
+/* A device with a host node that no cell fits: it stays on pcie.0 under
+ * policy preferred, else it is refused; either way with the cause (the
+ * domain-wide one when no cell is pinned).  Returns 1 when refused, else 0. */
+static size_t place_nowhere(struct plan *p, struct plan_device *pd, struct placement *pl) {
+        if (p->mode == POLICY_PREFERRED) {
+                pd->action = PLAN_STAY;
+                set_reason(pd, "no guest cell is backed by any host node; stays on pcie.0 (policy preferred)");
+                if (pl->unpinned && pl->unpinned_idx < 0)
+                        pl->unpinned_idx = unpinned_cause(p);
+                pd->cause = pl->unpinned ? pl->unpinned_idx : add_cause(p, false, NULL, pd->reason);
+                return 0;
+        }
+        pd->action = PLAN_REFUSE;
+        if (pl->unpinned) {
+                if (pl->unpinned_idx < 0)
+                        pl->unpinned_idx = unpinned_cause(p);
+                pd->cause = pl->unpinned_idx;
+                set_reason(pd, "%s", p->causes[pd->cause].what);
+                return 1;
+        }
+        _cleanup_free_ char *fix = NULL;
+        if (p->mode == POLICY_SOCKET) {
+                set_reason(pd, "no guest cell is backed by host node %d or by another node of socket %d",
+                           pd->host_node, pd->host_socket);
+                fix = xasprintf("pin a guest cell to a host node of socket %d (<numatune><memnode>), or use "
+                                "policy preferred", pd->host_socket);
+        } else {
+                set_reason(pd, "no guest cell is backed by host node %d", pd->host_node);
+                fix = xasprintf("pin a guest cell to host node %d (<numatune><memnode nodeset='%d'/>), or use "
+                                "policy preferred", pd->host_node, pd->host_node);
+        }
+        pd->cause = add_cause(p, false, fix, pd->reason);
+        p->causes[pd->cause].cells = true;
+        return 1;
+}
+
 /* Decide each device's cell (docs/design.md §6). Returns the number refused. */
 static size_t place_devices(const struct domain *d, const struct hostmap *h, struct plan *p) {
         size_t refused = 0;
-        _cleanup_free_ unsigned *load = xcalloc(d->n_cells ? d->n_cells : 1, sizeof(unsigned));
-        _cleanup_free_ const struct plan_device **firsts = xcalloc(p->n_devices ? p->n_devices : 1, sizeof(*firsts));
-        size_t n_firsts = 0;
-        const char *mode = policy_mode_to_string(p->mode);
-        bool unpinned = d->n_cells > 0;
-        for (size_t c = 0; c < d->n_cells && unpinned; c++)
-                unpinned = bitmap_isempty(&d->cells[c].host_nodes);
-        /* That cause, made once when a device first has it:
-         * unpinned_cause() reads every device. */
-        int unpinned_idx = -1;
+        _cleanup_(placement_done) struct placement pl = {
+                .load = xcalloc(d->n_cells ? d->n_cells : 1, sizeof(unsigned)),
+                .firsts = xcalloc(p->n_devices ? p->n_devices : 1, sizeof(*pl.firsts)),
+                .unpinned = d->n_cells > 0,
+                .unpinned_idx = -1,
+        };
+        for (size_t c = 0; c < d->n_cells && pl.unpinned; c++)
+                pl.unpinned = bitmap_isempty(&d->cells[c].host_nodes);
 
         for (size_t i = 0; i < p->n_devices; i++) {
                 struct plan_device *pd = &p->devices[i];
-                int cell = -1;
-
                 if (pd->host_node < 0) {
-                        bool strict = p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET;
-                        if (strict) {
-                                pd->action = PLAN_REFUSE;
-                                set_reason(pd, "%s; policy %s needs a device with a NUMA node", no_node_reason(pd), mode);
-                                refused++;
-                        } else {
-                                pd->action = PLAN_STAY;
-                                set_reason(pd, "%s; stays on pcie.0 (policy %s allows that)", no_node_reason(pd), mode);
-                        }
-                        pd->cause = add_cause(p, false, no_node_fix(pd, strict), pd->reason);
+                        refused += place_nodeless(p, pd);
                         continue;
                 }
-
-                /* topology paths: a device goes where the first device of
-                 * its host root complex went, so they can share its pxb.
-                 * mirror_switches (cells): a device behind a host switch
-                 * goes where the first device behind that switch went, so
-                 * the two can share a guest switch (GPU + NIC for
-                 * GPUDirect RDMA). */
-                bool paths = p->settings.topology == POLICY_TOPOLOGY_PATHS;
-                const struct plan_device *mate = NULL;
-                if (paths) {
-                        /* The first moved device of each root complex, in
-                         * a short table: a scan of all earlier devices
-                         * would make planning quadratic. */
-                        for (size_t k = 0; k < n_firsts && !mate; k++)
-                                if (pd->host_root >= 0 && firsts[k]->host_root == pd->host_root &&
-                                    firsts[k]->host_node == pd->host_node)
-                                        mate = firsts[k];
-                } else
-                        for (size_t k = 0; k < i && !mate; k++) {
-                                const struct plan_device *o = &p->devices[k];
-                                if (o->action == PLAN_MOVE && o->host_node == pd->host_node && p->settings.mirror_switches &&
-                                    pd->has_host_switch && o->has_host_switch && pci_addr_eq(&o->host_switch, &pd->host_switch))
-                                        mate = o;
-                        }
-                if (mate)
-                        cell = mate->cell;
-                else
-                        cell = pick_cell(d, h, pd->host_node, pd->host_socket, CAND_LOCAL, load);
-                if (mate && paths) {
-                        set_reason(pd, "%s; shares host root complex pci%04lx:%02lx with %s", mate->reason,
-                                   (unsigned long) pd->host_root >> 8, (unsigned long) pd->host_root & 0xff, mate->name);
-                } else if (mate) {
-                        char sw[PCI_ADDR_STRLEN];
-                        set_reason(pd, "%s; shares host switch %s with %s", mate->reason, pci_addr_format(&pd->host_switch, sw),
-                                   mate->name);
-                } else if (cell >= 0) {
-                        set_reason(pd, "local: cell %d is backed by host node %d", cell, pd->host_node);
-                } else if (p->mode == POLICY_SOCKET || p->mode == POLICY_PREFERRED) {
-                        cell = pick_cell(d, h, pd->host_node, pd->host_socket, CAND_SOCKET, load);
-                        if (cell >= 0)
-                                set_reason(pd, "same socket: no cell is backed by host node %d; cell %d is on socket %d, nearest by distance",
-                                           pd->host_node, cell, pd->host_socket);
-                        else if (p->mode == POLICY_PREFERRED) {
-                                cell = pick_cell(d, h, pd->host_node, pd->host_socket, CAND_ANY, load);
-                                if (cell >= 0)
-                                        set_reason(pd, "nearest: no cell is backed by host node %d or socket %d; cell %d is the nearest by distance",
-                                                   pd->host_node, pd->host_socket, cell);
-                        }
-                }
-
+                const struct plan_device *mate = find_mate(p, i, &pl);
+                int cell = choose_cell(d, h, p, pd, mate, pl.load);
                 if (cell >= 0) {
                         pd->action = PLAN_MOVE;
                         pd->cell = cell;
-                        load[cell]++;
-                        if (paths && !mate && pd->host_root >= 0)
-                                firsts[n_firsts++] = pd;
+                        pl.load[cell]++;
+                        if (p->settings.topology == POLICY_TOPOLOGY_PATHS && !mate && pd->host_root >= 0)
+                                pl.firsts[pl.n_firsts++] = pd;
                         continue;
                 }
-                if (p->mode == POLICY_PREFERRED) {
-                        pd->action = PLAN_STAY;
-                        set_reason(pd, "no guest cell is backed by any host node; stays on pcie.0 (policy preferred)");
-                        if (unpinned && unpinned_idx < 0)
-                                unpinned_idx = unpinned_cause(p);
-                        pd->cause = unpinned ? unpinned_idx : add_cause(p, false, NULL, pd->reason);
-                        continue;
-                }
-                pd->action = PLAN_REFUSE;
-                refused++;
-                if (unpinned) {
-                        if (unpinned_idx < 0)
-                                unpinned_idx = unpinned_cause(p);
-                        pd->cause = unpinned_idx;
-                        set_reason(pd, "%s", p->causes[pd->cause].what);
-                        continue;
-                }
-                _cleanup_free_ char *fix = NULL;
-                if (p->mode == POLICY_SOCKET) {
-                        set_reason(pd, "no guest cell is backed by host node %d or by another node of socket %d",
-                                   pd->host_node, pd->host_socket);
-                        fix = xasprintf("pin a guest cell to a host node of socket %d (<numatune><memnode>), or use "
-                                        "policy preferred", pd->host_socket);
-                } else {
-                        set_reason(pd, "no guest cell is backed by host node %d", pd->host_node);
-                        fix = xasprintf("pin a guest cell to host node %d (<numatune><memnode nodeset='%d'/>), or use "
-                                        "policy preferred", pd->host_node, pd->host_node);
-                }
-                pd->cause = add_cause(p, false, fix, pd->reason);
-                p->causes[pd->cause].cells = true;
+                refused += place_nowhere(p, pd, &pl);
         }
         return refused;
 }
@@ -666,9 +721,25 @@ static size_t find_or_add_node(struct tnode **nodes, size_t *n, long (*roots)[2]
         return (size_t) k;
 }
 
-/* Lay out the pxbs and ports once, with each cell cut down as shape[]
- * says; 0, or -ENOSPC with p->reason set (the caller clears the layout). */
-static int layout_once(const struct domain *d, struct plan *p, const unsigned *shape) {
+/* The state the phases of layout_once share: the guest port tree while
+ * it is built and numbered. */
+struct layout_tree {
+        struct tnode *nodes;    /* the guest ports, in the order they were made */
+        size_t n_nodes;
+        long (*roots)[2];       /* per pxb: its first and last root port (tnode index); -1: none */
+        size_t *leaf;           /* per device: the tnode a moved device sits on */
+        int next;               /* the next free controller index */
+};
+
+static void layout_tree_done(struct layout_tree *t) {
+        free(t->nodes);
+        free(t->roots);
+        free(t->leaf);
+}
+
+/* The first controller index above every index and pcie.0-domain bus
+ * number the domain already uses: where the new controllers start. */
+static int first_free_index(const struct domain *d) {
         int max_index = 0;
         for (size_t i = 0; i < d->n_controllers; i++)
                 if (d->controllers[i].index > max_index)
@@ -676,12 +747,14 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
         for (size_t i = 0; i < d->n_pci_uses; i++)
                 if (d->pci_uses[i].addr.domain == 0 && d->pci_uses[i].addr.bus > max_index)
                         max_index = d->pci_uses[i].addr.bus;
-        p->first_index = max_index + 1;
+        return max_index + 1;
+}
 
-        /* The expander buses: one per host root complex of a cell, or one
-         * for the whole cell (cells shape, merged, or devices whose root
-         * complex the host map does not know); in cell order, then host
-         * bridge order. */
+/* The expander buses: one per host root complex of a cell, or one for
+ * the whole cell (cells shape, merged, or devices whose root complex the
+ * host map does not know); in cell order, then host bridge order.  They
+ * get no index yet. */
+static void add_pxbs(const struct domain *d, struct plan *p, const unsigned *shape) {
         for (size_t c = 0; c < d->n_cells; c++) {
                 for (size_t i = 0; i < p->n_devices; i++) {
                         const struct plan_device *pd = &p->devices[i];
@@ -702,134 +775,155 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                                                           .host_nodes = bitmap_format(&d->cells[c].host_nodes) };
                 }
         }
-        int next = p->first_index;
-        for (size_t i = 0; i < p->n_pxbs; i++)
-                p->pxbs[i].index = next++;
+}
 
-        /* The tree below each pxb mirrors the host's below its root
-         * complex: a root port per host root port, an upstream port per
-         * host switch and a downstream port per host downstream port, down
-         * to the port the device sits on; a host root port that holds a
-         * single unit gets no switch (nothing to tell apart). */
-        _cleanup_free_ struct tnode *nodes = NULL;
-        size_t n_nodes = 0;
-        _cleanup_free_ long (*roots)[2] = xcalloc(p->n_pxbs ? p->n_pxbs : 1, sizeof(*roots));
+/* How many of moved device i's host bridges (host_up) its guest chain
+ * mirrors, on the pxb for host root 'root'.  Only (root port, switch up,
+ * switch down)* chains mirror onto libvirt's controllers, so a trailing
+ * odd bridge is dropped; flat cells mirror none; a host root port that
+ * holds a single unit gets no switch (nothing to tell apart). */
+static size_t mirror_depth(const struct domain *d, const struct plan *p, const unsigned *shape, size_t i, long root,
+                           uint64_t unit) {
+        const struct plan_device *pd = &p->devices[i];
+        size_t m = pd->n_host_up;
+        if (m % 2 == 0 && m > 0)
+                m--;
+        if (shape[pd->cell] & SHAPE_FLAT)
+                m = 0;
+        if (m > 1) {
+                bool alone = true;
+                for (size_t j = 0; j < p->n_devices && alone; j++) {
+                        const struct plan_device *o = &p->devices[j];
+                        alone = j == i || o->action != PLAN_MOVE || o->cell != pd->cell || o->n_host_up == 0 ||
+                                !pci_addr_eq(&o->host_up[0], &pd->host_up[0]) ||
+                                (((shape[o->cell] & SHAPE_MERGED) ? -1 : o->host_root) != root) ||
+                                unit_key(d, p, j) == unit;
+                }
+                if (alone)
+                        m = 1;
+        }
+        return m;
+}
+
+/* The tree below each pxb mirrors the host's below its root complex: a
+ * root port per host root port, an upstream port per host switch and a
+ * downstream port per host downstream port, down to the port the device
+ * sits on (t->leaf[i]), which counts the device among its functions. */
+static void build_tree(const struct domain *d, const struct plan *p, const unsigned *shape, struct layout_tree *t) {
+        t->roots = xcalloc(p->n_pxbs ? p->n_pxbs : 1, sizeof(*t->roots));
         for (size_t i = 0; i < p->n_pxbs; i++)
-                roots[i][0] = roots[i][1] = -1;
-        _cleanup_free_ size_t *leaf = xcalloc(p->n_devices ? p->n_devices : 1, sizeof(size_t));
+                t->roots[i][0] = t->roots[i][1] = -1;
+        t->leaf = xcalloc(p->n_devices ? p->n_devices : 1, sizeof(size_t));
         for (size_t i = 0; i < p->n_devices; i++) {
-                struct plan_device *pd = &p->devices[i];
+                const struct plan_device *pd = &p->devices[i];
                 if (pd->action != PLAN_MOVE)
                         continue;
-                unsigned sh = shape[pd->cell];
-                long root = (sh & SHAPE_MERGED) ? -1 : pd->host_root;
+                long root = (shape[pd->cell] & SHAPE_MERGED) ? -1 : pd->host_root;
                 size_t x = 0;
                 while (p->pxbs[x].cell != (unsigned) pd->cell || p->pxbs[x].host_root != root)
                         x++;
                 uint64_t unit = unit_key(d, p, i);
-                /* Only (root port, switch up, switch down)* chains mirror
-                 * onto libvirt's controllers; a trailing odd bridge is
-                 * dropped. */
-                size_t m = pd->n_host_up;
-                if (m % 2 == 0 && m > 0)
-                        m--;
-                if (sh & SHAPE_FLAT)
-                        m = 0;
-                if (m > 1) {
-                        bool alone = true;
-                        for (size_t j = 0; j < p->n_devices && alone; j++) {
-                                const struct plan_device *o = &p->devices[j];
-                                alone = j == i || o->action != PLAN_MOVE || o->cell != pd->cell || o->n_host_up == 0 ||
-                                        !pci_addr_eq(&o->host_up[0], &pd->host_up[0]) ||
-                                        (((shape[o->cell] & SHAPE_MERGED) ? -1 : o->host_root) != root) ||
-                                        unit_key(d, p, j) == unit;
-                        }
-                        if (alone)
-                                m = 1;
-                }
+                size_t m = mirror_depth(d, p, shape, i, root, unit);
                 int parent = -1;
                 for (size_t k = 0; k + 1 < m; k++) {
                         const char *model = k == 0 ? PLAN_ROOT_PORT : k % 2 ? PLAN_SWITCH_UP : PLAN_SWITCH_DOWN;
                         /* One upstream port per parent: a port's link holds one switch. */
                         uint64_t key = k % 2 ? 0 : pack_addr(&pd->host_up[k]);
-                        parent = (int) find_or_add_node(&nodes, &n_nodes, roots, parent, x, model, key, 0);
+                        parent = (int) find_or_add_node(&t->nodes, &t->n_nodes, t->roots, parent, x, model, key, 0);
                 }
                 const char *model = m <= 1 ? PLAN_ROOT_PORT : PLAN_SWITCH_DOWN;
                 uint64_t key = m ? pack_addr(&pd->host_up[m - 1]) : unit;
-                leaf[i] = find_or_add_node(&nodes, &n_nodes, roots, parent, x, model, key, unit);
-                nodes[leaf[i]].n_funcs++;
+                t->leaf[i] = find_or_add_node(&t->nodes, &t->n_nodes, t->roots, parent, x, model, key, unit);
+                t->nodes[t->leaf[i]].n_funcs++;
         }
-        /* The functions on one port in host function order (function 0
-         * first, which the guest needs to scan the slot). */
+}
+
+/* The guest function of each moved device: the functions on one port in
+ * host function order (function 0 first, which the guest needs to scan
+ * the slot). */
+static void order_functions(const struct domain *d, struct plan *p, const struct layout_tree *t) {
         for (size_t i = 0; i < p->n_devices; i++) {
                 if (p->devices[i].action != PLAN_MOVE)
                         continue;
                 p->devices[i].guest.func = 0;
-                if (nodes[leaf[i]].n_funcs == 1)
+                if (t->nodes[t->leaf[i]].n_funcs == 1)
                         continue;
                 const struct pci_addr *ai = &d->hostdevs[p->devices[i].hostdev].host;
                 unsigned f = 0;
                 for (size_t j = 0; j < p->n_devices; j++)
-                        if (j != i && p->devices[j].action == PLAN_MOVE && leaf[j] == leaf[i]) {
+                        if (j != i && p->devices[j].action == PLAN_MOVE && t->leaf[j] == t->leaf[i]) {
                                 int c = pci_addr_cmp(&d->hostdevs[p->devices[j].hostdev].host, ai);
                                 f += c < 0 || (c == 0 && j < i);
                         }
                 p->devices[i].guest.func = (uint8_t) f;
         }
+}
 
-        /* Number the ports: each root port (in the order of its first
-         * device) and then its subtree, depth first; so a pxb's ports in
-         * that order are its bridges in the order the guest firmware
-         * numbers their buses. */
+/* Give tnode k the next controller index and append its port to
+ * p->ports, in the slot (and function) of its parent: rp_seen counts the
+ * root ports placed per pxb, kid_no the children placed per tnode.
+ * -ENOSPC with p->reason set when a switch runs out of slots. */
+static int add_port(struct plan *p, struct layout_tree *t, size_t k, unsigned *rp_seen, unsigned *kid_no) {
+        struct tnode *n = &t->nodes[k];
+        const struct plan_pxb *x = &p->pxbs[n->pxb];
+        n->index = t->next++;
+        n->port_pos = p->n_ports;
+        struct plan_port *port = GROW(p->ports, p->n_ports);
+        port->index = n->index;
+        port->model = n->model;
+        port->pxb_index = x->index;
+        port->device = -1;
+        if (n->parent < 0) {
+                unsigned no = rp_seen[n->pxb]++;
+                port->parent_index = x->index;
+                /* Up to 32 root ports get a slot each; beyond that, eight share a slot. */
+                if (x->n_ports <= PXB_SLOTS) {
+                        port->slot = (uint8_t) no;
+                } else {
+                        port->slot = (uint8_t) (no / 8);
+                        port->func = (uint8_t) (no % 8);
+                        port->multifunction = port->func == 0 && no + 1 < x->n_ports;
+                }
+                return 0;
+        }
+        unsigned no = kid_no[n->parent]++;
+        port->parent_index = t->nodes[n->parent].index;
+        if (no >= PXB_SLOTS) {
+                p->reason = xasprintf("a guest switch can hold at most %d downstream ports", PXB_SLOTS);
+                return -ENOSPC;
+        }
+        port->slot = (uint8_t) no;
+        return 0;
+}
+
+/* Number the ports: each root port (in the order of its first device)
+ * and then its subtree, depth first; so a pxb's ports in that order are
+ * its bridges in the order the guest firmware numbers their buses.
+ * Sets each pxb's n_ports (its root ports); -ENOSPC as add_port. */
+static int number_ports(struct plan *p, struct layout_tree *t) {
+        size_t n_nodes = t->n_nodes;
         _cleanup_free_ size_t *stack = xcalloc(n_nodes ? n_nodes : 1, sizeof(size_t));
         _cleanup_free_ unsigned *kid_no = xcalloc(n_nodes ? n_nodes : 1, sizeof(unsigned));
         _cleanup_free_ unsigned *rp_count = xcalloc(p->n_pxbs ? p->n_pxbs : 1, sizeof(unsigned));
         for (size_t k = 0; k < n_nodes; k++)
-                if (nodes[k].parent < 0)
-                        rp_count[nodes[k].pxb]++;
+                if (t->nodes[k].parent < 0)
+                        rp_count[t->nodes[k].pxb]++;
         for (size_t i = 0; i < p->n_pxbs; i++)
                 p->pxbs[i].n_ports = rp_count[i];
         _cleanup_free_ unsigned *rp_seen = xcalloc(p->n_pxbs ? p->n_pxbs : 1, sizeof(unsigned));
         for (size_t r = 0; r < n_nodes; r++) {
-                if (nodes[r].parent >= 0)
+                if (t->nodes[r].parent >= 0)
                         continue;
                 size_t sp = 0;
                 stack[sp++] = r;
                 while (sp) {
                         size_t k = stack[--sp];
-                        struct tnode *t = &nodes[k];
-                        struct plan_pxb *x = &p->pxbs[t->pxb];
-                        t->index = next++;
-                        t->port_pos = p->n_ports;
-                        struct plan_port *port = GROW(p->ports, p->n_ports);
-                        port->index = t->index;
-                        port->model = t->model;
-                        port->pxb_index = x->index;
-                        port->device = -1;
-                        if (t->parent < 0) {
-                                unsigned n = rp_seen[t->pxb]++;
-                                port->parent_index = x->index;
-                                /* Up to 32 root ports get a slot each;
-                                 * beyond that, eight share a slot. */
-                                if (x->n_ports <= PXB_SLOTS) {
-                                        port->slot = (uint8_t) n;
-                                } else {
-                                        port->slot = (uint8_t) (n / 8);
-                                        port->func = (uint8_t) (n % 8);
-                                        port->multifunction = port->func == 0 && n + 1 < x->n_ports;
-                                }
-                        } else {
-                                unsigned n = kid_no[t->parent]++;
-                                port->parent_index = nodes[t->parent].index;
-                                if (n >= PXB_SLOTS) {
-                                        p->reason = xasprintf("a guest switch can hold at most %d downstream ports", PXB_SLOTS);
-                                        return -ENOSPC;
-                                }
-                                port->slot = (uint8_t) n;
-                        }
+                        int ret = add_port(p, t, k, rp_seen, kid_no);
+                        if (ret < 0)
+                                return ret;
                         /* Children in the order they were made, pushed reversed. */
                         size_t first = sp;
-                        for (long j = t->first_kid; j >= 0; j = nodes[j].next_sib)
+                        for (long j = t->nodes[k].first_kid; j >= 0; j = t->nodes[j].next_sib)
                                 stack[sp++] = (size_t) j;
                         for (size_t lo = first, hi = sp; hi > lo + 1; lo++, hi--) {
                                 size_t tmp = stack[lo];
@@ -838,17 +932,25 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                         }
                 }
         }
+        return 0;
+}
+
+/* Put each moved device on its port (bus, multifunction, switch) and
+ * make the port's device the first one on it; count each pxb's buses
+ * (its own and one per port below it).  -ENOSPC with p->reason set when
+ * the new controllers need indexes beyond 255. */
+static int attach_devices(struct plan *p, const struct layout_tree *t) {
         for (size_t i = 0; i < p->n_devices; i++) {
                 struct plan_device *pd = &p->devices[i];
                 if (pd->action != PLAN_MOVE)
                         continue;
-                const struct tnode *t = &nodes[leaf[i]];
-                pd->port_index = t->index;
-                pd->guest = (struct pci_addr) { .domain = 0, .bus = (uint8_t) t->index, .slot = 0, .func = pd->guest.func };
-                pd->multifunction = pd->guest.func == 0 && t->n_funcs > 1;
-                pd->switch_group = t->parent >= 0 ? nodes[t->parent].index : -1;
-                if (p->ports[t->port_pos].device < 0)
-                        p->ports[t->port_pos].device = (long) i;
+                const struct tnode *n = &t->nodes[t->leaf[i]];
+                pd->port_index = n->index;
+                pd->guest = (struct pci_addr) { .domain = 0, .bus = (uint8_t) n->index, .slot = 0, .func = pd->guest.func };
+                pd->multifunction = pd->guest.func == 0 && n->n_funcs > 1;
+                pd->switch_group = n->parent >= 0 ? t->nodes[n->parent].index : -1;
+                if (p->ports[n->port_pos].device < 0)
+                        p->ports[n->port_pos].device = (long) i;
         }
         for (size_t i = 0; i < p->n_pxbs; i++)
                 p->pxbs[i].n_buses = 1;
@@ -856,15 +958,17 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                 for (size_t i = 0; i < p->n_pxbs; i++)
                         if (p->pxbs[i].index == p->ports[k].pxb_index)
                                 p->pxbs[i].n_buses++;
-        if (next - 1 > 255) {
+        if (t->next - 1 > 255) {
                 p->reason = xasprintf("controller indexes exhausted: the new controllers would need indexes %d-%d, beyond 255",
-                                      p->first_index, next - 1);
+                                      p->first_index, t->next - 1);
                 return -ENOSPC;
         }
+        return 0;
+}
 
-        find_pruned(d, p);
-
-        /* pcie.0 slots for the pxbs. */
+/* A pcie.0 slot for each pxb, the first free one in pcie0_slots order;
+ * -ENOSPC with p->reason set when none is left. */
+static int place_pxbs(const struct domain *d, struct plan *p) {
         for (size_t i = 0; i < p->n_pxbs; i++) {
                 bool found = false;
                 for (size_t s = 0; s < ELEMENTSOF(pcie0_slots) && !found; s++) {
@@ -879,13 +983,16 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                         return -ENOSPC;
                 }
         }
+        return 0;
+}
 
-        /* Bus numbers (docs/design.md §3.7, §7): top-down from 254, below any
-         * existing expander bus; each pxb takes one number for itself and
-         * one per port below it.  The pcie.0 side numbers its buses from 0
-         * upwards: one per controller index that is not part of an
-         * existing expander bus (libvirt fills index gaps with root ports,
-         * so gaps count too). */
+/* Bus numbers (docs/design.md §3.7, §7): top-down from 254, below any
+ * existing expander bus; each pxb takes one number for itself and one
+ * per port below it.  The pcie.0 side numbers its buses from 0 upwards:
+ * one per controller index that is not part of an existing expander bus
+ * (libvirt fills index gaps with root ports, so gaps count too).
+ * -ENOSPC with p->reason set when the two sides meet. */
+static int number_buses(const struct domain *d, struct plan *p) {
         int limit = BUSNR_TOP;
         for (size_t i = 0; i < d->n_controllers; i++) {
                 const struct domain_controller *c = &d->controllers[i];
@@ -913,10 +1020,13 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                                       limit - pcie0 > 0 ? limit - pcie0 : 0);
                 return -ENOSPC;
         }
+        return 0;
+}
 
-        /* The guest BDFs: the firmware gives each bridge below a pxb the
-         * next bus number after the pxb's busNr, depth first in slot
-         * order, which is the order of the pxb's ports in p->ports. */
+/* The guest BDFs: the firmware gives each bridge below a pxb the next
+ * bus number after the pxb's busNr, depth first in slot order, which is
+ * the order of the pxb's ports in p->ports. */
+static void assign_bdfs(struct plan *p, const struct layout_tree *t) {
         _cleanup_free_ int *bus_of = xcalloc(p->n_ports ? p->n_ports : 1, sizeof(int));
         for (size_t i = 0; i < p->n_pxbs; i++) {
                 int bus = p->pxbs[i].bus_nr;
@@ -930,10 +1040,41 @@ static int layout_once(const struct domain *d, struct plan *p, const unsigned *s
                 struct plan_device *pd = &p->devices[i];
                 if (pd->action != PLAN_MOVE)
                         continue;
-                int bus = bus_of[nodes[leaf[i]].port_pos];
+                int bus = bus_of[t->nodes[t->leaf[i]].port_pos];
                 if (bus > 0 && bus <= 255)
                         snprintf(pd->guest_bdf, sizeof pd->guest_bdf, "0000:%02x:00.%u", (unsigned) bus, pd->guest.func);
         }
+}
+
+/* Lay out the pxbs and ports once, with each cell cut down as shape[]
+ * says; 0, or -ENOSPC with p->reason set (the caller clears the layout).
+ * The phases run in this order: each one reads what the ones before it
+ * set in p and in the shared tree. */
+static int layout_once(const struct domain *d, struct plan *p, const unsigned *shape) {
+        _cleanup_(layout_tree_done) struct layout_tree t = { 0 };
+        int r;
+
+        p->first_index = first_free_index(d);
+        add_pxbs(d, p, shape);
+        t.next = p->first_index;
+        for (size_t i = 0; i < p->n_pxbs; i++)
+                p->pxbs[i].index = t.next++;
+        build_tree(d, p, shape, &t);
+        order_functions(d, p, &t);
+        r = number_ports(p, &t);
+        if (r < 0)
+                return r;
+        r = attach_devices(p, &t);
+        if (r < 0)
+                return r;
+        find_pruned(d, p);
+        r = place_pxbs(d, p);
+        if (r < 0)
+                return r;
+        r = number_buses(d, p);
+        if (r < 0)
+                return r;
+        assign_bdfs(p, &t);
         return 0;
 }
 
@@ -1221,17 +1362,19 @@ static uint64_t mmio64_room(const struct domain *d) {
         return w;
 }
 
-/* mmio64: auto.  Each device's 64-bit BARs sit in its own bridge window,
- * aligned to its largest BAR; pack the windows largest-first, add room of
- * one largest alignment, and compare the total with the default 64-bit
- * hole (32 GiB).  If it does not fit, set <pcihole64> to the next power
- * of two, and for OVMF the aperture (opt/ovmf/X-PciMmio64Mb) too.  The
- * room is for the pcie.0 side: the firmware reserves 64-bit space for the
- * hotplug root ports there, and each root bridge's window is aligned to
- * its largest BAR, so an exact fit loses BARs (seen with OVMF 2022.11:
- * eight 64 GiB BARs on two pxbs in a 512 GiB aperture, two unassigned;
- * tests/guest/test_guest.py case h). */
-static void plan_mmio64(const struct domain *d, struct plan *p) {
+/* More than x86-64's 52-bit physical address space is a corrupt or
+ * crafted resource file, not a device: plan_mmio64 says so rather than
+ * size a window (each BAR is below 2^62, so the sums in mmio64_pack
+ * cannot wrap before the check; a wrapped sum once made its loop spin). */
+#define MMIO64_MAX (UINT64_C(1) << 52)
+
+/* Pack the devices' 64-bit BAR windows largest alignment first (each
+ * aligned to its largest BAR) and add room of one largest alignment for
+ * the pcie.0 side: returns the bytes that takes, or a sum past MMIO64_MAX
+ * (packing stops at the device that passed it, with no room added).
+ * *ret_n: the devices with 64-bit BARs; *ret_room: the room; *ret_list:
+ * "name size, ..." of the devices packed. */
+static uint64_t mmio64_pack(const struct plan *p, size_t *ret_n, uint64_t *ret_room, char **ret_list) {
         size_t n = p->n_devices;
         _cleanup_free_ size_t *order = xcalloc(n ? n : 1, sizeof(size_t));
         size_t k = 0;
@@ -1245,11 +1388,6 @@ static void plan_mmio64(const struct domain *d, struct plan *p) {
                         order[j] = order[j - 1];
                         order[j - 1] = t;
                 }
-        /* More than x86-64's 52-bit physical address space is a corrupt or
-         * crafted resource file, not a device: say so rather than size a
-         * window (each BAR is below 2^62, so the sums below cannot wrap
-         * before the check; a wrapped sum once made the loop below spin). */
-        const uint64_t mmio64_max = UINT64_C(1) << 52;
         uint64_t pos = 0, room = 0;
         struct strbuf b = {0};
         for (size_t i = 0; i < k; i++) {
@@ -1260,20 +1398,78 @@ static void plan_mmio64(const struct domain *d, struct plan *p) {
                         room = a;
                 _cleanup_free_ char *sz = fmt_size(pd->mmio64_size);
                 strbuf_printf(&b, "%s%s %s", i ? ", " : "", pd->name, sz);
-                if (pos > mmio64_max)
+                if (pos > MMIO64_MAX)
                         break;
         }
-        if (pos <= mmio64_max)
+        if (pos <= MMIO64_MAX)
                 pos += room;
-        if (pos > mmio64_max) {
-                _cleanup_free_ char *list = strbuf_steal(&b);
+        *ret_n = k;
+        *ret_room = room;
+        *ret_list = strbuf_steal(&b);
+        return pos;
+}
+
+/* mmio64 auto, and the 'have' bytes of window are less than the 'pos'
+ * the devices need (need and list say so in words): set <pcihole64>, and
+ * for OVMF the aperture, to the next power of two; never past what the
+ * guest has room for (QEMU would refuse to start a domain that starts
+ * without pcinuma): then as large as that, or, no larger than 'have',
+ * left as it is; either way with a warning. */
+static void mmio64_grow(const struct domain *d, struct plan *p, uint64_t pos, uint64_t have, const char *need,
+                        const char *list) {
+        uint64_t hole = 1;
+        while (hole && hole < pos)
+                hole <<= 1;
+        uint64_t space = mmio64_room(d);
+        if (space && hole > space) {
+                _cleanup_free_ char *r = fmt_size(space), *mem = fmt_size(d->memory_kib * 1024);
+                _cleanup_free_ char *hs = fmt_size(hole), *hv = fmt_size(have);
+                bool fits = space > have;
+                add_warning(p, "64-bit MMIO: the devices need %s (%s), a %s window, but a guest CPU with %u physical "
+                            "address bits%s and %s of memory has room for %s at most: %s; the BARs that do not fit "
+                            "stay unassigned; give the guest more address bits: <cpu><maxphysaddr mode='passthrough'/> "
+                            "(KVM) or mode='emulate' bits='N'",
+                            need, list, hs, d->phys_bits, d->phys_bits == 40 ? " (QEMU's default)" : "", mem, r,
+                            fits ? "<pcihole64> set to that" : "the window is left as it is");
+                if (!fits) {
+                        p->mmio64_note = xasprintf("64-bit MMIO: the devices need %s, more than the %s window; the guest "
+                                                   "has no room for a larger one (see the warning)", need, hv);
+                        return;
+                }
+                hole = space;
+        }
+        p->pcihole64_kib = hole / 1024;
+        p->set_ovmf_mmio64 = d->ovmf;
+        _cleanup_free_ char *h = fmt_size(hole);
+        _cleanup_free_ char *old = fmt_size(have);
+        p->mmio64_note = xasprintf("64-bit MMIO: the devices need %s, packed largest first (%s); the %s %s window is too small: "
+                                   "<pcihole64> set to %s%s",
+                                   need, list, d->pcihole64_kib ? "domain's" : "default", old, h,
+                                   d->ovmf ? ", and OVMF's opt/ovmf/X-PciMmio64Mb to match (through <qemu:commandline>: libvirt reserves opt/ovmf/ names in <sysinfo type='fwcfg'>)" : "");
+}
+
+/* mmio64: auto.  Each device's 64-bit BARs sit in its own bridge window,
+ * aligned to its largest BAR; pack the windows largest-first, add room of
+ * one largest alignment, and compare the total with the default 64-bit
+ * hole (32 GiB).  If it does not fit, set <pcihole64> to the next power
+ * of two, and for OVMF the aperture (opt/ovmf/X-PciMmio64Mb) too.  The
+ * room is for the pcie.0 side: the firmware reserves 64-bit space for the
+ * hotplug root ports there, and each root bridge's window is aligned to
+ * its largest BAR, so an exact fit loses BARs (seen with OVMF 2022.11:
+ * eight 64 GiB BARs on two pxbs in a 512 GiB aperture, two unassigned;
+ * tests/guest/test_guest.py case h). */
+static void plan_mmio64(const struct domain *d, struct plan *p) {
+        size_t k;
+        uint64_t room;
+        _cleanup_free_ char *list = NULL;
+        uint64_t pos = mmio64_pack(p, &k, &room, &list);
+        if (pos > MMIO64_MAX) {
                 p->mmio64_note = xasprintf("64-bit MMIO: not sized: the devices' 64-bit BARs (%s) add up to more than "
                                            "a 52-bit address space; check their resource files", list);
                 return;
         }
         p->mmio64_need = pos;
         _cleanup_free_ char *need = fmt_size(pos);
-        _cleanup_free_ char *list = strbuf_steal(&b);
         if (room) {
                 _cleanup_free_ char *r = fmt_size(room);
                 char *l = xasprintf("%s; and %s of room for the pcie.0 side", list, r);
@@ -1301,37 +1497,7 @@ static void plan_mmio64(const struct domain *d, struct plan *p) {
                                            need, k ? list : "no 64-bit BARs", h, d->pcihole64_kib ? " the domain sets" : "");
                 return;
         }
-        uint64_t hole = 1;
-        while (hole && hole < pos)
-                hole <<= 1;
-        /* Never a window the guest has no room for: QEMU would refuse to
-         * start a domain that starts without pcinuma. */
-        uint64_t space = mmio64_room(d);
-        if (space && hole > space) {
-                _cleanup_free_ char *r = fmt_size(space), *mem = fmt_size(d->memory_kib * 1024);
-                _cleanup_free_ char *hs = fmt_size(hole), *hv = fmt_size(have);
-                bool fits = space > have;
-                add_warning(p, "64-bit MMIO: the devices need %s (%s), a %s window, but a guest CPU with %u physical "
-                            "address bits%s and %s of memory has room for %s at most: %s; the BARs that do not fit "
-                            "stay unassigned; give the guest more address bits: <cpu><maxphysaddr mode='passthrough'/> "
-                            "(KVM) or mode='emulate' bits='N'",
-                            need, list, hs, d->phys_bits, d->phys_bits == 40 ? " (QEMU's default)" : "", mem, r,
-                            fits ? "<pcihole64> set to that" : "the window is left as it is");
-                if (!fits) {
-                        p->mmio64_note = xasprintf("64-bit MMIO: the devices need %s, more than the %s window; the guest "
-                                                   "has no room for a larger one (see the warning)", need, hv);
-                        return;
-                }
-                hole = space;
-        }
-        p->pcihole64_kib = hole / 1024;
-        p->set_ovmf_mmio64 = d->ovmf;
-        _cleanup_free_ char *h = fmt_size(hole);
-        _cleanup_free_ char *old = fmt_size(have);
-        p->mmio64_note = xasprintf("64-bit MMIO: the devices need %s, packed largest first (%s); the %s %s window is too small: "
-                                   "<pcihole64> set to %s%s",
-                                   need, list, d->pcihole64_kib ? "domain's" : "default", old, h,
-                                   d->ovmf ? ", and OVMF's opt/ovmf/X-PciMmio64Mb to match (through <qemu:commandline>: libvirt reserves opt/ovmf/ names in <sysinfo type='fwcfg'>)" : "");
+        mmio64_grow(d, p, pos, have, need, list);
 }
 
 bool planner_is_vfio_variant(const char *driver, const struct planner_options *o) {
@@ -1512,18 +1678,9 @@ int planner_run(const struct domain *d, const struct hostmap *h, const struct po
         return planner_run_opts(d, h, s, NULL, ret);
 }
 
-static int plan_domain(const struct domain *d, const struct hostmap *h, const struct policy_settings *s,
-                       const struct planner_options *o, struct plan **ret) {
-        _cleanup_plan_ struct plan *p = xcalloc(1, sizeof(*p));
-        p->mode = s->mode;
-        p->settings = *s;
-        p->first_index = -1;
-        p->busnr_limit = BUSNR_TOP;
-        p->cells_desc = describe_cells(d, h);
-
-        for (size_t i = 0; i < d->n_hostdevs; i++)
-                describe_device(d, h, i, GROW(p->devices, p->n_devices));
-
+/* Policy off, or no passthrough devices: the domain is left as it is.
+ * True when so (the plan is complete). */
+static bool plan_untouched(struct plan *p) {
         if (p->mode == POLICY_OFF) {
                 p->verdict = PLAN_UNCHANGED;
                 p->reason = xstrdup("policy off: the domain is not touched");
@@ -1531,20 +1688,23 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
                         p->devices[i].action = PLAN_STAY;
                         set_reason(&p->devices[i], "policy off");
                 }
-                *ret = TAKE_PTR(p);
-                return 0;
+                return true;
         }
         if (p->n_devices == 0) {
                 p->verdict = PLAN_UNCHANGED;
                 p->reason = xstrdup("no PCI passthrough devices");
-                *ret = TAKE_PTR(p);
-                return 0;
+                return true;
         }
+        return false;
+}
 
-        /* Eligibility (docs/design.md §6, §3.5, §3.6).  What is missing is one
-         * domain-wide cause, every fix with it: a device has one cause,
-         * and a domain without cells and without <acpi/> needs both
-         * fixed before it can be planned. */
+/* Eligibility (docs/design.md §6, §3.5, §3.6): guest NUMA cells, q35 and
+ * ACPI.  What is missing is one domain-wide cause, every fix with it: a
+ * device has one cause, and a domain without cells and without <acpi/>
+ * needs both fixed before it can be planned.  True when the domain is not
+ * eligible (the plan is complete: refused under the strict policies,
+ * else skipped with a warning). */
+static bool plan_ineligible(const struct domain *d, struct plan *p) {
         struct strbuf why = {0}, fix = {0};
         if (d->n_cells == 0) {
                 strbuf_append(&why, "the domain has no guest NUMA cells (<cpu><numa>)");
@@ -1561,38 +1721,47 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
                               "expander buses' NUMA nodes", why.len ? "; " : "");
                 strbuf_printf(&fix, "%sadd <acpi/> to <features>", fix.len ? "; " : "");
         }
-        if (why.len) {
-                p->reason = strbuf_steal(&why);
-                int cause = add_cause(p, true, fix.buf, p->reason);
-                strbuf_done(&fix);
-                bool strict = p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET;
-                p->verdict = strict ? PLAN_REFUSED : PLAN_SKIP;
-                for (size_t i = 0; i < p->n_devices; i++) {
-                        p->devices[i].action = strict ? PLAN_REFUSE : PLAN_STAY;
-                        p->devices[i].cause = cause;
-                        set_reason(&p->devices[i], "%s", p->reason);
-                }
-                if (!strict)
-                        add_warning(p, "domain left untouched: %s", p->reason);
-                *ret = TAKE_PTR(p);
-                return 0;
+        if (!why.len)
+                return false;
+        p->reason = strbuf_steal(&why);
+        int cause = add_cause(p, true, fix.buf, p->reason);
+        strbuf_done(&fix);
+        bool strict = p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET;
+        p->verdict = strict ? PLAN_REFUSED : PLAN_SKIP;
+        for (size_t i = 0; i < p->n_devices; i++) {
+                p->devices[i].action = strict ? PLAN_REFUSE : PLAN_STAY;
+                p->devices[i].cause = cause;
+                set_reason(&p->devices[i], "%s", p->reason);
         }
+        if (!strict)
+                add_warning(p, "domain left untouched: %s", p->reason);
+        return true;
+}
 
+/* The I/O windows the moved devices need do not fit the guest's I/O
+ * space (check_io_ports): the plan is refused, and so is every moved
+ * device with an I/O BAR. */
+static void refuse_io_ports(struct plan *p) {
+        p->verdict = PLAN_REFUSED;
+        p->reason = xstrdup(p->io_note);
+        int cause = add_cause(p, true, "pass fewer devices with I/O BARs to one domain, or VFs without I/O BARs, or "
+                                       "set io_port_check to false for it", p->io_note);
+        for (size_t i = 0; i < p->n_devices; i++)
+                if (p->devices[i].action == PLAN_MOVE && p->devices[i].io_bars) {
+                        p->devices[i].action = PLAN_REFUSE;
+                        p->devices[i].cause = cause;
+                        set_reason(&p->devices[i], "it has an I/O BAR and %s", p->io_note);
+                }
+}
+
+/* Decide each device's cell and check what the moves share (slots, I/O
+ * space).  True when the plan ends here: refused, or no device moves. */
+static bool plan_placement(const struct domain *d, const struct hostmap *h, struct plan *p) {
         size_t refused = place_devices(d, h, p);
         refused += check_shared_slots(d, p);
         if (!refused && check_io_ports(d, p) < 0) {
-                p->verdict = PLAN_REFUSED;
-                p->reason = xstrdup(p->io_note);
-                int cause = add_cause(p, true, "pass fewer devices with I/O BARs to one domain, or VFs without I/O BARs, or "
-                                               "set io_port_check to false for it", p->io_note);
-                for (size_t i = 0; i < p->n_devices; i++)
-                        if (p->devices[i].action == PLAN_MOVE && p->devices[i].io_bars) {
-                                p->devices[i].action = PLAN_REFUSE;
-                                p->devices[i].cause = cause;
-                                set_reason(&p->devices[i], "it has an I/O BAR and %s", p->io_note);
-                        }
-                *ret = TAKE_PTR(p);
-                return 0;
+                refuse_io_ports(p);
+                return true;
         }
         if (refused) {
                 p->verdict = PLAN_REFUSED;
@@ -1603,35 +1772,59 @@ static int plan_domain(const struct domain *d, const struct hostmap *h, const st
                 p->reason = xasprintf("%zu of %zu passthrough device%s cannot be placed under policy %s%s%s",
                                       refused, p->n_devices, p->n_devices > 1 ? "s" : "", policy_mode_to_string(p->mode),
                                       cause >= 0 ? ": " : "", cause >= 0 ? p->causes[cause].what : "");
-                *ret = TAKE_PTR(p);
-                return 0;
+                return true;
         }
-
         size_t moved = 0;
         for (size_t i = 0; i < p->n_devices; i++)
                 moved += p->devices[i].action == PLAN_MOVE;
         if (!moved) {
                 p->verdict = PLAN_UNCHANGED;
                 p->reason = xstrdup("no device has a guest cell to go to; all stay on pcie.0");
-                *ret = TAKE_PTR(p);
-                return 0;
+                return true;
         }
+        return false;
+}
 
-        if (layout(d, p) < 0) {
-                bool strict = p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET;
-                p->verdict = strict ? PLAN_REFUSED : PLAN_SKIP;
-                int cause = add_cause(p, true, "remove spare pcie-root-port controllers and expander buses added by hand, "
-                                               "or pass fewer devices to one domain", p->reason);
-                for (size_t i = 0; i < p->n_devices; i++)
-                        if (p->devices[i].action == PLAN_MOVE) {
-                                p->devices[i].action = strict ? PLAN_REFUSE : PLAN_STAY;
-                                p->devices[i].cause = cause;
-                                set_reason(&p->devices[i], "%s", p->reason);
-                                p->devices[i].port_index = -1;
-                        }
-                clear_layout(p);
-                if (!strict)
-                        add_warning(p, "domain left untouched: %s", p->reason);
+/* Lay out the expander buses and ports.  True when they do not fit (the
+ * plan is complete: the moved devices are refused under the strict
+ * policies, else stay, with a warning). */
+static bool plan_layout_fails(const struct domain *d, struct plan *p) {
+        if (layout(d, p) >= 0)
+                return false;
+        bool strict = p->mode == POLICY_REQUIRE || p->mode == POLICY_SOCKET;
+        p->verdict = strict ? PLAN_REFUSED : PLAN_SKIP;
+        int cause = add_cause(p, true, "remove spare pcie-root-port controllers and expander buses added by hand, "
+                                       "or pass fewer devices to one domain", p->reason);
+        for (size_t i = 0; i < p->n_devices; i++)
+                if (p->devices[i].action == PLAN_MOVE) {
+                        p->devices[i].action = strict ? PLAN_REFUSE : PLAN_STAY;
+                        p->devices[i].cause = cause;
+                        set_reason(&p->devices[i], "%s", p->reason);
+                        p->devices[i].port_index = -1;
+                }
+        clear_layout(p);
+        if (!strict)
+                add_warning(p, "domain left untouched: %s", p->reason);
+        return true;
+}
+
+/* The plan for a domain: describe its devices, then each step in turn
+ * until one completes the plan; a domain that gets the new topology also
+ * gets its distances, 64-bit MMIO window, managed settings and GPUDirect
+ * cliques planned. */
+static int plan_domain(const struct domain *d, const struct hostmap *h, const struct policy_settings *s,
+                       const struct planner_options *o, struct plan **ret) {
+        _cleanup_plan_ struct plan *p = xcalloc(1, sizeof(*p));
+        p->mode = s->mode;
+        p->settings = *s;
+        p->first_index = -1;
+        p->busnr_limit = BUSNR_TOP;
+        p->cells_desc = describe_cells(d, h);
+
+        for (size_t i = 0; i < d->n_hostdevs; i++)
+                describe_device(d, h, i, GROW(p->devices, p->n_devices));
+
+        if (plan_untouched(p) || plan_ineligible(d, p) || plan_placement(d, h, p) || plan_layout_fails(d, p)) {
                 *ret = TAKE_PTR(p);
                 return 0;
         }

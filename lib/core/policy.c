@@ -798,9 +798,82 @@ const struct policy_pool_entry *policy_pool_find(const struct policy *p, const s
         return NULL;
 }
 
-int policy_parse(const char *buf, size_t len, const char *source, struct policy **ret, char **ret_error) {
+/* The policy file's text as a JSON object with only known top-level
+ * keys, in *ret_root (the caller frees it, also on failure): rejects an
+ * empty or oversized file, NUL bytes, bad syntax and duplicate keys, with
+ * the error set as policy_parse's.  A UTF-8 byte order mark is skipped. */
+static int parse_root(const struct parse_ctx *c, const char *buf, size_t len, json_object **ret_root) {
         static const char *const keys[] = { "default", "allow_domain_policy", "rules", "hook", "vfio_variant_drivers",
                                             "passthrough_pool", "restart_window_ms" };
+        int r;
+
+        if (len == 0)
+                return set_error(c->ret_error, -EINVAL, "%s: empty file, expected a JSON object", c->source);
+
+        if (len > POLICY_FILE_MAX)
+                return set_error(c->ret_error, -EINVAL, "%s: too large (%zu bytes, the limit is %u)",
+                                 c->source, len, POLICY_FILE_MAX);
+
+        /* json-c stops at a NUL byte, which would hide whatever follows. */
+        const char *nul = memchr(buf, 0, len);
+        if (nul)
+                return syntax_error(c, buf, len, (size_t) (nul - buf), "NUL byte");
+
+        /* RFC 8259 lets parsers skip a byte order mark, and some editors
+         * write one. */
+        size_t skip = 0;
+        if (len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0)
+                skip = 3;
+
+        size_t first = skip;
+        while (first < len && strchr(" \t\r\n", buf[first]))
+                first++;
+        if (first == len)
+                return set_error(c->ret_error, -EINVAL, "%s: empty file, expected a JSON object", c->source);
+
+        r = tokenize(c, buf + skip, len - skip, ret_root);
+        if (r < 0)
+                return r;
+        r = find_duplicate_key(c, buf + skip, len - skip);
+        if (r < 0)
+                return r;
+
+        if (json_object_get_type(*ret_root) != json_type_object)
+                return parse_error(c, "top level", "expected an object, got %s", json_kind(*ret_root));
+
+        return check_keys(c, "top level", *ret_root, keys, ELEMENTSOF(keys));
+}
+
+/* "restart_window_ms": an integer in POLICY_RESTART_WINDOW_MS_MIN..MAX. */
+static int parse_restart_window(const struct parse_ctx *c, json_object *v, struct policy *p) {
+        int r = expect_type(c, "restart_window_ms", v, json_type_int, "an integer");
+        if (r < 0)
+                return r;
+        int64_t t = json_object_get_int64(v);
+        if (t < POLICY_RESTART_WINDOW_MS_MIN || t > POLICY_RESTART_WINDOW_MS_MAX)
+                return parse_error(c, "restart_window_ms", "%" PRId64 " is out of range (expected %u..%u)",
+                                   t, POLICY_RESTART_WINDOW_MS_MIN, POLICY_RESTART_WINDOW_MS_MAX);
+        p->restart_window_ms = (unsigned) t;
+        return 0;
+}
+
+/* "vfio_variant_drivers": an array of non-empty driver names. */
+static int parse_variant_drivers(const struct parse_ctx *c, json_object *v, struct policy *p) {
+        int r = expect_type(c, "vfio_variant_drivers", v, json_type_array, "an array");
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < json_object_array_length(v); i++) {
+                _cleanup_free_ char *path = xasprintf("vfio_variant_drivers[%zu]", i);
+                const char *name = NULL;
+                r = get_nonempty_string(c, path, json_object_array_get_idx(v, i), &name);
+                if (r < 0)
+                        return r;
+                *GROW(p->variant_drivers, p->n_variant_drivers) = xstrdup(name);
+        }
+        return 0;
+}
+
+int policy_parse(const char *buf, size_t len, const char *source, struct policy **ret, char **ret_error) {
         struct parse_ctx c = {
                 .source = source ? source : "policy",
                 .ret_error = ret_error,
@@ -813,41 +886,7 @@ int policy_parse(const char *buf, size_t len, const char *source, struct policy 
         assert(buf || len == 0);
         assert(ret);
 
-        if (len == 0)
-                return set_error(ret_error, -EINVAL, "%s: empty file, expected a JSON object", c.source);
-
-        if (len > POLICY_FILE_MAX)
-                return set_error(ret_error, -EINVAL, "%s: too large (%zu bytes, the limit is %u)",
-                                 c.source, len, POLICY_FILE_MAX);
-
-        /* json-c stops at a NUL byte, which would hide whatever follows. */
-        const char *nul = memchr(buf, 0, len);
-        if (nul)
-                return syntax_error(&c, buf, len, (size_t) (nul - buf), "NUL byte");
-
-        /* RFC 8259 lets parsers skip a byte order mark, and some editors
-         * write one. */
-        size_t skip = 0;
-        if (len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0)
-                skip = 3;
-
-        size_t first = skip;
-        while (first < len && strchr(" \t\r\n", buf[first]))
-                first++;
-        if (first == len)
-                return set_error(ret_error, -EINVAL, "%s: empty file, expected a JSON object", c.source);
-
-        r = tokenize(&c, buf + skip, len - skip, &root);
-        if (r < 0)
-                return r;
-        r = find_duplicate_key(&c, buf + skip, len - skip);
-        if (r < 0)
-                return r;
-
-        if (json_object_get_type(root) != json_type_object)
-                return parse_error(&c, "top level", "expected an object, got %s", json_kind(root));
-
-        r = check_keys(&c, "top level", root, keys, ELEMENTSOF(keys));
+        r = parse_root(&c, buf, len, &root);
         if (r < 0)
                 return r;
 
@@ -879,28 +918,15 @@ int policy_parse(const char *buf, size_t len, const char *source, struct policy 
         }
 
         if (json_object_object_get_ex(root, "restart_window_ms", &v)) {
-                r = expect_type(&c, "restart_window_ms", v, json_type_int, "an integer");
+                r = parse_restart_window(&c, v, p);
                 if (r < 0)
                         return r;
-                int64_t t = json_object_get_int64(v);
-                if (t < POLICY_RESTART_WINDOW_MS_MIN || t > POLICY_RESTART_WINDOW_MS_MAX)
-                        return parse_error(&c, "restart_window_ms", "%" PRId64 " is out of range (expected %u..%u)",
-                                           t, POLICY_RESTART_WINDOW_MS_MIN, POLICY_RESTART_WINDOW_MS_MAX);
-                p->restart_window_ms = (unsigned) t;
         }
 
         if (json_object_object_get_ex(root, "vfio_variant_drivers", &v)) {
-                r = expect_type(&c, "vfio_variant_drivers", v, json_type_array, "an array");
+                r = parse_variant_drivers(&c, v, p);
                 if (r < 0)
                         return r;
-                for (size_t i = 0; i < json_object_array_length(v); i++) {
-                        _cleanup_free_ char *path = xasprintf("vfio_variant_drivers[%zu]", i);
-                        const char *name = NULL;
-                        r = get_nonempty_string(&c, path, json_object_array_get_idx(v, i), &name);
-                        if (r < 0)
-                                return r;
-                        *GROW(p->variant_drivers, p->n_variant_drivers) = xstrdup(name);
-                }
         }
 
         if (json_object_object_get_ex(root, "passthrough_pool", &v)) {
