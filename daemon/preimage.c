@@ -193,7 +193,8 @@ static size_t list_files(int dirfd, struct entry **ret) {
                 e->stamp = e->uuid + UUID_LEN + 1;
         }
         closedir(d);
-        qsort(v, n, sizeof(*v), entry_cmp);
+        if (n > 0)      /* qsort's base must not be NULL, even for 0 items */
+                qsort(v, n, sizeof(*v), entry_cmp);
         *ret = v;
         return n;
 }
