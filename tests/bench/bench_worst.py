@@ -266,7 +266,7 @@ def run(a):
     fleet_a = B.mkfakesysfs(a.mkfakesysfs, os.path.join(a.hosts, "fleet-a.json"), os.path.join(work, "fleet-a"))
     policy = os.path.join(work, "policy.json")
     with open(policy, "w") as f:
-        f.write('{"default": {"policy": "require"}}\n')
+        f.write('{"default": {"policy": "require", "migration": "same-topology"}}\n')
 
     for n, label in ((24000, "finding"), (10000, "finding-10k")):
         path = write(work, label, finding(n))
@@ -293,20 +293,20 @@ def run(a):
     path = write(work, "big-host-64-padded", padded)
     run_one(a, big, path, "big-host-64-padded", "plan", policy)
     if getattr(a, "pcinumactl", None):
-        path = write(work, "big-host-64-padded-planned", B.planned_xml(a.pcinumactl, big, path, "require"))
+        path = write(work, "big-host-64-padded-planned", B.planned_xml(a.pcinumactl, big, path, policy_file=policy))
         for kind in ("plan", "revert"):
             run_one(a, big, path, "big-host-64-padded-planned", kind, policy)
         run_one(a, twin, path, "big-host-64-padded-planned", "migrate", policy)
     # Its biggest plannable part: 64 GPUs of one node, planned, then
     # migrated to the twin and reverted.
-    planned = B.planned_xml(a.pcinumactl, big, write(work, "big-host-64", all_devices(gpus[:64], 1)), "require") \
+    planned = B.planned_xml(a.pcinumactl, big, write(work, "big-host-64", all_devices(gpus[:64], 1)), policy_file=policy) \
         if getattr(a, "pcinumactl", None) else None
     if planned:
         path = write(work, "big-host-64-planned", planned)
         for kind in ("plan", "revert"):
             run_one(a, big, path, "big-host-64-planned", kind, policy)
         run_one(a, twin, path, "big-host-64-planned", "migrate", policy)
-        one = B.planned_xml(a.pcinumactl, big, write(work, "big-host-1", all_devices(gpus[:1], 1)), "require")
+        one = B.planned_xml(a.pcinumactl, big, write(work, "big-host-1", all_devices(gpus[:1], 1)), policy_file=policy)
         path = write(work, "same-position", same_position(one, gpus[0], 241))
         run_one(a, big, path, "same-position", "migrate", policy)
     return 0

@@ -268,10 +268,12 @@ def hook_request(name, phase, subphase, xml):
             "xml": xml}
 
 
-def planned_xml(pcinumactl, sysfs, xml_path, policy="require"):
+def planned_xml(pcinumactl, sysfs, xml_path, policy="require", policy_file=None):
     """The domain as pcinuma plans it (what libvirt hands the hook at
-    prepare for a domain defined after planning)."""
-    r = subprocess.run([pcinumactl, "plan", "--sysfs-root", sysfs, "--policy", policy,
+    prepare for a domain defined after planning); under policy_file's
+    policy when one is given."""
+    how = ["--policy-file", policy_file] if policy_file else ["--policy", policy]
+    r = subprocess.run([pcinumactl, "plan", "--sysfs-root", sysfs] + how + [
                         xml_path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, check=False)
     if r.returncode != 0:
