@@ -29,37 +29,7 @@
 #include "planner.h"
 #include "policy.h"
 
-static double now(clockid_t c) {
-        struct timespec ts;
-
-        clock_gettime(c, &ts);
-        return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-        double x = *(const double *) a, y = *(const double *) b;
-        return (x > y) - (x < y);
-}
-
-static char *slurp(const char *path, size_t *len) {
-        FILE *f = fopen(path, "rb");
-        char *buf;
-        long n;
-
-        if (!f || fseek(f, 0, SEEK_END) < 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) < 0) {
-                perror(path);
-                exit(2);
-        }
-        buf = xmalloc((size_t) n + 1);
-        if (fread(buf, 1, (size_t) n, f) != (size_t) n) {
-                perror(path);
-                exit(2);
-        }
-        buf[n] = '\0';
-        fclose(f);
-        *len = (size_t) n;
-        return buf;
-}
+#include "benchutil.h"
 
 struct ctx {
         const struct domain *d;
