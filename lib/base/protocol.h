@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "json-cleanup.h"
 #include "util.h"
 
 #define PROTO_VERSION 1
@@ -32,11 +33,6 @@
 #define PROTO_MAX_PAYLOAD (16u * 1024u * 1024u)
 #define PROTO_HEADER_SIZE 4
 
-static inline void json_object_putp(json_object **o) {
-        if (*o)
-                json_object_put(*o);
-}
-#define _cleanup_json_ _cleanup_(json_object_putp)
 
 /* Serialise o as one frame (header + payload).  The caller owns *ret. */
 int proto_frame_encode(json_object *o, char **ret, size_t *ret_len);

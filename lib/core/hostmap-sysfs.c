@@ -49,10 +49,7 @@
  * own limit is 40). */
 #define WALK_MAX_LINKS 40
 
-static void closedirp(DIR **d) {
-        if (*d)
-                (void) closedir(*d);
-}
+DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir)
 #define _cleanup_closedir_ _cleanup_(closedirp)
 
 /* How the reader opens things, shared (read-only) by the scan threads. */

@@ -170,7 +170,7 @@ void hostmap_read_cpu_id(struct hostmap_cpu_id *ret);
 
 /* Accepts NULL; returns NULL. */
 struct hostmap *hostmap_free(struct hostmap *h);
-static inline void hostmap_freep(struct hostmap **h) { hostmap_free(*h); }
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct hostmap *, hostmap_free)
 #define _cleanup_hostmap_ _cleanup_(hostmap_freep)
 
 /* Lookups: binary searches, never a rescan.  NULL / -1 when unknown. */

@@ -15,6 +15,7 @@
 #include <json.h>
 
 #include "fileio.h"
+#include "json-cleanup.h"
 
 /* A policy file is a few KiB; anything this big is a mistake, and we would
  * rather say so than parse it. */
@@ -30,16 +31,6 @@
 #define POLICY_RESTART_WINDOW_MS_DEFAULT 5000u
 #define POLICY_RESTART_WINDOW_MS_MIN 100u
 #define POLICY_RESTART_WINDOW_MS_MAX 600000u
-
-static inline void json_object_putp(json_object **o) {
-        if (*o)
-                (void) json_object_put(*o);
-}
-
-static inline void json_tokener_freep(struct json_tokener **t) {
-        if (*t)
-                json_tokener_free(*t);
-}
 
 static const char *const mode_table[_POLICY_MODE_MAX] = {
         [POLICY_OFF] = "off",

@@ -135,7 +135,7 @@ int policy_parse(const char *buf, size_t len, const char *source, struct policy 
 int policy_load_file(const char *path, struct policy **ret, char **ret_error);
 
 struct policy *policy_free(struct policy *p);
-static inline void policy_freep(struct policy **p) { policy_free(*p); }
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct policy *, policy_free)
 #define _cleanup_policy_ _cleanup_(policy_freep)
 
 /* The entry of p's passthrough_pool that names the host device at a, of
