@@ -558,20 +558,7 @@ class RaceTest(ti.Harness):
         steps = [self.t_edits, self.t_undefines, self.t_attach, self.t_probes,
                  self.window_figure, self.t_define_start, self.window_figure,
                  self.t_preimage]
-        for step in steps:
-            if self.a.only and not any(o in step.__name__ for o in self.a.only):
-                continue
-            t0 = time.monotonic()
-            self.diag("---- %s" % step.__name__)
-            try:
-                if not self.d.alive():
-                    self.d.start(self.s.uri, wait_connected=True)
-                step()
-            except (SessionError, RuntimeError, subprocess.TimeoutExpired,
-                    OSError) as e:
-                self.check(False, "%s: ran to the end" % step.__name__,
-                           "%s: %s" % (type(e).__name__, e))
-            self.diag("%s: %.1fs" % (step.__name__, time.monotonic() - t0))
+        self.run_steps(steps, self.ensure_daemon)
         self.diag("COUNTS " + ", ".join("%s: %d" % kv for kv in self.counts.items()))
         for sh in self.shells:
             sh.close()

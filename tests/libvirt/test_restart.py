@@ -58,7 +58,6 @@ import time
 
 from pcinumatest.lvenv import *  # noqa: F401,F403
 from pcinumatest.lvenv import Harness
-from pcinumatest.session import SessionError
 from pcinumatest.suite import run_session_suite, session_args
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -287,21 +286,13 @@ class Test(Harness):
             self.d.extra = extra
             self.d.start(self.s.uri, wait_connected=True)
 
+    def before_step(self):
+        """A running pcinumad that has counted the persistent domains."""
+        self.ensure_daemon()
+        self.wait_until(lambda: self.status_restarts().get("persistent_domains") is not None, 5)
+
     def run(self):
-        steps = [self.t1_set, self.t2_race, self.t3_transient, self.t4_readded]
-        for step in steps:
-            if self.a.only and not any(o in step.__name__ for o in self.a.only):
-                continue
-            t0 = time.monotonic()
-            self.diag("---- %s" % step.__name__)
-            try:
-                if not self.d.alive():
-                    self.d.start(self.s.uri, wait_connected=True)
-                self.wait_until(lambda: self.status_restarts().get("persistent_domains") is not None, 5)
-                step()
-            except (SessionError, RuntimeError, subprocess.TimeoutExpired, OSError) as e:
-                self.check(False, "%s: ran to the end" % step.__name__, "%s: %s" % (type(e).__name__, e))
-            self.diag("%s: %.1fs" % (step.__name__, time.monotonic() - t0))
+        self.run_steps([self.t1_set, self.t2_race, self.t3_transient, self.t4_readded], self.before_step)
 
 
 def options(ap):
