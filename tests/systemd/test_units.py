@@ -29,13 +29,13 @@ def main():
             print(f"1..0 # SKIP {tool} not installed")
             sys.exit(77)
 
-    log_h = open(os.path.join(a.source, "daemon", "log.h")).read()
+    log_h = open(os.path.join(a.source, "lib", "log", "log.h")).read()
     ids = dict(re.findall(r'#define PCINUMA_MID_(\w+)\s+"([0-9a-f]{32})"', log_h))
     catalog = open(os.path.join(a.source, "systemd", "pcinuma.catalog")).read()
     cat_ids = re.findall(r"^-- ([0-9a-f]{32})$", catalog, re.M)
-    check(len(ids) >= 10, f"daemon/log.h defines the message ids ({len(ids)})")
+    check(len(ids) >= 10, f"lib/log/log.h defines the message ids ({len(ids)})")
     check(sorted(set(ids.values())) == sorted(set(cat_ids)),
-          "the catalog has exactly one entry per MESSAGE_ID in daemon/log.h",
+          "the catalog has exactly one entry per MESSAGE_ID in lib/log/log.h",
           f"missing: {set(ids.values()) - set(cat_ids)}\nextra: {set(cat_ids) - set(ids.values())}")
     check(len(cat_ids) == len(set(cat_ids)), "no MESSAGE_ID appears twice in the catalog")
 
