@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "util.h"
+
 struct manager_config {
         const char *sysfs_root;         /* "/sys" */
         const char *policy_file;        /* may not exist: then the built-in default */
