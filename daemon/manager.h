@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "util.h"
+
 struct manager_config {
         const char *sysfs_root;         /* "/sys" */
         const char *policy_file;        /* may not exist: then the built-in default */
@@ -43,7 +45,7 @@ struct manager;
  * error, logs it (naming the file, field or line) and returns it. */
 int manager_new(const struct manager_config *cfg, struct manager **ret);
 struct manager *manager_free(struct manager *m);
-static inline void manager_freep(struct manager **m) { manager_free(*m); }
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct manager *, manager_free)
 
 /* Run until SIGTERM/SIGINT.  Sends READY=1. */
 int manager_run(struct manager *m);

@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 #include "pciaddr.h"
+#include "util.h"
 
 /* A stand-in file larger than this is refused. */
 #define STANDINS_FILE_MAX (64u * 1024u)
@@ -51,7 +52,7 @@ int standins_load_file(const char *path, struct standins **ret, char **ret_error
 const struct standin *standins_find(const struct standins *s, const char *mac);
 
 struct standins *standins_free(struct standins *s);
-static inline void standins_freep(struct standins **s) { standins_free(*s); }
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct standins *, standins_free)
 #define _cleanup_standins_ __attribute__((cleanup(standins_freep)))
 
 #endif

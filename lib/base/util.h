@@ -36,6 +36,18 @@ static inline int take_fd(int *fd) {
 #define TAKE_PTR(p) take_ptr(&(p))
 #define TAKE_FD(fd) take_fd(&(fd))
 
+/* Define funcp(type *p), the cleanup function that calls func(*p) when *p
+ * is not NULL and then clears it, as systemd's DEFINE_TRIVIAL_CLEANUP_FUNC
+ * does.  func may return a value (it is dropped): "_free" functions here
+ * return NULL, fclose() and json_object_put() an int. */
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func) \
+        static inline void func##p(type *p) { \
+                if (*p) { \
+                        (void) func(*p); \
+                        *p = NULL; \
+                } \
+        }
+
 static inline void freep(void *p) { free(*(void **) p); }
 #define _cleanup_free_ _cleanup_(freep)
 
@@ -48,10 +60,7 @@ static inline void closep(int *fd) {
 }
 #define _cleanup_close_ _cleanup_(closep)
 
-static inline void fclosep(FILE **f) {
-        if (*f)
-                (void) fclose(*f);
-}
+DEFINE_TRIVIAL_CLEANUP_FUNC(FILE *, fclose)
 #define _cleanup_fclose_ _cleanup_(fclosep)
 
 static inline bool streq(const char *a, const char *b) { return strcmp(a, b) == 0; }

@@ -1,11 +1,11 @@
 /* The watcher protocol (wproto.h): the messages between pcinumad and
  * pcinuma-watcher, written from typed structs and read back into them.
- * Pure: no I/O; the framing is protocol.c's. */
+ * Pure: no I/O; the framing is frame.c's. */
 #include "wproto.h"
 
 #include <errno.h>
 
-#include "protocol.h"
+#include "frame.h"
 #include "util.h"
 
 static const char *const type_names[] = {

@@ -1,7 +1,7 @@
 /* The watcher protocol: every message on the link between pcinumad
  * (daemon/watcher-link.c) and its libvirt watcher, pcinuma-watcher
- * (watcher/pcinumad-link.c).  Each message is one frame of the hook
- * protocol's framing (protocol.h: a 4-byte length + one JSON object).
+ * (watcher/pcinumad-link.c).  Each message is one frame of the framing
+ * the hook protocol uses too (frame.h: a 4-byte length + one JSON object).
  * This module is the one writer and the one reader of those objects; both
  * sides use it.  Pure: typed structs in, frames out, and back.
  *

@@ -272,5 +272,5 @@ const char *domain_hostdev_name(const struct domain_hostdev *hd, char buf[64]);
 const char *domain_backing_to_string(enum domain_backing b);
 
 struct domain *domain_free(struct domain *d);
-static inline void domain_freep(struct domain **d) { domain_free(*d); }
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct domain *, domain_free)
 #define _cleanup_domain_ _cleanup_(domain_freep)

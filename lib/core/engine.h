@@ -51,5 +51,5 @@ int engine_revert_budget(const char *xml, size_t len, struct work *work, char **
                          char **ret_warning, char **ret_error);
 
 struct engine_result *engine_result_free(struct engine_result *r);
-static inline void engine_result_freep(struct engine_result **r) { engine_result_free(*r); }
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct engine_result *, engine_result_free)
 #define _cleanup_engine_result_ _cleanup_(engine_result_freep)

@@ -113,5 +113,5 @@ char *fingerprint_below_shape(const struct fingerprint *f, const struct hostmap 
 
 /* Accepts NULL; returns NULL. */
 struct fingerprint *fingerprint_free(struct fingerprint *f);
-static inline void fingerprint_freep(struct fingerprint **f) { fingerprint_free(*f); }
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct fingerprint *, fingerprint_free)
 #define _cleanup_fingerprint_ _cleanup_(fingerprint_freep)

@@ -3,8 +3,9 @@
  * a root directory fd (so tests pass a fixture tree, as hwloc does with
  * HWLOC_FSROOT), and then only looked up.  Lookups never touch the OS.
  *
- * hostmap.c holds the data structure and the lookups (pure);
- * hostmap-sysfs.c holds the reader (the only part that does I/O). */
+ * hostmap.c holds the data structure and the lookups (pure); the reader,
+ * hostmap_load*() and hostmap_read_cpu_id() below, is
+ * lib/host/hostmap-sysfs.c's (link host_dep): the core does no I/O. */
 #pragma once
 
 #include <stdbool.h>
@@ -132,6 +133,8 @@ struct hostmap {
 
 #define HOSTMAP_WARNINGS_MAX 64
 
+/* ---- the reader: lib/host/hostmap-sysfs.c (host_dep) ------------------ */
+
 /* Read the host map from the tree under rootfd (laid out like /sys: it
  * holds bus/ and devices/).  Missing or garbage files are tolerated as
  * docs/design.md §4 says.  Nothing outside rootfd is ever opened: every path is
@@ -168,9 +171,11 @@ int hostmap_load_for_plan(const char *root, struct hostmap **ret, char **ret_err
  * read stays unknown. */
 void hostmap_read_cpu_id(struct hostmap_cpu_id *ret);
 
+/* ---- the data structure: hostmap.c ------------------------------------- */
+
 /* Accepts NULL; returns NULL. */
 struct hostmap *hostmap_free(struct hostmap *h);
-static inline void hostmap_freep(struct hostmap **h) { hostmap_free(*h); }
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct hostmap *, hostmap_free)
 #define _cleanup_hostmap_ _cleanup_(hostmap_freep)
 
 /* Lookups: binary searches, never a rescan.  NULL / -1 when unknown. */

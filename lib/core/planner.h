@@ -286,5 +286,5 @@ const char *plan_verdict_to_string(enum plan_verdict v);
 const char *plan_action_to_string(enum plan_action a);
 
 struct plan *plan_free(struct plan *p);
-static inline void plan_freep(struct plan **p) { plan_free(*p); }
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct plan *, plan_free)
 #define _cleanup_plan_ _cleanup_(plan_freep)

@@ -5,20 +5,14 @@
 #include "policy.h"
 
 #include <assert.h>
-#include <fcntl.h>
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <strings.h>
-#include <sys/stat.h>
 
 #include <json.h>
 
-#include "fileio.h"
-
-/* A policy file is a few KiB; anything this big is a mistake, and we would
- * rather say so than parse it. */
-#define POLICY_FILE_MAX (1024u * 1024u)
+#include "json-cleanup.h"
 
 #define POLICY_TIMEOUT_MS_DEFAULT 10000u
 #define POLICY_TIMEOUT_MS_MAX 600000u
@@ -30,16 +24,6 @@
 #define POLICY_RESTART_WINDOW_MS_DEFAULT 5000u
 #define POLICY_RESTART_WINDOW_MS_MIN 100u
 #define POLICY_RESTART_WINDOW_MS_MAX 600000u
-
-static inline void json_object_putp(json_object **o) {
-        if (*o)
-                (void) json_object_put(*o);
-}
-
-static inline void json_tokener_freep(struct json_tokener **t) {
-        if (*t)
-                json_tokener_free(*t);
-}
 
 static const char *const mode_table[_POLICY_MODE_MAX] = {
         [POLICY_OFF] = "off",
@@ -937,31 +921,6 @@ int policy_parse(const char *buf, size_t len, const char *source, struct policy 
 
         *ret = TAKE_PTR(p);
         return 0;
-}
-
-int policy_load_file(const char *path, struct policy **ret, char **ret_error) {
-        _cleanup_close_ int fd = -1;
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0;
-
-        assert(path);
-        assert(ret);
-
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0) {
-                int r = -errno;
-                return set_error(ret_error, r, "%s: cannot read: %s", path, strerror(-r));
-        }
-
-        /* Reading until EOF rather than trusting st_size also works for
-         * pipes and /dev/stdin. */
-        int r = read_full_fd(fd, POLICY_FILE_MAX, &buf, &len);
-        if (r == -EFBIG)
-                return set_error(ret_error, r, "%s: file too large (over %u bytes)", path, POLICY_FILE_MAX);
-        if (r < 0)
-                return set_error(ret_error, r, "%s: cannot read: %s", path, strerror(-r));
-
-        return policy_parse(buf, len, path, ret, ret_error);
 }
 
 static bool rule_matches(const struct policy_rule *rule, const struct policy_subject *s) {

@@ -1,7 +1,8 @@
 /* The admin's policy file, /etc/pcinuma/policy.json (docs/design.md §6, §11):
  * which placement policy applies to which domain, and the hook settings.
- * Parsing is pure (a buffer in, a struct out); policy_load_file() is the
- * one function that reads a file. */
+ * Parsing is pure (a buffer in, a struct out, policy.c); the one function
+ * that reads a file, policy_load_file(), is lib/host/policy-file.c's
+ * (link host_dep). */
 #pragma once
 
 #include <stdbool.h>
@@ -9,6 +10,10 @@
 
 #include "pciaddr.h"
 #include "util.h"
+
+/* A policy file is a few KiB; anything this big is a mistake, and we would
+ * rather say so than parse it. */
+#define POLICY_FILE_MAX (1024u * 1024u)
 
 /* Ordered from weakest to strictest; values follow Nova's
  * hw:pci_numa_affinity_policy, plus 'off'. */
@@ -130,12 +135,12 @@ struct policy *policy_new_default(void);
  * -EINVAL; the caller owns *ret. */
 int policy_parse(const char *buf, size_t len, const char *source, struct policy **ret, char **ret_error);
 
-/* Read and parse a file.  -errno (with *ret_error naming the file) when
- * it cannot be read. */
+/* Read and parse a file (lib/host/policy-file.c).  -errno (with
+ * *ret_error naming the file) when it cannot be read. */
 int policy_load_file(const char *path, struct policy **ret, char **ret_error);
 
 struct policy *policy_free(struct policy *p);
-static inline void policy_freep(struct policy **p) { policy_free(*p); }
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct policy *, policy_free)
 #define _cleanup_policy_ _cleanup_(policy_freep)
 
 /* The entry of p's passthrough_pool that names the host device at a, of

@@ -95,5 +95,5 @@ int xml_parse_pci_address(xmlNodePtr addr, struct pci_addr *ret);
  * attributes (type, multifunction) alone. */
 void xml_set_pci_address(xmlNodePtr addr, const struct pci_addr *a);
 
-static inline void xml_doc_freep(xmlDocPtr *d) { if (*d) xmlFreeDoc(*d); }
-#define _cleanup_xmldoc_ _cleanup_(xml_doc_freep)
+DEFINE_TRIVIAL_CLEANUP_FUNC(xmlDocPtr, xmlFreeDoc)
+#define _cleanup_xmldoc_ _cleanup_(xmlFreeDocp)

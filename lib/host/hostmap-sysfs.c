@@ -1,5 +1,6 @@
 /* The host map's sysfs reader: the only part of the host map that does
- * I/O.  Everything is read relative to one root directory fd with the *at()
+ * I/O, kept out of the pure core (lib/core/hostmap.c holds the structure
+ * it fills in, and hostmap.h declares its functions).  Everything is read relative to one root directory fd with the *at()
  * calls, never through an absolute /sys path, so tests and bug reports can
  * point it at a fixture tree or a captured snapshot (as hwloc does with
  * HWLOC_FSROOT).  A file that is missing or holds garbage gives the
@@ -49,10 +50,7 @@
  * own limit is 40). */
 #define WALK_MAX_LINKS 40
 
-static void closedirp(DIR **d) {
-        if (*d)
-                (void) closedir(*d);
-}
+DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir)
 #define _cleanup_closedir_ _cleanup_(closedirp)
 
 /* How the reader opens things, shared (read-only) by the scan threads. */
