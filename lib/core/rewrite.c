@@ -15,6 +15,7 @@
 #include <libxml/xmlsave.h>
 #include <strings.h>
 
+#include "mark.h"
 #include "nccltopo.h"
 
 /* The indentation of element e: what follows the last newline of the

@@ -85,8 +85,8 @@ static void test_round_trip(void **state) {
         root = xmlDocGetRootElement(doc);
         xmlNodePtr node = NULL;
         _cleanup_free_ char *err = NULL;
-        assert_int_equal(mark_locate(root, &node, &err), 0);
-        assert_true(mark_is_mark(node));
+        assert_int_equal(xml_locate_mark(root, &node, &err), 0);
+        assert_true(xml_is_mark(node));
         struct mark p = {0};
         assert_int_equal(mark_parse(node, child(root, "devices"), &p, &err), 0);
         assert_null(err);
@@ -546,7 +546,7 @@ static void assert_refused(const char *mark, bool with_devices, const char *want
         xmlDocPtr doc = read_doc(xml);
         xmlNodePtr root = xmlDocGetRootElement(doc), node = NULL;
         _cleanup_free_ char *err = NULL;
-        assert_int_equal(mark_locate(root, &node, &err), 0);
+        assert_int_equal(xml_locate_mark(root, &node, &err), 0);
         assert_non_null(node);
         struct mark m = {0};
         int r = mark_parse(node, child(root, "devices"), &m, &err);
@@ -643,7 +643,7 @@ static void test_accepts_valid_removed(void **state) {
         xmlDocPtr doc = read_doc(xml);
         xmlNodePtr root = xmlDocGetRootElement(doc), node = NULL;
         _cleanup_free_ char *err = NULL;
-        assert_int_equal(mark_locate(root, &node, &err), 0);
+        assert_int_equal(xml_locate_mark(root, &node, &err), 0);
         struct mark m;
         assert_int_equal(mark_parse(node, child(root, "devices"), &m, &err), 0);
         assert_int_equal(m.n_removed, 1);
@@ -664,7 +664,7 @@ static void test_accepts_driver_names(void **state) {
         xmlDocPtr doc = read_doc(xml);
         xmlNodePtr root = xmlDocGetRootElement(doc), node = NULL;
         _cleanup_free_ char *err = NULL;
-        assert_int_equal(mark_locate(root, &node, &err), 0);
+        assert_int_equal(xml_locate_mark(root, &node, &err), 0);
         struct mark m;
         if (mark_parse(node, child(root, "devices"), &m, &err) != 0)
                 fail_msg("refused: %s", strna(err));
@@ -858,7 +858,7 @@ static void test_record_limits(void **state) {
                         xmlDocPtr doc = read_doc(b.buf);
                         xmlNodePtr root = xmlDocGetRootElement(doc), node = NULL;
                         _cleanup_free_ char *err = NULL;
-                        assert_int_equal(mark_locate(root, &node, &err), 0);
+                        assert_int_equal(xml_locate_mark(root, &node, &err), 0);
                         struct mark m = {0};
                         int r = mark_parse(node, child(root, "devices"), &m, &err);
                         if (n == kinds[k].max) {
@@ -892,7 +892,7 @@ static void test_locate(void **state) {
                 xmlDocPtr doc = read_doc(cases[i].xml);
                 xmlNodePtr node = (xmlNodePtr) doc;     /* must be overwritten on success */
                 _cleanup_free_ char *err = NULL;
-                int r = mark_locate(xmlDocGetRootElement(doc), &node, &err);
+                int r = xml_locate_mark(xmlDocGetRootElement(doc), &node, &err);
                 if (cases[i].r < 0) {
                         assert_int_equal(r, cases[i].r);
                         assert_non_null(strstr(err, cases[i].want));
@@ -900,7 +900,7 @@ static void test_locate(void **state) {
                         assert_int_equal(r, 0);
                         assert_null(err);
                         assert_int_equal(node != NULL, cases[i].r);
-                        assert_int_equal(mark_is_mark(node), cases[i].r);
+                        assert_int_equal(xml_is_mark(node), cases[i].r);
                 }
                 xmlFreeDoc(doc);
         }
