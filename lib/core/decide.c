@@ -365,6 +365,30 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
                 prepare_differs(r, ctx, name, mode, d);
 }
 
+/* An accepted incoming domain: what went where (d->remap), the devices
+ * another domain uses too (d->shared), and the message saying both. */
+static void migrate_accepted(const struct incoming_result *m, struct decision *d) {
+        d->verdict = DECIDE_ALLOW;
+        struct strbuf b = {0};
+        for (size_t i = 0; i < m->map.n_pairs; i++)
+                *GROW(d->remap, d->n_remap) = xasprintf("%s -> %s", m->map.pairs[i].from, m->map.pairs[i].to);
+        /* A device another domain uses too: first, so that the journal
+         * entry's message is the warning. */
+        for (size_t i = 0; i < m->map.n_pairs; i++) {
+                const struct migrate_pair *p = &m->map.pairs[i];
+                if (!p->used_by)
+                        continue;
+                *GROW(d->shared, d->n_shared) = xasprintf("%s %s", p->to, p->used_by);
+                strbuf_printf(&b, "pcinuma: warning: domain %s: host device %s (for %s) is also used by "
+                              "domain %s: no free device of this host is in its position; only one of "
+                              "them can run at a time\n", d->domain, p->to, p->from, p->used_by);
+        }
+        for (size_t i = 0; i < m->map.n_pairs; i++)
+                strbuf_printf(&b, "pcinuma: domain %s: host device %s is %s on this host\n", d->domain,
+                              m->map.pairs[i].from, m->map.pairs[i].to);
+        d->message = strbuf_steal(&b);
+}
+
 /* Incoming migration (docs/policy.md "migration"): a planned domain comes
  * in only when each of its host devices has a device of this host in the
  * same position (migrate.h); its hostdev sources and mark are rewritten,
@@ -374,40 +398,21 @@ static void decide_migrate(const struct proto_request *req, const struct hostmap
         d->verdict = DECIDE_PASS;
         if (!req->xml)
                 return;
-        _cleanup_(migrate_result_done) struct migrate_result m = {0};
-        migrate_incoming(req->xml, req->xml_len, h, pol, in_use, &m);
+        _cleanup_(incoming_result_done) struct incoming_result m = {0};
+        engine_incoming(req->xml, req->xml_len, h, pol, in_use, &m);
         if (m.uuid)
                 d->uuid = xstrdup(m.uuid);
         const char *policy = m.policy;
         if (policy && policy_mode_from_string(policy, &d->mode) == 0)
                 d->has_mode = true;
         switch (m.verdict) {
-        case MIGRATE_PASS:
-        case MIGRATE_ACCEPT:
+        case INCOMING_PASS:
+        case INCOMING_ACCEPT:
                 d->out = TAKE_PTR(m.xml);
-                if (m.verdict == MIGRATE_ACCEPT) {
-                        d->verdict = DECIDE_ALLOW;
-                        struct strbuf b = {0};
-                        for (size_t i = 0; i < m.map.n_pairs; i++)
-                                *GROW(d->remap, d->n_remap) = xasprintf("%s -> %s", m.map.pairs[i].from, m.map.pairs[i].to);
-                        /* A device another domain uses too: first, so that
-                         * the journal entry's message is the warning. */
-                        for (size_t i = 0; i < m.map.n_pairs; i++) {
-                                const struct migrate_pair *p = &m.map.pairs[i];
-                                if (!p->used_by)
-                                        continue;
-                                *GROW(d->shared, d->n_shared) = xasprintf("%s %s", p->to, p->used_by);
-                                strbuf_printf(&b, "pcinuma: warning: domain %s: host device %s (for %s) is also used by "
-                                              "domain %s: no free device of this host is in its position; only one of "
-                                              "them can run at a time\n", d->domain, p->to, p->from, p->used_by);
-                        }
-                        for (size_t i = 0; i < m.map.n_pairs; i++)
-                                strbuf_printf(&b, "pcinuma: domain %s: host device %s is %s on this host\n", d->domain,
-                                              m.map.pairs[i].from, m.map.pairs[i].to);
-                        d->message = strbuf_steal(&b);
-                }
+                if (m.verdict == INCOMING_ACCEPT)
+                        migrate_accepted(&m, d);
                 return;
-        case MIGRATE_REFUSE_MARKED:
+        case INCOMING_REFUSE_MARKED:
                 d->verdict = DECIDE_REFUSE;
                 d->message = xasprintf("pcinuma: refusing incoming migration of domain %s: its PCI topology was planned for "
                                        "the NUMA layout of the host it was defined on (pcinuma policy %s) and is marked "
@@ -418,7 +423,7 @@ static void decide_migrate(const struct proto_request *req, const struct hostmap
                                        m.reason ? (int) strcspn(m.reason, "\r\n") : 0, m.reason ? m.reason : "",
                                        m.reason ? ")" : "");
                 return;
-        case MIGRATE_REFUSE: {
+        case INCOMING_REFUSE: {
                 /* The reason's first line is its summary; each line after
                  * it (one per device, the host's candidates once) gets the
                  * prefix too. */
