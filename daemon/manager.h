@@ -100,6 +100,7 @@ struct manager {
         /* Restarts into the plan: persistent domains, pcinuma's own
          * starts, incoming ones, counters (restart.h). */
         struct restart_state restarts;
+        struct hook_job *parked;        /* prepare calls waiting for a define (manager.c, park()) */
 
         uint64_t start_usec;            /* CLOCK_REALTIME */
         uint64_t start_mono;
