@@ -11,15 +11,10 @@ import subprocess
 import sys
 import tempfile
 
-results = []
+from pcinumatest.tap import Tap
 
-
-def check(ok, what, diag=""):
-    results.append(ok)
-    print(("ok" if ok else "not ok"), len(results), "-", what)
-    if not ok and diag:
-        for line in str(diag).rstrip().splitlines():
-            print("#  ", line)
+TAP = Tap()
+check = TAP.check
 
 
 def main():
@@ -79,9 +74,7 @@ def main():
         ours = [l for l in (r.stdout + r.stderr).splitlines() if "pcinumad" in l]
         check(r.returncode == 0 and not ours, "systemd-analyze verify accepts the units", r.stdout + r.stderr)
 
-    passed = sum(results)
-    print(f"{passed} passed, {len(results) - passed} failed")
-    sys.exit(0 if passed == len(results) else 1)
+    sys.exit(TAP.finish())
 
 
 if __name__ == "__main__":
