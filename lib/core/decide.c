@@ -226,6 +226,110 @@ static const char *next_step(const struct decide_context *c, bool strict) {
                       : "plan the definition with 'pcinumactl plan' and define it again, for the next start";
 }
 
+/* A plan refused: the reason, then each cause once with its fix and the
+ * devices it concerns (report_causes()). */
+static void prepare_refused(const struct engine_result *r, const char *name, const char *mode, struct decision *d) {
+        const char *reason = r->plan->reason ? r->plan->reason : "refused by policy";
+        _cleanup_free_ char *lines = report_causes(r, PLAN_REFUSE, reason);
+        _cleanup_free_ char *body = prefixed(lines);
+        d->verdict = DECIDE_REFUSE;
+        /* The policy, unless the reason names it already. */
+        _cleanup_free_ char *policy = strstr(reason, "policy ") ? xstrdup("") : xasprintf(" (policy %s)", mode);
+        d->message = xasprintf("pcinuma: refusing to start domain %s: %s%s\n%s", name, reason, policy, body);
+}
+
+/* Allowed as it is: with a warning when the plan has one. */
+static void prepare_as_is(const struct engine_result *r, const char *name, const char *mode, struct decision *d) {
+        struct strbuf b = {0};
+        append_warnings(&b, name, r, mode);
+        d->verdict = b.len ? DECIDE_WARN : DECIDE_ALLOW;
+        if (b.len)
+                d->message = strbuf_steal(&b);
+}
+
+/* first_start: restart, for a start with a layout other than the plan:
+ * true when the answer is a restart (d filled); else false, with
+ * *ret_no_restart saying why it is not restarted (or NULL), and
+ * d->restart_if_persistent set for a transient start left to become
+ * persistent. */
+static bool prepare_restart(const struct engine_result *r, const struct decide_context *c, bool strict,
+                            const char *name, const char *mode, const char *mismatch, struct decision *d,
+                            const char **ret_no_restart) {
+        *ret_no_restart = NULL;
+        if (r->settings.first_start != POLICY_FIRST_START_RESTART)
+                return false;
+        bool transient = c->persistence != DECIDE_PERSISTENT;
+        if (c->incoming)
+                *ret_no_restart = "it comes in by migration or from a saved state, which pcinuma never restarts";
+        else if (!c->watcher)
+                *ret_no_restart = c->updating ? "pcinuma's libvirt watcher is not connected to libvirt, and only it can restart a domain"
+                                              : "pcinumad runs without a libvirt watcher (--libvirt-uri none), and only it can restart a domain";
+        else if (!transient || r->settings.transient_restart) {
+                d->verdict = DECIDE_RESTART;
+                d->restart_transient = transient;
+                boot_files(r->base, d);
+                d->message = xasprintf("pcinuma: domain %s starts once without its NUMA-aware PCI topology (policy %s): %s.\n"
+                                       "pcinuma: as soon as it is up, pcinuma restarts it into the plan (%s)%s.\n",
+                                       name, mode, mismatch,
+                                       transient ? "transient: restart" : "first_start: restart",
+                                       transient ? "" : "; its persistent definition is being updated for the next starts");
+                add_warnings(d, name, r, mode);
+                return true;
+        } else if (!strict) {
+                /* transient: leave, and a start the gate lets through: a
+                 * client that defines the domain while it starts
+                 * (virt-install, virt-manager) makes it persistent, and
+                 * the watcher restarts it then, like a persistent one; one
+                 * that stays transient is left alone. */
+                d->restart_if_persistent = true;
+                boot_files(r->base, d);
+        }
+        return false;
+}
+
+/* The domain starts with a layout other than the plan.  libvirt ignores a
+ * prepare hook's stdout, so the plan can only come with another start:
+ * pcinuma's own, as soon as this one is up (first_start: restart), or the
+ * next one, from the persistent definition the watcher updates. */
+static void prepare_differs(const struct engine_result *r, const struct decide_context *ctx, const char *name,
+                            const char *mode, struct decision *d) {
+        const struct decide_context c = context_for(ctx, d->uuid);
+        const char *mismatch = r->mismatch ? r->mismatch : "it differs";
+        bool strict = r->settings.mode == POLICY_REQUIRE || r->settings.mode == POLICY_SOCKET;
+        if (c.own_start) {
+                /* pcinuma-watcher's start of the client's own XML, after its
+                 * start of the plan failed: the client's VM must run. */
+                d->verdict = DECIDE_WARN;
+                d->message = xasprintf("pcinuma: warning: domain %s starts without its NUMA-aware PCI topology (policy %s): %s.\n"
+                                       "pcinuma: pcinuma could not start it with its plan, so it starts it as it was started "
+                                       "(the journal has the error).\n",
+                                       name, mode, mismatch);
+                return;
+        }
+        const char *no_restart;         /* why first_start: restart does not restart this one */
+        if (prepare_restart(r, &c, strict, name, mode, mismatch, d, &no_restart))
+                return;
+        bool refuse = strict && r->settings.first_start != POLICY_FIRST_START_ALLOW;
+        _cleanup_free_ char *why = no_restart ? xasprintf("pcinuma: not restarted into the plan: %s.\n", no_restart) : NULL;
+        if (refuse) {
+                d->verdict = DECIDE_REFUSE;
+                d->message = xasprintf("pcinuma: refusing to start domain %s: its PCI topology does not match the NUMA plan "
+                                       "(policy %s): %s.\npcinuma: %s.\n%s",
+                                       name, mode, mismatch, next_step(&c, true), why ? why : "");
+                return;
+        }
+        d->verdict = DECIDE_WARN;
+        d->message = xasprintf("pcinuma: warning: domain %s starts without its NUMA-aware PCI topology (policy %s): %s.\n"
+                               "pcinuma: %s.\n%s%s",
+                               name, mode, mismatch, next_step(&c, false), why ? why : "",
+                               d->restart_if_persistent
+                                       ? "pcinuma: if it is defined by the time it is up (virt-install and "
+                                         "virt-manager define it while it starts), pcinuma restarts it into "
+                                         "the plan like a persistent domain.\n"
+                                       : "");
+        add_warnings(d, name, r, mode);
+}
+
 static void decide_prepare(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
                            const struct decide_context *ctx, struct decision *d) {
         _cleanup_free_ char *err = NULL;
@@ -253,102 +357,36 @@ static void decide_prepare(const struct proto_request *req, const struct hostmap
                 d->uuid = xstrdup(r->base->uuid);
         const char *mode = policy_mode_to_string(r->settings.mode);
 
-        switch (r->verdict) {
-        case PLAN_REFUSED: {
-                /* The reason, then each cause once with its fix and the
-                 * devices it concerns (report_causes()). */
-                const char *reason = r->plan->reason ? r->plan->reason : "refused by policy";
-                _cleanup_free_ char *lines = report_causes(r, PLAN_REFUSE, reason);
-                _cleanup_free_ char *body = prefixed(lines);
-                d->verdict = DECIDE_REFUSE;
-                /* The policy, unless the reason names it already. */
-                _cleanup_free_ char *policy = strstr(reason, "policy ") ? xstrdup("") : xasprintf(" (policy %s)", mode);
-                d->message = xasprintf("pcinuma: refusing to start domain %s: %s%s\n%s", name, reason, policy, body);
-                return;
-        }
-        case PLAN_SKIP:
-        case PLAN_UNCHANGED:
-        case PLAN_APPLY:
-                break;
-        }
+        if (r->verdict == PLAN_REFUSED)
+                prepare_refused(r, name, mode, d);
+        else if (r->verdict != PLAN_APPLY || r->already_planned)
+                prepare_as_is(r, name, mode, d);
+        else
+                prepare_differs(r, ctx, name, mode, d);
+}
 
-        /* Allowed as it is: with a warning when the plan has one. */
-        if (r->verdict != PLAN_APPLY || r->already_planned) {
-                struct strbuf b = {0};
-                append_warnings(&b, name, r, mode);
-                d->verdict = b.len ? DECIDE_WARN : DECIDE_ALLOW;
-                if (b.len)
-                        d->message = strbuf_steal(&b);
-                return;
+/* An accepted incoming domain: what went where (d->remap), the devices
+ * another domain uses too (d->shared), and the message saying both. */
+static void migrate_accepted(const struct incoming_result *m, struct decision *d) {
+        d->verdict = DECIDE_ALLOW;
+        struct strbuf b = {0};
+        for (size_t i = 0; i < m->map.n_pairs; i++)
+                *GROW(d->remap, d->n_remap) = xasprintf("%s -> %s", m->map.pairs[i].from, m->map.pairs[i].to);
+        /* A device another domain uses too: first, so that the journal
+         * entry's message is the warning. */
+        for (size_t i = 0; i < m->map.n_pairs; i++) {
+                const struct migrate_pair *p = &m->map.pairs[i];
+                if (!p->used_by)
+                        continue;
+                *GROW(d->shared, d->n_shared) = xasprintf("%s %s", p->to, p->used_by);
+                strbuf_printf(&b, "pcinuma: warning: domain %s: host device %s (for %s) is also used by "
+                              "domain %s: no free device of this host is in its position; only one of "
+                              "them can run at a time\n", d->domain, p->to, p->from, p->used_by);
         }
-
-        /* The domain starts with a layout other than the plan.  libvirt
-         * ignores a prepare hook's stdout, so the plan can only come with
-         * another start: pcinuma's own, as soon as this one is up
-         * (first_start: restart), or the next one, from the persistent
-         * definition the watcher updates. */
-        const struct decide_context c = context_for(ctx, d->uuid);
-        const char *mismatch = r->mismatch ? r->mismatch : "it differs";
-        bool strict = r->settings.mode == POLICY_REQUIRE || r->settings.mode == POLICY_SOCKET;
-        if (c.own_start) {
-                /* pcinuma-watcher's start of the client's own XML, after its
-                 * start of the plan failed: the client's VM must run. */
-                d->verdict = DECIDE_WARN;
-                d->message = xasprintf("pcinuma: warning: domain %s starts without its NUMA-aware PCI topology (policy %s): %s.\n"
-                                       "pcinuma: pcinuma could not start it with its plan, so it starts it as it was started "
-                                       "(the journal has the error).\n",
-                                       name, mode, mismatch);
-                return;
-        }
-        const char *no_restart = NULL;  /* why first_start: restart does not restart this one */
-        if (r->settings.first_start == POLICY_FIRST_START_RESTART) {
-                bool transient = c.persistence != DECIDE_PERSISTENT;
-                if (c.incoming)
-                        no_restart = "it comes in by migration or from a saved state, which pcinuma never restarts";
-                else if (!c.watcher)
-                        no_restart = c.updating ? "pcinuma's libvirt watcher is not connected to libvirt, and only it can restart a domain"
-                                                : "pcinumad runs without a libvirt watcher (--libvirt-uri none), and only it can restart a domain";
-                else if (!transient || r->settings.transient_restart) {
-                        d->verdict = DECIDE_RESTART;
-                        d->restart_transient = transient;
-                        boot_files(r->base, d);
-                        d->message = xasprintf("pcinuma: domain %s starts once without its NUMA-aware PCI topology (policy %s): %s.\n"
-                                               "pcinuma: as soon as it is up, pcinuma restarts it into the plan (%s)%s.\n",
-                                               name, mode, mismatch,
-                                               transient ? "transient: restart" : "first_start: restart",
-                                               transient ? "" : "; its persistent definition is being updated for the next starts");
-                        add_warnings(d, name, r, mode);
-                        return;
-                } else if (!strict) {
-                        /* transient: leave, and a start the gate lets
-                         * through: a client that defines the domain while
-                         * it starts (virt-install, virt-manager) makes it
-                         * persistent, and the watcher restarts it then,
-                         * like a persistent one; one that stays transient
-                         * is left alone. */
-                        d->restart_if_persistent = true;
-                        boot_files(r->base, d);
-                }
-        }
-        bool refuse = strict && r->settings.first_start != POLICY_FIRST_START_ALLOW;
-        _cleanup_free_ char *why = no_restart ? xasprintf("pcinuma: not restarted into the plan: %s.\n", no_restart) : NULL;
-        if (refuse) {
-                d->verdict = DECIDE_REFUSE;
-                d->message = xasprintf("pcinuma: refusing to start domain %s: its PCI topology does not match the NUMA plan "
-                                       "(policy %s): %s.\npcinuma: %s.\n%s",
-                                       name, mode, mismatch, next_step(&c, true), why ? why : "");
-        } else {
-                d->verdict = DECIDE_WARN;
-                d->message = xasprintf("pcinuma: warning: domain %s starts without its NUMA-aware PCI topology (policy %s): %s.\n"
-                                       "pcinuma: %s.\n%s%s",
-                                       name, mode, mismatch, next_step(&c, false), why ? why : "",
-                                       d->restart_if_persistent
-                                               ? "pcinuma: if it is defined by the time it is up (virt-install and "
-                                                 "virt-manager define it while it starts), pcinuma restarts it into "
-                                                 "the plan like a persistent domain.\n"
-                                               : "");
-                add_warnings(d, name, r, mode);
-        }
+        for (size_t i = 0; i < m->map.n_pairs; i++)
+                strbuf_printf(&b, "pcinuma: domain %s: host device %s is %s on this host\n", d->domain,
+                              m->map.pairs[i].from, m->map.pairs[i].to);
+        d->message = strbuf_steal(&b);
 }
 
 /* Incoming migration (docs/policy.md "migration"): a planned domain comes
@@ -360,40 +398,21 @@ static void decide_migrate(const struct proto_request *req, const struct hostmap
         d->verdict = DECIDE_PASS;
         if (!req->xml)
                 return;
-        _cleanup_(migrate_result_done) struct migrate_result m = {0};
-        migrate_incoming(req->xml, req->xml_len, h, pol, in_use, &m);
+        _cleanup_(incoming_result_done) struct incoming_result m = {0};
+        engine_incoming(req->xml, req->xml_len, h, pol, in_use, &m);
         if (m.uuid)
                 d->uuid = xstrdup(m.uuid);
         const char *policy = m.policy;
         if (policy && policy_mode_from_string(policy, &d->mode) == 0)
                 d->has_mode = true;
         switch (m.verdict) {
-        case MIGRATE_PASS:
-        case MIGRATE_ACCEPT:
+        case INCOMING_PASS:
+        case INCOMING_ACCEPT:
                 d->out = TAKE_PTR(m.xml);
-                if (m.verdict == MIGRATE_ACCEPT) {
-                        d->verdict = DECIDE_ALLOW;
-                        struct strbuf b = {0};
-                        for (size_t i = 0; i < m.map.n_pairs; i++)
-                                *GROW(d->remap, d->n_remap) = xasprintf("%s -> %s", m.map.pairs[i].from, m.map.pairs[i].to);
-                        /* A device another domain uses too: first, so that
-                         * the journal entry's message is the warning. */
-                        for (size_t i = 0; i < m.map.n_pairs; i++) {
-                                const struct migrate_pair *p = &m.map.pairs[i];
-                                if (!p->used_by)
-                                        continue;
-                                *GROW(d->shared, d->n_shared) = xasprintf("%s %s", p->to, p->used_by);
-                                strbuf_printf(&b, "pcinuma: warning: domain %s: host device %s (for %s) is also used by "
-                                              "domain %s: no free device of this host is in its position; only one of "
-                                              "them can run at a time\n", d->domain, p->to, p->from, p->used_by);
-                        }
-                        for (size_t i = 0; i < m.map.n_pairs; i++)
-                                strbuf_printf(&b, "pcinuma: domain %s: host device %s is %s on this host\n", d->domain,
-                                              m.map.pairs[i].from, m.map.pairs[i].to);
-                        d->message = strbuf_steal(&b);
-                }
+                if (m.verdict == INCOMING_ACCEPT)
+                        migrate_accepted(&m, d);
                 return;
-        case MIGRATE_REFUSE_MARKED:
+        case INCOMING_REFUSE_MARKED:
                 d->verdict = DECIDE_REFUSE;
                 d->message = xasprintf("pcinuma: refusing incoming migration of domain %s: its PCI topology was planned for "
                                        "the NUMA layout of the host it was defined on (pcinuma policy %s) and is marked "
@@ -404,7 +423,7 @@ static void decide_migrate(const struct proto_request *req, const struct hostmap
                                        m.reason ? (int) strcspn(m.reason, "\r\n") : 0, m.reason ? m.reason : "",
                                        m.reason ? ")" : "");
                 return;
-        case MIGRATE_REFUSE: {
+        case INCOMING_REFUSE: {
                 /* The reason's first line is its summary; each line after
                  * it (one per device, the host's candidates once) gets the
                  * prefix too. */

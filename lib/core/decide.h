@@ -76,7 +76,7 @@ const char *decide_verdict_to_string(enum decide_verdict v);
  * watcher) says what pcinumad knows of the domain: whether a start
  * without the plan is restarted into it, and what a refusal tells the user
  * to do; in_use (NULL: unknown) the devices of this host that defined
- * domains use, for an incoming migration (migrate_incoming()). */
+ * domains use, for an incoming migration (engine_incoming()). */
 void decide_hook(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
                  const struct migrate_in_use *in_use, const struct decide_context *ctx, struct decision *ret);
 

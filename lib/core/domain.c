@@ -724,7 +724,7 @@ static void assign_missing_indexes(struct domain *d) {
 }
 
 static int parse_metadata(struct domain *d, xmlNodePtr root, char **ret_error) {
-        int r = mark_locate(root, &d->mark, ret_error);
+        int r = xml_locate_mark(root, &d->mark, ret_error);
         if (r < 0)
                 return r;
         xmlNodePtr md = xml_child(root, "metadata");

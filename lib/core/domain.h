@@ -9,7 +9,6 @@
 #include <stddef.h>
 
 #include "hostmap.h"
-#include "mark.h"
 #include "pciaddr.h"
 #include "util.h"
 #include "work.h"
@@ -157,7 +156,7 @@ struct domain {
         struct domain_memnode *memnodes;
         size_t n_memnodes;
 
-        xmlNodePtr mark;                /* <pcinuma:topology> (mark_locate()), or NULL */
+        xmlNodePtr mark;                /* <pcinuma:topology> (xml_locate_mark()), or NULL */
         /* The request's work budget (work.h), the caller's: the engine sets
          * it after domain_parse() and the phases that read the domain spend
          * from it.  NULL: no budget. */

@@ -1,13 +1,18 @@
-/* The engine: one call that takes a domain XML, the host map and the
- * policy and gives the planned XML with the plan it was made from (docs/design.md
- * §2's pipeline); report.h says it in words.  Used by pcinumactl and the
- * daemon alike.  Pure: no I/O. */
+/* The engine, the one pipeline every domain XML goes through: parse ->
+ * decide (the policy, the limits) -> plan or map -> rewrite -> check, over
+ * one domain model (docs/design.md §2's pipeline).  engine_plan() takes a
+ * domain XML, the host map and the policy and gives the planned XML with
+ * the plan it was made from (report.h says it in words); engine_revert()
+ * undoes a mark; engine_incoming() (engine-incoming.c) is the
+ * destination's decision on an incoming migration.  Used by pcinumactl and
+ * the daemon alike.  Pure: no I/O. */
 #pragma once
 
 #include <stdbool.h>
 
 #include "domain.h"
 #include "hostmap.h"
+#include "migrate.h"
 #include "planner.h"
 #include "policy.h"
 
@@ -53,3 +58,38 @@ int engine_revert_budget(const char *xml, size_t len, struct work *work, char **
 struct engine_result *engine_result_free(struct engine_result *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct engine_result *, engine_result_free)
 #define _cleanup_engine_result_ _cleanup_(engine_result_freep)
+
+enum incoming_verdict {
+        INCOMING_PASS,                  /* no mark (or XML that does not parse): unchanged */
+        INCOMING_ACCEPT,                /* mapped: xml is the rewritten domain */
+        INCOMING_REFUSE_MARKED,         /* the mark says migratable="no" (as before issue 17) */
+        INCOMING_REFUSE,                /* reason says why */
+};
+
+struct incoming_result {
+        enum incoming_verdict verdict;
+        char *xml;                      /* PASS, ACCEPT: the hook's stdout */
+        char *reason;                   /* REFUSE: why, its first line a summary, no final newline (see
+                                         * migrate_map()); REFUSE_MARKED: the mark's migratable-reason, or NULL */
+        char *policy;                   /* the mark's policy, when it is a mode name; or NULL */
+        char *uuid;                     /* the domain's, or NULL */
+        struct migrate_map map;         /* ACCEPT: what went where */
+        struct work work;               /* the request's work budget (work.h) and what it spent */
+};
+void incoming_result_done(struct incoming_result *r);
+
+/* The destination's migrate-begin decision on xml under this host's map h
+ * and policy pol (whose "migration" setting for the domain decides): parse
+ * (a marked domain beyond the parser's limits is refused, an unmarked one
+ * passes); decide (the mark's migratable, the policy, no more hostdevs than
+ * this host can give (migrate_capacity()) before any pairwise work, the
+ * mark parsed and its records the domain's hostdevs, one each, its
+ * fingerprint version this pcinuma's); map (migrate_map_host(), within
+ * MIGRATE_MAP_BUDGET and the request's WORK_BUDGET); rewrite the hostdev
+ * sources and the mark (rewrite_migrate()); check (the result parsed again
+ * must name the mapped devices, in its sources and its mark, or it is
+ * refused).  The devices other domains use (in_use, NULL: unknown) are
+ * given only when no free ones in the same positions are (the map's
+ * used_by says so). */
+void engine_incoming(const char *xml, size_t len, const struct hostmap *h, const struct policy *pol,
+                     const struct migrate_in_use *in_use, struct incoming_result *ret);

@@ -1,5 +1,5 @@
-/* The metadata mark's format (mark.h): builder, writer, parser, matcher
- * and locator.  The mark is input like any other: the parser checks every
+/* The metadata mark's format (mark.h): builder, writer, parser and
+ * matcher (the locator is xmlutil's, xml_locate_mark()).  The mark is input like any other: the parser checks every
  * value a revert would write back into the domain, and refuses what pcinuma
  * never writes.  Pure. */
 #include "mark.h"
@@ -973,30 +973,3 @@ bool mark_matches(const struct mark *m, const struct plan *p, const struct domai
         return !why;
 }
 
-/* --- locator --------------------------------------------------------------- */
-
-bool mark_is_mark(xmlNodePtr n) {
-        return xml_is_ns(n, PCINUMA_TOPOLOGY_NS, "topology");
-}
-
-int mark_locate(xmlNodePtr root, xmlNodePtr *ret, char **ret_error) {
-        xmlNodePtr md = xml_child(root, "metadata"), mark = NULL;
-        /* libvirt keeps one <metadata>; a mark in a second one would come
-         * to light only once a revert removed the first. */
-        for (xmlNodePtr m = md ? md->next : NULL; m; m = m->next)
-                for (xmlNodePtr c = xml_is(m, "metadata") ? m->children : NULL; c; c = c->next)
-                        if (xml_is_ns(c, PCINUMA_TOPOLOGY_NS, NULL))
-                                return set_error(ret_error, -EINVAL, "line %ld: a pcinuma mark in a second <metadata> element (the first is at line %ld)",
-                                                 xmlGetLineNo(c), xmlGetLineNo(md));
-        for (xmlNodePtr c = md ? md->children : NULL; c; c = c->next) {
-                if (!mark_is_mark(c))
-                        continue;
-                /* pcinuma writes one; which of two would a revert undo? */
-                if (mark)
-                        return set_error(ret_error, -EINVAL, "line %ld: a second pcinuma mark <pcinuma:topology> (the first is at line %ld)",
-                                         xmlGetLineNo(c), xmlGetLineNo(mark));
-                mark = c;
-        }
-        *ret = mark;
-        return 0;
-}

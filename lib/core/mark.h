@@ -3,9 +3,10 @@
  * a revert can undo it and the engine can tell a planned domain from a
  * stale one.  This module owns the format: struct mark, the builder (from
  * a plan), the writer, the parser (which refuses a malformed or forged
- * mark), the matcher (does the mark describe this plan?) and the locator
- * (which element of a domain is its mark?).  Where the mark goes in the
- * document and what a revert does with it are the rewriter's.  Pure: no
+ * mark) and the matcher (does the mark describe this plan?).  Which
+ * element of a domain is its mark is xmlutil's (xml_locate_mark(), which
+ * the domain parser uses); where the mark goes in the document and what a
+ * revert does with it are the rewriter's.  Pure: no
  * I/O. */
 #pragma once
 
@@ -190,10 +191,6 @@ char *mark_fingerprint_version_differs(const struct mark *m);
  * malloc'ed. */
 char *mark_mismatch(const struct mark *m, const struct plan *p, const struct domain *base, const struct domain *cur);
 
-/* Locator: the mark of the domain whose root element is 'root', in its
- * first <metadata>, into *ret (NULL when there is none).  A mark in a
- * second <metadata>, or two marks, give -EINVAL with *ret_error. */
-int mark_locate(xmlNodePtr root, xmlNodePtr *ret, char **ret_error);
 
 /* Is s a libvirt user alias pcinuma can name in a <qemu:override>: "ua-"
  * followed by letters, digits, '_' and '-' only (libvirt's rule)? */
@@ -203,8 +200,6 @@ bool mark_is_user_alias(const char *s);
  * gives its own (hostdev0, ...)? */
 bool mark_is_alias_name(const char *s);
 
-/* Is n a <pcinuma:topology> element (by namespace URI)? */
-bool mark_is_mark(xmlNodePtr n);
 
 /* The original-address format: e's attributes as "k=v k=v", in order, '%'
  * and white space in a value %-encoded.  malloc'ed. */

@@ -1,6 +1,8 @@
-/* Migration gated on topology (migrate.h): positions for the mark, the
- * mapping of an incoming domain's devices to this host's, and the rewrite
- * of its hostdev sources and mark.  Pure. */
+/* Migration gated on topology (migrate.h): positions for the mark, and
+ * the matching of an incoming domain's mark with this host's devices (a
+ * backtracking search within a budget).  Pure matching: it reads the
+ * mark, the fingerprint and the host map, and edits no XML (the rewrite
+ * is rewrite_migrate()'s, the pipeline engine_incoming()'s). */
 #include "migrate.h"
 
 #include <string.h>
@@ -542,75 +544,85 @@ static char *why_no_places(struct search *s, const struct mark *m, const struct 
         return strbuf_steal(&b);
 }
 
-/* migrate_map_budget(), spending from the request's budget 'work' too
- * (NULL: none). */
-static int map_devices(const struct mark *m, const struct hostmap *h, const struct positions *ps,
-                       const struct policy *pol, const struct migrate_in_use *in_use, const char *self, size_t budget,
-                       struct work *work, struct migrate_map *ret, char **ret_reason) {
-        int r = -1;
-        struct search s = { .m = m, .h = h, .budget = budget, .work = work };
-        size_t n_items = 0, n_pci = 0, n_mdev = 0;
-
-        s.src = xcalloc(m->n_devices ? m->n_devices : 1, sizeof(*s.src));
-        s.choice = xcalloc(m->n_devices ? m->n_devices : 1, sizeof(size_t));
+/* Each mark device's position, parsed into s->src; the counts of its
+ * position items, PCI devices and mdevs.  -1 with *ret_reason for a
+ * device the mark records no usable position (or mdev type) for. */
+static int search_sources(struct search *s, size_t *ret_items, size_t *ret_pci, size_t *ret_mdev, char **ret_reason) {
+        const struct mark *m = s->m;
+        s->src = xcalloc(m->n_devices ? m->n_devices : 1, sizeof(*s->src));
+        s->choice = xcalloc(m->n_devices ? m->n_devices : 1, sizeof(size_t));
         for (size_t k = 0; k < m->n_devices; k++) {
                 const struct mark_device *md = &m->devices[k];
                 if (is_mdev(md) && !md->mdev) {
                         *ret_reason = xstrdup("the mark records a device with neither a host BDF nor an mdev UUID");
-                        goto out;
+                        return -1;
                 }
                 if (is_mdev(md) && !md->mdev_type) {
                         *ret_reason = xasprintf("mdev %s: the mark records no mdev type for it (planned by an earlier "
                                                 "pcinuma, or the host map did not know it)", md->mdev);
-                        goto out;
+                        return -1;
                 }
-                if (!md->position || pos_parse(md->position, &s.src[k]) < 0) {
+                if (!md->position || pos_parse(md->position, &s->src[k]) < 0) {
                         *ret_reason = is_mdev(md)
                                 ? xasprintf("mdev %s: the mark records no position for its parent device (planned by "
                                             "an earlier pcinuma, or the fingerprint does not count its parent)", md->mdev)
                                 : xasprintf("device %s: the mark records no position for it (planned by an "
                                             "earlier pcinuma, or the host map did not know it)", md->host);
-                        goto out;
+                        return -1;
                 }
-                n_items += s.src[k].n;
+                *ret_items += s->src[k].n;
                 if (is_mdev(md))
-                        n_mdev++;
+                        (*ret_mdev)++;
                 else
-                        n_pci++;
+                        (*ret_pci)++;
         }
+        return 0;
+}
+
+/* This host's devices with a position, in the fingerprint's order, ranked
+ * by the search's preference, best first: devices no other domain uses (it
+ * takes used ones only when it finds no mapping without them), and among
+ * those, devices that hold no mdevs (a GPU whose vendor driver has created
+ * vGPUs cannot be passed through whole while they exist).  True when
+ * another domain uses one. */
+static bool search_dests(struct search *s, const struct positions *ps, const struct policy *pol,
+                         const struct migrate_in_use *in_use, const char *self) {
+        const struct hostmap *h = s->h;
         for (size_t o = 0; o < ps->n_order; o++) {
-                struct dest *d = GROW(s.dst, s.n_dst);
+                struct dest *d = GROW(s->dst, s->n_dst);
                 *d = (struct dest) { .device = ps->order[o] };
                 d->position = ps->pos[d->device] ? xstrdup(ps->pos[d->device]) : NULL;
                 d->host_bound = !meant_for_passthrough(&h->devices[d->device], pol);
                 if (!d->position || pos_parse(d->position, &d->pos) < 0)
-                        s.n_dst--, free(d->position);
+                        s->n_dst--, free(d->position);
         }
-        /* The search's preference, best first: devices no other domain
-         * uses (it takes used ones only when it finds no mapping without
-         * them), and among those, devices that hold no mdevs (a GPU whose
-         * vendor driver has created vGPUs cannot be passed through whole
-         * while they exist). */
         bool any_taken = false;
-        for (size_t j = 0; j < s.n_dst; j++) {
+        for (size_t j = 0; j < s->n_dst; j++) {
                 bool parent = false;
                 for (size_t i = 0; i < h->n_mdevs && !parent; i++)
-                        parent = pci_addr_eq(&h->mdevs[i].parent, &h->devices[s.dst[j].device].addr);
-                s.dst[j].taken = used_by_other(in_use, self, h->devices[s.dst[j].device].name);
-                any_taken |= s.dst[j].taken != NULL;
-                s.dst[j].tier = (s.dst[j].taken ? 2u : 0u) + (parent ? 1u : 0u);
+                        parent = pci_addr_eq(&h->mdevs[i].parent, &h->devices[s->dst[j].device].addr);
+                s->dst[j].taken = used_by_other(in_use, self, h->devices[s->dst[j].device].name);
+                any_taken |= s->dst[j].taken != NULL;
+                s->dst[j].tier = (s->dst[j].taken ? 2u : 0u) + (parent ? 1u : 0u);
         }
-        order_by_tier(s.dst, s.n_dst, sizeof(*s.dst), offsetof(struct dest, tier), 4);
-        /* This host's mdevs whose parent has a position. */
+        order_by_tier(s->dst, s->n_dst, sizeof(*s->dst), offsetof(struct dest, tier), 4);
+        return any_taken;
+}
+
+/* This host's mdevs whose parent has a position, free ones first.  True
+ * when another domain uses one. */
+static bool search_mdests(struct search *s, const struct migrate_in_use *in_use, const char *self) {
+        const struct hostmap *h = s->h;
+        bool any_taken = false;
         for (size_t i = 0; i < h->n_mdevs; i++) {
                 const struct hostmap_device *parent = hostmap_find_device(h, &h->mdevs[i].parent);
-                for (size_t j = 0; parent && j < s.n_dst; j++) {
-                        if (s.dst[j].device != (size_t) (parent - h->devices))
+                for (size_t j = 0; parent && j < s->n_dst; j++) {
+                        if (s->dst[j].device != (size_t) (parent - h->devices))
                                 continue;
-                        struct mdest *md = GROW(s.mdst, s.n_mdst);
-                        *md = (struct mdest) { .mdev = i, .device = s.dst[j].device, .position = s.dst[j].position };
+                        struct mdest *md = GROW(s->mdst, s->n_mdst);
+                        *md = (struct mdest) { .mdev = i, .device = s->dst[j].device, .position = s->dst[j].position };
                         if (pos_parse(md->position, &md->pos) < 0) {
-                                s.n_mdst--;
+                                s->n_mdst--;
                                 break;
                         }
                         _cleanup_free_ char *id = xasprintf("mdev:%s", strempty(h->mdevs[i].uuid));
@@ -620,67 +632,59 @@ static int map_devices(const struct mark *m, const struct hostmap *h, const stru
                         break;
                 }
         }
-        order_by_tier(s.mdst, s.n_mdst, sizeof(*s.mdst), offsetof(struct mdest, tier), 2);
-        /* Each device needs one of its own: this also bounds the search's
-         * depth by this host's devices, whatever a mark holds. */
-        if (n_pci > s.n_dst) {
-                *ret_reason = xasprintf("the mark records %zu host devices; this host has only %zu passthrough-capable "
-                                        "devices", n_pci, s.n_dst);
-                goto out;
-        }
-        if (n_mdev > s.n_mdst) {
-                *ret_reason = xasprintf("the mark records %zu mdevs; this host has only %zu mdevs on devices the "
-                                        "fingerprint counts", n_mdev, s.n_mdst);
-                goto out;
-        }
-        s.used = xcalloc(s.n_dst ? s.n_dst : 1, sizeof(bool));
-        s.mused = xcalloc(s.n_mdst ? s.n_mdst : 1, sizeof(bool));
-        s.bind_src = xcalloc(n_items ? n_items : 1, sizeof(char *));
-        s.bind_dst = xcalloc(n_items ? n_items : 1, sizeof(char *));
+        order_by_tier(s->mdst, s->n_mdst, sizeof(*s->mdst), offsetof(struct mdest, tier), 2);
+        return any_taken;
+}
 
-        /* Each device on its own first, for a reason that names every
-         * device that has no place here. */
-        *ret_reason = why_no_places(&s, m, h, work);
+/* The search itself, once the limits hold: each device on its own first,
+ * for a reason that names every device that has no place here; then free
+ * devices only, and if that finds nothing, any (a failed search leaves
+ * nothing used or bound).  0, or -1 with *ret_reason. */
+static int search_run(struct search *s, bool any_taken, char **ret_reason) {
+        struct work *work = s->work;
+        *ret_reason = why_no_places(s, s->m, s->h, work);
         if (work_exhausted(work)) {
                 free(*ret_reason);
                 *ret_reason = NULL;
                 work_error(work, ret_reason);
-                goto out;
+                return -1;
         }
         if (*ret_reason)
-                goto out;
-        /* Free devices only first; then, if that finds nothing, any (a
-         * failed search leaves nothing used or bound). */
-        s.free_only = true;
-        bool found = search_from(&s, 0);
+                return -1;
+        s->free_only = true;
+        bool found = search_from(s, 0);
         if (!found && any_taken) {
                 /* A budget of its own: the free-only pass may have spent
                  * all of its own proving that free devices are not enough. */
-                s.free_only = false;
-                s.steps = 0;
-                found = search_from(&s, 0);
+                s->free_only = false;
+                s->steps = 0;
+                found = search_from(s, 0);
         }
-        if (!found && work_exhausted(work)) {
+        if (found)
+                return 0;
+        if (work_exhausted(work))
                 work_error(work, ret_reason);
-                goto out;
-        }
-        if (!found && s.steps > s.budget) {
+        else if (s->steps > s->budget)
                 *ret_reason = xasprintf("the mapping gave up after trying %zu placements (the limit, MIGRATE_MAP_BUDGET): "
                                         "too many of this host's devices are in the same positions as the mark's to try "
-                                        "every combination; nothing was mapped", s.budget);
-                goto out;
-        }
-        if (!found) {
+                                        "every combination; nothing was mapped", s->budget);
+        else
                 *ret_reason = xstrdup("every device has a place like its own on this host, but not together: devices that "
                                       "share a root complex, switch or slot on the source host (or mdevs that share a "
                                       "parent) do not find the same here");
-                goto out;
-        }
+        return -1;
+}
+
+/* The mapping the search found: a pair per mark device. */
+static void search_result(const struct search *s, const struct positions *ps, struct migrate_map *ret) {
+        const struct mark *m = s->m;
+        const struct hostmap *h = s->h;
         struct migrate_map map = {0};
+        memcpy(map.fingerprint, ps->digest, sizeof(map.fingerprint));
         for (size_t k = 0; k < m->n_devices; k++) {
                 bool mdev = is_mdev(&m->devices[k]);
-                const struct dest *d = mdev ? NULL : &s.dst[s.choice[k]];
-                const struct mdest *md = mdev ? &s.mdst[s.choice[k]] : NULL;
+                const struct dest *d = mdev ? NULL : &s->dst[s->choice[k]];
+                const struct mdest *md = mdev ? &s->mdst[s->choice[k]] : NULL;
                 const struct hostmap_device *dev = &h->devices[mdev ? md->device : d->device];
                 const struct migrate_used *taken = mdev ? md->taken : d->taken;
                 *GROW(map.pairs, map.n_pairs) = (struct migrate_pair) {
@@ -692,42 +696,64 @@ static int map_devices(const struct mark *m, const struct hostmap *h, const stru
                 };
         }
         *ret = map;
-        r = 0;
-out:
-        for (size_t k = 0; k < m->n_devices; k++)
-                pos_done(&s.src[k]);
-        free(s.src);
-        for (size_t j = 0; j < s.n_mdst; j++)
-                pos_done(&s.mdst[j].pos);
-        free(s.mdst);
-        for (size_t j = 0; j < s.n_dst; j++) {
-                free(s.dst[j].position);
-                pos_done(&s.dst[j].pos);
+}
+
+static void search_done(struct search *s) {
+        for (size_t k = 0; s->src && k < s->m->n_devices; k++)
+                pos_done(&s->src[k]);
+        free(s->src);
+        for (size_t j = 0; j < s->n_mdst; j++)
+                pos_done(&s->mdst[j].pos);
+        free(s->mdst);
+        for (size_t j = 0; j < s->n_dst; j++) {
+                free(s->dst[j].position);
+                pos_done(&s->dst[j].pos);
         }
-        free(s.dst);
-        free(s.used);
-        free(s.mused);
-        free(s.choice);
-        free((void *) s.bind_src);
-        free((void *) s.bind_dst);
-        return r;
+        free(s->dst);
+        free(s->used);
+        free(s->mused);
+        free(s->choice);
+        free((void *) s->bind_src);
+        free((void *) s->bind_dst);
 }
 
-/* --- the incoming domain --------------------------------------------------- */
+/* migrate_map_budget(), spending from the request's budget 'work' too
+ * (NULL: none). */
+static int map_devices(const struct mark *m, const struct hostmap *h, const struct positions *ps,
+                       const struct policy *pol, const struct migrate_in_use *in_use, const char *self, size_t budget,
+                       struct work *work, struct migrate_map *ret, char **ret_reason) {
+        _cleanup_(search_done) struct search s = { .m = m, .h = h, .budget = budget, .work = work };
+        size_t n_items = 0, n_pci = 0, n_mdev = 0;
 
-void migrate_result_done(struct migrate_result *r) {
-        free(r->xml);
-        free(r->reason);
-        free(r->policy);
-        free(r->uuid);
-        migrate_map_done(&r->map);
-        *r = (struct migrate_result) {0};
+        if (search_sources(&s, &n_items, &n_pci, &n_mdev, ret_reason) < 0)
+                return -1;
+        bool any_taken = search_dests(&s, ps, pol, in_use, self);
+        any_taken |= search_mdests(&s, in_use, self);
+        /* Each device needs one of its own: this also bounds the search's
+         * depth by this host's devices, whatever a mark holds. */
+        if (n_pci > s.n_dst) {
+                *ret_reason = xasprintf("the mark records %zu host devices; this host has only %zu passthrough-capable "
+                                        "devices", n_pci, s.n_dst);
+                return -1;
+        }
+        if (n_mdev > s.n_mdst) {
+                *ret_reason = xasprintf("the mark records %zu mdevs; this host has only %zu mdevs on devices the "
+                                        "fingerprint counts", n_mdev, s.n_mdst);
+                return -1;
+        }
+        s.used = xcalloc(s.n_dst ? s.n_dst : 1, sizeof(bool));
+        s.mused = xcalloc(s.n_mdst ? s.n_mdst : 1, sizeof(bool));
+        s.bind_src = xcalloc(n_items ? n_items : 1, sizeof(char *));
+        s.bind_dst = xcalloc(n_items ? n_items : 1, sizeof(char *));
+        if (search_run(&s, any_taken, ret_reason) < 0)
+                return -1;
+        search_result(&s, ps, ret);
+        return 0;
 }
 
-/* How many devices this host can give an incoming domain: the PCI
- * devices the fingerprint holds (those with a position, from the map's
- * cached positions) and the mdevs on them. */
-static void host_capacity(const struct hostmap *h, size_t *ret_pci, size_t *ret_mdev) {
+/* --- what this host can give ----------------------------------------------- */
+
+void migrate_capacity(const struct hostmap *h, size_t *ret_pci, size_t *ret_mdev) {
         const struct positions *ps = hostmap_derived(h, positions_compute, positions_free);
         size_t n_pci = 0, n_mdev = 0;
         for (size_t i = 0; i < ps->n; i++)
@@ -741,280 +767,11 @@ static void host_capacity(const struct hostmap *h, size_t *ret_pci, size_t *ret_
         *ret_mdev = n_mdev;
 }
 
-/* Check that the mark's device records and the domain's hostdevs are the
- * same devices, one record each: *ret_of (per mark device, malloc'ed) is
- * its hostdev's index.  Lookups in the domain's hostdev index, so linear
- * in the domain.  NULL, or the refusal (malloc'ed). */
-static char *match_records(const struct domain *dom, const struct mark *mark, size_t **ret_of) {
-        _cleanup_free_ size_t *of = xcalloc(mark->n_devices ? mark->n_devices : 1, sizeof(size_t));
-        _cleanup_free_ size_t *record_of = xcalloc(dom->n_hostdevs ? dom->n_hostdevs : 1, sizeof(size_t));
-        size_t first_missing = SIZE_MAX;
-        for (size_t k = 0; k < mark->n_devices; k++) {
-                const struct mark_device *md = &mark->devices[k];
-                struct pci_addr a;
-                const struct domain_hostdev *hd = md->mdev ? domain_find_mdev_hostdev(dom, md->mdev)
-                                                  : md->host && pci_addr_parse(md->host, &a) == 0 ? domain_find_pci_hostdev(dom, &a)
-                                                                                                 : NULL;
-                /* (a PCI record names its device as the domain spells it: "0000:3b:00.0") */
-                char bdf[PCI_ADDR_STRLEN];
-                if (hd && !md->mdev && !streq(md->host, pci_addr_format(&hd->host, bdf)))
-                        hd = NULL;
-                if (!hd) {
-                        if (first_missing == SIZE_MAX)
-                                first_missing = k;
-                        continue;
-                }
-                size_t i = (size_t) (hd - dom->hostdevs);
-                if (record_of[i])
-                        return xasprintf("the pcinuma mark records %s %s twice: the mark does not describe this domain "
-                                         "(plan it again)", md->mdev ? "mdev" : "device", md->mdev ? md->mdev : md->host);
-                record_of[i] = k + 1;
-                of[k] = i;
-        }
-        /* Every hostdev must be one the mark places (in document order,
-         * the first that is not). */
-        for (size_t i = 0; i < dom->n_hostdevs; i++) {
-                if (record_of[i])
-                        continue;
-                const struct domain_hostdev *hd = &dom->hostdevs[i];
-                bool mdev = hd->kind == DOMAIN_HOSTDEV_MDEV;
-                char bdf[PCI_ADDR_STRLEN];
-                return xasprintf("%s %s: the pcinuma mark does not record it, so its place on the source host is unknown",
-                                 mdev ? "mdev" : "device", mdev ? hd->mdev_uuid : pci_addr_format(&hd->host, bdf));
-        }
-        /* And every device the mark records must be the domain's: a mark
-         * that lists others does not describe this domain (edited, or
-         * forged), and its extra devices would be mapped and reported.
-         * Refused rather than ignored: the source plans it again. */
-        if (first_missing != SIZE_MAX) {
-                const struct mark_device *md = &mark->devices[first_missing];
-                return xasprintf("the pcinuma mark records %s %s, which the domain does not have: the mark does not "
-                                 "describe this domain (plan it again)", md->mdev ? "mdev" : "device",
-                                 md->mdev ? md->mdev : md->host ? md->host : "without a name");
-        }
-        *ret_of = TAKE_PTR(of);
-        return NULL;
-}
-
-/* The pairs sorted by what they map from (PCI by name, mdevs by UUID in
- * any case), for remap_mark()'s lookups. */
-struct pair_index {
-        const struct migrate_pair **v;
-        size_t n;
-};
-
-static int cmp_pair(const void *a, const void *b) {
-        const struct migrate_pair *x = *(const struct migrate_pair *const *) a, *y = *(const struct migrate_pair *const *) b;
-        if (x->mdev != y->mdev)
-                return x->mdev - y->mdev;
-        return x->mdev ? strcasecmp(x->from, y->from) : strcmp(x->from, y->from);
-}
-
-static const struct migrate_pair *pair_find(const struct pair_index *pi, bool mdev, const char *from) {
-        struct migrate_pair key = { .from = (char *) from, .mdev = mdev };
-        const struct migrate_pair *k = &key, **hit = bsearch(&k, pi->v, pi->n, sizeof(*pi->v), cmp_pair);
-        return hit ? *hit : NULL;
-}
-
-/* The mark's records, in one pass: every <device>, <managed> and <clique>
- * naming a mapped device's old host (for an mdev, a <device> naming its
- * old mdev) names its new one, a device with its position and socket
- * here, so that the destination's plan matches the mark.  Each record is
- * read once, so that a device's new name that is another's old one is
- * never renamed twice. */
-static void remap_mark(xmlNodePtr mark, const struct migrate_map *map) {
-        struct pair_index pi = { .v = xcalloc(map->n_pairs ? map->n_pairs : 1, sizeof(*pi.v)), .n = map->n_pairs };
-        for (size_t k = 0; k < map->n_pairs; k++)
-                pi.v[k] = &map->pairs[k];
-        qsort(pi.v, pi.n, sizeof(*pi.v), cmp_pair);
-        for (xmlNodePtr c = mark->children; c; c = c->next) {
-                bool device = xml_is_ns(c, PCINUMA_TOPOLOGY_NS, "device");
-                if (!device && !xml_is_ns(c, PCINUMA_TOPOLOGY_NS, "managed") && !xml_is_ns(c, PCINUMA_TOPOLOGY_NS, "clique"))
-                        continue;
-                _cleanup_free_ char *host = xml_prop(c, "host"), *mdev = device ? xml_prop(c, "mdev") : NULL;
-                const struct migrate_pair *p = host ? pair_find(&pi, false, host) : NULL;
-                if (!p && mdev)
-                        p = pair_find(&pi, true, mdev);
-                if (!p)
-                        continue;
-                xml_set_prop(c, p->mdev ? "mdev" : "host", p->to);
-                if (!device)
-                        continue;
-                xml_set_prop(c, "position", p->to_position);
-                if (xml_has_prop(c, "host-socket")) {
-                        if (p->to_socket >= 0)
-                                xml_set_prop_int(c, "host-socket", p->to_socket);
-                        else
-                                xml_unset_prop(c, "host-socket");
-                }
-        }
-        free(pi.v);
-}
-
-/* Read the rewritten domain back as the domain parser reads it: each
- * hostdev's source must be the device it was mapped to, and each device
- * record of the mark must name it.  NULL, or the refusal (malloc'ed). */
-static char *verify_rewrite(const char *out, const struct domain *dom, const struct migrate_map *map, const size_t *hostdev_of) {
-        _cleanup_domain_ struct domain *check = NULL;
-        _cleanup_free_ char *err = NULL;
-        if (domain_parse(out, strlen(out), &check, &err) < 0)
-                return xasprintf("internal error: the rewritten domain XML does not parse (%s); refused", strna(err));
-        _cleanup_free_ size_t *pair_of = xcalloc(dom->n_hostdevs ? dom->n_hostdevs : 1, sizeof(size_t));
-        for (size_t k = 0; k < map->n_pairs; k++)
-                pair_of[hostdev_of[k]] = k + 1;
-        if (check->n_hostdevs != dom->n_hostdevs)
-                return xasprintf("internal error: the rewritten domain has %zu host devices, not %zu; refused",
-                                 check->n_hostdevs, dom->n_hostdevs);
-        for (size_t i = 0; i < check->n_hostdevs; i++) {
-                const struct domain_hostdev *hd = &check->hostdevs[i];
-                const struct migrate_pair *p = pair_of[i] ? &map->pairs[pair_of[i] - 1] : NULL;
-                char name[64];
-                domain_hostdev_name(hd, name);
-                const char *got = hd->kind == DOMAIN_HOSTDEV_MDEV ? hd->mdev_uuid : name;
-                if (!p || p->mdev != (hd->kind == DOMAIN_HOSTDEV_MDEV) || strcasecmp(got, p->to) != 0)
-                        return xasprintf("the rewrite of the hostdev sources does not read back: the domain parser reads "
-                                         "host device %s where %s should be (the XML holds a <source> the rewrite did not "
-                                         "see); refused, nothing was changed", got, p ? p->to : "nothing");
-        }
-        _cleanup_(mark_done) struct mark m = {0};
-        if (!check->mark || mark_parse(check->mark, check->devices, &m, NULL) < 0 || m.n_devices != map->n_pairs)
-                return xstrdup("internal error: the rewritten pcinuma mark does not read back; refused");
-        for (size_t k = 0; k < m.n_devices; k++) {
-                const char *name = map->pairs[k].mdev ? m.devices[k].mdev : m.devices[k].host;
-                if (!name || strcasecmp(name, map->pairs[k].to) != 0)
-                        return xasprintf("the rewritten pcinuma mark records %s where %s should be; refused",
-                                         strna(name), map->pairs[k].to);
-        }
-        return NULL;
-}
-
-void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, const struct policy *pol,
-                      const struct migrate_in_use *in_use, struct migrate_result *ret) {
-        struct migrate_result res = { .work = work_new(WORK_BUDGET) };
-        _cleanup_domain_ struct domain *dom = NULL;
-        _cleanup_free_ char *err = NULL;
-        _cleanup_free_ size_t *hostdev_of = NULL;
-        _cleanup_(mark_done) struct mark mark = {0};
-
-        /* A domain XML that does not parse is libvirt's to reject.  One
-         * that is beyond pcinuma's limits (size, tags) is not, and if it
-         * carries a pcinuma mark it must not come in unjudged. */
-        int r = domain_parse_on(xml, len, h, &dom, &err);
-        if ((r == -EFBIG || r == -E2BIG) && memmem(xml, len, PCINUMA_TOPOLOGY_NS, strlen(PCINUMA_TOPOLOGY_NS))) {
-                res.verdict = MIGRATE_REFUSE;
-                res.reason = xasprintf("the domain XML carries a pcinuma mark but is beyond what pcinuma reads (%s)",
-                                       strna(err));
-                goto done;
-        }
-        if (r < 0 || !dom->mark) {
-                res.xml = xstrndup(xml, len);
-                goto done;
-        }
-        dom->work = &res.work;
-        if (dom->uuid)
-                res.uuid = xstrdup(dom->uuid);
-        mark_parse_attrs(dom->mark, &mark);
-        /* Read unchecked (the refusal below comes before mark_parse()):
-         * only a mode name goes into messages and the journal. */
-        enum policy_mode mode;
-        if (mark.policy && policy_mode_from_string(mark.policy, &mode) == 0)
-                res.policy = xstrdup(mark.policy);
-        if (!mark.migratable || !streq(mark.migratable, "yes")) {
-                res.verdict = MIGRATE_REFUSE_MARKED;
-                res.reason = mark.migratable_reason ? xstrdup(mark.migratable_reason) : NULL;
-                goto done;
-        }
-        struct policy_settings s;
-        struct policy_subject subj = {
-                .name = dom->name, .uuid = dom->uuid, .tag = dom->policy_tag, .requested = dom->requested_policy,
-        };
-        if (pol)
-                policy_resolve(pol, &subj, &s, NULL);
-        else
-                s = policy_settings_default(POLICY_LEGACY);
-        if (!s.migration_same_topology) {
-                res.verdict = MIGRATE_REFUSE;
-                res.reason = xstrdup("this host's pcinuma policy refuses incoming planned domains (migration: refuse)");
-                goto done;
-        }
-        /* Bounded by this host before anything pairs devices: each host
-         * device needs one of this host's (docs/security.md). */
-        size_t n_pci = 0, n_mdev = 0, cap_pci, cap_mdev;
-        for (size_t i = 0; i < dom->n_hostdevs; i++)
-                dom->hostdevs[i].kind == DOMAIN_HOSTDEV_MDEV ? n_mdev++ : n_pci++;
-        host_capacity(h, &cap_pci, &cap_mdev);
-        if (n_pci > cap_pci || n_mdev > cap_mdev) {
-                res.verdict = MIGRATE_REFUSE;
-                res.reason = n_pci > cap_pci
-                        ? xasprintf("the domain has %zu PCI host devices; this host has only %zu passthrough-capable "
-                                    "devices (refused before matching any)", n_pci, cap_pci)
-                        : xasprintf("the domain has %zu mdevs; this host has only %zu mdevs on devices the fingerprint "
-                                    "counts (refused before matching any)", n_mdev, cap_mdev);
-                goto done;
-        }
-        mark_done(&mark);
-        if (mark_parse(dom->mark, dom->devices, &mark, &err) < 0) {
-                res.verdict = MIGRATE_REFUSE;
-                res.reason = TAKE_PTR(err);
-                goto done;
-        }
-        res.reason = match_records(dom, &mark, &hostdev_of);
-        if (res.reason) {
-                res.verdict = MIGRATE_REFUSE;
-                goto done;
-        }
-        /* Positions of another fingerprint version cannot be compared
-         * with this host's: say so rather than a misleading mismatch. */
-        char *old_version = mark_fingerprint_version_differs(&mark);
-        if (old_version) {
-                res.verdict = MIGRATE_REFUSE;
-                res.reason = xasprintf("the pcinuma mark was %s, so its device positions cannot be compared with "
-                                       "this host's: restart the domain on its (upgraded) source host, where pcinumad "
-                                       "plans it again, then migrate", old_version);
-                free(old_version);
-                goto done;
-        }
+int migrate_map_host(const struct mark *m, const struct hostmap *h, const struct policy *pol,
+                     const struct migrate_in_use *in_use, const char *self, struct work *work, struct migrate_map *ret,
+                     char **ret_reason) {
         const struct positions *ps = hostmap_derived(h, positions_compute, positions_free);
-        if (map_devices(&mark, h, ps, pol, in_use, dom->uuid, MIGRATE_MAP_BUDGET, &res.work, &res.map, &res.reason) < 0) {
-                res.verdict = MIGRATE_REFUSE;
-                goto done;
-        }
-        /* The hostdev sources, each through the <source><address> the
-         * domain parser read (pair k is mark device k's), then the mark.
-         * The guest side stays. */
-        for (size_t k = 0; k < res.map.n_pairs; k++) {
-                const struct migrate_pair *p = &res.map.pairs[k];
-                xmlNodePtr src = dom->hostdevs[hostdev_of[k]].src_addr;
-                struct pci_addr a;
-                if (!src)
-                        continue;       /* a stand-in (a test build's): the read-back refuses it */
-                if (p->mdev)
-                        xml_set_prop(src, "uuid", p->to);
-                else if (pci_addr_parse(p->to, &a) == 0)
-                        xml_set_pci_address(src, &a);
-        }
-        remap_mark(dom->mark, &res.map);
-        xml_set_prop(dom->mark, "fingerprint", ps->digest);
-        if (domain_format(dom, &res.xml) < 0) {
-                res.verdict = MIGRATE_REFUSE;
-                res.reason = xstrdup("internal error: cannot format the rewritten domain XML");
-                goto done;
-        }
-        /* What the domain parser (and so pcinumad on its next plan) reads
-         * must be what was mapped: a <source> the rewrite did not reach
-         * would leave the source host's device in the definition while
-         * the mark, the journal and the hook's message say it moved. */
-        res.reason = verify_rewrite(res.xml, dom, &res.map, hostdev_of);
-        if (res.reason) {
-                res.verdict = MIGRATE_REFUSE;
-                free(res.xml);
-                res.xml = NULL;
-                migrate_map_done(&res.map);
-                goto done;
-        }
-        res.verdict = MIGRATE_ACCEPT;
-done:
-        *ret = res;
+        return map_devices(m, h, ps, pol, in_use, self, MIGRATE_MAP_BUDGET, work, ret, ret_reason);
 }
 
 int migrate_map(const struct mark *m, const struct hostmap *h, const struct fingerprint *f,

@@ -1,11 +1,15 @@
 /* Migration gated on topology (docs/policy.md "migration", issue 17): what
  * a plan records about where its devices sit (migrate_annotate(), for the
- * mark), and the destination's decision on an incoming planned domain
- * (migrate_incoming()): map each of its host devices to a device of this
- * host in the same position (fingerprint_position()) and each mdev to an
- * mdev of its type on a parent in its parent's position, then rewrite the
- * hostdev sources and the mark, keeping the guest side; or refuse, naming
- * the device and what differs.  Pure: no I/O, no globals. */
+ * mark), and the matching an incoming planned domain needs: a mark, this
+ * host's fingerprint and its host map in, a mapping out (migrate_map()):
+ * each of the mark's host devices to a device of this host in the same
+ * position (fingerprint_position()) and each mdev to an mdev of its type
+ * on a parent in its parent's position; or the refusal, naming the device
+ * and what differs.  The rest of the destination's decision (parse, the
+ * policy, the limits, the rewrite of the hostdev sources and the mark, the
+ * read-back) is the engine's, engine_incoming() (engine.h), and the
+ * rewriter's (rewrite_migrate()).  Pure: no I/O, no globals; it edits no
+ * XML. */
 #pragma once
 
 #include <stdbool.h>
@@ -38,6 +42,7 @@ struct migrate_pair {
 struct migrate_map {
         struct migrate_pair *pairs;
         size_t n_pairs;
+        char fingerprint[SHA256_HEX_SIZE];      /* this host's topology fingerprint digest, for the mark */
 };
 void migrate_map_done(struct migrate_map *m);
 
@@ -108,28 +113,15 @@ int migrate_map_policy(const struct mark *m, const struct hostmap *h, const stru
                        const struct migrate_in_use *in_use, const char *self, size_t budget, struct migrate_map *ret,
                        char **ret_reason);
 
-enum migrate_verdict {
-        MIGRATE_PASS,                   /* no mark (or XML that does not parse): unchanged */
-        MIGRATE_ACCEPT,                 /* mapped: *xml is the rewritten domain */
-        MIGRATE_REFUSE_MARKED,          /* the mark says migratable="no" (as before issue 17) */
-        MIGRATE_REFUSE,                 /* *reason says why */
-};
+/* How many devices this host can give an incoming domain: the PCI devices
+ * the fingerprint holds (those with a position, from the map's cached
+ * positions) and the mdevs on them.  Cheap: the engine checks an incoming
+ * domain's hostdevs against it before anything pairs devices. */
+void migrate_capacity(const struct hostmap *h, size_t *ret_pci, size_t *ret_mdev);
 
-struct migrate_result {
-        enum migrate_verdict verdict;
-        char *xml;                      /* PASS, ACCEPT: the hook's stdout */
-        char *reason;                   /* REFUSE: why, its first line a summary, no final newline (see
-                                         * migrate_map()); REFUSE_MARKED: the mark's migratable-reason, or NULL */
-        char *policy;                   /* the mark's policy, when it is a mode name; or NULL */
-        char *uuid;                     /* the domain's, or NULL */
-        struct migrate_map map;         /* ACCEPT: what went where */
-        struct work work;               /* the request's work budget (work.h) and what it spent */
-};
-void migrate_result_done(struct migrate_result *r);
-
-/* The destination's migrate-begin decision on xml under this host's map h
- * and policy pol (whose "migration" setting for the domain decides); the
- * devices other domains use (in_use, NULL: unknown) are given only when no
- * free ones in the same positions are (the map's used_by says so). */
-void migrate_incoming(const char *xml, size_t len, const struct hostmap *h, const struct policy *pol,
-                      const struct migrate_in_use *in_use, struct migrate_result *ret);
+/* migrate_map_policy() on this host's own fingerprint (computed once per
+ * host map, hostmap_derived()) within MIGRATE_MAP_BUDGET, spending from
+ * the request's budget 'work' too (NULL: none): the engine's call. */
+int migrate_map_host(const struct mark *m, const struct hostmap *h, const struct policy *pol,
+                     const struct migrate_in_use *in_use, const char *self, struct work *work, struct migrate_map *ret,
+                     char **ret_reason);

@@ -15,6 +15,8 @@
 #include <libxml/xmlsave.h>
 #include <strings.h>
 
+#include "mark.h"
+#include "migrate.h"
 #include "nccltopo.h"
 
 /* The indentation of element e: what follows the last newline of the
@@ -1487,4 +1489,80 @@ int rewrite_revert(struct domain *d, char **ret_warning, char **ret_error) {
         if (ret_warning && s.warn.len)
                 *ret_warning = strbuf_steal(&s.warn);
         return 1;
+}
+
+/* --- an incoming migration -------------------------------------------------- */
+
+/* The pairs sorted by what they map from (PCI by name, mdevs by UUID in
+ * any case), for remap_mark()'s lookups. */
+struct pair_index {
+        const struct migrate_pair **v;
+        size_t n;
+};
+
+static int cmp_pair(const void *a, const void *b) {
+        const struct migrate_pair *x = *(const struct migrate_pair *const *) a, *y = *(const struct migrate_pair *const *) b;
+        if (x->mdev != y->mdev)
+                return x->mdev - y->mdev;
+        return x->mdev ? strcasecmp(x->from, y->from) : strcmp(x->from, y->from);
+}
+
+static const struct migrate_pair *pair_find(const struct pair_index *pi, bool mdev, const char *from) {
+        struct migrate_pair key = { .from = (char *) from, .mdev = mdev };
+        const struct migrate_pair *k = &key, **hit = bsearch(&k, pi->v, pi->n, sizeof(*pi->v), cmp_pair);
+        return hit ? *hit : NULL;
+}
+
+/* The mark's records, in one pass: every <device>, <managed> and <clique>
+ * naming a mapped device's old host (for an mdev, a <device> naming its
+ * old mdev) names its new one, a device with its position and socket
+ * here, so that the destination's plan matches the mark.  Each record is
+ * read once, so that a device's new name that is another's old one is
+ * never renamed twice. */
+static void remap_mark(xmlNodePtr mark, const struct migrate_map *map) {
+        struct pair_index pi = { .v = xcalloc(map->n_pairs ? map->n_pairs : 1, sizeof(*pi.v)), .n = map->n_pairs };
+        for (size_t k = 0; k < map->n_pairs; k++)
+                pi.v[k] = &map->pairs[k];
+        qsort(pi.v, pi.n, sizeof(*pi.v), cmp_pair);
+        for (xmlNodePtr c = mark->children; c; c = c->next) {
+                bool device = xml_is_ns(c, PCINUMA_TOPOLOGY_NS, "device");
+                if (!device && !xml_is_ns(c, PCINUMA_TOPOLOGY_NS, "managed") && !xml_is_ns(c, PCINUMA_TOPOLOGY_NS, "clique"))
+                        continue;
+                _cleanup_free_ char *host = xml_prop(c, "host"), *mdev = device ? xml_prop(c, "mdev") : NULL;
+                const struct migrate_pair *p = host ? pair_find(&pi, false, host) : NULL;
+                if (!p && mdev)
+                        p = pair_find(&pi, true, mdev);
+                if (!p)
+                        continue;
+                xml_set_prop(c, p->mdev ? "mdev" : "host", p->to);
+                if (!device)
+                        continue;
+                xml_set_prop(c, "position", p->to_position);
+                if (xml_has_prop(c, "host-socket")) {
+                        if (p->to_socket >= 0)
+                                xml_set_prop_int(c, "host-socket", p->to_socket);
+                        else
+                                xml_unset_prop(c, "host-socket");
+                }
+        }
+        free(pi.v);
+}
+
+void rewrite_migrate(struct domain *d, const struct migrate_map *map, const size_t *hostdev_of) {
+        /* The hostdev sources, each through the <source><address> the
+         * domain parser read (pair k is mark device k's), then the mark.
+         * The guest side stays. */
+        for (size_t k = 0; k < map->n_pairs; k++) {
+                const struct migrate_pair *p = &map->pairs[k];
+                xmlNodePtr src = d->hostdevs[hostdev_of[k]].src_addr;
+                struct pci_addr a;
+                if (!src)
+                        continue;       /* a stand-in (a test build's): the read-back refuses it */
+                if (p->mdev)
+                        xml_set_prop(src, "uuid", p->to);
+                else if (pci_addr_parse(p->to, &a) == 0)
+                        xml_set_pci_address(src, &a);
+        }
+        remap_mark(d->mark, map);
+        xml_set_prop(d->mark, "fingerprint", map->fingerprint);
 }

@@ -2,6 +2,7 @@
  * pcinuma uses, with one namespace rule (xmlutil.h).  Pure. */
 #include "xmlutil.h"
 
+#include <errno.h>
 #include <string.h>
 
 bool xml_is(xmlNodePtr n, const char *name) {
@@ -197,4 +198,32 @@ void xml_set_pci_address(xmlNodePtr addr, const struct pci_addr *a) {
         xml_set_prop_hex(addr, "bus", 2, a->bus);
         xml_set_prop_hex(addr, "slot", 2, a->slot);
         xml_set_prop_hex(addr, "function", 1, a->func);
+}
+
+/* --- the pcinuma mark ---------------------------------------------------------- */
+
+bool xml_is_mark(xmlNodePtr n) {
+        return xml_is_ns(n, PCINUMA_TOPOLOGY_NS, "topology");
+}
+
+int xml_locate_mark(xmlNodePtr root, xmlNodePtr *ret, char **ret_error) {
+        xmlNodePtr md = xml_child(root, "metadata"), mark = NULL;
+        /* libvirt keeps one <metadata>; a mark in a second one would come
+         * to light only once a revert removed the first. */
+        for (xmlNodePtr m = md ? md->next : NULL; m; m = m->next)
+                for (xmlNodePtr c = xml_is(m, "metadata") ? m->children : NULL; c; c = c->next)
+                        if (xml_is_ns(c, PCINUMA_TOPOLOGY_NS, NULL))
+                                return set_error(ret_error, -EINVAL, "line %ld: a pcinuma mark in a second <metadata> element (the first is at line %ld)",
+                                                 xmlGetLineNo(c), xmlGetLineNo(md));
+        for (xmlNodePtr c = md ? md->children : NULL; c; c = c->next) {
+                if (!xml_is_mark(c))
+                        continue;
+                /* pcinuma writes one; which of two would a revert undo? */
+                if (mark)
+                        return set_error(ret_error, -EINVAL, "line %ld: a second pcinuma mark <pcinuma:topology> (the first is at line %ld)",
+                                         xmlGetLineNo(c), xmlGetLineNo(mark));
+                mark = c;
+        }
+        *ret = mark;
+        return 0;
 }

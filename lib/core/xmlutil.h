@@ -21,6 +21,7 @@
 #include <libxml/tree.h>
 #include <stdbool.h>
 
+#include "mark-urn.h"
 #include "pciaddr.h"
 #include "util.h"
 
@@ -94,6 +95,16 @@ int xml_parse_pci_address(xmlNodePtr addr, struct pci_addr *ret);
  * writes them ("0x0000", "0x3b", "0x00", "0x0"), leaving its other
  * attributes (type, multifunction) alone. */
 void xml_set_pci_address(xmlNodePtr addr, const struct pci_addr *a);
+
+/* --- the pcinuma mark ---------------------------------------------------------- */
+
+/* Is n a <pcinuma:topology> element, the mark (mark.h), by namespace URI? */
+bool xml_is_mark(xmlNodePtr n);
+
+/* The mark of the domain whose root element is 'root', in its first
+ * <metadata>, into *ret (NULL when there is none).  A mark in a second
+ * <metadata>, or two marks, give -EINVAL with *ret_error. */
+int xml_locate_mark(xmlNodePtr root, xmlNodePtr *ret, char **ret_error);
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(xmlDocPtr, xmlFreeDoc)
 #define _cleanup_xmldoc_ _cleanup_(xmlFreeDocp)

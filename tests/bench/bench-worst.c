@@ -7,7 +7,7 @@
  *
  * The host map and the policy are loaded once; then the request runs N
  * times (default 5) on the raw XML, as pcinumad runs it: engine_plan()
- * (with the policy's rules), engine_revert(), or migrate_incoming() (no
+ * (with the policy's rules), engine_revert(), or engine_incoming() (no
  * devices in use).  It prints what the request answered (accepted,
  * refused and why, or an error), so that a figure cannot come from an
  * input the program did not read as meant, and the median and worst
@@ -60,12 +60,12 @@ static void one(const char *kind, const char *xml, size_t len, const struct host
                 free(out);
                 free(warning);
         } else {
-                struct migrate_result m = {0};
-                migrate_incoming(xml, len, h, pol, NULL, &m);
+                struct incoming_result m = {0};
+                engine_incoming(xml, len, h, pol, NULL, &m);
                 static const char *const v[] = { "pass", "accept", "refuse-marked", "refuse" };
                 *outcome = xasprintf("%s (work %llu of %llu)%s%s", v[m.verdict], (unsigned long long) m.work.spent,
                                      (unsigned long long) m.work.limit, m.reason ? ": " : "", strempty(m.reason));
-                migrate_result_done(&m);
+                incoming_result_done(&m);
         }
         free(err);
 }

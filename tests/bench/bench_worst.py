@@ -6,7 +6,7 @@ Builds the most expensive inputs we know how to build, each at the size
 caps (DOMAIN_XML_MAX, 4 MiB, and DOMAIN_XML_TAGS_MAX, 16384 tags, whichever
 binds first), and times each request kind pcinumad serves on them, as
 pcinumad runs it (bench-worst: engine_plan(), engine_revert(),
-migrate_incoming(); one core, thread CPU time, median of 5 runs).  The
+engine_incoming(); one core, thread CPU time, median of 5 runs).  The
 target: each answers in under 100 ms, accepted or refused with a clear
 reason (the outcome is printed beside each figure).
 

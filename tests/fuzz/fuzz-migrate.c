@@ -1,5 +1,5 @@
 /* Fuzz target: the destination's decision on an incoming planned domain
- * (migrate_incoming(), issue 24), on domains whose marks come from the
+ * (engine_incoming(), issue 24), on domains whose marks come from the
  * golden cases, planned here on the sample host, and edited or forged.
  * The mark and every <source> are input: the review of issue 24 found a
  * quadratic check that stalled pcinumad and a decoy <source> the rewrite
@@ -33,14 +33,14 @@
 static struct hostmap *host, *twin;
 static struct policy *pol;
 
-static void check_budget(const struct migrate_result *r) {
+static void check_budget(const struct incoming_result *r) {
         if (r->work.phase && r->work.spent <= r->work.limit)
                 fuzz_fail("the budget ran out in %s at %llu of %llu units", r->work.phase,
                           (unsigned long long) r->work.spent, (unsigned long long) r->work.limit);
         if (!r->work.phase && r->work.spent > r->work.limit)
                 fuzz_fail("%llu units spent, over the limit of %llu, and no phase ran out",
                           (unsigned long long) r->work.spent, (unsigned long long) r->work.limit);
-        if (r->work.phase && r->verdict == MIGRATE_ACCEPT)
+        if (r->work.phase && r->verdict == INCOMING_ACCEPT)
                 fuzz_fail("accepted although the budget ran out in %s", r->work.phase);
 }
 
@@ -52,7 +52,7 @@ static size_t n_children(const struct domain *d) {
         return n;
 }
 
-static void check_accepted(const struct domain *in, const struct migrate_result *r) {
+static void check_accepted(const struct domain *in, const struct incoming_result *r) {
         if (!r->xml || (!r->map.n_pairs && in->n_hostdevs))
                 fuzz_fail("accepted without XML or without a map");
         _cleanup_domain_ struct domain *out = NULL;
@@ -86,20 +86,20 @@ static void check_accepted(const struct domain *in, const struct migrate_result 
 }
 
 static void one(const char *xml, size_t len, const struct hostmap *dest, bool again) {
-        _cleanup_(migrate_result_done) struct migrate_result r = {0};
-        migrate_incoming(xml, len, dest, pol, NULL, &r);
+        _cleanup_(incoming_result_done) struct incoming_result r = {0};
+        engine_incoming(xml, len, dest, pol, NULL, &r);
         check_budget(&r);
         switch (r.verdict) {
-        case MIGRATE_PASS:
+        case INCOMING_PASS:
                 /* (as text: up to a NUL, which the hook protocol never carries) */
                 if (!r.xml || strlen(r.xml) != strnlen(xml, len) || memcmp(r.xml, xml, strlen(r.xml)) != 0)
                         fuzz_fail("a pass did not give the input back");
                 return;
-        case MIGRATE_REFUSE_MARKED:
+        case INCOMING_REFUSE_MARKED:
                 if (r.xml)
                         fuzz_fail("a refusal gave XML");
                 return;
-        case MIGRATE_REFUSE:
+        case INCOMING_REFUSE:
                 if (r.xml || !r.reason || !*r.reason)
                         fuzz_fail("a refusal without a reason, or with XML: %s", strna(r.reason));
                 /* Lines of text: the hook prefixes each with "pcinuma: ". */
@@ -109,7 +109,7 @@ static void one(const char *xml, size_t len, const struct hostmap *dest, bool ag
                 if (again && !strstr(r.reason, "WORK_BUDGET") && !strstr(r.reason, "MIGRATE_MAP_BUDGET"))
                         fuzz_fail("the migrated domain is refused by the host it was mapped onto: %s\n%s", r.reason, xml);
                 return;
-        case MIGRATE_ACCEPT: {
+        case INCOMING_ACCEPT: {
                 _cleanup_domain_ struct domain *in = NULL;
                 _cleanup_free_ char *err = NULL;
                 if (domain_parse(xml, len, &in, &err) < 0)

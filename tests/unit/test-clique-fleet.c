@@ -122,14 +122,14 @@ static void test_migrated_idempotent(void **state) {
         assert_int_equal(ra->verdict, PLAN_APPLY);
         assert_non_null(strstr(ra->xml, "x-nv-gpudirect-clique"));
 
-        struct migrate_result m = {0};
-        migrate_incoming(ra->xml, strlen(ra->xml), b, pol, NULL, &m);
-        assert_int_equal(m.verdict, MIGRATE_ACCEPT);
+        struct incoming_result m = {0};
+        engine_incoming(ra->xml, strlen(ra->xml), b, pol, NULL, &m);
+        assert_int_equal(m.verdict, INCOMING_ACCEPT);
         assert_int_equal(engine_plan(m.xml, strlen(m.xml), b, pol, NULL, &rb, &err), 0);
         if (!rb->already_planned)
                 fail_msg("the destination's plan differs: %s", rb->stale_mark ? rb->stale_mark : strna(rb->mismatch));
         assert_string_equal(rb->xml, m.xml);
-        migrate_result_done(&m);
+        incoming_result_done(&m);
 }
 
 /* Host A with node 1's switch root complex (pci0000:90) on node 0, so
@@ -212,13 +212,13 @@ static void test_empty_port_moved(void **state) {
                         /* twin switches: the domain's order */
                         assert_int_equal(clique_of(rx, bdf), (int) i / 2);
                 }
-                struct migrate_result m = {0};
-                migrate_incoming(rx->xml, strlen(rx->xml), y, pol, NULL, &m);
-                assert_int_equal(m.verdict, MIGRATE_ACCEPT);
+                struct incoming_result m = {0};
+                engine_incoming(rx->xml, strlen(rx->xml), y, pol, NULL, &m);
+                assert_int_equal(m.verdict, INCOMING_ACCEPT);
                 assert_int_equal(engine_plan(m.xml, strlen(m.xml), y, pol, NULL, &rm, &err), 0);
                 if (!rm->already_planned)
                         fail_msg("the destination's plan differs: %s", rm->stale_mark ? rm->stale_mark : strna(rm->mismatch));
-                migrate_result_done(&m);
+                incoming_result_done(&m);
         }
 }
 

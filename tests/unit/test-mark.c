@@ -85,8 +85,8 @@ static void test_round_trip(void **state) {
         root = xmlDocGetRootElement(doc);
         xmlNodePtr node = NULL;
         _cleanup_free_ char *err = NULL;
-        assert_int_equal(mark_locate(root, &node, &err), 0);
-        assert_true(mark_is_mark(node));
+        assert_int_equal(xml_locate_mark(root, &node, &err), 0);
+        assert_true(xml_is_mark(node));
         struct mark p = {0};
         assert_int_equal(mark_parse(node, child(root, "devices"), &p, &err), 0);
         assert_null(err);
@@ -435,11 +435,11 @@ static void test_migratable_device_stays(void **state) {
         assert_non_null(strstr(stale->stale_mark, "migratable: mark says yes, the plan says no: 0000:ee:00.0 is not placed"));
 
         /* The gate refuses it as marked, saying why. */
-        struct migrate_result mr = {0};
-        migrate_incoming(r->xml, strlen(r->xml), h, pol, NULL, &mr);
-        assert_int_equal(mr.verdict, MIGRATE_REFUSE_MARKED);
+        struct incoming_result mr = {0};
+        engine_incoming(r->xml, strlen(r->xml), h, pol, NULL, &mr);
+        assert_int_equal(mr.verdict, INCOMING_REFUSE_MARKED);
         assert_non_null(strstr(mr.reason, "0000:ee:00.0 is not placed"));
-        migrate_result_done(&mr);
+        incoming_result_done(&mr);
         struct proto_request req = {
                 .type = PROTO_REQUEST_HOOK,
                 .argv = { (char *) FAKE_VM_NAME, (char *) "migrate", (char *) "begin", (char *) "-" },
@@ -508,11 +508,11 @@ static void test_migratable_not_fingerprinted(void **state) {
                 assert_non_null(strstr(r->xml, "migratable=\"no\" migratable-reason=\"0000:60:00.0: class 0x0c0330 is not one"));
                 assert_int_equal(engine_plan(r->xml, strlen(r->xml), h, pol, NULL, &again, &err), 0);
                 assert_true(again->already_planned);
-                struct migrate_result mr = {0};
-                migrate_incoming(r->xml, strlen(r->xml), h, pol, NULL, &mr);
-                assert_int_equal(mr.verdict, MIGRATE_REFUSE_MARKED);
+                struct incoming_result mr = {0};
+                engine_incoming(r->xml, strlen(r->xml), h, pol, NULL, &mr);
+                assert_int_equal(mr.verdict, INCOMING_REFUSE_MARKED);
                 assert_non_null(strstr(mr.reason, "class 0x0c0330 is not one the topology fingerprint covers"));
-                migrate_result_done(&mr);
+                incoming_result_done(&mr);
                 hostmap_free(h);
         }
 }
@@ -546,7 +546,7 @@ static void assert_refused(const char *mark, bool with_devices, const char *want
         xmlDocPtr doc = read_doc(xml);
         xmlNodePtr root = xmlDocGetRootElement(doc), node = NULL;
         _cleanup_free_ char *err = NULL;
-        assert_int_equal(mark_locate(root, &node, &err), 0);
+        assert_int_equal(xml_locate_mark(root, &node, &err), 0);
         assert_non_null(node);
         struct mark m = {0};
         int r = mark_parse(node, child(root, "devices"), &m, &err);
@@ -643,7 +643,7 @@ static void test_accepts_valid_removed(void **state) {
         xmlDocPtr doc = read_doc(xml);
         xmlNodePtr root = xmlDocGetRootElement(doc), node = NULL;
         _cleanup_free_ char *err = NULL;
-        assert_int_equal(mark_locate(root, &node, &err), 0);
+        assert_int_equal(xml_locate_mark(root, &node, &err), 0);
         struct mark m;
         assert_int_equal(mark_parse(node, child(root, "devices"), &m, &err), 0);
         assert_int_equal(m.n_removed, 1);
@@ -664,7 +664,7 @@ static void test_accepts_driver_names(void **state) {
         xmlDocPtr doc = read_doc(xml);
         xmlNodePtr root = xmlDocGetRootElement(doc), node = NULL;
         _cleanup_free_ char *err = NULL;
-        assert_int_equal(mark_locate(root, &node, &err), 0);
+        assert_int_equal(xml_locate_mark(root, &node, &err), 0);
         struct mark m;
         if (mark_parse(node, child(root, "devices"), &m, &err) != 0)
                 fail_msg("refused: %s", strna(err));
@@ -745,17 +745,17 @@ static void test_fingerprint_version_stale(void **state) {
         /* Incoming with a mark of another version (a domain that ran since
          * before the upgrade): refused saying so, not by a position
          * mismatch; the current version is accepted on the same host. */
-        struct migrate_result mr = {0};
-        migrate_incoming(before, strlen(before), h, pol, NULL, &mr);
-        assert_int_equal(mr.verdict, MIGRATE_REFUSE);
+        struct incoming_result mr = {0};
+        engine_incoming(before, strlen(before), h, pol, NULL, &mr);
+        assert_int_equal(mr.verdict, INCOMING_REFUSE);
         if (!mr.reason || !strstr(mr.reason, "fingerprint version 1 (the mark does not say)") ||
             !strstr(mr.reason, "cannot be compared"))
                 fail_msg("refusal '%s'", strna(mr.reason));
-        migrate_result_done(&mr);
-        migrate_incoming(r->xml, strlen(r->xml), h, pol, NULL, &mr);
-        if (mr.verdict != MIGRATE_ACCEPT)
+        incoming_result_done(&mr);
+        engine_incoming(r->xml, strlen(r->xml), h, pol, NULL, &mr);
+        if (mr.verdict != INCOMING_ACCEPT)
                 fail_msg("the current version: verdict %d, '%s'", mr.verdict, strna(mr.reason));
-        migrate_result_done(&mr);
+        incoming_result_done(&mr);
 }
 
 /* Forged values reach no message through the migrate gate: a forged host
@@ -771,44 +771,44 @@ static void test_migrate_forged_values(void **state) {
         assert_int_equal(r->verdict, PLAN_APPLY);
 
         /* The pristine mark is accepted (the refusals below are the forgeries'). */
-        struct migrate_result mr = {0};
-        migrate_incoming(r->xml, strlen(r->xml), h, pol, NULL, &mr);
-        if (mr.verdict != MIGRATE_ACCEPT)
+        struct incoming_result mr = {0};
+        engine_incoming(r->xml, strlen(r->xml), h, pol, NULL, &mr);
+        if (mr.verdict != INCOMING_ACCEPT)
                 fail_msg("pristine mark refused: %s", strna(mr.reason));
-        migrate_result_done(&mr);
+        incoming_result_done(&mr);
 
         _cleanup_free_ char *host = replace_once(r->xml, "<pcinuma:device host=\"0000:10:00.0\"",
                                                  "<pcinuma:device host=\"0000:10:00.0&#10;pcinumad: FORGED LINE\"");
-        migrate_incoming(host, strlen(host), h, pol, NULL, &mr);
-        assert_int_equal(mr.verdict, MIGRATE_REFUSE);
+        engine_incoming(host, strlen(host), h, pol, NULL, &mr);
+        assert_int_equal(mr.verdict, INCOMING_REFUSE);
         assert_non_null(strstr(mr.reason, "host='0000:10:00.0\\npcinumad: FORGED LINE'>: not a PCI address"));
         assert_null(strpbrk(mr.reason, "\n\r"));
-        migrate_result_done(&mr);
+        incoming_result_done(&mr);
 
         _cleanup_free_ char *reason = replace_once(r->xml, "migratable=\"yes\"",
                                                    "migratable=\"no\" migratable-reason=\"why&#10;pcinumad: FORGED&#13;&#9;LINE\"");
-        migrate_incoming(reason, strlen(reason), h, pol, NULL, &mr);
-        assert_int_equal(mr.verdict, MIGRATE_REFUSE_MARKED);
+        engine_incoming(reason, strlen(reason), h, pol, NULL, &mr);
+        assert_int_equal(mr.verdict, INCOMING_REFUSE_MARKED);
         assert_string_equal(mr.reason, "why pcinumad: FORGED  LINE");
         assert_string_equal(mr.policy, "require");
-        migrate_result_done(&mr);
+        incoming_result_done(&mr);
         /* The refusal as marked comes before the whole mark is checked:
          * a policy that is no mode name is not passed on. */
         _cleanup_free_ char *policy = replace_once(reason, "policy=\"require\"", "policy=\"require&#10;pcinumad: FORGED\"");
-        migrate_incoming(policy, strlen(policy), h, pol, NULL, &mr);
-        assert_int_equal(mr.verdict, MIGRATE_REFUSE_MARKED);
+        engine_incoming(policy, strlen(policy), h, pol, NULL, &mr);
+        assert_int_equal(mr.verdict, INCOMING_REFUSE_MARKED);
         assert_null(mr.policy);
-        migrate_result_done(&mr);
+        incoming_result_done(&mr);
 
         /* A device the domain does not have. */
         _cleanup_free_ char *extra = replace_once(r->xml, "<pcinuma:device host=\"0000:10:00.0\"",
                                                   "<pcinuma:device host=\"0000:99:00.0\" guest-cell=\"0\" host-node=\"0\"/>"
                                                   "<pcinuma:device host=\"0000:10:00.0\"");
-        migrate_incoming(extra, strlen(extra), h, pol, NULL, &mr);
-        assert_int_equal(mr.verdict, MIGRATE_REFUSE);
+        engine_incoming(extra, strlen(extra), h, pol, NULL, &mr);
+        assert_int_equal(mr.verdict, INCOMING_REFUSE);
         assert_non_null(strstr(mr.reason, "the pcinuma mark records device 0000:99:00.0, which the domain does not have"));
         assert_int_equal(mr.map.n_pairs, 0);
-        migrate_result_done(&mr);
+        incoming_result_done(&mr);
 }
 
 /* The attributes alone, unchecked: what the migrate phase reads. */
@@ -858,7 +858,7 @@ static void test_record_limits(void **state) {
                         xmlDocPtr doc = read_doc(b.buf);
                         xmlNodePtr root = xmlDocGetRootElement(doc), node = NULL;
                         _cleanup_free_ char *err = NULL;
-                        assert_int_equal(mark_locate(root, &node, &err), 0);
+                        assert_int_equal(xml_locate_mark(root, &node, &err), 0);
                         struct mark m = {0};
                         int r = mark_parse(node, child(root, "devices"), &m, &err);
                         if (n == kinds[k].max) {
@@ -892,7 +892,7 @@ static void test_locate(void **state) {
                 xmlDocPtr doc = read_doc(cases[i].xml);
                 xmlNodePtr node = (xmlNodePtr) doc;     /* must be overwritten on success */
                 _cleanup_free_ char *err = NULL;
-                int r = mark_locate(xmlDocGetRootElement(doc), &node, &err);
+                int r = xml_locate_mark(xmlDocGetRootElement(doc), &node, &err);
                 if (cases[i].r < 0) {
                         assert_int_equal(r, cases[i].r);
                         assert_non_null(strstr(err, cases[i].want));
@@ -900,7 +900,7 @@ static void test_locate(void **state) {
                         assert_int_equal(r, 0);
                         assert_null(err);
                         assert_int_equal(node != NULL, cases[i].r);
-                        assert_int_equal(mark_is_mark(node), cases[i].r);
+                        assert_int_equal(xml_is_mark(node), cases[i].r);
                 }
                 xmlFreeDoc(doc);
         }

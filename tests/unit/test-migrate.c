@@ -5,7 +5,7 @@
  * PF's VFs); a GPU moved to the other socket is refused naming it and the
  * node; another kind of driver (a VFIO variant driver) is refused naming
  * it, a host driver where the source had vfio-pci is not; whole domains through
- * migrate_incoming(): accepted and rewritten on a renumbered host (guest
+ * engine_incoming(): accepted and rewritten on a renumbered host (guest
  * side unchanged, the destination's plan idempotent), refused under
  * migration: refuse and for a mark that says migratable="no"; the
  * search's budget (a forged mark that would take a million placements is
@@ -721,9 +721,9 @@ static void test_incoming(void **state) {
         /* migration: same-topology, the fleet's opt-in (the default refuses). */
         _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
 
-        struct migrate_result r = {0};
-        migrate_incoming(planned, strlen(planned), b, pol, NULL, &r);
-        assert_int_equal(r.verdict, MIGRATE_ACCEPT);
+        struct incoming_result r = {0};
+        engine_incoming(planned, strlen(planned), b, pol, NULL, &r);
+        assert_int_equal(r.verdict, INCOMING_ACCEPT);
         assert_string_equal(r.policy, "require");
         assert_int_equal(r.map.n_pairs, 4);
         assert_string_equal(to_of(&r.map, "0000:10:00.0"), "0000:18:00.0");
@@ -755,34 +755,34 @@ static void test_incoming(void **state) {
         assert_null(la);
         assert_null(lb);
         assert_int_equal(differ, 4 + 4);          /* the sources and the mark's devices (the digest is the same) */
-        migrate_result_done(&r);
+        incoming_result_done(&r);
 
         /* Under migration: refuse on the destination, spelt out or the default. */
         _cleanup_policy_ struct policy *refuse = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"refuse\"}}");
         _cleanup_policy_ struct policy *dflt = policy_of("{\"default\": {\"policy\": \"require\"}}");
-        migrate_incoming(planned, strlen(planned), b, dflt, NULL, &r);
-        assert_int_equal(r.verdict, MIGRATE_REFUSE);
+        engine_incoming(planned, strlen(planned), b, dflt, NULL, &r);
+        assert_int_equal(r.verdict, INCOMING_REFUSE);
         assert_true(has(r.reason, "migration: refuse"));
-        migrate_result_done(&r);
-        migrate_incoming(planned, strlen(planned), b, refuse, NULL, &r);
-        assert_int_equal(r.verdict, MIGRATE_REFUSE);
+        incoming_result_done(&r);
+        engine_incoming(planned, strlen(planned), b, refuse, NULL, &r);
+        assert_int_equal(r.verdict, INCOMING_REFUSE);
         assert_true(has(r.reason, "migration: refuse"));
         assert_null(r.xml);
-        migrate_result_done(&r);
+        incoming_result_done(&r);
 
         /* Planned under migration: refuse: marked migratable="no". */
         _cleanup_(engine_result_freep) struct engine_result *pr = NULL;
         assert_int_equal(engine_plan(fake_vm_xml, strlen(fake_vm_xml), a, refuse, NULL, &pr, &err), 0);
         assert_true(has(pr->xml, "migratable=\"no\""));
-        migrate_incoming(pr->xml, strlen(pr->xml), b, pol, NULL, &r);
-        assert_int_equal(r.verdict, MIGRATE_REFUSE_MARKED);
-        migrate_result_done(&r);
+        engine_incoming(pr->xml, strlen(pr->xml), b, pol, NULL, &r);
+        assert_int_equal(r.verdict, INCOMING_REFUSE_MARKED);
+        incoming_result_done(&r);
 
         /* No mark: passes unchanged. */
-        migrate_incoming(fake_vm_xml, strlen(fake_vm_xml), b, pol, NULL, &r);
-        assert_int_equal(r.verdict, MIGRATE_PASS);
+        engine_incoming(fake_vm_xml, strlen(fake_vm_xml), b, pol, NULL, &r);
+        assert_int_equal(r.verdict, INCOMING_PASS);
         assert_string_equal(r.xml, fake_vm_xml);
-        migrate_result_done(&r);
+        incoming_result_done(&r);
 
         /* A destination lacking a GPU on node 3: refused, naming it. */
         struct hostmap *c = fake_host_4n(fake_host_slit, fake_host_sockets);
@@ -791,8 +791,8 @@ static void test_incoming(void **state) {
         fake_host_add_dev(c, "0000:58:00.0", 2, 0x030200);
         fake_host_add_dev(c, "0000:78:00.0", 2, 0x030200);
         hostmap_finish(c);
-        migrate_incoming(planned, strlen(planned), c, pol, NULL, &r);
-        assert_int_equal(r.verdict, MIGRATE_REFUSE);
+        engine_incoming(planned, strlen(planned), c, pol, NULL, &r);
+        assert_int_equal(r.verdict, INCOMING_REFUSE);
         /* One line per device, what differs; the host's devices of
          * that kind once, after them. */
         static const char summary[] = "2 of 4 devices have no place like their own on this host\n";
@@ -808,7 +808,7 @@ static void test_incoming(void **state) {
         assert_null(strstr(list + 2, "this host's"));
         assert_int_equal(strstr(r.reason, "0000:78:00.0") - r.reason, strstr(list, "0000:78:00.0") - r.reason);
         assert_null(strstr(strstr(r.reason, "0000:78:00.0") + 1, "0000:78:00.0"));
-        migrate_result_done(&r);
+        incoming_result_done(&r);
         hostmap_free(c);
 }
 
@@ -859,9 +859,9 @@ static void test_incoming_mdev(void **state) {
         assert_true(has(e->xml, "mdev=\"" UA(1) "\""));
         assert_true(has(e->xml, "mdev-type=\"nvidia-63\""));
 
-        struct migrate_result r = {0};
-        migrate_incoming(e->xml, strlen(e->xml), b, pol, NULL, &r);
-        if (r.verdict != MIGRATE_ACCEPT)
+        struct incoming_result r = {0};
+        engine_incoming(e->xml, strlen(e->xml), b, pol, NULL, &r);
+        if (r.verdict != INCOMING_ACCEPT)
                 fail_msg("refused: %s", strna(r.reason));
         assert_int_equal(r.map.n_pairs, 4);
         assert_string_equal(to_of(&r.map, UA(1)), UB(1));
@@ -871,7 +871,7 @@ static void test_incoming_mdev(void **state) {
         _cleanup_(engine_result_freep) struct engine_result *e2 = NULL;
         assert_int_equal(engine_plan(r.xml, strlen(r.xml), b, pol, NULL, &e2, &err), 0);
         assert_true(e2->already_planned);
-        migrate_result_done(&r);
+        incoming_result_done(&r);
 
         /* Without an nvidia-63 on node 0's GPU: refused naming the mdev. */
         _cleanup_hostmap_ struct hostmap *c = fake_host_4n(fake_host_slit, fake_host_sockets);
@@ -882,11 +882,11 @@ static void test_incoming_mdev(void **state) {
         assert_int_equal(pci_addr_parse("0000:38:00.0", &p), 0);
         hostmap_add_mdev(c, UB(2), &p)->type = xstrdup("nvidia-63");
         hostmap_finish(c);
-        migrate_incoming(e->xml, strlen(e->xml), c, pol, NULL, &r);
-        assert_int_equal(r.verdict, MIGRATE_REFUSE);
+        engine_incoming(e->xml, strlen(e->xml), c, pol, NULL, &r);
+        assert_int_equal(r.verdict, INCOMING_REFUSE);
         assert_true(has(r.reason, "mdev " UA(1) " (type nvidia-63, parent 0000:0000 on host node 0): no mdev of that type"));
         assert_null(r.xml);
-        migrate_result_done(&r);
+        incoming_result_done(&r);
 }
 
 /* s with 'text' put in before the first occurrence of 'before' (which
@@ -940,9 +940,9 @@ static void test_incoming_parser_differentials(void **state) {
                 _cleanup_free_ char *xml = insert_before(planned, cases[i].before, cases[i].text);
                 _cleanup_free_ char *before = first_source(xml);
                 assert_string_equal(before, "0000:10:00.0");
-                struct migrate_result r = {0};
-                migrate_incoming(xml, strlen(xml), b, pol, NULL, &r);
-                if (r.verdict != MIGRATE_ACCEPT)
+                struct incoming_result r = {0};
+                engine_incoming(xml, strlen(xml), b, pol, NULL, &r);
+                if (r.verdict != INCOMING_ACCEPT)
                         fail_msg("%s: refused: %s", cases[i].what, strna(r.reason));
                 assert_string_equal(to_of(&r.map, "0000:10:00.0"), "0000:18:00.0");
                 _cleanup_free_ char *after = first_source(r.xml);
@@ -956,7 +956,7 @@ static void test_incoming_parser_differentials(void **state) {
                 _cleanup_free_ char *err = NULL;
                 assert_int_equal(engine_plan(r.xml, strlen(r.xml), b, pol, NULL, &e, &err), 0);
                 assert_true(e->already_planned);
-                migrate_result_done(&r);
+                incoming_result_done(&r);
         }
 }
 
@@ -972,11 +972,11 @@ static void test_incoming_duplicate_record(void **state) {
         const char *end = strstr(rec, "/>");
         _cleanup_free_ char *twice = xasprintf("%.*s\n", (int) (end + 2 - rec), rec);
         _cleanup_free_ char *xml = insert_before(planned, "<pcinuma:device host=\"0000:10:00.0\"", twice);
-        struct migrate_result r = {0};
-        migrate_incoming(xml, strlen(xml), b, pol, NULL, &r);
-        assert_int_equal(r.verdict, MIGRATE_REFUSE);
+        struct incoming_result r = {0};
+        engine_incoming(xml, strlen(xml), b, pol, NULL, &r);
+        assert_int_equal(r.verdict, INCOMING_REFUSE);
         assert_true(has(r.reason, "the pcinuma mark records device 0000:10:00.0 twice"));
-        migrate_result_done(&r);
+        incoming_result_done(&r);
 }
 
 /* The review's finding: n hostdevs and a mark that records them in the
@@ -1008,34 +1008,34 @@ static void test_incoming_bounded_by_host(void **state) {
         _cleanup_hostmap_ struct hostmap *b = fake_vm_host_renumbered();
         _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
         _cleanup_free_ char *xml = finding_xml(2500);
-        struct migrate_result r = {0};
-        migrate_incoming(xml, strlen(xml), b, pol, NULL, &r);
-        assert_int_equal(r.verdict, MIGRATE_REFUSE);
+        struct incoming_result r = {0};
+        engine_incoming(xml, strlen(xml), b, pol, NULL, &r);
+        assert_int_equal(r.verdict, INCOMING_REFUSE);
         if (!has(r.reason, "the domain has 2500 PCI host devices; this host has only 4 passthrough-capable devices "
                            "(refused before matching any)"))
                 fail_msg("%s", strna(r.reason));
         assert_int_equal(r.work.spent, 0);
         assert_null(r.xml);
-        migrate_result_done(&r);
+        incoming_result_done(&r);
 
         /* 24,000 (3.9 MB, under DOMAIN_XML_MAX): beyond the tag limit. */
         _cleanup_free_ char *big = finding_xml(24000);
         assert_true(strlen(big) < DOMAIN_XML_MAX);
-        migrate_incoming(big, strlen(big), b, pol, NULL, &r);
-        assert_int_equal(r.verdict, MIGRATE_REFUSE);
+        engine_incoming(big, strlen(big), b, pol, NULL, &r);
+        assert_int_equal(r.verdict, INCOMING_REFUSE);
         if (!has(r.reason, "the domain XML carries a pcinuma mark but is beyond what pcinuma reads (domain XML has "
                            "more than 16384 tags"))
                 fail_msg("%s", strna(r.reason));
         assert_null(r.xml);
-        migrate_result_done(&r);
+        incoming_result_done(&r);
 
         /* Without a mark, the same size is libvirt's business: it passes. */
         _cleanup_free_ char *unmarked = finding_xml(24000);
         char *m = strstr(unmarked, "urn:pcinuma:topology:1");
         memcpy(m, "urn:other:topology:001", 22);
-        migrate_incoming(unmarked, strlen(unmarked), b, pol, NULL, &r);
-        assert_int_equal(r.verdict, MIGRATE_PASS);
-        migrate_result_done(&r);
+        engine_incoming(unmarked, strlen(unmarked), b, pol, NULL, &r);
+        assert_int_equal(r.verdict, INCOMING_PASS);
+        incoming_result_done(&r);
 }
 
 /* The search spends the request's budget (work.h) as it goes: a forged
@@ -1048,13 +1048,13 @@ static void test_search_spends_budget(void **state) {
         _cleanup_hostmap_ struct hostmap *b = fake_vm_host_renumbered();
         _cleanup_free_ char *planned = fake_vm_planned_fleet(a, "require");
         _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
-        struct migrate_result r = {0};
-        migrate_incoming(planned, strlen(planned), b, pol, NULL, &r);
-        assert_int_equal(r.verdict, MIGRATE_ACCEPT);
+        struct incoming_result r = {0};
+        engine_incoming(planned, strlen(planned), b, pol, NULL, &r);
+        assert_int_equal(r.verdict, INCOMING_ACCEPT);
         /* A real domain spends a small part of it. */
         assert_true(r.work.spent > 0);
         assert_true(r.work.spent < WORK_BUDGET / 100);
-        migrate_result_done(&r);
+        incoming_result_done(&r);
 }
 
 /* Issue 24: a GPU the destination's nvidia driver holds is the host's.
@@ -1071,23 +1071,23 @@ static void test_incoming_host_bound(void **state) {
         hostmap_finish(b);
         _cleanup_free_ char *planned = fake_vm_planned_fleet(a, "require");
         _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
-        struct migrate_result r = {0};
-        migrate_incoming(planned, strlen(planned), b, pol, NULL, &r);
-        assert_int_equal(r.verdict, MIGRATE_REFUSE);
+        struct incoming_result r = {0};
+        engine_incoming(planned, strlen(planned), b, pol, NULL, &r);
+        assert_int_equal(r.verdict, INCOMING_REFUSE);
         if (!has(r.reason, "device 0000:10:00.0 (0000:0000, host node 0): the only devices of this host in its place "
                            "are bound to host drivers, and pcinuma never gives a migrating guest a device the host uses: "
                            "0000:18:00.0 (driver nvidia)") || !has(r.reason, "0000:58:00.0 (driver nvidia)") ||
             !has(r.reason, "3 of 4 devices have no place") || has(r.reason, "0000:78:00.0 (driver"))
                 fail_msg("%s", strna(r.reason));
         assert_null(r.xml);
-        migrate_result_done(&r);
+        incoming_result_done(&r);
         _cleanup_policy_ struct policy *pooled =
                 policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}, \"passthrough_pool\": [\"class:0x0302\"]}");
-        migrate_incoming(planned, strlen(planned), b, pooled, NULL, &r);
-        if (r.verdict != MIGRATE_ACCEPT)
+        engine_incoming(planned, strlen(planned), b, pooled, NULL, &r);
+        if (r.verdict != INCOMING_ACCEPT)
                 fail_msg("%s", strna(r.reason));
         assert_string_equal(to_of(&r.map, "0000:10:00.0"), "0000:18:00.0");
-        migrate_result_done(&r);
+        incoming_result_done(&r);
 }
 
 int main(void) {
