@@ -14,6 +14,7 @@
 #include "decide.h"
 #include "log.h"
 #include "hostmap.h"
+#include "memo.h"
 #include "policy.h"
 #include "recheck.h"
 #include "restart.h"
@@ -100,6 +101,10 @@ struct manager {
         /* Restarts into the plan: persistent domains, pcinuma's own
          * starts, incoming ones, counters (restart.h). */
         struct restart_state restarts;
+
+        /* The answers to prepare calls of planned domains, by what they
+         * were decided from (memo.h): main thread only. */
+        struct memo memo;
 
         uint64_t start_usec;            /* CLOCK_REALTIME */
         uint64_t start_mono;
