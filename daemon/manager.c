@@ -971,9 +971,8 @@ static void hook_job_decide_memo(struct hook_job *j) {
                 hook_job_decide(j);
                 return;
         }
-        uint8_t key[MEMO_KEY_SIZE];
-        memo_key(&j->req, j->hostmap->generation, j->policy->generation, key);
-        struct memo_answer *a = memo_get(memo, key);
+        uint64_t hg = j->hostmap->generation, pg = j->policy->generation;
+        struct memo_answer *a = memo_get(memo, &j->req, hg, pg);
         if (a)
                 memo_answer_decision(a, &j->req, &j->d);
         else {
@@ -981,7 +980,8 @@ static void hook_job_decide_memo(struct hook_job *j) {
                 if (!memo_keeps(&j->d))
                         return;
                 a = memo_answer_new(&j->d);
-                memo_put(memo, key, a);
+                if (!memo_put(memo, &j->req, hg, pg, a))
+                        return;         /* not kept (and freed): d is logged */
         }
         j->log = &a->log;
 }

@@ -1,19 +1,19 @@
-/* The memo of prepare answers: its key, which answers it keeps, and its
- * table (memo.h says why it is sound).  Pure. */
+/* The memo of prepare answers: which answers it keeps, and its table,
+ * which gives one only to the very request it was decided for (memo.h
+ * says why that is sound).  Pure. */
 #include "memo.h"
 
 #include <string.h>
 
-#include "sha256.h"
 #include "util.h"
 
 /* The digits of the root element's id='N': where they are in xml, when xml
  * begins with a <domain ...> start tag whose attributes read cleanly and
  * one of them is id with 1 to 20 digits as its value.  Anything else: no
- * digits left out.  Two documents are then given the same key only when
+ * digits left out.  Two documents are then the same request only when
  * they differ in those digits alone, never in where they are or how many:
- * the length is in the key, and the scan reads only what comes before
- * them. */
+ * the lengths and the places are compared, and the scan reads only what
+ * comes before them. */
 static bool root_id_digits(const char *xml, size_t len, size_t *ret_at, size_t *ret_n) {
         static const char open_tag[] = "<domain";
         size_t i = sizeof open_tag - 1;
@@ -54,46 +54,6 @@ static bool root_id_digits(const char *xml, size_t len, size_t *ret_at, size_t *
         }
 }
 
-static void add_u64(struct sha256_ctx *c, uint64_t v) {
-        uint8_t b[8];
-        for (int i = 0; i < 8; i++)
-                b[i] = (uint8_t) (v >> (8 * i));
-        sha256_add(c, b, sizeof b);
-}
-
-/* A part whose length comes first: no two sequences of parts hash alike. */
-static void add_part(struct sha256_ctx *c, const char *s, size_t n) {
-        add_u64(c, n);
-        sha256_add(c, s, n);
-}
-
-void memo_key(const struct proto_request *req, uint64_t host_generation, uint64_t policy_generation,
-              uint8_t ret[MEMO_KEY_SIZE]) {
-        static const char domain[] = "pcinuma prepare memo 1";
-        struct sha256_ctx c;
-        sha256_begin(&c);
-        add_part(&c, domain, sizeof domain);
-        for (size_t i = 0; i < 4; i++)
-                add_part(&c, req->argv[i] ? req->argv[i] : "", req->argv[i] ? strlen(req->argv[i]) : 0);
-        add_u64(&c, req->xml != NULL);
-        add_u64(&c, req->xml_not_utf8);
-        add_u64(&c, (uint64_t) req->xml_invalid_utf8);
-        size_t at = 0, n = 0;
-        bool id = root_id_digits(req->xml, req->xml_len, &at, &n);
-        add_u64(&c, req->xml_len);
-        add_u64(&c, id);
-        if (id) {
-                /* The bytes around the digits; where they are and how many
-                 * follows from the bytes before them and the length. */
-                sha256_add(&c, req->xml, at);
-                sha256_add(&c, req->xml + at + n, req->xml_len - at - n);
-        } else if (req->xml)
-                sha256_add(&c, req->xml, req->xml_len);
-        add_u64(&c, host_generation);
-        add_u64(&c, policy_generation);
-        sha256_end(&c, ret);
-}
-
 bool memo_keeps(const struct decision *d) {
         if (!d->phase || !d->subphase || strcmp(d->phase, "prepare") != 0 || strcmp(d->subphase, "begin") != 0)
                 return false;
@@ -116,27 +76,55 @@ bool memo_keeps(const struct decision *d) {
         return false;
 }
 
+static void entry_done(struct memo *m, struct memo_entry *e) {
+        for (size_t i = 0; i < 4; i++)
+                free(e->argv[i]);
+        free(e->xml);
+        if (m->free_value)
+                m->free_value(e->value);
+}
+
 void memo_init(struct memo *m, void (*free_value)(void *value)) {
         *m = (struct memo) { .free_value = free_value };
 }
 
 void memo_done(struct memo *m) {
         for (size_t i = 0; i < m->n; i++)
-                if (m->free_value)
-                        m->free_value(m->v[i].value);
+                entry_done(m, &m->v[i]);
         free(m->v);
         *m = (struct memo) { .free_value = m->free_value };
 }
 
-static struct memo_entry *find(struct memo *m, const uint8_t key[MEMO_KEY_SIZE]) {
+/* Is e kept for req (its root id digits, as root_id_digits() found them)
+ * and these generations? */
+static bool entry_is(const struct memo_entry *e, const struct proto_request *req, bool id, size_t at, size_t n,
+                     uint64_t host_generation, uint64_t policy_generation) {
+        if (e->host_generation != host_generation || e->policy_generation != policy_generation ||
+            e->xml_len != req->xml_len || !e->xml != !req->xml || e->xml_not_utf8 != req->xml_not_utf8 ||
+            e->xml_invalid_utf8 != req->xml_invalid_utf8 || e->id != id || e->id_at != at || e->id_n != n)
+                return false;
+        for (size_t i = 0; i < 4; i++)
+                if (!streq(e->argv[i], req->argv[i] ? req->argv[i] : ""))
+                        return false;
+        if (!req->xml)
+                return true;
+        if (!id)
+                return memcmp(e->xml, req->xml, req->xml_len) == 0;
+        return memcmp(e->xml, req->xml, at) == 0 && memcmp(e->xml + at + n, req->xml + at + n, req->xml_len - at - n) == 0;
+}
+
+static struct memo_entry *find(struct memo *m, const struct proto_request *req, uint64_t host_generation,
+                               uint64_t policy_generation) {
+        size_t at = 0, n = 0;
+        bool id = root_id_digits(req->xml, req->xml_len, &at, &n);
         for (size_t i = 0; i < m->n; i++)
-                if (memcmp(m->v[i].key, key, MEMO_KEY_SIZE) == 0)
+                if (entry_is(&m->v[i], req, id, at, n, host_generation, policy_generation))
                         return &m->v[i];
         return NULL;
 }
 
-void *memo_get(struct memo *m, const uint8_t key[MEMO_KEY_SIZE]) {
-        struct memo_entry *e = find(m, key);
+void *memo_get(struct memo *m, const struct proto_request *req, uint64_t host_generation, uint64_t policy_generation) {
+        struct memo_entry *e = find(m, req, host_generation, policy_generation);
         if (e)
                 m->hits++;
         else
@@ -144,18 +132,47 @@ void *memo_get(struct memo *m, const uint8_t key[MEMO_KEY_SIZE]) {
         return e ? e->value : NULL;
 }
 
-void memo_put(struct memo *m, const uint8_t key[MEMO_KEY_SIZE], void *value) {
-        struct memo_entry *e = find(m, key);
-        if (!e && m->n < MEMO_CAPACITY) {
-                if (!m->v)
-                        m->v = xcalloc(MEMO_CAPACITY, sizeof(*m->v));
-                e = &m->v[m->n++];
-        } else if (!e) {
-                e = &m->v[m->next];
-                m->next = (m->next + 1) % MEMO_CAPACITY;
+/* Drop entry i. */
+static void drop(struct memo *m, size_t i) {
+        m->bytes -= m->v[i].bytes;
+        entry_done(m, &m->v[i]);
+        memmove(&m->v[i], &m->v[i + 1], (m->n - i - 1) * sizeof(*m->v));
+        m->n--;
+}
+
+bool memo_put(struct memo *m, const struct proto_request *req, uint64_t host_generation, uint64_t policy_generation,
+              void *value) {
+        struct memo_entry e = {
+                .xml_len = req->xml_len,
+                .xml_not_utf8 = req->xml_not_utf8,
+                .xml_invalid_utf8 = req->xml_invalid_utf8,
+                .host_generation = host_generation,
+                .policy_generation = policy_generation,
+                .bytes = sizeof(e) + (req->xml ? req->xml_len : 0),
+                .value = value,
+        };
+        for (size_t i = 0; i < 4; i++)
+                e.bytes += (req->argv[i] ? strlen(req->argv[i]) : 0) + 1;
+        if (e.bytes > MEMO_BYTES_MAX) {
+                if (m->free_value)
+                        m->free_value(value);
+                return false;
         }
-        if (e->value && m->free_value)
-                m->free_value(e->value);
-        memcpy(e->key, key, MEMO_KEY_SIZE);
-        e->value = value;
+        struct memo_entry *old = find(m, req, host_generation, policy_generation);
+        if (old)
+                drop(m, (size_t) (old - m->v));
+        while (m->n > 0 && (m->n == MEMO_CAPACITY || m->bytes + e.bytes > MEMO_BYTES_MAX))
+                drop(m, 0);
+        for (size_t i = 0; i < 4; i++)
+                e.argv[i] = xstrdup(req->argv[i] ? req->argv[i] : "");
+        if (req->xml) {
+                e.xml = xmalloc(req->xml_len ? req->xml_len : 1);
+                memcpy(e.xml, req->xml, req->xml_len);
+        }
+        e.id = root_id_digits(req->xml, req->xml_len, &e.id_at, &e.id_n);
+        if (!m->v)
+                m->v = xcalloc(MEMO_CAPACITY, sizeof(*m->v));
+        m->v[m->n++] = e;
+        m->bytes += e.bytes;
+        return true;
 }

@@ -2,29 +2,30 @@
  * comes back unchanged without parsing or planning it again
  * (docs/performance.md, "Hook").  Its three parts:
  *
- *   - the key: memo_key(), a SHA-256 over everything decide_hook() reads
- *     to answer a prepare call that memo_keeps() accepts: the hook's
- *     arguments, the domain XML's bytes (the digits of the root element's
- *     id='N', which libvirt numbers anew at every start and pcinuma never
- *     reads, left out), and the generations of the host map and of the
- *     policy the caller decides with (a number the caller changes whenever
- *     it replaces either);
+ *   - what a request is answered by: the hook's arguments, the domain
+ *     XML's bytes (but for the digits of the root element's id='N', which
+ *     libvirt numbers anew at every start and pcinuma never reads), and the
+ *     generations of the host map and of the policy the caller decides
+ *     with (numbers the caller changes whenever it replaces either).  The
+ *     memo keeps a copy of them with each answer and gives the answer
+ *     only to a request equal to it in all of these: compared byte for
+ *     byte, not through a hash, so no collision can give a wrong answer;
  *   - which answers may be kept: memo_keeps(), the prepare answers that
  *     come from the plan alone (allowed or warned about as the domain is:
  *     already planned, nothing to place, skipped), never one that depends
  *     on what pcinumad knows besides the request (struct decide_context:
  *     a start without the plan, restarts) or that is a refusal;
- *   - a bounded table from key to the caller's answer (struct memo).
+ *   - a table bounded in entries and bytes (struct memo), oldest out
+ *     first.
  *
- * Why the key is in pcinumad's memory and not in the domain's mark: a
- * digest in the mark is written by whoever writes the domain, so it would
- * vouch for nothing (anyone can compute an unkeyed SHA-256 of a stale
- * domain); checking it would mean parsing and reverting the domain, half
- * of what the answer costs; and libvirt's XML at start is not the XML
- * pcinuma planned.  Keyed by what was received, the memo answers only what
- * pcinumad itself decided for the same bytes, host map and policy; a
- * collision of SHA-256 is the only way to a wrong answer.
- * tests/unit/test-memo.c checks that the memo's answer is the full
+ * Why this lives in pcinumad's memory and not as a digest in the domain's
+ * mark: a digest in the mark is written by whoever writes the domain, so
+ * it would vouch for nothing (anyone can compute an unkeyed SHA-256 of a
+ * stale domain and its inputs); checking it would mean parsing and
+ * reverting the domain, most of what the answer costs; and libvirt's XML
+ * at start is not the XML pcinuma planned.  The memo answers only what
+ * pcinumad itself decided for exactly the same request, host map and
+ * policy.  tests/unit/test-memo.c checks that its answer is the full
  * decision's over the golden cases and edits of each.  Pure: no I/O, no
  * globals. */
 #pragma once
@@ -36,33 +37,36 @@
 #include "decide.h"
 #include "protocol.h"
 
-#define MEMO_KEY_SIZE 32
-
-/* The entries a memo keeps at most; the oldest goes first. */
-#define MEMO_CAPACITY 128
-
-/* The key of request req decided with the host map and policy of these
- * generations, into ret. */
-void memo_key(const struct proto_request *req, uint64_t host_generation, uint64_t policy_generation,
-              uint8_t ret[MEMO_KEY_SIZE]);
+/* The most entries a memo keeps, and the most bytes of requests (domain
+ * XML and arguments) it holds; the oldest go first. */
+#define MEMO_CAPACITY 64
+#define MEMO_BYTES_MAX (1024u * 1024u)
 
 /* May d, decide_hook()'s answer to a request, be given again to the same
- * request (same key)?  Only a prepare begin answered allow or warn from
- * the plan alone: the domain already planned (its mark and layout match
- * the plan), or nothing to place, or skipped.  Those answers are
- * functions of the request, the host map and the policy: decide_hook()
- * does not read its decide_context or in_use for them. */
+ * request?  Only a prepare begin answered allow or warn from the plan
+ * alone: the domain already planned (its mark and layout match the plan),
+ * or nothing to place, or skipped.  Those answers are functions of the
+ * request, the host map and the policy: decide_hook() does not read its
+ * decide_context or in_use for them. */
 bool memo_keeps(const struct decision *d);
 
 struct memo_entry {
-        uint8_t key[MEMO_KEY_SIZE];
+        char *argv[4];
+        char *xml;                      /* NULL: the request had none */
+        size_t xml_len;
+        bool xml_not_utf8;
+        long xml_invalid_utf8;
+        bool id;                        /* the root element's id digits are xml[id_at, id_at + id_n) */
+        size_t id_at, id_n;
+        uint64_t host_generation, policy_generation;
+        size_t bytes;                   /* what it counts against MEMO_BYTES_MAX */
         void *value;
 };
 
 struct memo {
-        struct memo_entry *v;           /* a ring of up to MEMO_CAPACITY */
+        struct memo_entry *v;           /* oldest first */
         size_t n;
-        size_t next;                    /* when full: the oldest, replaced next */
+        size_t bytes;
         void (*free_value)(void *value);
         uint64_t hits, misses;          /* memo_get()'s answers */
 };
@@ -71,8 +75,12 @@ struct memo {
 void memo_init(struct memo *m, void (*free_value)(void *value));
 /* Free every entry and the table (m itself is the caller's). */
 void memo_done(struct memo *m);
-/* The value kept for key, or NULL. */
-void *memo_get(struct memo *m, const uint8_t key[MEMO_KEY_SIZE]);
-/* Keep value for key (the memo owns it now), in place of one kept for
- * the same key, or of the oldest when full. */
-void memo_put(struct memo *m, const uint8_t key[MEMO_KEY_SIZE], void *value);
+/* The value kept for req decided with the host map and policy of these
+ * generations, or NULL. */
+void *memo_get(struct memo *m, const struct proto_request *req, uint64_t host_generation, uint64_t policy_generation);
+/* Keep value (the memo owns it now) for req and these generations, in
+ * place of one kept for the same, and making room by dropping the
+ * oldest; true.  A request over MEMO_BYTES_MAX is not kept: value is
+ * freed, false. */
+bool memo_put(struct memo *m, const struct proto_request *req, uint64_t host_generation, uint64_t policy_generation,
+              void *value);

@@ -20,15 +20,3 @@ char *sha256_hex(const void *data, size_t len, char hex[SHA256_HEX_SIZE]) {
         hex[2 * SHA256_DIGEST_SIZE] = 0;
         return hex;
 }
-
-void sha256_begin(struct sha256_ctx *c) {
-        sha256_init(c);
-}
-
-void sha256_add(struct sha256_ctx *c, const void *data, size_t len) {
-        sha256_update(c, len, data);
-}
-
-void sha256_end(struct sha256_ctx *c, uint8_t ret[SHA256_DIGEST_SIZE]) {
-        sha256_digest(c, SHA256_DIGEST_SIZE, ret);
-}

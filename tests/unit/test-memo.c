@@ -12,14 +12,14 @@
  * its own generation, in two passes, and under a decide_context picked at
  * random (persistent or transient, a watcher or none, pcinuma's own start,
  * an incoming migration), which memo_keeps() answers must not depend on.
- * Every full decision that memo_keeps() is kept under memo_key(); every
- * request whose key the memo holds must have been decided exactly as the
+ * Every full decision that memo_keeps() is kept in the memo; every
+ * request the memo has an answer for must have been decided exactly as the
  * kept answer: verdict, exit code, message, output, UUID, policy mode, and
  * what the journal entry shows of the plan (devices, nodes, cells, the
  * path fidelity report, the reason, a stale mark).
  *
- * --drop policy|host leaves that generation out of the key (passes 0): the
- * test must fail then (meson runs it so, should_fail), which shows that it
+ * --drop policy|host leaves that generation out of what the memo compares
+ * (passes 0): the test must fail then (meson runs it so, should_fail), which shows that it
  * catches a key that leaves out an input. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -253,8 +253,7 @@ static void decide_one(struct memo *m, const char *name, const char *xml, size_t
                 .xml = (char *) xml,
                 .xml_len = strlen(xml),
         };
-        uint8_t key[MEMO_KEY_SIZE];
-        memo_key(&req, streq_ptr(drop, "host") ? 0 : 1 + host, streq_ptr(drop, "policy") ? 0 : 1 + pol, key);
+        uint64_t hg = streq_ptr(drop, "host") ? 0 : 1 + host, pg = streq_ptr(drop, "policy") ? 0 : 1 + pol;
 
         char uuid[37];
         bool has_uuid = decide_peek_uuid(xml, strlen(xml), uuid) == 0;
@@ -265,7 +264,7 @@ static void decide_one(struct memo *m, const char *name, const char *xml, size_t
         count.decisions++;
         _cleanup_free_ char *full = answer(&d);
 
-        struct kept *k = memo_get(m, key);
+        struct kept *k = memo_get(m, &req, hg, pg);
         if (k) {
                 count.hits++;
                 if (!streq(k->xml, xml))
@@ -280,7 +279,7 @@ static void decide_one(struct memo *m, const char *name, const char *xml, size_t
                 count.kept++;
                 k = xcalloc(1, sizeof(*k));
                 *k = (struct kept) { .answer = TAKE_PTR(full), .xml = xstrdup(xml), .ctx = which };
-                memo_put(m, key, k);
+                assert_true(memo_put(m, &req, hg, pg, k));
         }
         decision_done(&d);
 }
@@ -399,9 +398,15 @@ static void test_memo_answers(void **state) {
         assert_int_equal(system(rm), 0);
 }
 
-/* The key: the root element's id digits of the same length give the same
- * key, anything else another; the memo's ring keeps MEMO_CAPACITY. */
-static void test_memo_key_and_ring(void **state) {
+static struct proto_request request(const char *name, const char *xml) {
+        return (struct proto_request) { .type = PROTO_REQUEST_HOOK,
+                                        .argv = { (char *) name, (char *) "prepare", (char *) "begin", (char *) "-" },
+                                        .xml = (char *) xml, .xml_len = xml ? strlen(xml) : 0 };
+}
+
+/* What the memo takes for the same request: the root element's id digits
+ * of the same length, nothing else; and its bounds. */
+static void test_memo_match_and_bounds(void **state) {
         (void) state;
         const char *xmls[] = {
                 "<domain type='kvm' id='3'><name>a</name></domain>",
@@ -411,48 +416,78 @@ static void test_memo_key_and_ring(void **state) {
                 "<domain type='kvm' id='3'><name>b</name></domain>",
                 "<domain type='kvm'><name>a</name><!-- id='3' --></domain>",
                 "<domain type='kvm'><name>a</name><!-- id='4' --></domain>",
+                "<domain type='kvm' id='3' id='4'><name>a</name></domain>",
+                "<domain type='kvm' id='3' id='5'><name>a</name></domain>",
+                NULL,
         };
-        uint8_t k[ELEMENTSOF(xmls)][MEMO_KEY_SIZE];
-        for (size_t i = 0; i < ELEMENTSOF(xmls); i++) {
-                struct proto_request req = { .type = PROTO_REQUEST_HOOK,
-                                             .argv = { (char *) "a", (char *) "prepare", (char *) "begin", (char *) "-" },
-                                             .xml = (char *) xmls[i], .xml_len = strlen(xmls[i]) };
-                memo_key(&req, 1, 1, k[i]);
-        }
-        assert_memory_equal(k[0], k[1], MEMO_KEY_SIZE);
-        for (size_t i = 2; i < ELEMENTSOF(xmls); i++)
-                assert_memory_not_equal(k[0], k[i], MEMO_KEY_SIZE);
-        assert_memory_not_equal(k[5], k[6], MEMO_KEY_SIZE);
-        struct proto_request req = { .type = PROTO_REQUEST_HOOK,
-                                     .argv = { (char *) "a", (char *) "prepare", (char *) "begin", (char *) "-" },
-                                     .xml = (char *) xmls[0], .xml_len = strlen(xmls[0]) };
-        uint8_t g[MEMO_KEY_SIZE];
-        memo_key(&req, 2, 1, g);
-        assert_memory_not_equal(k[0], g, MEMO_KEY_SIZE);
-        memo_key(&req, 1, 2, g);
-        assert_memory_not_equal(k[0], g, MEMO_KEY_SIZE);
-        req.argv[0] = (char *) "b";
-        memo_key(&req, 1, 1, g);
-        assert_memory_not_equal(k[0], g, MEMO_KEY_SIZE);
-
         struct memo m;
         memo_init(&m, free);
+        struct proto_request r0 = request("a", xmls[0]);
+        assert_true(memo_put(&m, &r0, 1, 1, xstrdup("kept")));
+        for (size_t i = 0; i < ELEMENTSOF(xmls); i++) {
+                struct proto_request r = request("a", xmls[i]);
+                char *v = memo_get(&m, &r, 1, 1);
+                if (i <= 1)
+                        assert_string_equal(v, "kept");
+                else
+                        assert_null(v);
+        }
+        assert_null(memo_get(&m, &r0, 2, 1));
+        assert_null(memo_get(&m, &r0, 1, 2));
+        struct proto_request rb = request("b", xmls[0]);
+        assert_null(memo_get(&m, &rb, 1, 1));
+        rb = r0;
+        rb.argv[1] = (char *) "migrate";
+        assert_null(memo_get(&m, &rb, 1, 1));
+        /* Only the first id: the second's digits count. */
+        struct proto_request r7 = request("a", xmls[7]), r8 = request("a", xmls[8]);
+        assert_true(memo_put(&m, &r7, 1, 1, xstrdup("two ids")));
+        assert_null(memo_get(&m, &r8, 1, 1));
+        /* The same request again: replaced. */
+        assert_true(memo_put(&m, &r0, 1, 1, xstrdup("again")));
+        assert_string_equal(memo_get(&m, &r0, 1, 1), "again");
+        assert_int_equal(m.n, 2);
+        memo_done(&m);
+
+        /* At most MEMO_CAPACITY entries, the oldest out first. */
+        memo_init(&m, free);
         for (unsigned i = 0; i < MEMO_CAPACITY + 10; i++) {
-                uint8_t key[MEMO_KEY_SIZE] = { (uint8_t) i, (uint8_t) (i >> 8) };
-                memo_put(&m, key, xasprintf("%u", i));
+                _cleanup_free_ char *name = xasprintf("d%u", i);
+                struct proto_request r = request(name, xmls[0]);
+                assert_true(memo_put(&m, &r, 1, 1, xasprintf("%u", i)));
         }
         assert_int_equal(m.n, MEMO_CAPACITY);
         for (unsigned i = 0; i < MEMO_CAPACITY + 10; i++) {
-                uint8_t key[MEMO_KEY_SIZE] = { (uint8_t) i, (uint8_t) (i >> 8) };
-                char *v = memo_get(&m, key);
+                _cleanup_free_ char *name = xasprintf("d%u", i), *want = xasprintf("%u", i);
+                struct proto_request r = request(name, xmls[0]);
+                char *v = memo_get(&m, &r, 1, 1);
                 if (i < 10)
                         assert_null(v);
-                else {
-                        char want[16];
-                        snprintf(want, sizeof want, "%u", i);
+                else
                         assert_string_equal(v, want);
-                }
         }
+        memo_done(&m);
+
+        /* At most MEMO_BYTES_MAX bytes. */
+        memo_init(&m, free);
+        size_t big = MEMO_BYTES_MAX / 3;
+        _cleanup_free_ char *doc = xmalloc(big + 1);
+        memset(doc, ' ', big);
+        doc[big] = 0;
+        for (unsigned i = 0; i < 4; i++) {
+                _cleanup_free_ char *name = xasprintf("big%u", i);
+                struct proto_request r = request(name, doc);
+                assert_true(memo_put(&m, &r, 1, 1, xstrdup(name)));
+                assert_true(m.bytes <= MEMO_BYTES_MAX);
+        }
+        assert_int_equal(m.n, 2);
+        _cleanup_free_ char *huge = xmalloc(MEMO_BYTES_MAX + 1);
+        memset(huge, ' ', MEMO_BYTES_MAX);
+        huge[MEMO_BYTES_MAX] = 0;
+        struct proto_request rh = request("huge", huge);
+        assert_false(memo_put(&m, &rh, 1, 1, xstrdup("huge")));
+        assert_null(memo_get(&m, &rh, 1, 1));
+        assert_int_equal(m.n, 2);
         memo_done(&m);
 }
 
@@ -466,7 +501,7 @@ int main(int argc, char **argv) {
                 }
         }
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_memo_key_and_ring),
+                cmocka_unit_test(test_memo_match_and_bounds),
                 cmocka_unit_test(test_memo_answers),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
