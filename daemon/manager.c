@@ -608,6 +608,8 @@ int manager_new(const struct manager_config *cfg, struct manager **ret) {
         return 0;
 }
 
+static void drop_parked(struct manager *m);
+
 struct manager *manager_free(struct manager *m) {
         if (!m)
                 return NULL;
@@ -615,6 +617,7 @@ struct manager *manager_free(struct manager *m) {
         /* The server first: its connections let go of their jobs; then
          * the jobs that are running end, and the rest are dropped. */
         server_free(m->server);
+        drop_parked(m);
         workers_free(m->workers);
         sd_event_source_disable_unref(m->rescan_timer);
         sd_event_source_disable_unref(m->hold_timer);
@@ -937,9 +940,14 @@ struct hook_job {
         const struct decision_log *log; /* the memo's journal entry of d (not owned), or NULL: log d */
         char *frame;                    /* a worker's answer, encoded; NULL if it could not be */
         size_t frame_len;
+        /* While it waits for a define (manager.parked): */
+        struct hook_job *park_next;
+        sd_event_source *park_timer;
+        pid_t peer_pid;
 };
 
 static void hook_job_free(struct hook_job *j) {
+        sd_event_source_disable_unref(j->park_timer);
         decision_done(&j->d);
         hook_context_done(&j->ctx);
         proto_request_done(&j->req);
@@ -1095,6 +1103,107 @@ static json_object *answer_busy(struct manager *m, const struct proto_request *r
         return proto_response_new_error("%s", why);
 }
 
+/* Decide j: at once when its domain XML is small (the answer is returned),
+ * else on a worker (NULL is returned, *ret_job is j, and the answer goes
+ * through server_reply() when it is done). */
+static json_object *hook_job_start(struct manager *m, struct hook_job *j, struct hook_job **ret_job) {
+        if (j->req.xml_len <= HOOK_INLINE_MAX) {
+                hook_job_decide_memo(j);
+                json_object *resp = hook_job_answer(j);
+                hook_job_apply(j);
+                hook_job_free(j);
+                return resp;
+        }
+        int r = workers_submit(m->workers, &j->work);
+        if (r < 0) {
+                json_object *resp = answer_busy(m, &j->req, j->peer_pid, r);
+                metrics_request(m->metrics, "hook", now_usec(CLOCK_MONOTONIC) - j->t0);
+                hook_job_free(j);
+                return resp;
+        }
+        *ret_job = j;
+        return NULL;
+}
+
+/* A prepare call of a domain that is transient at the gate, but that the
+ * watcher reported undefined moments ago, may come from a client that
+ * undefines and defines it right before each start, with the define's
+ * event not yet through the watcher: libvirt orders nothing between its
+ * events and its hook calls.  Such a call waits for that define, at most
+ * RESTART_REDEFINE_WAIT_USEC (restart.h), off the main loop's path: the
+ * server keeps the connection waiting, as for a worker's job.  Returns 0
+ * if j was parked, -EAGAIN if it has nothing to wait for. */
+static int on_park_timer(sd_event_source *s, uint64_t usec, void *userdata);
+
+static int park(struct manager *m, struct hook_job *j) {
+        if (!streq(j->req.argv[1], "prepare") || !streq(j->req.argv[2], "begin") ||
+            !restart_define_awaited(&m->restarts, &j->ctx.decide, j->ctx.now))
+                return -EAGAIN;
+        int r = sd_event_add_time_relative(m->event, &j->park_timer, CLOCK_MONOTONIC, RESTART_REDEFINE_WAIT_USEC, 0,
+                                           on_park_timer, j);
+        if (r < 0)
+                return r;       /* decided now, as before */
+        j->park_next = m->parked;
+        m->parked = j;
+        log_msg(LOG_DEBUG, "Start of domain %s: transient at the gate but undefined moments ago; waiting up to %llu ms "
+                "for its define", j->req.argv[0], (unsigned long long) (RESTART_REDEFINE_WAIT_USEC / 1000));
+        return 0;
+}
+
+/* Take j off the parked list, compute its context again (the define may
+ * have come) and decide it; its answer goes to its connection, if the
+ * client is still there. */
+static void unpark(struct manager *m, struct hook_job *j) {
+        for (struct hook_job **p = &m->parked; *p; p = &(*p)->park_next)
+                if (*p == j) {
+                        *p = j->park_next;
+                        break;
+                }
+        j->park_timer = sd_event_source_disable_unref(j->park_timer);
+        hook_context_done(&j->ctx);
+        hook_context_fill(m, &j->req, &j->ctx);
+        struct hook_job *queued = NULL;
+        struct conn *c = j->conn;
+        _cleanup_json_ json_object *resp = hook_job_start(m, j, &queued);
+        if (queued || !c)
+                return;         /* a worker answers it; or nobody waits */
+        char *frame = NULL;
+        size_t len = 0;
+        if (proto_frame_encode(resp, &frame, &len) < 0)
+                frame = NULL;
+        server_reply(c, frame, len);
+}
+
+static int on_park_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s;
+        (void) usec;
+        struct hook_job *j = userdata;
+        log_msg(LOG_DEBUG, "Start of domain %s: no define came within %llu ms; deciding it as transient",
+                j->req.argv[0], (unsigned long long) (RESTART_REDEFINE_WAIT_USEC / 1000));
+        unpark(j->m, j);
+        return 0;
+}
+
+/* pcinumad stops: the parked calls are dropped undecided (their
+ * connections are gone with the server). */
+static void drop_parked(struct manager *m) {
+        while (m->parked) {
+                struct hook_job *j = m->parked;
+                m->parked = j->park_next;
+                hook_job_free(j);
+        }
+}
+
+/* The parked calls of uuid (all of them: NULL), decided now. */
+static void unpark_uuid(struct manager *m, const char *uuid) {
+        struct hook_job *next;
+        for (struct hook_job *j = m->parked; j; j = next) {
+                next = j->park_next;
+                if (!uuid || (j->ctx.decide.uuid && strcasecmp(j->ctx.decide.uuid, uuid) == 0))
+                        unpark(m, j);
+        }
+}
+
 json_object *manager_handle(struct manager *m, json_object *request, struct conn *c, uid_t peer_uid, pid_t peer_pid,
                             struct hook_job **ret_job) {
         struct proto_request req = {0};
@@ -1128,24 +1237,14 @@ json_object *manager_handle(struct manager *m, json_object *request, struct conn
         j->t0 = t0;
         j->hostmap = shared_ref(m->hostmap_ref);
         j->policy = shared_ref(m->policy_ref);
+        j->peer_pid = peer_pid;
         hook_context_fill(m, &req, &j->ctx);
         j->req = req;
-        if (req.xml_len <= HOOK_INLINE_MAX) {
-                hook_job_decide_memo(j);
-                json_object *resp = hook_job_answer(j);
-                hook_job_apply(j);
-                hook_job_free(j);
-                return resp;
+        if (park(m, j) == 0) {
+                *ret_job = j;
+                return NULL;
         }
-        int r = workers_submit(m->workers, &j->work);
-        if (r < 0) {
-                json_object *resp = answer_busy(m, &j->req, peer_pid, r);
-                hook_job_free(j);
-                metrics_request(m->metrics, "hook", now_usec(CLOCK_MONOTONIC) - t0);
-                return resp;
-        }
-        *ret_job = j;
-        return NULL;
+        return hook_job_start(m, j, ret_job);
 }
 
 static json_object *json_u64(uint64_t v) {
@@ -1331,11 +1430,14 @@ void manager_persistent_all(struct manager *m, const struct wproto_domains *d) {
 }
 
 void manager_persistent_one(struct manager *m, const char *uuid, bool persistent) {
-        restart_set_one(&m->restarts, uuid, persistent);
+        restart_set_one(&m->restarts, uuid, persistent, now_usec(CLOCK_MONOTONIC));
+        if (persistent)
+                unpark_uuid(m, uuid);
 }
 
 void manager_persistence_lost(struct manager *m) {
         restart_forget_persistence(&m->restarts);
+        unpark_uuid(m, NULL);
 }
 
 void manager_plan_restart(struct manager *m, const char *uuid, const char *xml, size_t len, struct redefine_plan *ret) {

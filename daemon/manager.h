@@ -101,6 +101,7 @@ struct manager {
         /* Restarts into the plan: persistent domains, pcinuma's own
          * starts, incoming ones, counters (restart.h). */
         struct restart_state restarts;
+        struct hook_job *parked;        /* prepare calls waiting for a define (manager.c, park()) */
 
         /* The answers to prepare calls of planned domains, by what they
          * were decided from (memo.h): main thread only. */

@@ -54,8 +54,13 @@ void restart_state_done(struct restart_state *s) {
         free(s->own);
         free(s->incoming);
         free(s->conditional);
+        free(s->undefined);
         *s = (struct restart_state) {0};
 }
+
+static void note_add(struct restart_note **v, size_t *n, const char *uuid, uint64_t now, uint64_t until);
+static void note_remove(struct restart_note *v, size_t *n, const char *uuid);
+static struct restart_note *note_find(struct restart_note *v, size_t *n, const char *uuid, uint64_t now);
 
 void restart_set_persistent(struct restart_state *s, const char *const *uuids, size_t n) {
         free(s->persistent);
@@ -75,11 +80,15 @@ void restart_set_persistent(struct restart_state *s, const char *const *uuids, s
         s->known = true;
 }
 
-void restart_set_one(struct restart_state *s, const char *uuid, bool persistent) {
+void restart_set_one(struct restart_state *s, const char *uuid, bool persistent, uint64_t now) {
         if (!canonical(uuid))
                 return;
         char u[37];
         lower(uuid, u);
+        if (persistent)
+                note_remove(s->undefined, &s->n_undefined, u);
+        else
+                note_add(&s->undefined, &s->n_undefined, u, now, now + RESTART_UNDEFINED_USEC);
         bool found;
         size_t at = find(s, u, &found);
         if (persistent && !found) {
@@ -169,6 +178,11 @@ void restart_context(struct restart_state *s, const char *xml, size_t len, bool 
                 c.incoming = note_find(s->incoming, &s->n_incoming, uuid_buf, now) != NULL;
         }
         *ret = c;
+}
+
+bool restart_define_awaited(struct restart_state *s, const struct decide_context *ctx, uint64_t now) {
+        return ctx->uuid && ctx->watcher && ctx->persistence == DECIDE_TRANSIENT &&
+               note_find(s->undefined, &s->n_undefined, ctx->uuid, now) != NULL;
 }
 
 void restart_after_prepare(struct restart_state *s, const struct decide_context *ctx, enum decide_verdict v) {

@@ -23,6 +23,13 @@
 /* A migrate or restore hook call marks the prepare call that follows it
  * (at once: the same libvirt start) for this long. */
 #define RESTART_INCOMING_USEC (60ull * 1000 * 1000)
+/* The watcher reported a domain undefined: for this long, a prepare call
+ * that finds it transient may be a define ahead of the watcher's events
+ * (a client that undefines and defines it right before each start), and
+ * waits for that define at most RESTART_REDEFINE_WAIT_USEC
+ * (restart_define_awaited()). */
+#define RESTART_UNDEFINED_USEC (10ull * 1000 * 1000)
+#define RESTART_REDEFINE_WAIT_USEC (2ull * 1000 * 1000)
 
 struct restart_note {
         char uuid[37];
@@ -45,6 +52,10 @@ struct restart_state {
          * domain that was persistent once up). */
         struct restart_note *conditional;
         size_t n_conditional;
+        /* Domains reported undefined, until RESTART_UNDEFINED_USEC or
+         * their next define. */
+        struct restart_note *undefined;
+        size_t n_undefined;
 
         /* status "restarts" */
         uint64_t n_requested;           /* DECIDE_RESTART verdicts sent to the watcher */
@@ -56,11 +67,12 @@ struct restart_state {
 void restart_state_done(struct restart_state *s);
 
 /* The watcher's messages: the whole set of persistent domains (replaces
- * what was known; known from now on), one domain defined or undefined,
- * and its disconnection (unknown until the next whole set).  UUIDs that
- * are not in libvirt's canonical form are ignored. */
+ * what was known; known from now on), one domain defined or undefined
+ * (at now; an undefined one is noted for restart_define_awaited()), and
+ * its disconnection (unknown until the next whole set).  UUIDs that are
+ * not in libvirt's canonical form are ignored. */
 void restart_set_persistent(struct restart_state *s, const char *const *uuids, size_t n);
-void restart_set_one(struct restart_state *s, const char *uuid, bool persistent);
+void restart_set_one(struct restart_state *s, const char *uuid, bool persistent, uint64_t now);
 void restart_forget_persistence(struct restart_state *s);
 /* Whether uuid is known to be persistent. */
 bool restart_is_persistent(const struct restart_state *s, const char *uuid);
@@ -85,6 +97,14 @@ void restart_note_conditional(struct restart_state *s, const char *uuid, uint64_
  * note is used is forgotten by restart_after_prepare(). */
 void restart_context(struct restart_state *s, const char *xml, size_t len, bool updating, bool connected, uint64_t now,
                      char uuid_buf[static 37], struct decide_context *ret);
+/* Whether the prepare call of ctx should wait for a define that may be
+ * ahead of the watcher's events: the gate holds the domain transient,
+ * and the watcher reported it undefined within RESTART_UNDEFINED_USEC.
+ * Nothing orders libvirt's define events against its hook calls; the
+ * caller waits for restart_set_one(uuid, true), at most
+ * RESTART_REDEFINE_WAIT_USEC, then computes the context again. */
+bool restart_define_awaited(struct restart_state *s, const struct decide_context *ctx, uint64_t now);
+
 /* After the prepare decision of ctx: an incoming note is used up, a
  * conditional one is superseded (unless it is pcinuma's own start); a
  * DECIDE_RESTART is counted as requested. */

@@ -23,7 +23,10 @@ after a failed plan (a warning saying so); the watcher's report ends that
 and is counted in the status; a transient domain under "transient":
 "leave" gets today's refusal, telling it to create planned XML or set
 transient: restart, and under "restart" is restarted; a domain defined
-meanwhile ({"type":"domain"}) is restarted; "first_start": "refuse" and
+meanwhile ({"type":"domain"}) is restarted; a start whose define reaches the gate after the hook call (a
+client that undefines and defines the domain right before each start)
+waits for it and is restarted, and one whose define never comes is
+decided as transient once the wait is over; "first_start": "refuse" and
 "allow" keep today's refusal and warning; an incoming migration is not
 restarted; a watcher that lost libvirt means no restart, and says so.
 Ends with 'N passed, M failed'.
@@ -36,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from pcinumatest import FAKE_WATCHER
@@ -289,6 +293,41 @@ def t_transient():
         e.stop()
 
 
+def t_redefine():
+    e = Env({"default": {"policy": "require"}})
+    try:
+        # The client undefines vm-p and defines it again; its start's hook
+        # call reaches pcinumad before the define's event does.
+        e.send({"type": "domain", "uuid": P, "persistent": False})
+        m = e.mark()
+        out = {}
+        th = threading.Thread(target=lambda: out.update(got=e.prepare("vm-p", e.xml_p)))
+        th.start()
+        time.sleep(0.5)
+        check(th.is_alive(), "the hook call of a domain undefined moments ago was answered before its define came: %r"
+              % (out.get("got"),))
+        e.send({"type": "domain", "uuid": P, "persistent": True})
+        th.join(td.T(20))
+        check("got" in out, "no answer to the hook call after the define came")
+        r, dec = out["got"]
+        eq((r.rc, dec.get("PCINUMA_VERDICT")), (0, "restart"),
+           "a start whose define came after its hook call, under require: %r" % (r,))
+        contains(r.err, "its persistent definition is being updated", "hook stderr")
+        e.wait(lambda: e.since(m, "restart_plan"), "its restart plan")
+        e.send({"type": "restarted", "uuid": P, "outcome": "restarted", "unplanned_us": 1, "total_us": 2})
+        # Undefined for good: no define comes, and once the wait is over
+        # the start is decided as a transient one (refused under require).
+        e.send({"type": "domain", "uuid": P, "persistent": False})
+        t0 = time.monotonic()
+        r, dec = e.prepare("vm-p", e.xml_p)
+        waited = time.monotonic() - t0
+        eq((r.rc, dec.get("PCINUMA_VERDICT")), (1, "refuse"), "a start of a domain undefined for good: %r" % (r,))
+        contains(r.err, "a transient domain must be created from planned XML", "stderr")
+        check(waited >= 1.9, "decided after %.2f s, before the wait for a define (2 s) was over" % waited)
+    finally:
+        e.stop()
+
+
 def t_refuse_allow_incoming():
     e = Env({"default": {"policy": "require"},
              "rules": [{"match": {"name": "vm-refuse"}, "policy": "require", "first_start": "refuse"},
@@ -366,6 +405,7 @@ def main():
         mkfakesysfs(os.path.join(a.hosts, "sample-4n.json"), td.FIXTURE)
         R.run("persistent: restarted; pcinuma's own starts pass; the watcher's report counted", t_persistent)
         R.run("transient: leave refuses (says how), restart restarts; a domain defined meanwhile", t_transient)
+        R.run("a define that reaches the gate after the hook call is waited for; then transient", t_redefine)
         R.run("first_start refuse and allow; incoming migration and restore; watcher without libvirt",
               t_refuse_allow_incoming)
     finally:

@@ -50,13 +50,13 @@ static void test_persistent_set(void **state) {
         assert_false(c.watcher);
         assert_int_equal(c.persistence, DECIDE_PERSISTENCE_UNKNOWN);
 
-        restart_set_one(&s, B, true);
-        restart_set_one(&s, B, true);
+        restart_set_one(&s, B, true, 1);
+        restart_set_one(&s, B, true, 1);
         assert_int_equal(s.n_persistent, 3);
         for (size_t i = 1; i < s.n_persistent; i++)
                 assert_true(strcmp(s.persistent[i - 1], s.persistent[i]) < 0);
-        restart_set_one(&s, "6F1C3A52-8D0E-4B7A-9C55-1E2F3A4B5C6D", false);
-        restart_set_one(&s, "garbage", true);
+        restart_set_one(&s, "6F1C3A52-8D0E-4B7A-9C55-1E2F3A4B5C6D", false, 1);
+        restart_set_one(&s, "garbage", true, 1);
         assert_int_equal(s.n_persistent, 2);
         assert_false(restart_is_persistent(&s, A));
         assert_true(restart_is_persistent(&s, B));
@@ -66,6 +66,40 @@ static void test_persistent_set(void **state) {
         assert_false(restart_is_persistent(&s, B));
         c = ctx_of(&s, XML(B), true, 1, buf);
         assert_int_equal(c.persistence, DECIDE_PERSISTENCE_UNKNOWN);
+        restart_state_done(&s);
+}
+
+/* A prepare call waits for a define only for a domain that is transient
+ * at the gate and was reported undefined within RESTART_UNDEFINED_USEC;
+ * its define ends the wait. */
+static void test_define_awaited(void **state) {
+        (void) state;
+        struct restart_state s = {0};
+        char buf[37];
+        const char *in[] = { A };
+        restart_set_persistent(&s, in, 1);
+        uint64_t t = 1000;
+        struct decide_context c = ctx_of(&s, XML(B), true, t, buf);
+        assert_int_equal(c.persistence, DECIDE_TRANSIENT);
+        assert_false(restart_define_awaited(&s, &c, t));          /* never undefined: truly transient */
+        c = ctx_of(&s, XML(A), true, t, buf);
+        assert_false(restart_define_awaited(&s, &c, t));          /* persistent */
+
+        restart_set_one(&s, A, false, t);                         /* undefined */
+        c = ctx_of(&s, XML(A), true, t + 1, buf);
+        assert_int_equal(c.persistence, DECIDE_TRANSIENT);
+        assert_true(restart_define_awaited(&s, &c, t + 1));
+        assert_false(restart_define_awaited(&s, &c, t + RESTART_UNDEFINED_USEC));  /* too long ago */
+        restart_set_one(&s, A, false, t);
+        c = ctx_of(&s, XML(A), false, t + 1, buf);                /* no watcher: nothing to wait for */
+        assert_false(restart_define_awaited(&s, &c, t + 1));
+
+        restart_set_one(&s, A, true, t + 2);                      /* defined again */
+        c = ctx_of(&s, XML(A), true, t + 3, buf);
+        assert_int_equal(c.persistence, DECIDE_PERSISTENT);
+        assert_false(restart_define_awaited(&s, &c, t + 3));
+        c.persistence = DECIDE_TRANSIENT;                         /* the note went with the define */
+        assert_false(restart_define_awaited(&s, &c, t + 3));
         restart_state_done(&s);
 }
 
@@ -163,6 +197,7 @@ static void test_counters(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_persistent_set),
+                cmocka_unit_test(test_define_awaited),
                 cmocka_unit_test(test_notes),
                 cmocka_unit_test(test_counters),
         };
