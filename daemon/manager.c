@@ -1292,9 +1292,13 @@ json_object *manager_status(struct manager *m) {
         json_object_object_add(r, "status", json_u64(m->n_status));
         json_object_object_add(r, "errors", json_u64(m->n_errors));
         json_object_object_add(r, "rejected_peers", json_u64(m->n_rejected));
-        json_object_object_add(r, "memo_answers", json_u64(m->memo.hits));
         json_object_object_add(r, "connections", json_u64(server_n_connections(m->server)));
         json_object_object_add(o, "requests", r);
+
+        json_object *mo = json_object_new_object();
+        json_object_object_add(mo, "answers", json_u64(m->memo.hits));
+        json_object_object_add(mo, "kept", json_u64(m->memo.n));
+        json_object_object_add(o, "prepare_memo", mo);
 
         json_object *rc = json_object_new_object();
         json_object_object_add(rc, "domains_known", json_u64(m->cache.n));

@@ -16,7 +16,7 @@ round-by-round (paired) ratio are reported.  Then the full path against the
 fast path alone, paired, --paired-rounds rounds (200): the target of issue
 26, at most 2x; pcinumad answers the full path from its memo of prepare
 answers (lib/core/memo.h) after the first call, which the run checks in
-its status (requests.memo_answers).  The full path is measured
+its status (prepare_memo.answers).  The full path is measured
 against the same 16 KB no-op floor and, for the record, against a no-op
 fed the (11.6 KB) planned XML.
 
@@ -111,13 +111,13 @@ def run(a):
 
     # The whole hook process of the full path against the fast path's,
     # paired: a planned 16-device domain that comes back unchanged.
-    memo_before = after.get("requests", {}).get("memo_answers", 0)
+    memo_before = after.get("prepare_memo", {}).get("answers", 0)
     cmd = [a.spawn_timer, str(a.paired_rounds), "20", variants[1], variants[2]]
     out = subprocess.run(cmd, stdout=subprocess.PIPE, check=True, text=True).stdout
     for line in out.splitlines():
         B.say("# " + line)
     med2, paired2 = parse_timer(out)
-    memo = B.call(d.sock, {"version": 1, "type": "status"})["status"]["requests"].get("memo_answers", 0) - memo_before
+    memo = B.call(d.sock, {"version": 1, "type": "status"})["status"].get("prepare_memo", {}).get("answers", 0) - memo_before
     B.say("# full-path calls answered from pcinumad's memo: %d of %d" % (memo, a.paired_rounds + 20))
     B.info("hook.paired_fast_median", med2["fast"][0], "us", "%.1f")
     B.info("hook.paired_full_median", med2["full"][0], "us", "%.1f")

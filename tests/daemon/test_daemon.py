@@ -1068,16 +1068,16 @@ def t_log_fields():
 def t_prepare_memo():
     """A planned domain that comes back unchanged is answered from pcinumad's
     memo of prepare answers (lib/core/memo.h): the same answer and the same
-    log entry as the first time; an edit, another policy or another host
+    log entry as the first time (status prepare_memo.answers counts it); an edit, another policy or another host
     map is decided in full."""
     with Daemon("memo", policy="require") as d:
         good = planned("gpu-vm-1", "require")
-        base = d.status()["requests"]["memo_answers"]
+        base = d.status()["prepare_memo"]["answers"]
         r1, dec1 = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", good)
         eq((r1.rc, r1.err), (0, ""), "first prepare of the planned domain: %r" % r1)
-        eq(d.status()["requests"]["memo_answers"], base, "memo answers after the first prepare")
+        eq(d.status()["prepare_memo"]["answers"], base, "memo answers after the first prepare")
         r2, dec2 = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", good)
-        eq(d.status()["requests"]["memo_answers"], base + 1, "memo answers after the second prepare")
+        eq(d.status()["prepare_memo"]["answers"], base + 1, "memo answers after the second prepare")
         eq((r2.rc, r2.out, r2.err), (r1.rc, r1.out, r1.err), "the memo's answer")
         eq((dec2.message, dec2.fields, dec2.prefix), (dec1.message, dec1.fields, dec1.prefix), "the memo's log entry")
         check(len(dec1.all("PCINUMA_DEVICE")) == 16 and dec1.get("PCINUMA_FIDELITY"),
@@ -1088,7 +1088,7 @@ def t_prepare_memo():
         check(with_id != good, "could not add an id to the domain")
         hook_and_decision(d, "gpu-vm-1", "prepare", "begin", with_id)
         r3, dec3 = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", with_id.replace("id='7'", "id='8'"))
-        eq(d.status()["requests"]["memo_answers"], base + 2, "memo answers for id='7' (new) and id='8' (the same)")
+        eq(d.status()["prepare_memo"]["answers"], base + 2, "memo answers for id='7' (new) and id='8' (the same)")
         eq((r3.rc, r3.err, dec3.fields), (r1.rc, r1.err, dec1.fields), "answer with another id")
 
         # a device the user moved: decided in full (refused under require)
@@ -1098,16 +1098,16 @@ def t_prepare_memo():
         r4, dec4 = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", moved)
         eq(r4.rc, 1, "prepare of a moved device: %r" % r4)
         eq(dec4.get("PCINUMA_VERDICT"), "refuse", "verdict of a moved device")
-        eq(d.status()["requests"]["memo_answers"], base + 2, "memo answers after an edited domain")
+        eq(d.status()["prepare_memo"]["answers"], base + 2, "memo answers after an edited domain")
 
         # another policy (and host map: SIGHUP reads both again)
         write_policy(d.policy_file, "preferred")
         d.hup()
         r5, dec5 = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", good)
         eq(dec5.get("PCINUMA_POLICY"), "preferred", "policy of the prepare after the reload")
-        eq(d.status()["requests"]["memo_answers"], base + 2, "memo answers after the reload")
+        eq(d.status()["prepare_memo"]["answers"], base + 2, "memo answers after the reload")
         r6, dec6 = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", good)
-        eq(d.status()["requests"]["memo_answers"], base + 3, "memo answers after the reload, again")
+        eq(d.status()["prepare_memo"]["answers"], base + 3, "memo answers after the reload, again")
         eq((r6.rc, r6.err, dec6.fields), (r5.rc, r5.err, dec5.fields), "the memo's answer after the reload")
 
 
