@@ -158,7 +158,7 @@ static char *describe_function(const struct ctx *c, const struct hostmap_device 
                 append_escaped(&b, fingerprint_driver_kind(d->driver));
         }
         /* The BARs size the guest's 64-bit MMIO window and decide the I/O
-         * port budget (planner.c), so they are part of the place. */
+         * port budget (planner-layout.c), so they are part of the place. */
         const char *sep = " bars ";
         for (unsigned i = 0; i < HOSTMAP_N_BARS; i++) {
                 const char *t = bar_type(&d->bars[i]);

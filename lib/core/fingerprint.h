@@ -106,7 +106,7 @@ char *fingerprint_position(const struct fingerprint *f, const struct hostmap *h,
 char *fingerprint_below(const struct fingerprint *f, const struct hostmap *h, size_t device, size_t depth);
 
 /* fingerprint_below() without the driver kinds: what the GPUDirect clique
- * order uses (planner.c), since libvirt rebinds a managed device to its
+ * order uses (planner-features.c), since libvirt rebinds a managed device to its
  * VFIO variant driver and back as its guest starts and stops, which must
  * not reorder another domain's cliques. */
 char *fingerprint_below_shape(const struct fingerprint *f, const struct hostmap *h, size_t device, size_t depth);

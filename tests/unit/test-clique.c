@@ -1,4 +1,4 @@
-/* Tests for gpudirect_clique (planner.c's plan_cliques(), the rewrite and
+/* Tests for gpudirect_clique (planner-features.c's plan_cliques(), the rewrite and
  * the mark's <pcinuma:clique> records): which GPUs share an
  * x-nv-gpudirect-clique id, the ids' order, the 16-group limit, and that
  * a revert removes exactly what the rewrite added.  Host maps built in
