@@ -11,6 +11,7 @@
 #include "metrics.h"
 #include "paths.h"
 #include "util.h"
+#include "workers.h"
 
 static void usage(FILE *f) {
         fprintf(f,

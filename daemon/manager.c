@@ -9,19 +9,83 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
+#include <systemd/sd-device.h>
+#include <systemd/sd-event.h>
 #include <time.h>
 
+#include "decide.h"
+#include "hostmap.h"
 #include "log.h"
 #include "mark.h"
+#include "memo.h"
 #include "metrics.h"
+#include "policy.h"
 #include "protocol.h"
+#include "recheck.h"
 #include "redefine.h"
+#include "restart.h"
 #include "server.h"
-#include "watcher.h"
+#include "watcher-link.h"
+#include "workers.h"
+#include "wproto.h"
 
 #if PCINUMA_STAND_INS
 #include "standins.h"
 #endif
+
+struct manager {
+        struct manager_config cfg;
+        sd_event *event;
+        sd_device_monitor *monitor;
+        sd_event_source *rescan_timer;
+        sd_event_source *hold_timer;    /* removals held for a grace period (recheck.h) */
+        struct server *server;
+        struct watcher *watcher;        /* NULL with --libvirt-uri none */
+        struct workers *workers;        /* hook decisions for domain XMLs over 64 KiB (workers.h) */
+        struct metrics *metrics;        /* counts even without a file */
+
+        /* The current host map and policy (main thread).  Jobs on the
+         * workers hold references to the ones they read (hostmap_ref,
+         * policy_ref: the manager's own reference), so a reload frees the
+         * previous ones only when the last job that reads them is done. */
+        struct hostmap *hostmap;
+        struct shared *hostmap_ref;
+#if PCINUMA_STAND_INS
+        struct standins *stand_ins;     /* read once at start; every host map points to it */
+#endif
+        uint64_t hostmap_loaded_usec;   /* CLOCK_REALTIME */
+        uint64_t hostmap_generation;
+        struct policy *policy;
+        struct shared *policy_ref;
+        bool policy_from_file;
+        uint64_t policy_loaded_usec;
+        char *policy_error;             /* the last reload's error, or NULL */
+
+        /* What the watcher planned, per domain, so that a host map change
+         * or a reload rechecks only the domains it touches (recheck.h). */
+        struct recheck_cache cache;
+        struct recheck_holds holds;
+        uint64_t n_plans;               /* plan requests from the watcher */
+        uint64_t n_recheck_domains;     /* {"type":"recheck","uuid"} sent */
+        uint64_t n_recheck_all;         /* {"type":"recheck"} (every domain) sent */
+        uint64_t n_logged_once;         /* define-time summaries lowered to debug: told before */
+
+        /* Restarts into the plan: persistent domains, pcinuma's own
+         * starts, incoming ones, counters (restart.h). */
+        struct restart_state restarts;
+
+        /* The answers to prepare calls of planned domains, by what they
+         * were decided from (memo.h): main thread only. */
+        struct memo memo;
+        struct hook_job *parked;        /* prepare calls waiting for a define (manager.c, park()) */
+
+        uint64_t start_usec;            /* CLOCK_REALTIME */
+        uint64_t start_mono;
+        /* Requests that reached manager_handle() (the server counts those
+         * it refused before: server_stats()). */
+        uint64_t n_requests, n_hook, n_status, n_errors;
+        uint64_t n_verdict[_DECIDE_VERDICT_MAX];        /* by enum decide_verdict */
+};
 
 /* udev sends a burst of events per device (add, bind, ...): wait this
  * long after the last one before rescanning. */
@@ -445,7 +509,8 @@ static void metrics_snapshot(void *userdata, struct metrics_state *ret) {
                                  &ret->conflicts);
 }
 
-void manager_metrics_changed(struct manager *m) {
+static void manager_metrics_changed(void *userdata) {
+        struct manager *m = userdata;
         metrics_changed(m->metrics);
 }
 
@@ -550,6 +615,15 @@ static int setup_workers(struct manager *m) {
         return workers_new(m->event, m->cfg.workers ? m->cfg.workers : workers_default_threads(), &m->workers);
 }
 
+static json_object *manager_handle(void *userdata, json_object *request, struct conn *c, uid_t peer_uid,
+                                   pid_t peer_pid, struct hook_job **ret_job);
+static void manager_job_detach(void *userdata, struct hook_job *j);
+
+static const struct server_ops server_ops = {
+        .handle = manager_handle,
+        .detach = manager_job_detach,
+};
+
 /* The hook server, on the socket systemd passed, else on its own socket
  * file at cfg.socket_path. */
 static int setup_server(struct manager *m) {
@@ -558,7 +632,14 @@ static int setup_server(struct manager *m) {
         int r = server_listen_fd(m->cfg.socket_path, &fd, &activated);
         if (r < 0)
                 return r;
-        r = server_new(m, m->event, fd, &m->server);
+        struct server_config sc = {
+                .request_timeout_ms = m->cfg.request_timeout_ms,
+                .max_connections = m->cfg.max_connections,
+                .n_allowed_uids = m->cfg.n_allowed_uids,
+        };
+        _Static_assert(sizeof sc.allowed_uids == sizeof m->cfg.allowed_uids, "--allow-uid: one limit");
+        memcpy(sc.allowed_uids, m->cfg.allowed_uids, sizeof sc.allowed_uids);
+        r = server_new(&sc, &server_ops, m, m->event, fd, &m->server);
         if (r < 0) {
                 close(fd);
                 return r;
@@ -570,14 +651,44 @@ static int setup_server(struct manager *m) {
         return 0;
 }
 
+static void manager_plan_redefine(void *userdata, const char *xml, size_t len, struct redefine_plan *ret);
+static void manager_plan_restart(void *userdata, const char *uuid, const char *xml, size_t len,
+                                 struct redefine_plan *ret);
+static void manager_forget_domain(void *userdata, const char *uuid);
+static void manager_persistent_all(void *userdata, const struct wproto_domains *d);
+static void manager_persistent_one(void *userdata, const char *uuid, bool persistent);
+static void manager_persistence_lost(void *userdata);
+static void manager_restart_done(void *userdata, const struct wproto_restarted *r);
+
+static const struct watcher_ops watcher_ops = {
+        .plan = manager_plan_redefine,
+        .plan_restart = manager_plan_restart,
+        .forget = manager_forget_domain,
+        .persistent_all = manager_persistent_all,
+        .persistent_one = manager_persistent_one,
+        .persistence_lost = manager_persistence_lost,
+        .restarted = manager_restart_done,
+        .counters_changed = manager_metrics_changed,
+};
+
 /* The libvirt watcher process, unless --libvirt-uri none. */
 static int start_watcher(struct manager *m) {
         const struct manager_config *cfg = &m->cfg;
         if (streq(cfg->libvirt_uri, "none"))
                 return 0;
         _cleanup_free_ char *found = cfg->watcher_program ? NULL : watcher_find_program();
-        return watcher_start(m, m->event, cfg->watcher_program ? cfg->watcher_program : found, cfg->libvirt_uri,
-                             cfg->log_target ? cfg->log_target : "auto", &m->watcher);
+        const struct watcher_config wc = {
+                .program = cfg->watcher_program ? cfg->watcher_program : found,
+                .uri = cfg->libvirt_uri,
+                .log_target = cfg->log_target ? cfg->log_target : "auto",
+                .settle_ms = cfg->settle_ms,
+                .state_dir = cfg->state_dir,
+                .preimage_max_bytes = cfg->preimage_max_bytes,
+#if PCINUMA_STAND_INS
+                .stand_ins_file = cfg->stand_ins_file,
+#endif
+        };
+        return watcher_start(&wc, &watcher_ops, m, m->event, &m->watcher);
 }
 
 static void memo_answer_free(void *v);
@@ -1075,7 +1186,8 @@ static void hook_job_complete(struct worker_job *w) {
                 (void) malloc_trim(0);
 }
 
-void manager_job_detach(struct hook_job *j) {
+/* The server's: connection j->conn is closed while a worker decides j. */
+static void manager_job_detach(void *userdata, struct hook_job *j) {
         j->conn = NULL;
 }
 
@@ -1204,8 +1316,17 @@ static void unpark_uuid(struct manager *m, const char *uuid) {
         }
 }
 
-json_object *manager_handle(struct manager *m, json_object *request, struct conn *c, uid_t peer_uid, pid_t peer_pid,
-                            struct hook_job **ret_job) {
+/* The server's: serve one request (a parsed frame) from connection c.  A
+ * status request, a request that is not valid, a hook request with a
+ * domain XML of up to 64 KiB, and one the workers cannot take now (busy)
+ * are answered at once: the response object is returned.  Any other hook
+ * request goes to a worker: NULL is returned, *ret_job is set, and the
+ * answer goes to server_reply(c, ...) from the event loop once it is
+ * decided, unless the server calls manager_job_detach() first (the client
+ * went away). */
+static json_object *manager_handle(void *userdata, json_object *request, struct conn *c, uid_t peer_uid,
+                                   pid_t peer_pid, struct hook_job **ret_job) {
+        struct manager *m = userdata;
         struct proto_request req = {0};
         _cleanup_free_ char *err = NULL;
         *ret_job = NULL;
@@ -1251,16 +1372,8 @@ static json_object *json_u64(uint64_t v) {
         return json_object_new_int64((int64_t) v);
 }
 
-json_object *manager_status(struct manager *m) {
-        uint64_t now = now_usec(CLOCK_REALTIME);
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "version", json_object_new_string(PCINUMA_VERSION));
-        json_object_object_add(o, "pid", json_object_new_int((int) getpid()));
-        json_object_object_add(o, "uptime_sec", json_u64((now_usec(CLOCK_MONOTONIC) - m->start_mono) / 1000000u));
-        json_object_object_add(o, "socket", json_object_new_string(m->cfg.socket_path));
-        json_object_object_add(o, "libvirt_uri", json_object_new_string(m->cfg.libvirt_uri));
-        json_object_object_add(o, "libvirt", m->watcher ? watcher_status(m->watcher) : NULL);
-
+/* manager_status()'s parts: one object of `pcinumactl status` each. */
+static json_object *status_hostmap(struct manager *m, uint64_t now) {
         json_object *h = json_object_new_object();
         json_object_object_add(h, "sysfs_root", json_object_new_string(m->cfg.sysfs_root));
         json_object_object_add(h, "devices", json_u64(m->hostmap->n_devices));
@@ -1275,8 +1388,10 @@ json_object *manager_status(struct manager *m) {
                 json_object_array_add(w, json_object_new_string(m->hostmap->warnings[i]));
         json_object_object_add(h, "warnings", w);
         json_object_object_add(h, "warnings_not_listed", json_u64(m->hostmap->n_warnings_dropped));
-        json_object_object_add(o, "hostmap", h);
+        return h;
+}
 
+static json_object *status_policy(struct manager *m) {
         json_object *p = json_object_new_object();
         json_object_object_add(p, "file", json_object_new_string(m->cfg.policy_file));
         json_object_object_add(p, "from_file", json_object_new_boolean(m->policy_from_file));
@@ -1284,22 +1399,33 @@ json_object *manager_status(struct manager *m) {
         json_object_object_add(p, "default", json_object_new_string(policy_mode_to_string(m->policy->def.mode)));
         json_object_object_add(p, "rules", json_u64(m->policy->n_rules));
         json_object_object_add(p, "last_error", m->policy_error ? json_object_new_string(m->policy_error) : NULL);
-        json_object_object_add(o, "policy", p);
+        return p;
+}
 
+/* The server counts the requests it refused before they reached
+ * manager_handle(): each is a request and an error. */
+static json_object *status_requests(struct manager *m) {
         json_object *r = json_object_new_object();
-        json_object_object_add(r, "total", json_u64(m->n_requests));
+        struct server_stats ss;
+        server_stats(m->server, &ss);
+        json_object_object_add(r, "total", json_u64(m->n_requests + ss.n_bad));
         json_object_object_add(r, "hook", json_u64(m->n_hook));
         json_object_object_add(r, "status", json_u64(m->n_status));
-        json_object_object_add(r, "errors", json_u64(m->n_errors));
-        json_object_object_add(r, "rejected_peers", json_u64(m->n_rejected));
-        json_object_object_add(r, "connections", json_u64(server_n_connections(m->server)));
-        json_object_object_add(o, "requests", r);
+        json_object_object_add(r, "errors", json_u64(m->n_errors + ss.n_bad));
+        json_object_object_add(r, "rejected_peers", json_u64(ss.n_rejected));
+        json_object_object_add(r, "connections", json_u64(ss.n_connections));
+        return r;
+}
 
+/* The memo of prepare answers: how many it gave, how many it keeps. */
+static json_object *status_memo(struct manager *m) {
         json_object *mo = json_object_new_object();
         json_object_object_add(mo, "answers", json_u64(m->memo.hits));
         json_object_object_add(mo, "kept", json_u64(m->memo.n));
-        json_object_object_add(o, "prepare_memo", mo);
+        return mo;
+}
 
+static json_object *status_rechecks(struct manager *m) {
         json_object *rc = json_object_new_object();
         json_object_object_add(rc, "domains_known", json_u64(m->cache.n));
         json_object_object_add(rc, "cache_max", json_u64(m->cache.max));
@@ -1309,8 +1435,10 @@ json_object *manager_status(struct manager *m) {
         json_object_object_add(rc, "domain_rechecks", json_u64(m->n_recheck_domains));
         json_object_object_add(rc, "full_rechecks", json_u64(m->n_recheck_all));
         json_object_object_add(rc, "logged_once", json_u64(m->n_logged_once));
-        json_object_object_add(o, "rechecks", rc);
+        return rc;
+}
 
+static json_object *status_restarts(struct manager *m) {
         const struct restart_state *rs = &m->restarts;
         json_object *rt = json_object_new_object();
         json_object_object_add(rt, "window_ms", json_u64(m->policy->restart_window_ms));
@@ -1322,8 +1450,10 @@ json_object *manager_status(struct manager *m) {
         json_object_object_add(rt, "unplanned_us_max", json_u64(rs->unplanned_us_max));
         json_object_object_add(rt, "total_us_sum", json_u64(rs->total_us_sum));
         json_object_object_add(rt, "total_us_max", json_u64(rs->total_us_max));
-        json_object_object_add(o, "restarts", rt);
+        return rt;
+}
 
+static json_object *status_workers(struct manager *m) {
         struct workers_stats ws;
         workers_stats(m->workers, &ws);
         json_object *wk = json_object_new_object();
@@ -1337,20 +1467,31 @@ json_object *manager_status(struct manager *m) {
         json_object_object_add(wk, "refused_busy", json_u64(ws.refused));
         json_object_object_add(wk, "longest_run_ms", json_u64(ws.longest_run_usec / 1000));
         json_object_object_add(wk, "longest_wait_ms", json_u64(ws.longest_wait_usec / 1000));
-        json_object_object_add(o, "workers", wk);
+        return wk;
+}
+
+json_object *manager_status(struct manager *m) {
+        uint64_t now = now_usec(CLOCK_REALTIME);
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "version", json_object_new_string(PCINUMA_VERSION));
+        json_object_object_add(o, "pid", json_object_new_int((int) getpid()));
+        json_object_object_add(o, "uptime_sec", json_u64((now_usec(CLOCK_MONOTONIC) - m->start_mono) / 1000000u));
+        json_object_object_add(o, "socket", json_object_new_string(m->cfg.socket_path));
+        json_object_object_add(o, "libvirt_uri", json_object_new_string(m->cfg.libvirt_uri));
+        json_object_object_add(o, "libvirt", m->watcher ? watcher_status(m->watcher) : NULL);
+        json_object_object_add(o, "hostmap", status_hostmap(m, now));
+        json_object_object_add(o, "policy", status_policy(m));
+        json_object_object_add(o, "requests", status_requests(m));
+        json_object_object_add(o, "prepare_memo", status_memo(m));
+        json_object_object_add(o, "rechecks", status_rechecks(m));
+        json_object_object_add(o, "restarts", status_restarts(m));
+        json_object_object_add(o, "workers", status_workers(m));
 
         json_object *v = json_object_new_object();
         for (int i = 0; i < _DECIDE_VERDICT_MAX; i++)
                 json_object_object_add(v, decide_verdict_to_string((enum decide_verdict) i), json_u64(m->n_verdict[i]));
         json_object_object_add(o, "verdicts", v);
         return o;
-}
-
-void redefine_plan_done(struct redefine_plan *p) {
-        free(p->out_xml);
-        free(p->summary);
-        log_fields_done(&p->fields);
-        *p = (struct redefine_plan) {0};
 }
 
 /* Keep what this plan tells about the domain (recheck.h), and log a skip
@@ -1374,7 +1515,8 @@ static void remember(struct manager *m, const struct engine_result *r, struct re
 
 /* The decision itself is redefine_decide()'s; this adds the journal
  * fields and the recheck cache. */
-void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struct redefine_plan *ret) {
+static void manager_plan_redefine(void *userdata, const char *xml, size_t len, struct redefine_plan *ret) {
+        struct manager *m = userdata;
         struct redefine_plan p = {0};
         struct redefine_decision dec;
         _cleanup_(engine_result_freep) struct engine_result *r = NULL;
@@ -1423,28 +1565,34 @@ void manager_plan_redefine(struct manager *m, const char *xml, size_t len, struc
         *ret = p;
 }
 
-void manager_forget_domain(struct manager *m, const char *uuid) {
+static void manager_forget_domain(void *userdata, const char *uuid) {
+        struct manager *m = userdata;
         if (recheck_cache_forget(&m->cache, uuid))
                 log_msg(LOG_DEBUG, "Domain %s is no longer defined; forgotten", uuid);
 }
 
-void manager_persistent_all(struct manager *m, const struct wproto_domains *d) {
+static void manager_persistent_all(void *userdata, const struct wproto_domains *d) {
+        struct manager *m = userdata;
         restart_set_persistent(&m->restarts, d->persistent, d->n);
         log_msg(LOG_DEBUG, "libvirt holds %zu persistent domains", m->restarts.n_persistent);
 }
 
-void manager_persistent_one(struct manager *m, const char *uuid, bool persistent) {
+static void manager_persistent_one(void *userdata, const char *uuid, bool persistent) {
+        struct manager *m = userdata;
         restart_set_one(&m->restarts, uuid, persistent, now_usec(CLOCK_MONOTONIC));
         if (persistent)
                 unpark_uuid(m, uuid);
 }
 
-void manager_persistence_lost(struct manager *m) {
+static void manager_persistence_lost(void *userdata) {
+        struct manager *m = userdata;
         restart_forget_persistence(&m->restarts);
         unpark_uuid(m, NULL);
 }
 
-void manager_plan_restart(struct manager *m, const char *uuid, const char *xml, size_t len, struct redefine_plan *ret) {
+static void manager_plan_restart(void *userdata, const char *uuid, const char *xml, size_t len,
+                                 struct redefine_plan *ret) {
+        struct manager *m = userdata;
         struct redefine_plan p = { .prio = LOG_INFO };
         _cleanup_(engine_result_freep) struct engine_result *r = NULL;
         _cleanup_free_ char *err = NULL;
@@ -1489,7 +1637,8 @@ void manager_plan_restart(struct manager *m, const char *uuid, const char *xml, 
         *ret = p;
 }
 
-void manager_restart_done(struct manager *m, const struct wproto_restarted *r) {
+static void manager_restart_done(void *userdata, const struct wproto_restarted *r) {
+        struct manager *m = userdata;
         restart_done(&m->restarts, r);
         if (r->outcome == WPROTO_OUTCOME_RESTARTED || r->outcome == WPROTO_OUTCOME_FALLBACK)
                 metrics_restart(m->metrics, r->outcome == WPROTO_OUTCOME_RESTARTED);

@@ -2,10 +2,12 @@
  * daemon"): the listening socket, one non-blocking connection per client
  * on the event loop, the peer check, per-client deadlines, and what to do
  * when the process runs out of descriptors.  A hook request with a large
- * domain XML is decided on a worker thread (the manager's hook_job): its
- * connection waits for the answer without reading further (server_reply()
- * resumes it), and without a deadline, since the wait is pcinumad's, not
- * the client's. */
+ * domain XML is decided on a worker thread (the owner's job, given back
+ * by its handle() callback): its connection waits for the answer without
+ * reading further (server_reply() resumes it), and without a deadline,
+ * since the wait is pcinumad's, not the client's.  The server knows
+ * nothing of the manager: it serves through struct server_ops and counts
+ * what it refused itself in struct server_stats. */
 #include "server.h"
 
 #include <fcntl.h>
@@ -15,7 +17,6 @@
 #include <systemd/sd-daemon.h>
 
 #include "log.h"
-#include "manager.h"
 #include "protocol.h"
 
 struct conn {
@@ -39,7 +40,10 @@ struct conn {
 };
 
 struct server {
-        struct manager *m;
+        struct server_config cfg;
+        const struct server_ops *ops;   /* the owner's, with userdata */
+        void *userdata;
+        struct server_stats stats;      /* n_connections: see n_conns */
         sd_event *event;
         int listen_fd;
         sd_event_source *listen_io;
@@ -90,7 +94,7 @@ static void conn_free(struct conn *c) {
                 c->next->prev = c->prev;
         s->n_conns--;
         if (c->job)
-                manager_job_detach(c->job);
+                s->ops->detach(s->userdata, c->job);
         free(c->held);
         sd_event_source_disable_unref(c->io);
         if (c->fd >= 0)
@@ -116,7 +120,7 @@ static int conn_arm_timer(struct conn *c) {
         struct server *s = c->server;
         uint64_t now = 0;
         (void) sd_event_now(s->event, CLOCK_MONOTONIC, &now);
-        c->deadline = now + (uint64_t) s->m->cfg.request_timeout_ms * 1000;
+        c->deadline = now + (uint64_t) s->cfg.request_timeout_ms * 1000;
         return s->timer_armed ? 0 : server_arm_timer(s, c->deadline);
 }
 
@@ -163,8 +167,7 @@ static int conn_fail(struct conn *c, const char *why) {
         log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) c->pid);
         log_event(LOG_WARNING, PCINUMA_MID_PROTOCOL_ERROR, &f, "Bad request from pid %d: %s", (int) c->pid, why);
         log_fields_done(&f);
-        c->server->m->n_requests++;
-        c->server->m->n_errors++;
+        c->server->stats.n_bad++;
         _cleanup_json_ json_object *o = proto_response_new_error("%s", why);
         c->close_after_write = true;
         proto_decoder_reset(&c->dec);
@@ -187,7 +190,7 @@ static int conn_feed(struct conn *c, const char *buf, size_t n) {
                 if (r == 0)
                         break;
                 struct hook_job *job = NULL;
-                _cleanup_json_ json_object *resp = manager_handle(c->server->m, req, c, c->uid, c->pid, &job);
+                _cleanup_json_ json_object *resp = c->server->ops->handle(c->server->userdata, req, c, c->uid, c->pid, &job);
                 json_object_put(req);
                 if (job) {
                         /* Decided on a worker: no deadline meanwhile. */
@@ -271,8 +274,7 @@ static int on_conn_io(sd_event_source *src, int fd, uint32_t revents, void *user
                         log_event(LOG_WARNING, PCINUMA_MID_PROTOCOL_ERROR, &f,
                                   "Client pid %d closed the connection in the middle of a request (truncated frame)", (int) c->pid);
                         log_fields_done(&f);
-                        c->server->m->n_requests++;
-                        c->server->m->n_errors++;
+                        c->server->stats.n_bad++;
                 }
                 conn_free(c);
                 return 0;
@@ -289,10 +291,9 @@ static void conn_timeout(struct conn *c) {
                 log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) c->pid);
                 log_event(LOG_WARNING, PCINUMA_MID_PROTOCOL_ERROR, &f,
                           "Client pid %d left an incomplete request for %u ms; closing its connection",
-                          (int) c->pid, c->server->m->cfg.request_timeout_ms);
+                          (int) c->pid, c->server->cfg.request_timeout_ms);
                 log_fields_done(&f);
-                c->server->m->n_requests++;
-                c->server->m->n_errors++;
+                c->server->stats.n_bad++;
         }
         conn_free(c);
 }
@@ -362,6 +363,32 @@ static void server_pause_accept(struct server *s, int err) {
         s->accept_paused = true;
 }
 
+/* Only root may ask (and the uids of --allow-uid): libvirt's hooks run as
+ * root, and the answers reveal the host's device layout.  Another peer
+ * gets an error answer, then c is closed (or at once, if that fails).
+ * True when c may go on. */
+static bool conn_peer_allowed(struct conn *c) {
+        struct server *s = c->server;
+        bool allowed = c->uid == 0;
+        for (size_t i = 0; i < s->cfg.n_allowed_uids; i++)
+                allowed = allowed || s->cfg.allowed_uids[i] == c->uid;
+        if (allowed)
+                return true;
+        struct log_fields f = {0};
+        log_fields_add(&f, "PCINUMA_PEER_UID", "%u", (unsigned) c->uid);
+        log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) c->pid);
+        log_event(LOG_WARNING, PCINUMA_MID_PEER_REJECTED, &f,
+                  "Refused a connection from uid %u (pid %d): only root is served", (unsigned) c->uid, (int) c->pid);
+        log_fields_done(&f);
+        s->stats.n_rejected++;
+        _cleanup_json_ json_object *o = proto_response_new_error(
+                "permission denied: pcinumad serves only root (uid 0), and this peer is uid %u", (unsigned) c->uid);
+        c->close_after_write = true;
+        if (conn_send(c, o) != 0)
+                conn_free(c);
+        return false;
+}
+
 /* One connection per call: the listening socket is level-triggered, so
  * sd-event calls again while more are pending (an accept4() that fails
  * with EAGAIN after each one, as a loop here needs, is saved). */
@@ -394,7 +421,7 @@ static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userd
                 close(cfd);
                 return 0;
         }
-        if (s->n_conns >= s->m->cfg.max_connections) {
+        if (s->n_conns >= s->cfg.max_connections) {
                 log_msg(LOG_WARNING, "Too many connections (%u); dropping one from pid %d", s->n_conns, (int) cred.pid);
                 close(cfd);
                 return 0;
@@ -419,26 +446,8 @@ static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userd
                 return 0;
         }
 
-        /* Only root may ask: libvirt's hooks run as root, and the
-         * answers reveal the host's device layout. */
-        bool allowed = cred.uid == 0;
-        for (size_t i = 0; i < s->m->cfg.n_allowed_uids; i++)
-                allowed = allowed || s->m->cfg.allowed_uids[i] == cred.uid;
-        if (!allowed) {
-                struct log_fields f = {0};
-                log_fields_add(&f, "PCINUMA_PEER_UID", "%u", (unsigned) cred.uid);
-                log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) cred.pid);
-                log_event(LOG_WARNING, PCINUMA_MID_PEER_REJECTED, &f,
-                          "Refused a connection from uid %u (pid %d): only root is served", (unsigned) cred.uid, (int) cred.pid);
-                log_fields_done(&f);
-                s->m->n_rejected++;
-                _cleanup_json_ json_object *o = proto_response_new_error(
-                        "permission denied: pcinumad serves only root (uid 0), and this peer is uid %u", (unsigned) cred.uid);
-                c->close_after_write = true;
-                if (conn_send(c, o) != 0)
-                        conn_free(c);
+        if (!conn_peer_allowed(c))
                 return 0;
-        }
 
         /* A client sends its request as soon as it is connected: it is
          * usually there already, so read it now rather than after
@@ -447,9 +456,12 @@ static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userd
         return on_conn_io(c->io, cfd, EPOLLIN, c);
 }
 
-int server_new(struct manager *m, sd_event *e, int listen_fd, struct server **ret) {
+int server_new(const struct server_config *cfg, const struct server_ops *ops, void *userdata, sd_event *e,
+               int listen_fd, struct server **ret) {
         struct server *s = xcalloc(1, sizeof(*s));
-        s->m = m;
+        s->cfg = *cfg;
+        s->ops = ops;
+        s->userdata = userdata;
         s->event = e;
         s->listen_fd = listen_fd;
         int r = sd_event_add_io(e, &s->listen_io, listen_fd, EPOLLIN, on_accept, s);
@@ -515,8 +527,9 @@ struct server *server_free(struct server *s) {
         return NULL;
 }
 
-unsigned server_n_connections(const struct server *s) {
-        return s ? s->n_conns : 0;
+void server_stats(const struct server *s, struct server_stats *ret) {
+        *ret = s ? s->stats : (struct server_stats) {0};
+        ret->n_connections = s ? s->n_conns : 0;
 }
 
 static int mkdir_parents(const char *path) {

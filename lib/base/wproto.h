@@ -1,6 +1,6 @@
 /* The watcher protocol: every message on the link between pcinumad
- * (daemon/watcher.c) and its libvirt watcher, pcinuma-watcher
- * (daemon/watcher-libvirt.c).  Each message is one frame of the hook
+ * (daemon/watcher-link.c) and its libvirt watcher, pcinuma-watcher
+ * (watcher/pcinumad-link.c).  Each message is one frame of the hook
  * protocol's framing (protocol.h: a 4-byte length + one JSON object).
  * This module is the one writer and the one reader of those objects; both
  * sides use it.  Pure: typed structs in, frames out, and back.

@@ -17,7 +17,7 @@ pcinumad runs as deployed, with its libvirt watcher: --libvirt-uri
 test:///default (libvirt's test driver, which lives in the client library,
 so no libvirtd is needed; its one persistent domain, "test", goes through
 the watcher's plan round trip).  The watcher is pcinumad's child process
-pcinuma-watcher (daemon/watcher.h); its memory is reported beside
+pcinuma-watcher (daemon/watcher-link.h); its memory is reported beside
 pcinumad's, and the target is pcinumad's.
 
 VmRSS (and VmHWM, the peak) is read from /proc/PID/status after startup

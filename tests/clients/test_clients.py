@@ -57,7 +57,6 @@ QEMU (the second stack's single-threaded TCG).
 Output: "ok N - ..." lines, "# ..." diagnostics, "N passed, M failed".
 Exit 1 on any failure, 77 when libvirtd or virsh is not installed."""
 
-import argparse
 import json
 import os
 import re
@@ -72,8 +71,8 @@ from pcinumatest import guestvm
 from pcinumatest.clients import (ClientHarness, MAC_OF, check_guest_numa, console_path,
                                  read_console, standin_domain_xml)
 from pcinumatest.lvenv import NS, classify, is_planned, write
-from pcinumatest.session import SessionError, require_tools
-from pcinumatest.tap import Tap
+from pcinumatest.session import SessionError
+from pcinumatest.suite import run_session_suite, session_args
 
 MID_RESTARTED = "8805c45ffe6f41b28d6f3862806f65ea"
 MID_RESTART_FAILED = "6341f02d6d2c491e905a6c3fcdda5aa2"
@@ -500,51 +499,33 @@ class Clients(ClientHarness):
             self.diag("FIGURE " + f)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
-        ap.add_argument("--" + k, required=True)
+def options(ap):
     ap.add_argument("--race-rounds", type=int, default=16)
     ap.add_argument("--only", action="append", default=[])
-    ap.add_argument("-v", "--verbose", action="store_true")
-    a = ap.parse_args()
-    require_tools(("libvirtd", "virsh"))
-    for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
-        setattr(a, k, os.path.abspath(getattr(a, k)))
+
+
+def setup(t):
+    """The harness's setup under this suite's policy: the transient
+    client's domain is restarted too.  virt-install creates its domain
+    transient (virDomainCreateXML) and defines it right after: like the
+    transient client's, its domains need "transient": "restart".  cl-vd-*:
+    virt-install under the built-in default policy (legacy) with no
+    switch: transient at the gate, and restarted like a persistent domain
+    once virt-install defined it."""
+    t.setup(rules=[("cl-trans", "require"), ("cl-vi-*", "require"), ("cl-vd-*", "legacy")])
+    with open(t.policy) as f:
+        pol = json.load(f)
+    for r in pol["rules"]:
+        if r["match"].get("name") in ("cl-trans", "cl-vi-*"):
+            r["transient"] = "restart"
+    write(t.policy, json.dumps(pol))
+    t.check(t.d.hup(), "pcinumad reloads the policy with transient: restart for cl-trans and cl-vi-*")
+
+
+def main():
+    a = session_args(__doc__, options)
     os.makedirs(a.workdir, exist_ok=True)
-    tap = Tap(a.verbose)
-    if os.geteuid() != 0:
-        tap.check(False, "runs as root", "the hook goes to /etc/libvirt/hooks/qemu.d")
-        print("%d passed, %d failed" % (tap.passed, tap.failed))
-        return 1
-    t0 = time.monotonic()
-    t = Clients(a, tap)
-    try:
-        # the transient client's domain is restarted too
-        # virt-install creates its domain transient (virDomainCreateXML)
-        # and defines it right after: like the transient client's, its
-        # domains need "transient": "restart".
-        # cl-vd-*: virt-install under the built-in default policy
-        # (legacy) with no switch: transient at the gate, and restarted
-        # like a persistent domain once virt-install defined it.
-        t.setup(rules=[("cl-trans", "require"), ("cl-vi-*", "require"), ("cl-vd-*", "legacy")])
-        with open(t.policy) as f:
-            pol = json.load(f)
-        for r in pol["rules"]:
-            if r["match"].get("name") in ("cl-trans", "cl-vi-*"):
-                r["transient"] = "restart"
-        write(t.policy, json.dumps(pol))
-        t.check(t.d.hup(), "pcinumad reloads the policy with transient: restart for cl-trans and cl-vi-*")
-        t.run()
-    except (SessionError, RuntimeError, OSError, guestvm.Fatal) as e:
-        tap.check(False, "setup", "%s: %s" % (type(e).__name__, e))
-    finally:
-        t.cleanup()
-    tap.diag("%.1fs in all" % (time.monotonic() - t0))
-    if tap.failures:
-        tap.diag("failed: " + "; ".join(tap.failures))
-    print("%d passed, %d failed" % (tap.passed, tap.failed))
-    return 1 if tap.failed or not tap.passed else 0
+    return run_session_suite(a, Clients, setup=setup, errors=(guestvm.Fatal,))
 
 
 if __name__ == "__main__":

@@ -42,19 +42,12 @@ import tempfile
 import time
 
 from pcinumatest import FAKE_WATCHER, promtool
+from pcinumatest.tap import Tap
 
 PROMTOOL = None
 
-results = []
-
-
-def check(ok, what, diag=""):
-    results.append(bool(ok))
-    print(("ok" if ok else "not ok"), len(results), "-", what, flush=True)
-    if not ok and diag:
-        for line in str(diag).rstrip().splitlines()[-40:]:
-            print("#  ", line)
-    return ok
+TAP = Tap(diag_last=40)
+check = TAP.check
 
 
 def domain_xml(name, uuid, nodes, bdfs):
@@ -382,9 +375,7 @@ def main():
         sys.exit(77)
     print("# promtool: %s" % PROMTOOL)
     run(a)
-    passed = sum(results)
-    print("%d passed, %d failed" % (passed, len(results) - passed))
-    sys.exit(0 if results and passed == len(results) else 1)
+    sys.exit(TAP.finish())
 
 
 if __name__ == "__main__":

@@ -45,18 +45,12 @@ import sys
 import tempfile
 import time
 
+from pcinumatest.tap import Tap
+
 HOSTS = ("sample-4n", "two-socket", "single-node", "snc2", "bmc-vga", "p5-like")
 UNKNOWN_BDF = "0000:ee:00.0"
-results = []
-
-
-def check(ok, what, detail=""):
-    results.append(bool(ok))
-    print("%s %d - %s" % ("ok" if ok else "not ok", len(results), what), flush=True)
-    if not ok and detail:
-        for line in str(detail).splitlines()[:40]:
-            print("#   " + line)
-    return ok
+TAP = Tap(diag_first=40)
+check = TAP.check
 
 
 def run(argv, stdin=None, env=None, timeout=60):
@@ -359,9 +353,7 @@ def main():
         check(not bad, "the %d distinct planned outputs pass virt-xml-validate" % len(outputs), "\n".join(bad))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    passed = sum(results)
-    print("%d passed, %d failed" % (passed, len(results) - passed))
-    return 0 if all(results) else 1
+    return TAP.finish()
 
 
 if __name__ == "__main__":

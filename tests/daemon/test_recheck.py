@@ -36,6 +36,7 @@ import time
 
 from pcinumatest import FAKE_WATCHER
 from pcinumatest import uevent as U
+from pcinumatest.tap import Tap
 
 LOG_NOTICE, LOG_DEBUG = 5, 7
 MDEV = "4b20d080-1b54-4048-85b3-a6a62d165c01"
@@ -48,21 +49,13 @@ DOMS = {
 }
 UUID = {n: v[0] for n, v in DOMS.items()}
 NAME = {v[0]: n for n, v in DOMS.items()}
-results = []
+TAP = Tap(diag_last=40)
+check = TAP.check
 seq = [9100]
 
 
 class Failure(Exception):
     pass
-
-
-def check(ok, what, diag=""):
-    results.append(bool(ok))
-    print(("ok" if ok else "not ok"), len(results), "-", what, flush=True)
-    if not ok and diag:
-        for line in str(diag).rstrip().splitlines()[-40:]:
-            print("#  ", line)
-    return ok
 
 
 def domain_xml(name, uuid, kind, dev):
@@ -383,9 +376,7 @@ def main():
         print("1..0 # SKIP sending udev's netlink multicast needs root")
         sys.exit(77)
     run(a)
-    passed = sum(results)
-    print("%d passed, %d failed" % (passed, len(results) - passed))
-    sys.exit(0 if results and passed == len(results) else 1)
+    sys.exit(TAP.finish())
 
 
 if __name__ == "__main__":

@@ -17,17 +17,10 @@ import tempfile
 import time
 
 from pcinumatest.uevent import send, uevent
+from pcinumatest.tap import Tap
 
-results = []
-
-
-def check(ok, what, diag=""):
-    results.append(bool(ok))
-    print(("ok" if ok else "not ok"), len(results), "-", what, flush=True)
-    if not ok and diag:
-        for line in str(diag).rstrip().splitlines():
-            print("#  ", line)
-    return ok
+TAP = Tap()
+check = TAP.check
 
 
 def status(ctl, sock):
@@ -129,9 +122,7 @@ def main():
             except subprocess.TimeoutExpired:
                 daemon.kill()
         shutil.rmtree(work, ignore_errors=True)
-    passed = sum(results)
-    print("%d passed, %d failed" % (passed, len(results) - passed))
-    sys.exit(0 if results and passed == len(results) else 1)
+    sys.exit(TAP.finish())
 
 
 if __name__ == "__main__":

@@ -13,16 +13,10 @@ import shutil
 import subprocess
 import sys
 
-results = []
+from pcinumatest.tap import Tap
 
-
-def check(ok, what, detail=""):
-    n = len(results) + 1
-    results.append(bool(ok))
-    print(f"{'ok' if ok else 'not ok'} {n} - {what}")
-    if not ok and detail:
-        for line in str(detail).splitlines():
-            print(f"#   {line}")
+TAP = Tap()
+check = TAP.check
 
 
 def run(argv, env=None):
@@ -199,10 +193,7 @@ def main():
                                env=dict(os.environ, LC_ALL="C.UTF-8", MANWIDTH="80"))
             check(r.returncode == 0 and not r.stderr.strip(), f"{name}: groff -ww finds nothing to warn about", r.stderr)
 
-    passed = sum(results)
-    failed = len(results) - passed
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return TAP.finish()
 
 
 if __name__ == "__main__":

@@ -11,15 +11,10 @@ import subprocess
 import sys
 import tempfile
 
-results = []
+from pcinumatest.tap import Tap
 
-
-def check(ok, what, detail=""):
-    results.append(bool(ok))
-    print(f"{'ok' if ok else 'not ok'} {len(results)} - {what}")
-    if not ok and detail:
-        for line in str(detail).splitlines():
-            print(f"#   {line}")
+TAP = Tap()
+check = TAP.check
 
 
 def meson_install(meson, build, destdir):
@@ -134,9 +129,7 @@ def main():
         with open(pol, "rb") as f:
             check(r.returncode == 0 and f.read() == example_bytes + b"\n", "a second meson install keeps an edited policy")
 
-    passed = sum(results)
-    print(f"{passed} passed, {len(results) - passed} failed")
-    return 0 if passed == len(results) else 1
+    return TAP.finish()
 
 
 if __name__ == "__main__":

@@ -33,17 +33,14 @@ Output: "ok N - ..." lines and a final "N passed, M failed"; exit 1 on any
 failure, 77 when libvirtd or virsh is missing.
 """
 
-import argparse
 import json
 import os
 import re
 import subprocess
 import sys
-import time
 
 from pcinumatest.lvenv import Harness, domain_xml, write
-from pcinumatest.session import SessionError, require_tools
-from pcinumatest.tap import Tap
+from pcinumatest.suite import run_session_suite, session_args
 
 EXPECT = {
     # name: (state, verdict, a phrase of the reason)
@@ -194,31 +191,7 @@ def by_state(rows):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
-        ap.add_argument("--" + k, required=True)
-    ap.add_argument("-v", "--verbose", action="store_true")
-    a = ap.parse_args()
-    require_tools(("libvirtd", "virsh"))
-    for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
-        setattr(a, k, os.path.abspath(getattr(a, k)))
-    tap = Tap(a.verbose)
-    if os.geteuid() != 0:
-        tap.check(False, "runs as root", "the hook goes into /etc/libvirt/hooks/qemu.d")
-        print("%d passed, %d failed" % (tap.passed, tap.failed))
-        return 1
-    t0 = time.monotonic()
-    t = Test(a, tap)
-    try:
-        t.setup()
-        t.run()
-    except (SessionError, RuntimeError, OSError, ValueError) as e:
-        tap.check(False, "setup", "%s: %s" % (type(e).__name__, e))
-    finally:
-        t.cleanup()
-    tap.diag("%.1fs in all" % (time.monotonic() - t0))
-    print("%d passed, %d failed" % (tap.passed, tap.failed))
-    return 1 if tap.failed else 0
+    return run_session_suite(session_args(__doc__), Test, errors=(ValueError,))
 
 
 if __name__ == "__main__":

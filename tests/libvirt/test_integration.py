@@ -49,7 +49,6 @@ final line "N passed, M failed".  Exit 1 on any failure, 77 only when
 libvirtd or virsh is not installed.
 """
 
-import argparse
 import json
 import os
 import re
@@ -62,8 +61,8 @@ import uuid as uuidlib
 
 from pcinumatest.lvenv import *  # noqa: F401,F403
 from pcinumatest.lvenv import Harness
-from pcinumatest.session import SessionError, require_tools
-from pcinumatest.tap import Tap
+from pcinumatest.session import SessionError
+from pcinumatest.suite import run_session_suite, session_args
 from pcinumatest.xmlcmp import diff
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -752,45 +751,15 @@ class Test(Harness):
             self.diag("%s: %.1fs" % (step.__name__, time.monotonic() - t0))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pcinumad", required=True)
-    ap.add_argument("--pcinumactl", required=True)
-    ap.add_argument("--hook", required=True)
-    ap.add_argument("--mkfakesysfs", required=True)
-    ap.add_argument("--hosts", required=True)
-    ap.add_argument("--workdir", required=True)
+def options(ap):
     ap.add_argument("--source", default=os.path.dirname(os.path.dirname(HERE)))
     ap.add_argument("--only", action="append", default=[],
                     help="run only the steps whose name contains this "
                          "(repeatable; for debugging)")
-    ap.add_argument("-v", "--verbose", action="store_true")
-    a = ap.parse_args()
-    require_tools(("libvirtd", "virsh"))
-    for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts",
-              "workdir", "source"):
-        setattr(a, k, os.path.abspath(getattr(a, k)))
-    tap = Tap(a.verbose)
-    if os.geteuid() != 0:
-        tap.check(False, "runs as root",
-                  "the hook must be installed in /etc/libvirt/hooks/qemu.d "
-                  "and pcinumad must reach a session libvirtd as root")
-        print("%d passed, %d failed" % (tap.passed, tap.failed))
-        return 1
-    t0 = time.monotonic()
-    t = Test(a, tap)
-    try:
-        t.setup()
-        t.run()
-    except (SessionError, RuntimeError, OSError) as e:
-        tap.check(False, "setup", "%s: %s" % (type(e).__name__, e))
-    finally:
-        t.cleanup()
-    tap.diag("%.1fs in all" % (time.monotonic() - t0))
-    if tap.failures:
-        tap.diag("failed: " + "; ".join(tap.failures))
-    print("%d passed, %d failed" % (tap.passed, tap.failed))
-    return 1 if tap.failed else 0
+
+
+def main():
+    return run_session_suite(session_args(__doc__, options, paths=("source",)), Test)
 
 
 if __name__ == "__main__":

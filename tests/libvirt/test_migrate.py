@@ -74,7 +74,6 @@ Output: TAP-like "ok N - ..." lines; exit 1 on any failure, 77 when
 libvirtd or virsh is missing.
 """
 
-import argparse
 import difflib
 import json
 import os
@@ -90,8 +89,8 @@ import xml.etree.ElementTree as ET
 
 from pcinumatest.lvenv import Daemon, LvSession, domain_xml, is_planned, write
 from pcinumatest.netns import Net, NetnsSession, NetnsUnavailable
-from pcinumatest.session import HookDir, SessionError, reachable_copy, require_tools
-from pcinumatest.tap import Tap
+from pcinumatest.session import HookDir, reachable_copy
+from pcinumatest.suite import run_session_suite, session_args
 
 VIRSH_TIMEOUT = 60
 NS = "urn:pcinuma:topology:1"
@@ -494,33 +493,14 @@ class Test:
                        "and the domain that uses it", "exit %d\nstderr: %s\nsources: %s" % (h.returncode, h.stderr, both))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
-        ap.add_argument("--" + k, required=True)
+def options(ap):
     ap.add_argument("--transport", choices=("auto", "netns", "unix"), default="auto",
                     help="netns: each libvirtd in its network namespace, --p2p over veth pairs; unix: session "
                     "daemons on Unix sockets; auto: netns when possible, else unix, said loudly")
-    ap.add_argument("-v", "--verbose", action="store_true")
-    a = ap.parse_args()
-    require_tools(("libvirtd", "virsh"))
-    for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
-        setattr(a, k, os.path.abspath(getattr(a, k)))
-    tap = Tap(a.verbose)
-    if os.geteuid() != 0:
-        tap.check(False, "runs as root", "the hook goes to /etc/libvirt/hooks/qemu.d")
-        print("%d passed, %d failed" % (tap.passed, tap.failed))
-        return 1
-    t = Test(a, tap)
-    try:
-        t.setup()
-        t.run()
-    except (SessionError, RuntimeError, OSError, subprocess.TimeoutExpired) as e:
-        tap.check(False, "ran to the end", "%s: %s" % (type(e).__name__, e))
-    finally:
-        t.cleanup()
-    print("%d passed, %d failed" % (tap.passed, tap.failed))
-    return 1 if tap.failed else 0
+
+
+def main():
+    return run_session_suite(session_args(__doc__, options), Test, errors=(subprocess.TimeoutExpired,))
 
 
 if __name__ == "__main__":

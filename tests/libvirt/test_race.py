@@ -37,7 +37,6 @@ undefines, 20 attach-device, 60 probes, 2x10 define && start).
 Output: TAP-like "ok N - ..." lines and a final "N passed, M failed".
 """
 
-import argparse
 import json
 import os
 import queue
@@ -52,7 +51,8 @@ import time
 import uuid as uuidlib
 
 from pcinumatest import lvenv as ti
-from pcinumatest.session import SessionError, require_tools
+from pcinumatest.session import SessionError
+from pcinumatest.suite import run_session_suite, session_args
 from pcinumatest.tap import Tap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -558,20 +558,7 @@ class RaceTest(ti.Harness):
         steps = [self.t_edits, self.t_undefines, self.t_attach, self.t_probes,
                  self.window_figure, self.t_define_start, self.window_figure,
                  self.t_preimage]
-        for step in steps:
-            if self.a.only and not any(o in step.__name__ for o in self.a.only):
-                continue
-            t0 = time.monotonic()
-            self.diag("---- %s" % step.__name__)
-            try:
-                if not self.d.alive():
-                    self.d.start(self.s.uri, wait_connected=True)
-                step()
-            except (SessionError, RuntimeError, subprocess.TimeoutExpired,
-                    OSError) as e:
-                self.check(False, "%s: ran to the end" % step.__name__,
-                           "%s: %s" % (type(e).__name__, e))
-            self.diag("%s: %.1fs" % (step.__name__, time.monotonic() - t0))
+        self.run_steps(steps, self.ensure_daemon)
         self.diag("COUNTS " + ", ".join("%s: %d" % kv for kv in self.counts.items()))
         for sh in self.shells:
             sh.close()
@@ -593,42 +580,21 @@ class RaceTest(ti.Harness):
                    % (restarts, rc, "\n".join(bad[:20])))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for opt in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
-        ap.add_argument("--" + opt, required=True)
+def options(ap):
     ap.add_argument("--source", default=os.path.dirname(os.path.dirname(HERE)))
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--only", action="append", default=[],
                     help="run only the phases whose name contains this (repeatable)")
-    ap.add_argument("-v", "--verbose", action="store_true")
-    a = ap.parse_args()
-    require_tools(("libvirtd", "virsh"))
-    for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir", "source"):
-        setattr(a, k, os.path.abspath(getattr(a, k)))
+
+
+def main():
+    a = session_args(__doc__, options, paths=("source",))
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     random.seed(seed)
     tap = Tap(a.verbose)
     tap.diag("seed %d (--seed to repeat the order of the delays)" % seed)
-    if os.geteuid() != 0:
-        tap.check(False, "runs as root", "the hook goes to /etc/libvirt/hooks/qemu.d")
-        print("%d passed, %d failed" % (tap.passed, tap.failed))
-        return 1
-    t0 = time.monotonic()
-    t = RaceTest(a, tap)
-    try:
-        t.setup()
-        t.run()
-    except (SessionError, RuntimeError, OSError) as e:
-        tap.check(False, "setup", "%s: %s" % (type(e).__name__, e))
-    finally:
-        t.cleanup()
-    tap.diag("%.1fs in all" % (time.monotonic() - t0))
-    if tap.failures:
-        tap.diag("failed: " + "; ".join(tap.failures))
-    print("%d passed, %d failed" % (tap.passed, tap.failed))
-    return 1 if tap.failed else 0
+    return run_session_suite(a, RaceTest, tap=tap)
 
 
 if __name__ == "__main__":

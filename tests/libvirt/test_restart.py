@@ -49,7 +49,6 @@ Output: TAP lines, then "N passed, M failed"; exit 1 on any failure, 77
 when libvirtd or virsh is missing.
 """
 
-import argparse
 import difflib
 import json
 import os
@@ -59,8 +58,7 @@ import time
 
 from pcinumatest.lvenv import *  # noqa: F401,F403
 from pcinumatest.lvenv import Harness
-from pcinumatest.session import SessionError, require_tools
-from pcinumatest.tap import Tap
+from pcinumatest.suite import run_session_suite, session_args
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MID_RESTARTING = "f6efac6604544011bdbb4be49a330a91"
@@ -288,51 +286,22 @@ class Test(Harness):
             self.d.extra = extra
             self.d.start(self.s.uri, wait_connected=True)
 
+    def before_step(self):
+        """A running pcinumad that has counted the persistent domains."""
+        self.ensure_daemon()
+        self.wait_until(lambda: self.status_restarts().get("persistent_domains") is not None, 5)
+
     def run(self):
-        steps = [self.t1_set, self.t2_race, self.t3_transient, self.t4_readded]
-        for step in steps:
-            if self.a.only and not any(o in step.__name__ for o in self.a.only):
-                continue
-            t0 = time.monotonic()
-            self.diag("---- %s" % step.__name__)
-            try:
-                if not self.d.alive():
-                    self.d.start(self.s.uri, wait_connected=True)
-                self.wait_until(lambda: self.status_restarts().get("persistent_domains") is not None, 5)
-                step()
-            except (SessionError, RuntimeError, subprocess.TimeoutExpired, OSError) as e:
-                self.check(False, "%s: ran to the end" % step.__name__, "%s: %s" % (type(e).__name__, e))
-            self.diag("%s: %.1fs" % (step.__name__, time.monotonic() - t0))
+        self.run_steps([self.t1_set, self.t2_race, self.t3_transient, self.t4_readded], self.before_step)
+
+
+def options(ap):
+    ap.add_argument("--rounds", type=int, default=60)
+    ap.add_argument("--only", action="append", default=[])
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
-        ap.add_argument("--" + k, required=True)
-    ap.add_argument("--rounds", type=int, default=60)
-    ap.add_argument("--only", action="append", default=[])
-    ap.add_argument("-v", "--verbose", action="store_true")
-    a = ap.parse_args()
-    require_tools(("libvirtd", "virsh"))
-    for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
-        setattr(a, k, os.path.abspath(getattr(a, k)))
-    tap = Tap(a.verbose)
-    if os.geteuid() != 0:
-        tap.check(False, "runs as root", "the hook goes to /etc/libvirt/hooks/qemu.d")
-        print("%d passed, %d failed" % (tap.passed, tap.failed))
-        return 1
-    t0 = time.monotonic()
-    t = Test(a, tap)
-    try:
-        t.setup()
-        t.run()
-    except (SessionError, RuntimeError, OSError) as e:
-        tap.check(False, "setup", "%s: %s" % (type(e).__name__, e))
-    finally:
-        t.cleanup()
-    tap.diag("%.1fs in all" % (time.monotonic() - t0))
-    print("%d passed, %d failed" % (tap.passed, tap.failed))
-    return 1 if tap.failed else 0
+    return run_session_suite(session_args(__doc__, options), Test)
 
 
 if __name__ == "__main__":

@@ -11,15 +11,10 @@ import subprocess
 import sys
 import tempfile
 
-results = []
+from pcinumatest.tap import Tap
 
-
-def check(ok, what, diag=""):
-    results.append(ok)
-    print(("ok" if ok else "not ok"), len(results), "-", what)
-    if not ok and diag:
-        for line in str(diag).rstrip().splitlines():
-            print("#  ", line)
+TAP = Tap()
+check = TAP.check
 
 
 def main():
@@ -34,13 +29,13 @@ def main():
             print(f"1..0 # SKIP {tool} not installed")
             sys.exit(77)
 
-    log_h = open(os.path.join(a.source, "daemon", "log.h")).read()
+    log_h = open(os.path.join(a.source, "lib", "log", "log.h")).read()
     ids = dict(re.findall(r'#define PCINUMA_MID_(\w+)\s+"([0-9a-f]{32})"', log_h))
     catalog = open(os.path.join(a.source, "systemd", "pcinuma.catalog")).read()
     cat_ids = re.findall(r"^-- ([0-9a-f]{32})$", catalog, re.M)
-    check(len(ids) >= 10, f"daemon/log.h defines the message ids ({len(ids)})")
+    check(len(ids) >= 10, f"lib/log/log.h defines the message ids ({len(ids)})")
     check(sorted(set(ids.values())) == sorted(set(cat_ids)),
-          "the catalog has exactly one entry per MESSAGE_ID in daemon/log.h",
+          "the catalog has exactly one entry per MESSAGE_ID in lib/log/log.h",
           f"missing: {set(ids.values()) - set(cat_ids)}\nextra: {set(cat_ids) - set(ids.values())}")
     check(len(cat_ids) == len(set(cat_ids)), "no MESSAGE_ID appears twice in the catalog")
 
@@ -79,9 +74,7 @@ def main():
         ours = [l for l in (r.stdout + r.stderr).splitlines() if "pcinumad" in l]
         check(r.returncode == 0 and not ours, "systemd-analyze verify accepts the units", r.stdout + r.stderr)
 
-    passed = sum(results)
-    print(f"{passed} passed, {len(results) - passed} failed")
-    sys.exit(0 if passed == len(results) else 1)
+    sys.exit(TAP.finish())
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-/* Tests for daemon/preimage.c, pcinuma-watcher's store of the definitions
+/* Tests for watcher/preimage.c, pcinuma-watcher's store of the definitions
  * it replaces, on a temporary folder: a domain keeps its newest five; the
  * folder's limits (files, bytes) drop other domains' older pre-images,
  * oldest first, but never a domain's newest, so 1000 defines of other

@@ -120,12 +120,31 @@ static void wait_for_waiting(unsigned n) {
         }
 }
 
-static void test_jobs_complete_on_main_thread(void **state) {
-        reset();
-        sd_event *e = NULL;
-        struct workers *p = NULL;
-        assert_int_equal(sd_event_new(&e), 0);
-        assert_int_equal(workers_new(e, 3, &p), 0);
+/* The cases below run on a fresh pool of case->threads threads with its
+ * own event loop, made by pool_setup() and freed by pool_teardown(); a
+ * case that checks what freeing the pool did frees it itself
+ * (pool_free()). */
+struct pool;
+
+struct pool_case {
+        const char *name;
+        unsigned threads;
+        void (*run)(struct pool *pool);
+};
+
+struct pool {
+        const struct pool_case *c;
+        sd_event *e;
+        struct workers *p;
+};
+
+static void pool_free(struct pool *pool) {
+        workers_free(pool->p);
+        pool->p = NULL;
+}
+
+static void case_jobs_complete_on_main_thread(struct pool *pool) {
+        struct workers *p = pool->p;
         /* no thread before the first job: the process stays single-threaded */
         struct workers_stats st0;
         workers_stats(p, &st0);
@@ -133,7 +152,7 @@ static void test_jobs_complete_on_main_thread(void **state) {
         assert_int_equal(st0.threads_wanted, 3);
         for (int i = 0; i < 50; i++)
                 assert_int_equal(workers_submit(p, &job_new(i % 10 == 0, false, i)->w), 0);
-        loop_until(e, &g.completed, 50);
+        loop_until(pool->e, &g.completed, 50);
         assert_int_equal(get(&g.ran), 50);
         assert_false(g.wrong_thread);
         assert_false(g.result_missing);
@@ -145,17 +164,12 @@ static void test_jobs_complete_on_main_thread(void **state) {
         assert_int_equal(st.queued, 0);
         assert_int_equal(st.completed, 50);
         assert_int_equal(st.refused, 0);
-        workers_free(p);
+        pool_free(pool);
         assert_int_equal(get(&g.cancelled), 0);
-        sd_event_unref(e);
 }
 
-static void test_small_job_passes_large_ones(void **state) {
-        reset();
-        sd_event *e = NULL;
-        struct workers *p = NULL;
-        assert_int_equal(sd_event_new(&e), 0);
-        assert_int_equal(workers_new(e, 3, &p), 0);
+static void case_small_job_passes_large_ones(struct pool *pool) {
+        struct workers *p = pool->p;
         /* 4 large jobs on 3 threads: 2 run (all threads but one), 2 wait */
         for (int i = 0; i < 4; i++)
                 assert_int_equal(workers_submit(p, &job_new(true, true, i)->w), 0);
@@ -167,27 +181,21 @@ static void test_small_job_passes_large_ones(void **state) {
         assert_int_equal(st.queued_large, 2);
         /* a small job runs and completes on the free thread meanwhile */
         assert_int_equal(workers_submit(p, &job_new(false, false, 100)->w), 0);
-        loop_until(e, &g.completed, 1);
+        loop_until(pool->e, &g.completed, 1);
         assert_int_equal(get(&g.ran), 3);
         workers_stats(p, &st);
         assert_int_equal(st.busy_large, 2);
         assert_int_equal(st.queued_large, 2);
         assert_int_equal(st.completed, 1);
         open_gate();
-        loop_until(e, &g.completed, 5);
+        loop_until(pool->e, &g.completed, 5);
         assert_int_equal(get(&g.ran), 5);
         assert_false(g.wrong_thread);
         assert_false(g.result_missing);
-        workers_free(p);
-        sd_event_unref(e);
 }
 
-static void test_large_queue_is_bounded(void **state) {
-        reset();
-        sd_event *e = NULL;
-        struct workers *p = NULL;
-        assert_int_equal(sd_event_new(&e), 0);
-        assert_int_equal(workers_new(e, 2, &p), 0);
+static void case_large_queue_is_bounded(struct pool *pool) {
+        struct workers *p = pool->p;
         assert_int_equal(workers_submit(p, &job_new(true, true, 0)->w), 0);
         wait_for_waiting(1);
         for (unsigned i = 0; i < WORKERS_LARGE_QUEUED; i++)
@@ -198,17 +206,16 @@ static void test_large_queue_is_bounded(void **state) {
         /* small jobs are not bounded here (the caller bounds them) */
         for (int i = 0; i < 20; i++)
                 assert_int_equal(workers_submit(p, &job_new(false, false, 3)->w), 0);
-        loop_until(e, &g.completed, 20);
+        loop_until(pool->e, &g.completed, 20);
         struct workers_stats st;
         workers_stats(p, &st);
         assert_int_equal(st.refused, 1);
         assert_int_equal(st.queued_large, WORKERS_LARGE_QUEUED);
         open_gate();
-        loop_until(e, &g.completed, 20 + 1 + WORKERS_LARGE_QUEUED);
-        workers_free(p);
+        loop_until(pool->e, &g.completed, 20 + 1 + WORKERS_LARGE_QUEUED);
+        pool_free(pool);
         assert_int_equal(get(&g.cancelled), 0);
         assert_false(g.result_missing);
-        sd_event_unref(e);
 }
 
 static void *open_gate_later(void *userdata) {
@@ -218,12 +225,8 @@ static void *open_gate_later(void *userdata) {
         return NULL;
 }
 
-static void test_free_cancels_what_did_not_complete(void **state) {
-        reset();
-        sd_event *e = NULL;
-        struct workers *p = NULL;
-        assert_int_equal(sd_event_new(&e), 0);
-        assert_int_equal(workers_new(e, 2, &p), 0);
+static void case_free_cancels_what_did_not_complete(struct pool *pool) {
+        struct workers *p = pool->p;
         assert_int_equal(workers_submit(p, &job_new(true, true, 0)->w), 0);
         wait_for_waiting(1);
         assert_int_equal(workers_submit(p, &job_new(true, true, 1)->w), 0);
@@ -234,13 +237,51 @@ static void test_free_cancels_what_did_not_complete(void **state) {
          * one: the gate may open before workers_free() says stop.) */
         pthread_t t;
         assert_int_equal(pthread_create(&t, NULL, open_gate_later, NULL), 0);
-        workers_free(p);
+        pool_free(pool);
         pthread_join(t, NULL);
         assert_true(get(&g.ran) >= 1);
         assert_int_equal(get(&g.completed), 3);
         assert_int_equal(get(&g.cancelled), 3);
         assert_false(g.wrong_thread);
-        sd_event_unref(e);
+}
+
+static const struct pool_case pool_cases[] = {
+        { "test_jobs_complete_on_main_thread",       3, case_jobs_complete_on_main_thread },
+        { "test_small_job_passes_large_ones",        3, case_small_job_passes_large_ones },
+        { "test_large_queue_is_bounded",             2, case_large_queue_is_bounded },
+        { "test_free_cancels_what_did_not_complete", 2, case_free_cancels_what_did_not_complete },
+};
+
+/* cmocka setup: *state is the case; it becomes the case's pool. */
+static int pool_setup(void **state) {
+        const struct pool_case *c = *state;
+        struct pool *pool = xcalloc(1, sizeof(*pool));
+        pool->c = c;
+        reset();
+        if (sd_event_new(&pool->e) < 0 || workers_new(pool->e, c->threads, &pool->p) < 0) {
+                sd_event_unref(pool->e);
+                free(pool);
+                return -1;
+        }
+        *state = pool;
+        return 0;
+}
+
+static int pool_teardown(void **state) {
+        struct pool *pool = *state;
+        /* after a failed assertion, jobs may still wait at the gate */
+        open_gate();
+        if (pool->p)
+                workers_free(pool->p);
+        sd_event_unref(pool->e);
+        free(pool);
+        return 0;
+}
+
+/* The test function of every pool case: cmocka passes the pool. */
+static void run_pool_case(void **state) {
+        struct pool *pool = *state;
+        pool->c->run(pool);
 }
 
 static void test_thread_count(void **state) {
@@ -255,12 +296,15 @@ static void test_thread_count(void **state) {
 }
 
 int main(void) {
-        const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_jobs_complete_on_main_thread),
-                cmocka_unit_test(test_small_job_passes_large_ones),
-                cmocka_unit_test(test_large_queue_is_bounded),
-                cmocka_unit_test(test_free_cancels_what_did_not_complete),
-                cmocka_unit_test(test_thread_count),
-        };
+        struct CMUnitTest tests[ELEMENTSOF(pool_cases) + 1];
+        for (size_t i = 0; i < ELEMENTSOF(pool_cases); i++)
+                tests[i] = (struct CMUnitTest) {
+                        .name = pool_cases[i].name,
+                        .test_func = run_pool_case,
+                        .setup_func = pool_setup,
+                        .teardown_func = pool_teardown,
+                        .initial_state = (void *) &pool_cases[i],
+                };
+        tests[ELEMENTSOF(pool_cases)] = (struct CMUnitTest) cmocka_unit_test(test_thread_count);
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

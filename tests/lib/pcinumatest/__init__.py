@@ -7,7 +7,9 @@ tests/lib on PYTHONPATH; a script run by hand adds it to sys.path itself.
   session    a private session libvirtd as an unprivileged user
   lvenv      pcinumad watching a session libvirtd, and the libvirt suites'
              shared setup (Harness)
-  tap        TAP lines for the libvirt suites
+  tap        TAP lines, the closing count and the exit status (Tap)
+  suite      the main of a session-libvirtd suite: its arguments, root,
+             setup/run/cleanup (the libvirt suites; clients-restart)
   xmlcmp     domain XML comparison (bytes, C14N, device order) and diffs
   uevent     udevd's netlink messages, played by a test
   fixtures   fixture hosts (tests/fixtures/mkfakesysfs.py) and the real

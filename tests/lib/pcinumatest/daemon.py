@@ -30,7 +30,7 @@ def T(seconds):
     """An upper time bound or deadline, scaled by --timeout-factor."""
     return seconds * FACTOR
 
-# daemon/log.h
+# lib/log/log.h
 MID = {
     "DAEMON_READY": "71688084eef8458f876cb753a0a8e2e4",
     "POLICY_LOADED": "e789c7b5c07f47809c7d78ac27a982dd",

@@ -19,7 +19,7 @@ import uuid as uuidlib
 import xml.etree.ElementTree as ET
 
 from pcinumatest.daemon import pcinumad_argv
-from pcinumatest.session import HookDir, Session, _die_with_parent, reachable_copy
+from pcinumatest.session import HookDir, Session, SessionError, _die_with_parent, reachable_copy
 from pcinumatest.xmlcmp import compare
 
 
@@ -447,6 +447,30 @@ class Harness:
 
     def check(self, ok, what, diag=None, note=None):
         return self.tap.check(bool(ok), what, diag, note)
+
+    def ensure_daemon(self):
+        """Start pcinumad again if a step stopped it (or it died)."""
+        if not self.d.alive():
+            self.d.start(self.s.uri, wait_connected=True)
+
+    def run_steps(self, steps, before=None):
+        """Run each step (a method) whose name contains one of --only
+        (all without --only), each after before() when given, with its
+        time as a diagnostic.  An exception that stops a step is one
+        failed "STEP: ran to the end" check; the next step runs."""
+        for step in steps:
+            name = step.__name__
+            if self.a.only and not any(o in name for o in self.a.only):
+                continue
+            t0 = time.monotonic()
+            self.diag("---- %s" % name)
+            try:
+                if before:
+                    before()
+                step()
+            except (SessionError, RuntimeError, subprocess.TimeoutExpired, OSError) as e:
+                self.check(False, "%s: ran to the end" % name, "%s: %s" % (type(e).__name__, e))
+            self.diag("%s: %.1fs" % (name, time.monotonic() - t0))
 
     def set_policy(self, default="require", rules=None, migration=None, passthrough_pool=None):
         rules = rules if rules is not None else self.rules

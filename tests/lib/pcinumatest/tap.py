@@ -1,13 +1,19 @@
-"""TAP output for the libvirt suites (and the faults suite's libvirt
-cases): Tap.check() prints "ok N - what" or "not ok N - what" with "#"
-diagnostics, counts passes, failures and TODOs.  The caller prints the
-closing "N passed, M failed" line."""
+"""TAP output for the Python suites: Tap.check() prints "ok N - what" or
+"not ok N - what" with "#" diagnostics, counts passes, failures and TODOs;
+Tap.finish() prints the closing "N passed, M failed" line and gives the
+exit status.  A suite with no other state keeps one Tap for the module:
+TAP = Tap(); check = TAP.check; ... sys.exit(TAP.finish())."""
 import sys
 
 
 class Tap:
-    def __init__(self, verbose=False):
+    def __init__(self, verbose=False, diag_first=None, diag_last=None):
+        """verbose: diagnostics of passing checks too; diag_first or
+        diag_last: print at most that many lines of a diagnostic (its
+        first or its last ones)."""
         self.n = 0
+        self.diag_first = diag_first
+        self.diag_last = diag_last
         self.passed = 0
         self.failed = 0
         self.verbose = verbose
@@ -16,7 +22,12 @@ class Tap:
         self.skipped = 0
 
     def diag(self, text):
-        for line in str(text).rstrip("\n").splitlines():
+        lines = str(text).rstrip("\n").splitlines()
+        if self.diag_first is not None:
+            lines = lines[:self.diag_first]
+        if self.diag_last is not None:
+            lines = lines[-self.diag_last:]
+        for line in lines:
             print("#   " + line)
         sys.stdout.flush()
 
@@ -48,3 +59,10 @@ class Tap:
     def ok(self, ok, what, diag=None, todo=None):
         """check() under the name pcinumatest.guestvm's helpers call."""
         return self.check(ok, what, diag, todo=todo)
+
+    def finish(self):
+        """Print the closing "N passed, M failed" line; return the exit
+        status: 0 when checks ran and none failed, else 1."""
+        print("%d passed, %d failed" % (self.passed, self.failed))
+        sys.stdout.flush()
+        return 0 if self.passed and not self.failed else 1

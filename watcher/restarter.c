@@ -1,4 +1,4 @@
-/* Restarts into the plan, pcinuma-watcher's part (watcher-restart.h).
+/* Restarts into the plan, pcinuma-watcher's part (restarter.h).
  *
  * A restart's steps, and the thread each runs on:
  *   main    pcinumad asks (wproto "restart"): keep the files the domain
@@ -24,7 +24,7 @@
  * Everything a worker needs is ready before its destroy, so the time the
  * domain is down is the destroy and one create; the time its guest runs
  * without the plan ends with the suspend. */
-#include "watcher-restart.h"
+#include "restarter.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -238,6 +238,10 @@ static void job_free(struct job *j) {
         free(j->plan_error);
         free(j->fallback_error);
         free(j);
+}
+
+static void job_freep(struct job **j) {
+        job_free(*j);
 }
 
 /* --- the worker ------------------------------------------------------------ */
@@ -476,21 +480,16 @@ static char *missing_file(const char *xml) {
         return missing;
 }
 
-/* The domain came up (STARTED, BOOTED) within the window: get everything
- * ready, then hand it to a worker. */
-static void begin(struct restarter *r, virDomainPtr dom, const char *uuid, uint64_t since, uint64_t up,
-                  struct pins *pins, bool resumed) {
-        const char *name = virDomainGetName(dom);
-        struct log_fields f = {0};
-        log_fields_add(&f, "PCINUMA_DOMAIN", "%s", name);
-        log_fields_add(&f, "PCINUMA_UUID", "%s", uuid);
-        log_fields_add(&f, "PCINUMA_PHASE", "restart");
+/* begin()'s first step: the domain must still be up, and not paused by
+ * its client (then it waits, with its pins, for its RESUMED event).  True,
+ * with its state in *ret_state, to go on. */
+static bool begin_check_state(struct restarter *r, virDomainPtr dom, const char *uuid, uint64_t since,
+                              struct pins *pins, bool resumed, const struct log_fields *f, int *ret_state) {
         int state = VIR_DOMAIN_NOSTATE, reason = 0;
         if (virDomainGetState(dom, &state, &reason, 0) < 0 ||
             (state != VIR_DOMAIN_RUNNING && state != VIR_DOMAIN_PAUSED)) {
-                skip(r, uuid, &f, LOG_NOTICE, "it is not running any more");
-                log_fields_done(&f);
-                return;
+                skip(r, uuid, f, LOG_NOTICE, "it is not running any more");
+                return false;
         }
         if (state == VIR_DOMAIN_PAUSED && !resumed) {
                 /* Started paused: its guest runs nothing yet.  Restarted
@@ -502,54 +501,89 @@ static void begin(struct restarter *r, virDomainPtr dom, const char *uuid, uint6
                 wt->pins = *pins;
                 *pins = (struct pins) {0};
                 log_msg(LOG_INFO, "Domain %s was started paused: pcinuma restarts it into its plan when it is resumed",
-                        name);
-                log_fields_done(&f);
-                return;
+                        virDomainGetName(dom));
+                return false;
         }
-        /* First stop its guest: from now on it runs nothing unplanned. */
-        bool suspended = false;
-        uint64_t suspended_at = 0;
+        *ret_state = state;
+        return true;
+}
+
+/* The second: stop its guest (from now on it runs nothing unplanned; *j
+ * notes when), then read the live XML to start again, pointed at the kept
+ * files, all of which must be there.  NULL when it cannot be restarted
+ * (logged; the guest runs on). */
+static char *begin_suspend_read(struct restarter *r, virDomainPtr dom, const char *uuid, int state,
+                                const struct pins *pins, const struct log_fields *f, struct job *j) {
         if (state == VIR_DOMAIN_RUNNING && virDomainSuspend(dom) == 0) {
-                suspended = true;
-                suspended_at = now_usec();
+                j->suspended = true;
+                j->suspended_at = now_usec();
         }
         char *live = virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_SECURE | VIR_DOMAIN_XML_MIGRATABLE);
         if (!live) {
-                skip(r, uuid, &f, LOG_WARNING, "its live XML cannot be read: %s", virGetLastErrorMessage());
-                log_fields_done(&f);
-                if (suspended)
-                        (void) virDomainResume(dom);
-                return;
+                skip(r, uuid, f, LOG_WARNING, "its live XML cannot be read: %s", virGetLastErrorMessage());
+                return NULL;
         }
         live = pins_apply(pins, live);
         _cleanup_free_ char *missing = missing_file(live);
         if (missing) {
-                skip(r, uuid, &f, LOG_WARNING, "it starts from %s, which is gone (its client removed it once the "
+                skip(r, uuid, f, LOG_WARNING, "it starts from %s, which is gone (its client removed it once the "
                      "domain started): a restart could not start it again", missing);
-                log_fields_done(&f);
                 free(live);
-                if (suspended)
-                        (void) virDomainResume(dom);
+                return NULL;
+        }
+        return live;
+}
+
+/* The last: a transient domain has no definition to fall back on, so its
+ * XML is kept, in case neither start works. */
+static void begin_keep_transient(struct restarter *r, struct job *j) {
+        if (virDomainIsPersistent(j->dom) != 0)
+                return;
+        _cleanup_free_ char *err = NULL;
+        if (preimage_save(r->preimages, j->name, j->uuid, j->original, &j->preimage, &err) < 0) {
+                log_msg(LOG_WARNING, "Domain %s: cannot keep its XML before its restart: %s, ignoring", j->name, err);
                 return;
         }
+        struct preimage_dropped d;
+        preimage_prune(r->preimages, j->preimage, j->uuid, &d);
+        if (d.n_own + d.n_others > 0)
+                log_msg(d.over ? LOG_WARNING : LOG_INFO,
+                        "Domain %s: keeping its XML before its restart dropped %zu older pre-images "
+                        "(%zu of its own, %zu of other domains; %" PRIu64 " bytes): %s",
+                        j->name, d.n_own + d.n_others, d.n_own, d.n_others, d.bytes, strna(d.files));
+        preimage_dropped_done(&d);
+}
+
+/* The domain came up (STARTED, BOOTED) within the window: get everything
+ * ready (the steps above, and pcinumad's plan of its live XML), then hand
+ * it to a worker. */
+static void begin(struct restarter *r, virDomainPtr dom, const char *uuid, uint64_t since, uint64_t up,
+                  struct pins *pins, bool resumed) {
+        const char *name = virDomainGetName(dom);
+        struct log_fields f = {0};
+        log_fields_add(&f, "PCINUMA_DOMAIN", "%s", name);
+        log_fields_add(&f, "PCINUMA_UUID", "%s", uuid);
+        log_fields_add(&f, "PCINUMA_PHASE", "restart");
+        int state = VIR_DOMAIN_NOSTATE;
+        _cleanup_(job_freep) struct job *j = xcalloc(1, sizeof(*j));
+        bool go = begin_check_state(r, dom, uuid, since, pins, resumed, &f, &state);
+        char *live = go ? begin_suspend_read(r, dom, uuid, state, pins, &f, j) : NULL;
         log_fields_done(&f);
-        struct restart_plan p = {0};
-        if (!r->ops->plan(r->userdata, uuid, live, &p)) {
-                free(live);
-                restart_plan_done(&p);
-                if (suspended)
-                        (void) virDomainResume(dom);
-                return;         /* pcinumad has gone */
-        }
-        if (!p.restart) {
-                skip(r, uuid, &p.fields, p.prio, "%s", p.summary ? p.summary : "pcinumad did not plan it");
-                free(live);
-                restart_plan_done(&p);
-                if (suspended)
+        if (!live) {
+                if (j->suspended)
                         (void) virDomainResume(dom);
                 return;
         }
-        struct job *j = xcalloc(1, sizeof(*j));
+        _cleanup_(restart_plan_done) struct restart_plan p = {0};
+        bool asked = r->ops->plan(r->userdata, uuid, live, &p);    /* false: pcinumad has gone */
+        if (!asked || !p.restart) {
+                if (asked)
+                        skip(r, uuid, &p.fields, p.prio, "%s", p.summary ? p.summary : "pcinumad did not plan it");
+                free(live);
+                if (j->suspended)
+                        (void) virDomainResume(dom);
+                return;
+        }
         snprintf(j->uuid, sizeof j->uuid, "%s", uuid);
         j->name = xstrdup(name);
         virDomainRef(dom);
@@ -558,35 +592,16 @@ static void begin(struct restarter *r, virDomainPtr dom, const char *uuid, uint6
         j->original = live;
         j->fields = p.fields;
         p.fields = (struct log_fields) {0};
-        j->keys = p.keys;
+        j->keys = TAKE_PTR(p.keys);
         j->n_keys = p.n_keys;
-        p.keys = NULL;
         p.n_keys = 0;
         j->since = since;
         j->up = up;
         j->started_paused = resumed;
-        j->suspended = suspended;
-        j->suspended_at = suspended_at;
         j->pins = *pins;
         *pins = (struct pins) {0};
-        restart_plan_done(&p);
-        /* A transient domain has no definition to fall back on: keep its
-         * XML, in case neither start works. */
-        if (virDomainIsPersistent(dom) == 0) {
-                _cleanup_free_ char *err = NULL;
-                if (preimage_save(r->preimages, name, uuid, live, &j->preimage, &err) >= 0) {
-                        struct preimage_dropped d;
-                        preimage_prune(r->preimages, j->preimage, uuid, &d);
-                        if (d.n_own + d.n_others > 0)
-                                log_msg(d.over ? LOG_WARNING : LOG_INFO,
-                                        "Domain %s: keeping its XML before its restart dropped %zu older pre-images "
-                                        "(%zu of its own, %zu of other domains; %" PRIu64 " bytes): %s",
-                                        name, d.n_own + d.n_others, d.n_own, d.n_others, d.bytes, strna(d.files));
-                        preimage_dropped_done(&d);
-                } else
-                        log_msg(LOG_WARNING, "Domain %s: cannot keep its XML before its restart: %s, ignoring", name, err);
-        }
-        queue_job(r, j);
+        begin_keep_transient(r, j);
+        queue_job(r, TAKE_PTR(j));
 }
 
 static const char *start_detail(int detail) {

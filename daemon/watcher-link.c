@@ -1,6 +1,7 @@
-/* The libvirt watcher, pcinumad's side: starts and supervises the
- * pcinuma-watcher process and plans for it (see watcher.h). */
-#include "watcher.h"
+/* pcinumad's side of the link to its libvirt watcher: starts and
+ * supervises the pcinuma-watcher process, holds the link's limits, and
+ * passes its requests on to the owner's callbacks (see watcher-link.h). */
+#include "watcher-link.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -14,7 +15,6 @@
 #include <time.h>
 
 #include "log.h"
-#include "manager.h"
 #include "paths.h"
 #include "protocol.h"
 #include "wproto.h"
@@ -45,11 +45,18 @@
 #define OUT_SLACK (1024u * 1024u)
 
 struct watcher {
-        struct manager *m;
+        const struct watcher_ops *ops;  /* the owner's, with userdata */
+        void *userdata;
         sd_event *event;
         char *program;
         char *uri;
         char *log_target;
+        unsigned settle_ms;             /* passed on to each child */
+        char *state_dir;
+        uint64_t preimage_max_bytes;
+#if PCINUMA_STAND_INS
+        char *stand_ins_file;
+#endif
 
         pid_t pid;                      /* 0 when not running */
         uint64_t started_usec;
@@ -209,6 +216,13 @@ static void send_frame(struct watcher *w, const char *buf, size_t len, bool answ
 
 /* --- reading ---------------------------------------------------------- */
 
+void redefine_plan_done(struct redefine_plan *p) {
+        free(p->out_xml);
+        free(p->summary);
+        log_fields_done(&p->fields);
+        *p = (struct redefine_plan) {0};
+}
+
 /* The fields of an answer: all of them, or (for an error answer) only
  * those that name the domain.  The caller frees the array, not the strings. */
 static struct wproto_field *answer_fields(const struct redefine_plan *p, bool names_only, size_t *ret_n) {
@@ -251,7 +265,7 @@ static int encode_answer(struct watcher *w, uint64_t id, const struct redefine_p
 
 static void on_plan(struct watcher *w, const struct wproto_plan *req) {
         struct redefine_plan p = {0};
-        manager_plan_redefine(w->m, req->xml, req->xml_len, &p);
+        w->ops->plan(w->userdata, req->xml, req->xml_len, &p);
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
         int r = encode_answer(w, req->id, &p, &buf, &len);
@@ -264,7 +278,7 @@ static void on_plan(struct watcher *w, const struct wproto_plan *req) {
  * restart it into the plan. */
 static void on_plan_restart(struct watcher *w, const struct wproto_plan_restart *req) {
         struct redefine_plan p = {0};
-        manager_plan_restart(w->m, req->uuid, req->xml, req->xml_len, &p);
+        w->ops->plan_restart(w->userdata, req->uuid, req->xml, req->xml_len, &p);
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
         int r = encode_answer(w, req->id, &p, &buf, &len);
@@ -294,8 +308,8 @@ static void on_status(struct watcher *w, const struct wproto_status *st) {
         w->child_status.last_error = NULL;      /* it points into the message */
         /* Without libvirt it cannot tell what is persistent, nor restart. */
         if (!w->connected)
-                manager_persistence_lost(w->m);
-        manager_metrics_changed(w->m);
+                w->ops->persistence_lost(w->userdata);
+        w->ops->counters_changed(w->userdata);
 }
 
 static void handle_msg(json_object *o, void *userdata) {
@@ -313,15 +327,15 @@ static void handle_msg(json_object *o, void *userdata) {
         else if (msg.type == WPROTO_STATUS)
                 on_status(w, &msg.status);
         else if (msg.type == WPROTO_FORGET)
-                manager_forget_domain(w->m, msg.forget.uuid);
+                w->ops->forget(w->userdata, msg.forget.uuid);
         else if (msg.type == WPROTO_DOMAINS)
-                manager_persistent_all(w->m, &msg.domains);
+                w->ops->persistent_all(w->userdata, &msg.domains);
         else if (msg.type == WPROTO_DOMAIN)
-                manager_persistent_one(w->m, msg.domain.uuid, msg.domain.persistent);
+                w->ops->persistent_one(w->userdata, msg.domain.uuid, msg.domain.persistent);
         else if (msg.type == WPROTO_PLAN_RESTART)
                 on_plan_restart(w, &msg.plan_restart);
         else if (msg.type == WPROTO_RESTARTED)
-                manager_restart_done(w->m, &msg.restarted);
+                w->ops->restarted(w->userdata, &msg.restarted);
         else
                 log_msg(LOG_WARNING, "pcinuma-watcher sent a message of unknown type %s; ignoring it",
                         wproto_type_to_string(msg.type));
@@ -426,8 +440,8 @@ static void child_gone(struct watcher *w) {
         close_link(w);
         w->pid = 0;
         w->connected = false;
-        manager_persistence_lost(w->m);
-        manager_metrics_changed(w->m);
+        w->ops->persistence_lost(w->userdata);
+        w->ops->counters_changed(w->userdata);
 }
 
 static int spawn(struct watcher *w) {
@@ -438,16 +452,16 @@ static int spawn(struct watcher *w) {
                 return r;
         }
         char settle[16], max_bytes[24];
-        snprintf(settle, sizeof settle, "%u", w->m->cfg.settle_ms);
-        snprintf(max_bytes, sizeof max_bytes, "%" PRIu64, w->m->cfg.preimage_max_bytes);
+        snprintf(settle, sizeof settle, "%u", w->settle_ms);
+        snprintf(max_bytes, sizeof max_bytes, "%" PRIu64, w->preimage_max_bytes);
         char *argv[] = { w->program, (char *) "--uri", w->uri, (char *) "--log-target", w->log_target,
-                         (char *) "--settle-ms", settle, (char *) "--state-dir", (char *) w->m->cfg.state_dir,
+                         (char *) "--settle-ms", settle, (char *) "--state-dir", w->state_dir,
                          (char *) "--preimage-max-bytes", max_bytes, NULL, NULL, NULL };
 #if PCINUMA_STAND_INS
         /* A test build: the watcher reads the same stand-in table. */
-        if (w->m->cfg.stand_ins_file) {
+        if (w->stand_ins_file) {
                 argv[ELEMENTSOF(argv) - 3] = (char *) "--stand-ins";
-                argv[ELEMENTSOF(argv) - 2] = (char *) w->m->cfg.stand_ins_file;
+                argv[ELEMENTSOF(argv) - 2] = w->stand_ins_file;
         }
 #endif
         pid_t parent = getpid();
@@ -530,14 +544,22 @@ void watcher_restart(struct watcher *w, const char *uuid, unsigned window_ms, ui
                 send_frame(w, buf, len, false);
 }
 
-int watcher_start(struct manager *m, sd_event *e, const char *program, const char *uri, const char *log_target,
+int watcher_start(const struct watcher_config *cfg, const struct watcher_ops *ops, void *userdata, sd_event *e,
                   struct watcher **ret) {
+        const char *program = cfg->program;
         struct watcher *w = xcalloc(1, sizeof(*w));
-        w->m = m;
+        w->ops = ops;
+        w->userdata = userdata;
         w->event = sd_event_ref(e);
         w->program = xstrdup(program);
-        w->uri = xstrdup(uri);
-        w->log_target = xstrdup(log_target);
+        w->uri = xstrdup(cfg->uri);
+        w->log_target = xstrdup(cfg->log_target);
+        w->settle_ms = cfg->settle_ms;
+        w->state_dir = xstrdup(cfg->state_dir);
+        w->preimage_max_bytes = cfg->preimage_max_bytes;
+#if PCINUMA_STAND_INS
+        w->stand_ins_file = cfg->stand_ins_file ? xstrdup(cfg->stand_ins_file) : NULL;
+#endif
         w->fd = -1;
         w->restart_ms = RESTART_MIN_MS;
         w->frame_max = PROTO_MAX_PAYLOAD;
@@ -613,6 +635,10 @@ struct watcher *watcher_stop(struct watcher *w) {
         free(w->program);
         free(w->uri);
         free(w->log_target);
+        free(w->state_dir);
+#if PCINUMA_STAND_INS
+        free(w->stand_ins_file);
+#endif
         free(w->last_exit);
         free(w->last_error);
         free(w->kill_reason);
