@@ -17,6 +17,7 @@
 #include "hostmap.h"
 #include "log.h"
 #include "mark.h"
+#include "memo.h"
 #include "metrics.h"
 #include "policy.h"
 #include "protocol.h"
@@ -72,6 +73,10 @@ struct manager {
         /* Restarts into the plan: persistent domains, pcinuma's own
          * starts, incoming ones, counters (restart.h). */
         struct restart_state restarts;
+
+        /* The answers to prepare calls of planned domains, by what they
+         * were decided from (memo.h): main thread only. */
+        struct memo memo;
         struct hook_job *parked;        /* prepare calls waiting for a define (manager.c, park()) */
 
         uint64_t start_usec;            /* CLOCK_REALTIME */
@@ -106,11 +111,14 @@ struct shared {
         unsigned n_ref;
         void *obj;
         void (*free_obj)(void *obj);
+        uint64_t generation;    /* unique to this object in the process: the memo's key (memo.h) */
 };
 
 static struct shared *shared_new(void *obj, void (*free_obj)(void *obj)) {
+        /* Main thread only, as every shared_new() call. */
+        static uint64_t generations;
         struct shared *s = xcalloc(1, sizeof(*s));
-        *s = (struct shared) { .n_ref = 1, .obj = obj, .free_obj = free_obj };
+        *s = (struct shared) { .n_ref = 1, .obj = obj, .free_obj = free_obj, .generation = ++generations };
         return s;
 }
 
@@ -683,8 +691,11 @@ static int start_watcher(struct manager *m) {
         return watcher_start(&wc, &watcher_ops, m, m->event, &m->watcher);
 }
 
+static void memo_answer_free(void *v);
+
 int manager_new(const struct manager_config *cfg, struct manager **ret) {
         _cleanup_(manager_freep) struct manager *m = xcalloc(1, sizeof(*m));
+        memo_init(&m->memo, memo_answer_free);
         int r;
 
         m->cfg = *cfg;
@@ -724,6 +735,7 @@ struct manager *manager_free(struct manager *m) {
         recheck_cache_done(&m->cache);
         recheck_holds_done(&m->holds);
         restart_state_done(&m->restarts);
+        memo_done(&m->memo);
         sd_device_monitor_unref(m->monitor);
         metrics_free(m->metrics);
         sd_event_unref(m->event);
@@ -807,7 +819,27 @@ static void log_fidelity(struct log_fields *f, const struct plan *p) {
                 log_fields_add(f, "PCINUMA_PAIR_CHANGED_MORE", "%u", more);
 }
 
-static void log_decision(const struct decision *d) {
+/* A decision's journal entry, built (decision_log_build()) and then sent
+ * (decision_log_emit()): the memo of prepare answers keeps it with the
+ * answer, so that a remembered answer is logged as the decision was. */
+struct decision_log {
+        int prio;
+        const char *message_id;
+        struct log_fields f;
+        char *message;
+};
+
+static void decision_log_done(struct decision_log *l) {
+        log_fields_done(&l->f);
+        free(l->message);
+        *l = (struct decision_log) {0};
+}
+
+static void decision_log_emit(const struct decision_log *l) {
+        log_event(l->prio, l->message_id, &l->f, "%s", l->message);
+}
+
+static void decision_log_build(const struct decision *d, struct decision_log *ret) {
         struct log_fields f = {0};
         log_fields_add(&f, "PCINUMA_DOMAIN", "%s", d->domain);
         if (d->uuid)
@@ -843,15 +875,83 @@ static void log_decision(const struct decision *d) {
         int prio = d->verdict == DECIDE_REFUSE || d->n_shared                   ? LOG_WARNING
                    : d->verdict == DECIDE_WARN || d->verdict == DECIDE_RESTART ? LOG_NOTICE
                                                                                  : LOG_INFO;
+        char *message;
         if (first)
-                log_event(prio, event_message_id(d), &f, "%s", first);
+                message = TAKE_PTR(first);
         else if (d->verdict == DECIDE_ALLOW)
-                log_event(prio, event_message_id(d), &f, "Domain %s may start: %s", d->domain,
-                          d->result && d->result->already_planned ? "its PCI topology matches the NUMA plan"
-                          : d->result && d->result->plan->reason ? d->result->plan->reason : "nothing to place");
-        else
-                log_event(LOG_DEBUG, event_message_id(d), &f, "Domain %s: %s %s passed", d->domain, d->phase, d->subphase);
-        log_fields_done(&f);
+                message = xasprintf("Domain %s may start: %s", d->domain,
+                                    d->result && d->result->already_planned ? "its PCI topology matches the NUMA plan"
+                                    : d->result && d->result->plan->reason ? d->result->plan->reason : "nothing to place");
+        else {
+                prio = LOG_DEBUG;
+                message = xasprintf("Domain %s: %s %s passed", d->domain, d->phase, d->subphase);
+        }
+        *ret = (struct decision_log) { .prio = prio, .message_id = event_message_id(d), .f = f, .message = message };
+}
+
+static void log_decision(const struct decision *d) {
+        struct decision_log l;
+        decision_log_build(d, &l);
+        decision_log_emit(&l);
+        decision_log_done(&l);
+}
+
+/* --- the memo of prepare answers ------------------------------------------
+ *
+ * A planned domain that comes back unchanged (the same hook arguments and
+ * XML bytes, the same host map and policy objects) is answered as it was
+ * the first time, without parsing or planning it: memo.h says which
+ * answers are kept and why the key makes them right.  Requests decided on
+ * the main thread only (the memo is the main thread's). */
+struct memo_answer {
+        enum decide_verdict verdict;
+        int exit_code;
+        char *message;
+        char *domain;
+        char *uuid;
+        enum policy_mode mode;
+        bool has_mode;
+        struct decision_log log;
+};
+
+static void memo_answer_free(void *v) {
+        struct memo_answer *a = v;
+        free(a->message);
+        free(a->domain);
+        free(a->uuid);
+        decision_log_done(&a->log);
+        free(a);
+}
+
+static struct memo_answer *memo_answer_new(const struct decision *d) {
+        struct memo_answer *a = xcalloc(1, sizeof(*a));
+        *a = (struct memo_answer) {
+                .verdict = d->verdict,
+                .exit_code = d->exit_code,
+                .message = d->message ? xstrdup(d->message) : NULL,
+                .domain = xstrdup(d->domain),
+                .uuid = d->uuid ? xstrdup(d->uuid) : NULL,
+                .mode = d->mode,
+                .has_mode = d->has_mode,
+        };
+        decision_log_build(d, &a->log);
+        return a;
+}
+
+/* The decision a is the answer of, for req (no plan with it: the log is
+ * a's). */
+static void memo_answer_decision(const struct memo_answer *a, const struct proto_request *req, struct decision *ret) {
+        *ret = (struct decision) {
+                .verdict = a->verdict,
+                .exit_code = a->exit_code,
+                .message = a->message ? xstrdup(a->message) : NULL,
+                .phase = req->argv[1],
+                .subphase = req->argv[2],
+                .domain = xstrdup(a->domain),
+                .uuid = a->uuid ? xstrdup(a->uuid) : NULL,
+                .mode = a->mode,
+                .has_mode = a->has_mode,
+        };
 }
 
 /* --- hook decisions, and the workers --------------------------------------
@@ -948,6 +1048,7 @@ struct hook_job {
         struct hook_context ctx;
         /* Its output: */
         struct decision d;
+        const struct decision_log *log; /* the memo's journal entry of d (not owned), or NULL: log d */
         char *frame;                    /* a worker's answer, encoded; NULL if it could not be */
         size_t frame_len;
         /* While it waits for a define (manager.parked): */
@@ -981,6 +1082,29 @@ static json_object *hook_job_answer(const struct hook_job *j) {
         return proto_response_new_hook(d->exit_code, d->out, d->message, decide_verdict_to_string(d->verdict));
 }
 
+/* On the main thread: hook_job_decide(), or the memo's answer when it has
+ * one for this request (and the decision's, when the memo keeps it). */
+static void hook_job_decide_memo(struct hook_job *j) {
+        struct memo *memo = &j->m->memo;
+        if (!streq(j->req.argv[1], "prepare") || !streq(j->req.argv[2], "begin")) {
+                hook_job_decide(j);
+                return;
+        }
+        uint64_t hg = j->hostmap->generation, pg = j->policy->generation;
+        struct memo_answer *a = memo_get(memo, &j->req, hg, pg);
+        if (a)
+                memo_answer_decision(a, &j->req, &j->d);
+        else {
+                hook_job_decide(j);
+                if (!memo_keeps(&j->d))
+                        return;
+                a = memo_answer_new(&j->d);
+                if (!memo_put(memo, &j->req, hg, pg, a))
+                        return;         /* not kept (and freed): d is logged */
+        }
+        j->log = &a->log;
+}
+
 /* A worker thread's part. */
 static void hook_job_run(struct worker_job *w) {
         struct hook_job *j = (struct hook_job *) w;
@@ -1005,7 +1129,10 @@ static void hook_job_apply(struct hook_job *j) {
                         decide_verdict_to_string(d->verdict));
         if (d->result && d->result->stale_mark)
                 metrics_stale_mark(m->metrics, "prepare");
-        log_decision(d);
+        if (j->log)
+                decision_log_emit(j->log);
+        else
+                log_decision(d);
         /* Restarts into the plan (restart.h): a prepare call uses up an
          * incoming note and asks the watcher for a restart; a migrate or
          * restore call notes that the prepare call that follows is not a
@@ -1093,7 +1220,7 @@ static json_object *answer_busy(struct manager *m, const struct proto_request *r
  * through server_reply() when it is done). */
 static json_object *hook_job_start(struct manager *m, struct hook_job *j, struct hook_job **ret_job) {
         if (j->req.xml_len <= HOOK_INLINE_MAX) {
-                hook_job_decide(j);
+                hook_job_decide_memo(j);
                 json_object *resp = hook_job_answer(j);
                 hook_job_apply(j);
                 hook_job_free(j);
@@ -1290,6 +1417,14 @@ static json_object *status_requests(struct manager *m) {
         return r;
 }
 
+/* The memo of prepare answers: how many it gave, how many it keeps. */
+static json_object *status_memo(struct manager *m) {
+        json_object *mo = json_object_new_object();
+        json_object_object_add(mo, "answers", json_u64(m->memo.hits));
+        json_object_object_add(mo, "kept", json_u64(m->memo.n));
+        return mo;
+}
+
 static json_object *status_rechecks(struct manager *m) {
         json_object *rc = json_object_new_object();
         json_object_object_add(rc, "domains_known", json_u64(m->cache.n));
@@ -1347,6 +1482,7 @@ json_object *manager_status(struct manager *m) {
         json_object_object_add(o, "hostmap", status_hostmap(m, now));
         json_object_object_add(o, "policy", status_policy(m));
         json_object_object_add(o, "requests", status_requests(m));
+        json_object_object_add(o, "prepare_memo", status_memo(m));
         json_object_object_add(o, "rechecks", status_rechecks(m));
         json_object_object_add(o, "restarts", status_restarts(m));
         json_object_object_add(o, "workers", status_workers(m));

@@ -1065,6 +1065,52 @@ def t_log_fields():
                         domain="gpu-vm-1", devices=gpu_vm_devices("preferred"))
 
 
+def t_prepare_memo():
+    """A planned domain that comes back unchanged is answered from pcinumad's
+    memo of prepare answers (lib/core/memo.h): the same answer and the same
+    log entry as the first time (status prepare_memo.answers counts it); an edit, another policy or another host
+    map is decided in full."""
+    with Daemon("memo", policy="require") as d:
+        good = planned("gpu-vm-1", "require")
+        base = d.status()["prepare_memo"]["answers"]
+        r1, dec1 = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", good)
+        eq((r1.rc, r1.err), (0, ""), "first prepare of the planned domain: %r" % r1)
+        eq(d.status()["prepare_memo"]["answers"], base, "memo answers after the first prepare")
+        r2, dec2 = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", good)
+        eq(d.status()["prepare_memo"]["answers"], base + 1, "memo answers after the second prepare")
+        eq((r2.rc, r2.out, r2.err), (r1.rc, r1.out, r1.err), "the memo's answer")
+        eq((dec2.message, dec2.fields, dec2.prefix), (dec1.message, dec1.fields, dec1.prefix), "the memo's log entry")
+        check(len(dec1.all("PCINUMA_DEVICE")) == 16 and dec1.get("PCINUMA_FIDELITY"),
+              "the log entry shows the plan: %r" % dec1)
+
+        # libvirt's id='N' on the root element, numbered anew at each start
+        with_id = good.replace("<domain ", "<domain id='7' ", 1)
+        check(with_id != good, "could not add an id to the domain")
+        hook_and_decision(d, "gpu-vm-1", "prepare", "begin", with_id)
+        r3, dec3 = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", with_id.replace("id='7'", "id='8'"))
+        eq(d.status()["prepare_memo"]["answers"], base + 2, "memo answers for id='7' (new) and id='8' (the same)")
+        eq((r3.rc, r3.err, dec3.fields), (r1.rc, r1.err, dec1.fields), "answer with another id")
+
+        # a device the user moved: decided in full (refused under require)
+        moved = re.sub(r"(<hostdev .*?<address type=.pci. domain=.0x0000. bus=.0x)([0-9a-f]{2})",
+                       lambda m: m.group(1) + ("21" if m.group(2) != "21" else "22"), good, count=1, flags=re.S)
+        check(moved != good, "could not move a device")
+        r4, dec4 = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", moved)
+        eq(r4.rc, 1, "prepare of a moved device: %r" % r4)
+        eq(dec4.get("PCINUMA_VERDICT"), "refuse", "verdict of a moved device")
+        eq(d.status()["prepare_memo"]["answers"], base + 2, "memo answers after an edited domain")
+
+        # another policy (and host map: SIGHUP reads both again)
+        write_policy(d.policy_file, "preferred")
+        d.hup()
+        r5, dec5 = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", good)
+        eq(dec5.get("PCINUMA_POLICY"), "preferred", "policy of the prepare after the reload")
+        eq(d.status()["prepare_memo"]["answers"], base + 2, "memo answers after the reload")
+        r6, dec6 = hook_and_decision(d, "gpu-vm-1", "prepare", "begin", good)
+        eq(d.status()["prepare_memo"]["answers"], base + 3, "memo answers after the reload, again")
+        eq((r6.rc, r6.err, dec6.fields), (r5.rc, r5.err, dec5.fields), "the memo's answer after the reload")
+
+
 class FakeJournal:
     PATH = "/run/systemd/journal/socket"
 
@@ -1869,6 +1915,7 @@ def main():
           t_stand_ins_option)
     R.run("SIGHUP rescan sees a device added to the fixture tree", t_rescan)
     R.run("stderr log: MESSAGE_ID and PCINUMA_* fields per decision kind", t_log_fields)
+    R.run("prepare memo: an unchanged planned domain answered as before, edits decided in full", t_prepare_memo)
     R.run("journal: native datagrams to /run/systemd/journal/socket carry the fields", t_journal)
     R.run("sd_notify: READY, STATUS, RELOADING+MONOTONIC_USEC then READY, STOPPING", t_sd_notify)
     R.run("socket activation: LISTEN_FDS=1 socket on fd 3 is served", t_socket_activation)
