@@ -2,8 +2,9 @@
  * daemon"): the listening socket, one non-blocking connection per client
  * on the event loop, the peer check, per-client deadlines, and what to do
  * when the process runs out of descriptors.  A hook request with a large
- * domain XML is decided on a worker thread (the owner's job, given back
- * by its handle() callback): its connection waits for the answer without
+ * domain XML is decided on a worker thread, and a prepare call that waits
+ * for a define is held by the manager (the owner's job, given back by its
+ * handle() callback): its connection waits for the answer without
  * reading further (server_reply() resumes it), and without a deadline,
  * since the wait is pcinumad's, not the client's.  The server knows
  * nothing of the manager: it serves through struct server_ops and counts

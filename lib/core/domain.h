@@ -14,7 +14,7 @@
 #include "work.h"
 #include "xmlutil.h"
 
-/* Domain XML larger than this is refused (docs/design.md §9: "a few MiB"). */
+/* Domain XML larger than this is refused (docs/design.md §9). */
 #define DOMAIN_XML_MAX (4u * 1024u * 1024u)
 
 /* And domain XML with more markup than this: '<' characters, which only

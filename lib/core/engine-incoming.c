@@ -1,4 +1,4 @@
-/* The engine's third pipeline, an incoming migration (engine.h,
+/* The engine's pipeline for an incoming migration (engine.h,
  * engine_incoming()): parse the domain, decide whether its mark lets it
  * in here (the mark, this host's policy, the limits before any pairwise
  * work), map its devices (migrate.c, pure matching), rewrite its hostdev

@@ -29,7 +29,7 @@ static char *indent_of(xmlNodePtr e) {
         return xstrdup(nl ? nl + 1 : s);
 }
 
-/* Remove element e from d's document (freed, or kept: domain_split()). */
+/* Remove element e from d's document (freed, or kept: domain_remove_node(), domain_snapshot()). */
 static void unlink_unit(struct domain *d, xmlNodePtr e) {
         if (xml_is_ws_text(e->prev)) {
                 xmlNodePtr ws = e->prev;
