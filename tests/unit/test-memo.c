@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "read-text.h"
 #include "decide.h"
 #include "engine.h"
 #include "hostmap.h"
@@ -60,18 +61,6 @@ static unsigned pick(unsigned n) {
 static struct {
         unsigned cases, decisions, kept, hits, hits_other_bytes, hits_other_ctx, wrong, edits[16];
 } count;
-
-static char *read_text(const char *path) {
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
-        if (!f)
-                return NULL;
-        struct strbuf b = {0};
-        char buf[4096];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-                strbuf_appendn(&b, buf, n);
-        return strbuf_steal(&b);
-}
 
 /* ---- host maps and policies, each with its generation ----------------------------- */
 

@@ -30,6 +30,7 @@
 #include <libxml/xmlsave.h>
 #include <stdio.h>
 
+#include "read-text.h"
 #include "domain.h"
 #include "engine.h"
 #include "hostmap.h"
@@ -573,18 +574,6 @@ static char *generate(unsigned n) {
 }
 
 /* ---- golden cases -------------------------------------------------------------------- */
-
-static char *read_text(const char *path) {
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
-        if (!f)
-                return NULL;
-        struct strbuf b = {0};
-        char buf[4096];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-                strbuf_appendn(&b, buf, n);
-        return strbuf_steal(&b);
-}
 
 static int cmp_str(const void *a, const void *b) {
         return strcmp(*(char *const *) a, *(char *const *) b);
