@@ -1513,6 +1513,28 @@ static void remember(struct manager *m, const struct engine_result *r, struct re
         e->summary = dec->summary ? xstrdup(dec->summary) : NULL;
 }
 
+/* The journal fields of a plan that define and restart both log: the
+ * domain, its UUID (if any), the phase, the policy, the verdict, each
+ * device's host node and guest cell, and the path fidelity. */
+static void plan_fields(struct log_fields *f, const struct engine_result *r, const char *uuid, const char *phase,
+                        const char *verdict) {
+        const struct domain *d = r->base;
+        log_fields_add(f, "PCINUMA_DOMAIN", "%s", d->name ? d->name : "");
+        if (uuid)
+                log_fields_add(f, "PCINUMA_UUID", "%s", uuid);
+        log_fields_add(f, "PCINUMA_PHASE", "%s", phase);
+        log_fields_add(f, "PCINUMA_POLICY", "%s", policy_mode_to_string(r->settings.mode));
+        log_fields_add(f, "PCINUMA_VERDICT", "%s", verdict);
+        const struct plan *pl = r->plan;
+        for (size_t i = 0; i < pl->n_devices; i++) {
+                log_fields_add(f, "PCINUMA_DEVICE", "%s", pl->devices[i].name);
+                log_fields_add(f, "PCINUMA_HOST_NODE", "%d", pl->devices[i].host_node);
+                log_fields_add(f, "PCINUMA_GUEST_CELL", "%d", pl->devices[i].cell);
+        }
+        planner_fidelity(r->plan);
+        log_fidelity(f, r->plan);
+}
+
 /* The decision itself is redefine_decide()'s; this adds the journal
  * fields and the recheck cache. */
 static void manager_plan_redefine(void *userdata, const char *xml, size_t len, struct redefine_plan *ret) {
@@ -1532,20 +1554,8 @@ static void manager_plan_redefine(void *userdata, const char *xml, size_t len, s
                 return;
         }
         const struct domain *d = r->base;
-        log_fields_add(&p.fields, "PCINUMA_DOMAIN", "%s", d->name ? d->name : "");
-        if (d->uuid)
-                log_fields_add(&p.fields, "PCINUMA_UUID", "%s", d->uuid);
-        log_fields_add(&p.fields, "PCINUMA_PHASE", "define");
-        log_fields_add(&p.fields, "PCINUMA_POLICY", "%s", policy_mode_to_string(r->settings.mode));
-        log_fields_add(&p.fields, "PCINUMA_VERDICT", "%s", r->reverted ? "revert" : plan_verdict_to_string(r->verdict));
         const struct plan *pl = r->plan;
-        for (size_t i = 0; i < pl->n_devices; i++) {
-                log_fields_add(&p.fields, "PCINUMA_DEVICE", "%s", pl->devices[i].name);
-                log_fields_add(&p.fields, "PCINUMA_HOST_NODE", "%d", pl->devices[i].host_node);
-                log_fields_add(&p.fields, "PCINUMA_GUEST_CELL", "%d", pl->devices[i].cell);
-        }
-        planner_fidelity(r->plan);
-        log_fidelity(&p.fields, r->plan);
+        plan_fields(&p.fields, r, d->uuid, "define", r->reverted ? "revert" : plan_verdict_to_string(r->verdict));
         if (r->stale_mark) {
                 log_fields_add(&p.fields, "PCINUMA_STALE_MARK", "%s", r->stale_mark);
                 metrics_stale_mark(m->metrics, "define");
@@ -1605,19 +1615,8 @@ static void manager_plan_restart(void *userdata, const char *uuid, const char *x
                 return;
         }
         const struct domain *d = r->base;
-        log_fields_add(&p.fields, "PCINUMA_DOMAIN", "%s", d->name ? d->name : "");
-        log_fields_add(&p.fields, "PCINUMA_UUID", "%s", uuid);
-        log_fields_add(&p.fields, "PCINUMA_PHASE", "restart");
-        log_fields_add(&p.fields, "PCINUMA_POLICY", "%s", policy_mode_to_string(r->settings.mode));
-        log_fields_add(&p.fields, "PCINUMA_VERDICT", "%s", plan_verdict_to_string(r->verdict));
+        plan_fields(&p.fields, r, uuid, "restart", plan_verdict_to_string(r->verdict));
         const struct plan *pl = r->plan;
-        for (size_t i = 0; i < pl->n_devices; i++) {
-                log_fields_add(&p.fields, "PCINUMA_DEVICE", "%s", pl->devices[i].name);
-                log_fields_add(&p.fields, "PCINUMA_HOST_NODE", "%d", pl->devices[i].host_node);
-                log_fields_add(&p.fields, "PCINUMA_GUEST_CELL", "%d", pl->devices[i].cell);
-        }
-        planner_fidelity(r->plan);
-        log_fidelity(&p.fields, r->plan);
 
         if (!d->uuid || strcasecmp(d->uuid, uuid) != 0) {
                 p.summary = xasprintf("its live XML names another UUID (%s)", d->uuid ? d->uuid : "none");

@@ -263,15 +263,20 @@ static int encode_answer(struct watcher *w, uint64_t id, const struct redefine_p
         return wproto_encode_planned(&e, ret, ret_len);
 }
 
+/* Send the answer p to request id, and free p. */
+static void send_answer(struct watcher *w, uint64_t id, struct redefine_plan *p) {
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        int r = encode_answer(w, id, p, &buf, &len);
+        redefine_plan_done(p);
+        if (r >= 0)
+                send_frame(w, buf, len, true);
+}
+
 static void on_plan(struct watcher *w, const struct wproto_plan *req) {
         struct redefine_plan p = {0};
         w->ops->plan(w->userdata, req->xml, req->xml_len, &p);
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0;
-        int r = encode_answer(w, req->id, &p, &buf, &len);
-        redefine_plan_done(&p);
-        if (r >= 0)
-                send_frame(w, buf, len, true);
+        send_answer(w, req->id, &p);
 }
 
 /* The watcher asks for the plan of a running domain's live XML, to
@@ -279,12 +284,7 @@ static void on_plan(struct watcher *w, const struct wproto_plan *req) {
 static void on_plan_restart(struct watcher *w, const struct wproto_plan_restart *req) {
         struct redefine_plan p = {0};
         w->ops->plan_restart(w->userdata, req->uuid, req->xml, req->xml_len, &p);
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0;
-        int r = encode_answer(w, req->id, &p, &buf, &len);
-        redefine_plan_done(&p);
-        if (r >= 0)
-                send_frame(w, buf, len, true);
+        send_answer(w, req->id, &p);
 }
 
 void watcher_counters(struct watcher *w, bool *ret_connected, uint64_t *ret_redefinitions, uint64_t *ret_failures,
@@ -544,6 +544,18 @@ void watcher_restart(struct watcher *w, const char *uuid, unsigned window_ms, ui
                 send_frame(w, buf, len, false);
 }
 
+/* A timer source on e, usec from now, off until armed, named for
+ * debugging. */
+static int add_idle_timer(sd_event *e, sd_event_source **ret, uint64_t usec, sd_event_time_handler_t cb, void *userdata,
+                          const char *description) {
+        int r = sd_event_add_time_relative(e, ret, CLOCK_MONOTONIC, usec, 0, cb, userdata);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_enabled(*ret, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(*ret, description);
+        return 0;
+}
+
 int watcher_start(const struct watcher_config *cfg, const struct watcher_ops *ops, void *userdata, sd_event *e,
                   struct watcher **ret) {
         const char *program = cfg->program;
@@ -578,22 +590,15 @@ int watcher_start(const struct watcher_config *cfg, const struct watcher_ops *op
                 watcher_stop(w);
                 return r;
         }
-        int r = sd_event_add_time_relative(e, &w->restart_timer, CLOCK_MONOTONIC, 0, 0, on_restart, w);
+        int r = add_idle_timer(e, &w->restart_timer, 0, on_restart, w, "libvirt-watcher-restart");
+        if (r >= 0)
+                r = add_idle_timer(e, &w->stall_timer, w->deadline_usec, on_stall_timer, w,
+                                   "libvirt-watcher-answer-deadline");
         if (r < 0) {
                 log_errno(LOG_ERR, r, "Cannot start the libvirt watcher: timer: %m");
                 watcher_stop(w);
                 return r;
         }
-        (void) sd_event_source_set_enabled(w->restart_timer, SD_EVENT_OFF);
-        (void) sd_event_source_set_description(w->restart_timer, "libvirt-watcher-restart");
-        r = sd_event_add_time_relative(e, &w->stall_timer, CLOCK_MONOTONIC, w->deadline_usec, 0, on_stall_timer, w);
-        if (r < 0) {
-                log_errno(LOG_ERR, r, "Cannot start the libvirt watcher: timer: %m");
-                watcher_stop(w);
-                return r;
-        }
-        (void) sd_event_source_set_enabled(w->stall_timer, SD_EVENT_OFF);
-        (void) sd_event_source_set_description(w->stall_timer, "libvirt-watcher-answer-deadline");
         r = spawn(w);
         if (r < 0) {
                 watcher_stop(w);

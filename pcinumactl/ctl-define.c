@@ -26,12 +26,7 @@ static void usage(FILE *f) {
                 "does, and define the result through libvirt.  A refused or bad domain is not\n"
                 "defined.\n"
                 "\n"
-                "  --sysfs-root DIR   read the host map from DIR instead of /sys\n"
-                "                     (default: $PCINUMA_SYSFS_ROOT, else /sys)\n"
-                "  --policy NAME      off, legacy, preferred, socket, require (alias required)\n"
-                "  --policy-file FILE the policy file, - for standard input (default\n"
-                "                     " CTL_DEFAULT_POLICY_FILE " if it exists, else the built-in\n"
-                "                     default: preferred, no rules)\n"
+                CTL_USAGE_PLAN_ARGS
                 "  --connect URI      the libvirt connection (default: libvirt's default URI)\n"
                 "  -h, --help         show this help\n"
                 "\n"
@@ -62,9 +57,7 @@ static char *what_was_done(const struct engine_result *res) {
 
 int ctl_define(int argc, char **argv) {
         static const struct option opts[] = {
-                CTL_OPTION_SYSFS_ROOT,
-                CTL_OPTION_POLICY,
-                CTL_OPTION_POLICY_FILE,
+                CTL_OPTIONS_PLAN_ARGS,
                 { "connect", required_argument, NULL, 'c' },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },

@@ -43,9 +43,7 @@ static bool cpu_option(void *data, int c, const char *arg) {
 
 int ctl_nccl_topo(int argc, char **argv) {
         static const struct option opts[] = {
-                CTL_OPTION_SYSFS_ROOT,
-                CTL_OPTION_POLICY,
-                CTL_OPTION_POLICY_FILE,
+                CTL_OPTIONS_PLAN_ARGS,
                 { "cpu", required_argument, NULL, 'c' },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },

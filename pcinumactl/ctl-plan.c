@@ -21,12 +21,7 @@ static void usage(FILE *f) {
                 "\n"
                 "Plan the NUMA-aware PCIe topology of a libvirt domain XML and print it.\n"
                 "\n"
-                "  --sysfs-root DIR   read the host map from DIR instead of /sys\n"
-                "                     (default: $PCINUMA_SYSFS_ROOT, else /sys)\n"
-                "  --policy NAME      off, legacy, preferred, socket, require (alias required)\n"
-                "  --policy-file FILE the policy file, - for standard input (default\n"
-                "                     " CTL_DEFAULT_POLICY_FILE " if it exists, else the built-in\n"
-                "                     default: preferred, no rules)\n"
+                CTL_USAGE_PLAN_ARGS
                 "  --format FORMAT    xml (default), explain, json, or hwloc (the planned guest as\n"
                 "                     hwloc XML, for lstopo -i FILE --if xml)\n"
                 "  --all-pairs        with explain: list every device pair in the path fidelity\n"
@@ -54,9 +49,7 @@ static bool plan_option(void *data, int c, const char *arg) {
 
 int ctl_plan(int argc, char **argv) {
         static const struct option opts[] = {
-                CTL_OPTION_SYSFS_ROOT,
-                CTL_OPTION_POLICY,
-                CTL_OPTION_POLICY_FILE,
+                CTL_OPTIONS_PLAN_ARGS,
                 { "format", required_argument, NULL, 'F' },
                 { "all-pairs", no_argument, NULL, 'A' },
                 { "help", no_argument, NULL, 'h' },

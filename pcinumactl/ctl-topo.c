@@ -197,9 +197,7 @@ static void print_devices(const struct engine_result *res, const struct topo_dev
 
 int ctl_topo(int argc, char **argv) {
         static const struct option opts[] = {
-                CTL_OPTION_SYSFS_ROOT,
-                CTL_OPTION_POLICY,
-                CTL_OPTION_POLICY_FILE,
+                CTL_OPTIONS_PLAN_ARGS,
                 { "wide", no_argument, NULL, 'w' },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },

@@ -120,8 +120,11 @@ int ctl_load_stand_ins(struct ctl_plan_args *a, struct standins **ret) {
 }
 #endif
 
-int ctl_parse_args(int argc, char **argv, const char *who, const struct option *opts, void (*usage)(FILE *f),
-                   ctl_option_fn option, void *data, struct ctl_plan_args *a, const char *count_error) {
+/* The options of ctl_parse_args() and ctl_parse_adapter_args(), and with
+ * 'version' --version.  Returns -1 when the caller goes on to the
+ * arguments (from optind), else the exit status. */
+static int parse_options(int argc, char **argv, const char *who, const struct option *opts, void (*usage)(FILE *f),
+                         ctl_option_fn option, void *data, struct ctl_plan_args *a, bool version) {
         int c;
         optind = 1;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
@@ -131,18 +134,47 @@ int ctl_parse_args(int argc, char **argv, const char *who, const struct option *
                         usage(stdout);
                         return 0;
                 }
+                if (version && c == 'v') {
+                        printf("%s %s\n", who, PCINUMA_VERSION);
+                        return 0;
+                }
                 if (c == '?' || c == ':' || !option || !option(data, c, optarg)) {
                         usage(stderr);
                         return CTL_EXIT_BAD_INPUT;
                 }
         }
-        if (!a) {
-                if (optind == argc)
-                        return -1;
-                ctl_error(0, who, "unexpected argument '%s'", argv[optind]);
-                usage(stderr);
-                return CTL_EXIT_BAD_INPUT;
-        }
+        return -1;
+}
+
+/* No argument after the options: -1, else "unexpected argument" and the
+ * usage. */
+static int no_arguments(int argc, char **argv, const char *who, void (*usage)(FILE *f)) {
+        if (optind == argc)
+                return -1;
+        ctl_error(0, who, "unexpected argument '%s'", argv[optind]);
+        usage(stderr);
+        return CTL_EXIT_BAD_INPUT;
+}
+
+int ctl_parse_adapter_args(int argc, char **argv, const struct option *opts, void (*usage)(FILE *f),
+                           ctl_option_fn option, void *data, struct ctl_plan_args *a) {
+        int r = parse_options(argc, argv, a->who, opts, usage, option, data, a, true);
+        if (r >= 0)
+                return r;
+        r = no_arguments(argc, argv, a->who, usage);
+        if (r >= 0)
+                return r;
+        ctl_plan_args_env(a);
+        return -1;
+}
+
+int ctl_parse_args(int argc, char **argv, const char *who, const struct option *opts, void (*usage)(FILE *f),
+                   ctl_option_fn option, void *data, struct ctl_plan_args *a, const char *count_error) {
+        int r = parse_options(argc, argv, who, opts, usage, option, data, a, false);
+        if (r >= 0)
+                return r;
+        if (!a)
+                return no_arguments(argc, argv, who, usage);
         if (optind != argc - 1) {
                 if (count_error)
                         ctl_error(0, who, "%s", count_error);

@@ -39,6 +39,17 @@ enum {
 #define CTL_OPTION_SYSFS_ROOT  { "sysfs-root", required_argument, NULL, CTL_OPT_SYSFS_ROOT }
 #define CTL_OPTION_POLICY      { "policy", required_argument, NULL, CTL_OPT_POLICY }
 #define CTL_OPTION_POLICY_FILE { "policy-file", required_argument, NULL, CTL_OPT_POLICY_FILE }
+/* The three together, as the verbs that plan a FILE|- list them first. */
+#define CTL_OPTIONS_PLAN_ARGS CTL_OPTION_SYSFS_ROOT, CTL_OPTION_POLICY, CTL_OPTION_POLICY_FILE
+
+/* Their lines of the usage of plan and define. */
+#define CTL_USAGE_PLAN_ARGS                                                                                     \
+        "  --sysfs-root DIR   read the host map from DIR instead of /sys\n"                                     \
+        "                     (default: $PCINUMA_SYSFS_ROOT, else /sys)\n"                                      \
+        "  --policy NAME      off, legacy, preferred, socket, require (alias required)\n"                       \
+        "  --policy-file FILE the policy file, - for standard input (default\n"                                 \
+        "                     " CTL_DEFAULT_POLICY_FILE " if it exists, else the built-in\n"                    \
+        "                     default: preferred, no rules)\n"
 
 #if PCINUMA_STAND_INS
 /* A stand_ins build only: --stand-ins FILE, which the orchestrator
@@ -52,6 +63,18 @@ enum {
         "                      <interface type='user'> with such a MAC is planned as the\n"                     \
         "                      passthrough device at that host address\n"
 #endif
+
+/* The end of an orchestrator adapter's option table, after its own
+ * options: the shared three, -h/--help, --version and, in a stand_ins
+ * build, --stand-ins (ctl_parse_adapter_args()). */
+#if PCINUMA_STAND_INS
+#define CTL_OPTIONS_ADAPTER_STAND_INS CTL_OPTION_STAND_INS,
+#else
+#define CTL_OPTIONS_ADAPTER_STAND_INS
+#endif
+#define CTL_OPTIONS_ADAPTER                                                                                     \
+        CTL_OPTIONS_PLAN_ARGS, { "help", no_argument, NULL, 'h' }, { "version", no_argument, NULL, 'v' },       \
+        CTL_OPTIONS_ADAPTER_STAND_INS { NULL, 0, NULL, 0 }
 
 /* "<who>: <message>" and a newline on stderr; returns status, so a verb
  * can write `return ctl_error(CTL_EXIT_BAD_INPUT, who, "...")`. */
@@ -139,6 +162,15 @@ typedef bool (*ctl_option_fn)(void *data, int c, const char *arg);
  * stderr and returns CTL_EXIT_BAD_INPUT.  Returns -1 when the verb goes on. */
 int ctl_parse_args(int argc, char **argv, const char *who, const struct option *opts, void (*usage)(FILE *f),
                    ctl_option_fn option, void *data, struct ctl_plan_args *a, const char *count_error);
+
+/* An orchestrator adapter's command line, its opts ending in
+ * CTL_OPTIONS_ADAPTER: as ctl_parse_args() with a, but no argument at all
+ * (an extra one is "unexpected argument"), and --version prints "<a->who>
+ * <version>" on stdout and returns 0.  Then $PCINUMA_POLICY_FILE, which the
+ * orchestrator passes instead of options (ctl_plan_args_env()).  Returns
+ * -1 when the adapter goes on, else its exit status. */
+int ctl_parse_adapter_args(int argc, char **argv, const struct option *opts, void (*usage)(FILE *f),
+                           ctl_option_fn option, void *data, struct ctl_plan_args *a);
 
 /* What to print after "cannot read host map from '<root>': " for a failed
  * hostmap_load_*() (r, err): the loader's message without its own

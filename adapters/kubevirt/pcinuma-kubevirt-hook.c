@@ -270,39 +270,14 @@ static int parse_args(int argc, char **argv, struct ctl_plan_args *a, struct opt
                 { "vmi", required_argument, NULL, 'V' },
                 { "domain", required_argument, NULL, 'D' },
                 { "state-dir", required_argument, NULL, 'S' },
-                CTL_OPTION_SYSFS_ROOT,
-                CTL_OPTION_POLICY,
-                CTL_OPTION_POLICY_FILE,
-                { "help", no_argument, NULL, 'h' },
-                { "version", no_argument, NULL, 'v' },
-#if PCINUMA_STAND_INS
-                CTL_OPTION_STAND_INS,
-#endif
-                { NULL, 0, NULL, 0 },
+                CTL_OPTIONS_ADAPTER,
         };
-        int c;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
-                if (ctl_plan_args_option(a, c, optarg) || own_option(o, c, optarg))
-                        continue;
-                if (c == 'h') {
-                        usage(stdout);
-                        return 0;
-                }
-                if (c == 'v') {
-                        printf("%s %s\n", who, PCINUMA_VERSION);
-                        return 0;
-                }
-                usage(stderr);
-                return CTL_EXIT_BAD_INPUT;
-        }
-        if (optind != argc) {
-                ctl_error(0, who, "unexpected argument '%s'", argv[optind]);
-                usage(stderr);
-                return CTL_EXIT_BAD_INPUT;
-        }
         /* The shim passes no options of ours: the image's environment
-         * does (adapters/kubevirt/Containerfile). */
-        ctl_plan_args_env(a);
+         * does (adapters/kubevirt/Containerfile; ctl_parse_adapter_args()
+         * reads it). */
+        int r = ctl_parse_adapter_args(argc, argv, opts, usage, own_option, o, a);
+        if (r >= 0)
+                return r;
         if (!o->vmi || !o->domain) {
                 ctl_error(0, who, "KubeVirt passes --vmi JSON and --domain XML; %s is missing", !o->vmi ? "--vmi" : "--domain");
                 usage(stderr);

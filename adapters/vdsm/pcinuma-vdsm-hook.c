@@ -182,49 +182,28 @@ static int before_vm_migrate_destination(const struct ctl_plan_args *a) {
         return 0;
 }
 
+/* --hook NAME, into the char * at data (owned). */
+static bool hook_option(void *data, int c, const char *arg) {
+        char **hook = data;
+        if (c != 'H')
+                return false;
+        free(*hook);
+        *hook = xstrdup(arg);
+        return true;
+}
+
 int main(int argc, char **argv) {
         static const struct option opts[] = {
                 { "hook", required_argument, NULL, 'H' },
-                CTL_OPTION_SYSFS_ROOT,
-                CTL_OPTION_POLICY,
-                CTL_OPTION_POLICY_FILE,
-                { "help", no_argument, NULL, 'h' },
-                { "version", no_argument, NULL, 'v' },
-#if PCINUMA_STAND_INS
-                CTL_OPTION_STAND_INS,
-#endif
-                { NULL, 0, NULL, 0 },
+                CTL_OPTIONS_ADAPTER,
         };
         struct ctl_plan_args a = { .who = who, .root = ctl_default_sysfs_root() };
         _cleanup_free_ char *hook = NULL;
-        int c;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
-                if (ctl_plan_args_option(&a, c, optarg))
-                        continue;
-                switch (c) {
-                case 'H':
-                        free(hook);
-                        hook = xstrdup(optarg);
-                        continue;
-                case 'h':
-                        usage(stdout);
-                        return 0;
-                case 'v':
-                        printf("%s %s\n", who, PCINUMA_VERSION);
-                        return 0;
-                default:
-                        usage(stderr);
-                        return CTL_EXIT_BAD_INPUT;
-                }
-        }
-        if (optind != argc) {
-                ctl_error(0, who, "unexpected argument '%s'", argv[optind]);
-                usage(stderr);
-                return CTL_EXIT_BAD_INPUT;
-        }
         /* VDSM passes no options: its own environment may name the
-         * policy file. */
-        ctl_plan_args_env(&a);
+         * policy file (ctl_parse_adapter_args() reads it). */
+        int r = ctl_parse_adapter_args(argc, argv, opts, usage, hook_option, &hook, &a);
+        if (r >= 0)
+                return r;
         if (!hook)
                 hook = hook_from_path(argv[0]);
         if (!hook || (!streq(hook, "before_vm_start") && !streq(hook, "before_vm_migrate_destination")))
@@ -240,7 +219,7 @@ int main(int argc, char **argv) {
         a.input = path;
 #if PCINUMA_STAND_INS
         _cleanup_standins_ struct standins *stand_ins = NULL;
-        int r = ctl_load_stand_ins(&a, &stand_ins);
+        r = ctl_load_stand_ins(&a, &stand_ins);
         if (r != 0)
                 return r;
 #endif

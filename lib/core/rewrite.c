@@ -252,20 +252,31 @@ static bool pci_address_of(xmlNodePtr c, struct pci_addr *ret) {
         return xml_is(c, "address") && xml_prop_is(c, "type", "pci") && xml_parse_pci_address(c, ret) == 0;
 }
 
-/* Calls fn for every guest PCI <address> directly under a device. */
+/* A guest PCI <address> directly under a device: the device element, the
+ * <address> element, the address parsed, and the device's place among
+ * <devices>' children ('dead' is the address table's, below). */
+struct addr_entry {
+        xmlNodePtr dev, addr;
+        struct pci_addr a;
+        size_t pos;
+        bool dead;
+};
+
+/* Calls fn for every guest PCI <address> directly under a device, in
+ * document order, and spends the walk on phase. */
 static void for_each_device_address(struct domain *d, const char *phase,
-                                    void (*fn)(xmlNodePtr addr, const struct pci_addr *a, void *u), void *u) {
-        size_t visited = 0;
-        for (xmlNodePtr n = spent(d) ? NULL : d->devices->children; n; n = n->next) {
+                                    void (*fn)(const struct addr_entry *e, void *u), void *u) {
+        size_t visited = 0, pos = 0;
+        for (xmlNodePtr n = spent(d) || !d->devices ? NULL : d->devices->children; n; n = n->next, pos++) {
                 visited += WORK_NODE;
                 if (n->type != XML_ELEMENT_NODE)
                         continue;
                 for (xmlNodePtr c = n->children; c; c = c->next) {
-                        struct pci_addr a;
+                        struct addr_entry e = { .dev = n, .addr = c, .pos = pos };
                         visited += WORK_NODE;
-                        if (pci_address_of(c, &a)) {
+                        if (pci_address_of(c, &e.a)) {
                                 visited += WORK_ADDRESS;
-                                fn(c, &a, u);
+                                fn(&e, u);
                         }
                 }
         }
@@ -276,9 +287,10 @@ static void for_each_device_address(struct domain *d, const char *phase,
  * libvirt adds multifunction='on' to function 0 of any slot where it puts
  * more functions, and the root ports it puts in the index gaps we leave can
  * land there; on revert those slots get their attribute back off. */
-static void note_single_function(xmlNodePtr addr, const struct pci_addr *a, void *u) {
+static void note_single_function(const struct addr_entry *e, void *u) {
         struct bitmap *slots = u;
-        _cleanup_free_ char *mf = xml_prop(addr, "multifunction");
+        const struct pci_addr *a = &e->a;
+        _cleanup_free_ char *mf = xml_prop(e->addr, "multifunction");
         if (a->domain == 0 && a->bus == 0 && a->func == 0 && !mf)
                 bitmap_set(slots, a->slot);
 }
@@ -293,10 +305,11 @@ static char *single_function_slots(struct domain *d) {
         return strbuf_steal(&b);
 }
 
-static void unset_multifunction(xmlNodePtr addr, const struct pci_addr *a, void *u) {
+static void unset_multifunction(const struct addr_entry *e, void *u) {
         const struct bitmap *slots = u;
+        const struct pci_addr *a = &e->a;
         if (a->domain == 0 && a->bus == 0 && a->func == 0 && bitmap_test(slots, a->slot))
-                xml_unset_prop(addr, "multifunction");
+                xml_unset_prop(e->addr, "multifunction");
 }
 
 static void clear_multifunction(struct domain *d, const char *slots_text) {
@@ -1040,13 +1053,8 @@ static xmlNodePtr find_hostdev_elem(struct domain *d, const struct mark_device *
  * the revert asks who sits on a bus or at an address once per record,
  * and a walk of the devices per question (each address parsed again)
  * grew with the domain times the mark.  Entries are in document order;
- * 'pos' is the device's place among <devices>' children then. */
-struct addr_entry {
-        xmlNodePtr dev, addr;
-        struct pci_addr a;
-        size_t pos;
-        bool dead;
-};
+ * 'pos' is the device's place among <devices>' children then (struct
+ * addr_entry, above). */
 
 struct addr_table {
         struct addr_entry *v;
@@ -1058,23 +1066,14 @@ static void addr_table_done(struct addr_table *t) {
         *t = (struct addr_table) {0};
 }
 
+static void addr_table_add(const struct addr_entry *e, void *u) {
+        struct addr_table *t = u;
+        *GROW(t->v, t->n) = *e;
+}
+
 static void addr_table_build(struct domain *d, struct addr_table *t) {
         *t = (struct addr_table) {0};
-        size_t visited = 0, pos = 0;
-        for (xmlNodePtr n = spent(d) || !d->devices ? NULL : d->devices->children; n; n = n->next, pos++) {
-                visited += WORK_NODE;
-                if (n->type != XML_ELEMENT_NODE)
-                        continue;
-                for (xmlNodePtr c = n->children; c; c = c->next) {
-                        struct pci_addr a;
-                        visited += WORK_NODE;
-                        if (pci_address_of(c, &a)) {
-                                visited += WORK_ADDRESS;
-                                *GROW(t->v, t->n) = (struct addr_entry) { .dev = n, .addr = c, .a = a, .pos = pos };
-                        }
-                }
-        }
-        spend(d, visited, PHASE_REVERT);
+        for_each_device_address(d, PHASE_REVERT, addr_table_add, t);
 }
 
 /* Device element 'dev' left the document: its addresses with it. */
