@@ -91,12 +91,6 @@ struct manager {
  * long after the last one before rescanning. */
 #define RESCAN_DELAY_USEC (250 * 1000)
 
-static uint64_t now_usec(clockid_t clock) {
-        struct timespec ts;
-        clock_gettime(clock, &ts);
-        return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
-}
-
 /* --- what jobs share with the manager -----------------------------------
  *
  * A worker decides with the host map and the policy of the moment its

@@ -18,12 +18,12 @@
 #include "paths.h"
 #include "protocol.h"
 #include "wproto.h"
+#include "util.h"
 
 /* Restart a child that died after RESTART_MIN_MS, doubling up to
  * RESTART_MAX_MS; one that ran for RESTART_STABLE_USEC starts the count
  * afresh. */
 #define USEC_PER_MSEC UINT64_C(1000)
-#define USEC_PER_SEC UINT64_C(1000000)
 #define RESTART_MIN_MS 500
 #define RESTART_MAX_MS 30000
 #define RESTART_STABLE_USEC (60 * USEC_PER_SEC)
@@ -82,12 +82,6 @@ struct watcher {
         char *last_error;
         struct wproto_status child_status;  /* its last status message's counters (last_error: above) */
 };
-
-static uint64_t now_usec(clockid_t clock) {
-        struct timespec ts;
-        clock_gettime(clock, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
-}
 
 char *watcher_find_program(void) {
         char self[PATH_MAX];

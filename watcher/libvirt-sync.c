@@ -93,7 +93,7 @@ static size_t count_pending(struct watcher *w) {
 /* Note when the earliest due domain is due, and tell pcinumad when the
  * number of pending domains changed. */
 static void schedule(struct watcher *w) {
-        uint64_t now = now_usec(), next = 0;
+        uint64_t now = now_usec(CLOCK_MONOTONIC), next = 0;
         for (size_t i = 0; i < w->n_states; i++) {
                 uint64_t d = w->states[i]->due;
                 if (d && (!next || d < next))
@@ -113,7 +113,7 @@ void sync_recheck(struct watcher *w, const char *uuid) {
         if (!uuid)
                 w->check_all = true;
         else if (strlen(uuid) < VIR_UUID_STRING_BUFLEN)
-                state_find(w, uuid, true)->due = now_usec();
+                state_find(w, uuid, true)->due = now_usec(CLOCK_MONOTONIC);
         schedule(w);
 }
 
@@ -361,7 +361,7 @@ static enum commit_result commit(struct watcher *w, struct dom_state *s, virDoma
                 redefine_failed(w, plan, name, err);
                 return COMMIT_DONE;
         }
-        uint64_t t0 = now_usec();
+        uint64_t t0 = now_usec(CLOCK_MONOTONIC);
         char *cur = read_definition(dom);
         if (!cur || !streq(cur, *xml)) {
                 preimage_discard(w->preimages, pre);
@@ -377,7 +377,7 @@ static enum commit_result commit(struct watcher *w, struct dom_state *s, virDoma
         }
         free(cur);
         virDomainPtr nd = virDomainDefineXMLFlags(w->conn, plan->out_xml, flags);
-        note_window(w, now_usec() - t0);
+        note_window(w, now_usec(CLOCK_MONOTONIC) - t0);
         if (!nd) {
                 preimage_discard(w->preimages, pre);
                 redefine_failed(w, plan, name, lv_error());
@@ -393,7 +393,7 @@ static enum commit_result commit(struct watcher *w, struct dom_state *s, virDoma
         s->verifying = true;
         s->verify_base = s->events;
         s->verify_expected = 1 + changes;
-        s->verify_started = now_usec();
+        s->verify_started = now_usec(CLOCK_MONOTONIC);
         s->readback = virDomainGetXMLDesc(nd, VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE);
         s->preimage = TAKE_PTR(pre);
         s->last_detail = -1;
@@ -438,7 +438,7 @@ static void redefine(struct watcher *w, struct dom_state *s, virDomainPtr dom) {
 
 /* One due domain: check our last define of it, then plan it. */
 static void process_one(struct watcher *w, struct dom_state *s) {
-        uint64_t now = now_usec();
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
         if (s->verifying) {
                 uint64_t quiet = s->last_event + (uint64_t) w->settle_ms * USEC_PER_MSEC;
                 bool have_event = s->events > s->verify_base;
@@ -481,7 +481,7 @@ static void list_all(struct watcher *w) {
         int n = virConnectListAllDomains(w->conn, &doms, VIR_CONNECT_LIST_DOMAINS_PERSISTENT);
         if (n < 0)
                 log_msg(LOG_WARNING, "Cannot list libvirt's domains: %s", lv_error());
-        uint64_t now = now_usec();
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
         char (*uuids)[VIR_UUID_STRING_BUFLEN] = xcalloc(n > 0 ? (size_t) n : 1, sizeof(*uuids));
         const char **set = xcalloc(n > 0 ? (size_t) n : 1, sizeof(*set));
         size_t k = 0;
@@ -537,7 +537,7 @@ void sync_process_turn(struct watcher *w) {
                 w->check_all = false;
                 list_all(w);
         }
-        uint64_t now = now_usec();
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
         if (sync_events(w, now)) {
                 schedule(w);
                 return;
@@ -580,7 +580,7 @@ static void apply_lifecycle(struct watcher *w, const struct queued_event *q) {
         /* Every definition change counts (verify() compares the count
          * with what our define explains) and restarts the wait for quiet. */
         struct dom_state *s = state_find(w, uuid, true);
-        uint64_t now = now_usec();
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
         s->events++;
         w->n_events++;
         s->last_event = now;
@@ -603,7 +603,7 @@ static void enqueue(struct watcher *w, virDomainPtr dom, const char *uuid, int e
         struct queued_event *q = GROW(w->queue, w->n_queue);
         if (dom)
                 virDomainRef(dom);
-        *q = (struct queued_event) { .dom = dom, .event = event, .detail = detail, .at = now_usec() };
+        *q = (struct queued_event) { .dom = dom, .event = event, .detail = detail, .at = now_usec(CLOCK_MONOTONIC) };
         snprintf(q->uuid, sizeof q->uuid, "%s", uuid);
         pthread_mutex_unlock(&w->queue_lock);
         sync_wake_main(w);
@@ -653,7 +653,7 @@ static void apply_close(struct watcher *w, int reason) {
         link_set_last_error(w, why);
         link_set_connected(w, false);
         w->backoff_ms = BACKOFF_MIN_MS;
-        w->reconnect_due = now_usec() + BACKOFF_MIN_MS * USEC_PER_MSEC;
+        w->reconnect_due = now_usec(CLOCK_MONOTONIC) + BACKOFF_MIN_MS * USEC_PER_MSEC;
 }
 
 /* The events libvirt's thread queued, in order. */
@@ -699,7 +699,7 @@ void sync_connect(struct watcher *w) {
                         log_fields_done(&f);
                 }
                 link_set_last_error(w, lv_error());
-                w->reconnect_due = now_usec() + (uint64_t) w->backoff_ms * USEC_PER_MSEC;
+                w->reconnect_due = now_usec(CLOCK_MONOTONIC) + (uint64_t) w->backoff_ms * USEC_PER_MSEC;
                 w->backoff_ms = w->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : w->backoff_ms * 2;
                 return;
         }

@@ -111,15 +111,15 @@ static void main_loop(struct watcher *w, int sfd) {
         while (!w->parent_gone) {
                 sync_apply_queue(w);
                 restarter_drain(w->restarter);
-                uint64_t now = now_usec();
+                uint64_t now = now_usec(CLOCK_MONOTONIC);
                 if (w->reconnect_due && w->reconnect_due <= now)
                         sync_connect(w);
                 else if (w->process_due && w->process_due <= now)
                         sync_process_turn(w);
-                uint64_t restart_due = restarter_work(w->restarter, now_usec());
+                uint64_t restart_due = restarter_work(w->restarter, now_usec(CLOCK_MONOTONIC));
                 if (w->parent_gone)
                         break;
-                now = now_usec();
+                now = now_usec(CLOCK_MONOTONIC);
                 int timeout = min_timeout(ms_until(w->reconnect_due, now), ms_until(restart_due, now));
                 if (w->conn)
                         timeout = min_timeout(timeout, ms_until(w->process_due, now));
@@ -395,7 +395,7 @@ int main(int argc, char **argv) {
         }
         if (setup_libvirt(&w) < 0)
                 return 1;
-        w.reconnect_due = now_usec();
+        w.reconnect_due = now_usec(CLOCK_MONOTONIC);
         link_send_status(&w);
 
         main_loop(&w, sfd);

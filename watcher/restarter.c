@@ -40,7 +40,6 @@
 #include "util.h"
 
 #define USEC_PER_MSEC UINT64_C(1000)
-#define USEC_PER_SEC UINT64_C(1000000)
 /* Restarts at once: more wait in the queue. */
 #define RESTART_WORKERS 4
 /* A STARTED event is remembered this long for a request that comes after
@@ -211,12 +210,6 @@ struct restarter {
         int pipe[2];                    /* finished jobs, worker -> main */
 };
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
-}
-
 static char *lv_error_dup(void) {
         const char *m = virGetLastErrorMessage();
         return xstrdup(m ? m : "unknown libvirt error");
@@ -240,9 +233,7 @@ static void job_free(struct job *j) {
         free(j);
 }
 
-static void job_freep(struct job **j) {
-        job_free(*j);
-}
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct job *, job_free)
 
 /* --- the worker ------------------------------------------------------------ */
 
@@ -262,7 +253,7 @@ static void run_job(struct restarter *r, struct job *j) {
         }
         virConnectPtr conn = virDomainGetConnect(j->dom);
 
-        j->destroy_begin = now_usec();
+        j->destroy_begin = now_usec(CLOCK_MONOTONIC);
         if (virDomainDestroy(j->dom) < 0) {
                 j->outcome = WPROTO_OUTCOME_SKIPPED;
                 _cleanup_free_ char *e = lv_error_dup();
@@ -272,7 +263,7 @@ static void run_job(struct restarter *r, struct job *j) {
                         (void) virDomainResume(j->dom);
                 return;
         }
-        j->destroy_end = now_usec();
+        j->destroy_end = now_usec(CLOCK_MONOTONIC);
         virDomainPtr nd = virDomainCreateXML(conn, j->planned, 0);
         if (nd)
                 j->outcome = WPROTO_OUTCOME_RESTARTED;
@@ -286,7 +277,7 @@ static void run_job(struct restarter *r, struct job *j) {
                         j->fallback_error = lv_error_dup();
                 }
         }
-        j->create_end = now_usec();
+        j->create_end = now_usec(CLOCK_MONOTONIC);
         if (nd)
                 virDomainFree(nd);
 }
@@ -516,7 +507,7 @@ static char *begin_suspend_read(struct restarter *r, virDomainPtr dom, const cha
                                 const struct pins *pins, const struct log_fields *f, struct job *j) {
         if (state == VIR_DOMAIN_RUNNING && virDomainSuspend(dom) == 0) {
                 j->suspended = true;
-                j->suspended_at = now_usec();
+                j->suspended_at = now_usec(CLOCK_MONOTONIC);
         }
         char *live = virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_SECURE | VIR_DOMAIN_XML_MIGRATABLE);
         if (!live) {

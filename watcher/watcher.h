@@ -16,12 +16,12 @@
 #include "preimage.h"
 #include "protocol.h"
 #include "restarter.h"
+#include "util.h"
 #include "wproto.h"
 
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 30000
 #define USEC_PER_MSEC UINT64_C(1000)
-#define USEC_PER_SEC UINT64_C(1000000)
 
 /* pcinumad's answer to a plan request. */
 struct plan_answer {
@@ -126,12 +126,6 @@ struct watcher {
          * which calls the link). */
         void (*on_recheck)(struct watcher *w, const char *uuid);
 };
-
-static inline uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
-}
 
 /* libvirt's last error message, never NULL. */
 static inline const char *lv_error(void) {

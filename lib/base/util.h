@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
@@ -62,6 +63,16 @@ static inline void closep(int *fd) {
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(FILE *, fclose)
 #define _cleanup_fclose_ _cleanup_(fclosep)
+
+#define USEC_PER_SEC UINT64_C(1000000)
+
+/* clock's time in microseconds (CLOCK_MONOTONIC for intervals and
+ * deadlines, CLOCK_REALTIME for times shown to people). */
+static inline uint64_t now_usec(clockid_t clock) {
+        struct timespec ts;
+        clock_gettime(clock, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000u;
+}
 
 static inline bool streq(const char *a, const char *b) { return strcmp(a, b) == 0; }
 static inline bool streq_ptr(const char *a, const char *b) {
