@@ -85,9 +85,9 @@ The required tools are NOT optional here: a missing kernel, busybox-static,
 cpio, qemu-system-x86_64, libvirtd, virsh or the kernel's virtio_net modules
 is a failure (they are installed by scripts/install-deps.sh), never a skip.
 
-Output: "ok N - ..." / "not ok N - ..." lines, "#" diagnostics (the guest's
-own lines as "# guest: ..."), final line "N passed, M failed"; exit 1 on any
-failure.
+Output (pcinumatest.tap.Tap): "ok N - ..." / "not ok N - ..." lines, "#"
+diagnostics (the guest's own lines as "guest: ..."), final line "N passed,
+M failed"; exit 1 on any failure, or when nothing passed.
 """
 
 import argparse
@@ -105,48 +105,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))   # run by hand t
 sys.path.insert(0, HERE)
 import pathtype                 # noqa: E402  (tests/guest/pathtype.py)
 from pcinumatest.guestvm import *  # noqa: E402,F401,F403
-
-# ---------------------------------------------------------------- output
-class Tap:
-    def __init__(self):
-        self.n = 0
-        self.passed = 0
-        self.failed = 0
-        self.todo = 0
-
-    def ok(self, cond, name, diag=None, todo=None):
-        """todo: a reason; a failure is then reported as a TAP TODO and
-        does not fail the run (PCINUMA_GUEST_PATHS=report)."""
-        self.n += 1
-        if cond:
-            self.passed += 1
-            print("ok %d - %s" % (self.n, name))
-        elif todo:
-            self.todo += 1
-            print("not ok %d - %s # TODO %s" % (self.n, name, todo))
-        else:
-            self.failed += 1
-            print("not ok %d - %s" % (self.n, name))
-        if diag and not cond:
-            self.diag(diag)
-        sys.stdout.flush()
-        return cond
-
-    @staticmethod
-    def diag(text):
-        for line in str(text).rstrip("\n").splitlines() or [""]:
-            print("# " + line)
-        sys.stdout.flush()
-
-    def summary(self):
-        if self.todo:
-            print("# %d failures reported only (TODO), not counted"
-                  % self.todo)
-        print("%d passed, %d failed" % (self.passed, self.failed))
-        sys.stdout.flush()
-
-
-
+from pcinumatest.tap import Tap    # noqa: E402
 
 # ---------------------------------------------------------------- domains
 SAMPLE_CELLS = """
@@ -1256,8 +1215,9 @@ def main():
         if sess is not None:
             sess.stop()
         tap.diag("total %.1f s" % (time.monotonic() - t_start))
-        tap.summary()
-    return 1 if tap.failed or tap.passed == 0 else 0
+        if tap.todo:
+            tap.diag("%d failures reported only (TODO), not counted" % tap.todo)
+    return tap.finish()
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ import struct
 import subprocess
 import sys
 import time
-import traceback
+
+from pcinumatest.tap import Tap
 
 SKIP = 77
 WRAPPER_ERROR = 99     # valgrind --error-exitcode of scripts/test.sh
@@ -111,16 +112,14 @@ def shorten(s, n=1500):
     return s if len(s) <= n else s[:n] + "...[%d more]" % (len(s) - n)
 
 
-class Results:
-    """TAP lines for each case run; a case fails by raising, and skips by
-    returning a reason.  reap: kill the daemons a case left behind after
-    it (suites that keep one daemon across cases pass False)."""
+class Results(Tap):
+    """The daemon suites' Tap: run(name, fn) runs one case (Tap.run: it
+    fails by raising, skips by returning a reason) unless --only leaves it
+    out or a signal stopped the run.  reap: kill the daemons a case left
+    behind after it (suites that keep one daemon across cases pass False)."""
 
     def __init__(self, reap=True):
-        self.n = 0
-        self.passed = 0
-        self.failed = 0
-        self.skipped = 0
+        super().__init__()
         self.reap = reap
 
     def run(self, name, fn):
@@ -128,39 +127,14 @@ class Results:
             return
         if _interrupted:
             return
-        self.n += 1
-        t0 = time.monotonic()
-        diag = []
-        try:
-            skip = fn()
-        except Failure as e:
-            self.failed += 1
-            print("not ok %d - %s" % (self.n, name))
-            diag = str(e).splitlines()
-        except Exception:
-            self.failed += 1
-            print("not ok %d - %s" % (self.n, name))
-            diag = traceback.format_exc().splitlines()
-        else:
-            self.passed += 1
-            if isinstance(skip, str):
-                self.skipped += 1
-                print("ok %d - %s # SKIP %s" % (self.n, name, skip))
-            else:
-                print("ok %d - %s (%.2f s)" % (self.n, name, time.monotonic() - t0))
-        for line in diag:
-            print("# " + line)
-        sys.stdout.flush()
+        super().run(name, fn, expected=(Failure,), timed=True)
         if self.reap:
             reap_all()
 
     def finish(self, t0):
-        """The closing lines; the exit status (1 if any case failed)."""
+        """The closing lines; the exit status (Tap.finish())."""
         print("# total %.1f s" % (time.monotonic() - t0))
-        print("%d passed, %d failed" % (self.passed, self.failed))
-        return 1 if self.failed else 0
-
-
+        return super().finish()
 
 
 # ---- process hygiene -------------------------------------------------------
