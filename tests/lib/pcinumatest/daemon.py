@@ -13,11 +13,13 @@ RUNTMP, FIXTURE, XML, and optionally WRAPPER and FACTOR
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 from pcinumatest.tap import Tap
@@ -138,6 +140,38 @@ class Results(Tap):
 
 
 # ---- process hygiene -------------------------------------------------------
+
+def start_run(args, prefix):
+    """Point this module at a suite's run: ARGS = args, WORK = its
+    --workdir (emptied), RUNTMP = a new folder under /tmp named prefix...,
+    which other users may enter (0755)."""
+    global ARGS, WORK, RUNTMP
+    ARGS = args
+    WORK = args.workdir
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    RUNTMP = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(RUNTMP, 0o755)
+
+
+def end_run(keep=False):
+    """Kill the daemons the run left behind; remove RUNTMP unless keep."""
+    reap_all()
+    if not keep:
+        shutil.rmtree(RUNTMP, ignore_errors=True)
+
+
+def terminate(proc, grace=15):
+    """Stop a process a test started (a subprocess.Popen): SIGTERM while it
+    runs, SIGKILL after grace seconds; reaped either way."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
 
 def reap_all():
     """Kill every daemon process group a test left behind."""

@@ -85,6 +85,15 @@ class Tap:
             what = "%s (%.2f s)" % (what, time.monotonic() - t0)
         return self.check(True, what)
 
+    def finish_plan(self):
+        """The close of a suite meson parses as TAP ('protocol' : 'tap' in
+        tests/meson.build): the plan "1..N" after the checks, the counts as
+        a comment; returns the exit status, 1 when a check failed."""
+        print("1..%d" % self.n)
+        print("# %d passed, %d failed" % (self.passed, self.failed))
+        sys.stdout.flush()
+        return 1 if self.failed else 0
+
     def finish(self):
         """Print the closing "N passed, M failed" line; return the exit
         status: 0 when checks ran and none failed, else 1."""
