@@ -1104,7 +1104,7 @@ static void hook_job_run(struct worker_job *w) {
         struct hook_job *j = (struct hook_job *) w;
         hook_job_decide(j);
         json_object *resp = hook_job_answer(j);
-        if (proto_frame_encode(resp, &j->frame, &j->frame_len) < 0)
+        if (frame_encode(resp, &j->frame, &j->frame_len) < 0)
                 j->frame = NULL;
         json_object_put(resp);
         /* The XML answer is in the frame now (up to 4 MiB). */
@@ -1275,7 +1275,7 @@ static void unpark(struct manager *m, struct hook_job *j) {
                 return;         /* a worker answers it; or nobody waits */
         char *frame = NULL;
         size_t len = 0;
-        if (proto_frame_encode(resp, &frame, &len) < 0)
+        if (frame_encode(resp, &frame, &len) < 0)
                 frame = NULL;
         server_reply(c, frame, len);
 }

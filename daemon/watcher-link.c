@@ -14,9 +14,9 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "frame.h"
 #include "log.h"
 #include "paths.h"
-#include "protocol.h"
 #include "wproto.h"
 #include "util.h"
 
@@ -62,7 +62,7 @@ struct watcher {
         uint64_t started_usec;
         int fd;                         /* our end of the socketpair, -1 when not running */
         sd_event_source *io_src, *child_src, *restart_timer;
-        struct proto_decoder dec;
+        struct frame_decoder dec;
         char *out;                      /* frames not yet written */
         size_t out_len;
         size_t frame_max, out_max;      /* the link's limits (see above) */
@@ -241,14 +241,14 @@ static int encode_answer(struct watcher *w, uint64_t id, const struct redefine_p
                                     .prio = p->prio };
         a.fields = fields = answer_fields(p, false, &a.n_fields);
         int r = wproto_encode_planned(&a, ret, ret_len);
-        if (r >= 0 && *ret_len - PROTO_HEADER_SIZE <= w->frame_max)
+        if (r >= 0 && *ret_len - FRAME_HEADER_SIZE <= w->frame_max)
                 return 0;
         if (r < 0 && r != -EMSGSIZE)
                 return r;
 
         _cleanup_free_ char *why = r < 0 ? xasprintf("the answer is over the link's limit of %zu bytes", w->frame_max)
                                          : xasprintf("the answer would be %zu bytes, over the link's limit of %zu bytes",
-                                                     *ret_len - PROTO_HEADER_SIZE, w->frame_max);
+                                                     *ret_len - FRAME_HEADER_SIZE, w->frame_max);
         _cleanup_free_ char *summary = xasprintf("cannot be redefined: %s; definition left as it is", why);
         struct wproto_planned e = { .id = id, .redefine = false, .error = why, .summary = summary, .prio = LOG_ERR };
         e.fields = names = answer_fields(p, true, &e.n_fields);
@@ -352,7 +352,7 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
                 return 0;
         }
         _cleanup_free_ char *err = NULL;
-        if (proto_decoder_feed_all(&w->dec, buf, (size_t) n, handle_msg, w, &err) < 0)
+        if (frame_decoder_feed_all(&w->dec, buf, (size_t) n, handle_msg, w, &err) < 0)
                 kill_watcher(w, "sent a bad message (%s)", err ? err : "?");
         return 0;
 }
@@ -371,7 +371,7 @@ static void close_link(struct watcher *w) {
         free(w->out);
         w->out = NULL;
         w->out_len = 0;
-        proto_decoder_reset(&w->dec);
+        frame_decoder_reset(&w->dec);
 }
 
 static char *describe_exit(const siginfo_t *si) {
@@ -568,16 +568,16 @@ int watcher_start(const struct watcher_config *cfg, const struct watcher_ops *op
 #endif
         w->fd = -1;
         w->restart_ms = RESTART_MIN_MS;
-        w->frame_max = PROTO_MAX_PAYLOAD;
+        w->frame_max = FRAME_MAX_PAYLOAD;
         w->deadline_usec = ANSWER_DEADLINE_MS * USEC_PER_MSEC;
         uint64_t v;
         const char *env = getenv("PCINUMA_WATCHER_FRAME_MAX");
-        if (env && parse_uint(env, 10, PROTO_MAX_PAYLOAD, &v) == 0 && v >= 1024)
+        if (env && parse_uint(env, 10, FRAME_MAX_PAYLOAD, &v) == 0 && v >= 1024)
                 w->frame_max = (size_t) v;
         env = getenv("PCINUMA_WATCHER_TIMEOUT_MS");
         if (env && parse_uint(env, 10, 3600 * 1000, &v) == 0 && v > 0)
                 w->deadline_usec = v * USEC_PER_MSEC;
-        w->out_max = 2 * (w->frame_max + PROTO_HEADER_SIZE) + OUT_SLACK;
+        w->out_max = 2 * (w->frame_max + FRAME_HEADER_SIZE) + OUT_SLACK;
 
         if (access(program, X_OK) < 0) {
                 int r = log_errno(LOG_ERR, -errno, "Cannot start the libvirt watcher: %s: %m", program);
