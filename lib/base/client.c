@@ -8,8 +8,6 @@
 #include <sys/un.h>
 #include <time.h>
 
-#include "util.h"
-
 #define CHUNK 65536
 
 /* The clock of the deadlines: CLOCK_MONOTONIC in ms. */
