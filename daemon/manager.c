@@ -42,7 +42,7 @@ struct manager {
         sd_event_source *rescan_timer;
         sd_event_source *hold_timer;    /* removals held for a grace period (recheck.h) */
         struct server *server;
-        struct watcher *watcher;        /* NULL with --libvirt-uri none */
+        struct watcher_link *watcher;   /* NULL with --libvirt-uri none */
         struct workers *workers;        /* hook decisions for domain XMLs over 64 KiB (workers.h) */
         struct metrics *metrics;        /* counts even without a file */
 
@@ -299,7 +299,7 @@ static void recheck_all(struct manager *m) {
         if (!m->watcher)
                 return;
         m->n_recheck_all++;
-        watcher_recheck_all(m->watcher);
+        watcher_link_recheck_all(m->watcher);
 }
 
 static void recheck_domains(struct manager *m, const struct recheck_ids *uuids, const char *why) {
@@ -307,7 +307,7 @@ static void recheck_domains(struct manager *m, const struct recheck_ids *uuids, 
                 return;
         for (size_t i = 0; i < uuids->n; i++) {
                 m->n_recheck_domains++;
-                watcher_recheck_domain(m->watcher, uuids->v[i]);
+                watcher_link_recheck_domain(m->watcher, uuids->v[i]);
         }
         if (uuids->n)
                 log_msg(LOG_INFO, "Rechecking %zu domain%s (%s)", uuids->n, uuids->n == 1 ? "" : "s", why);
@@ -501,8 +501,8 @@ static void metrics_snapshot(void *userdata, struct metrics_state *ret) {
                 .watcher = m->watcher != NULL,
         };
         if (m->watcher)
-                watcher_counters(m->watcher, &ret->watcher_connected, &ret->redefinitions, &ret->redefinition_failures,
-                                 &ret->conflicts);
+                watcher_link_counters(m->watcher, &ret->watcher_connected, &ret->redefinitions, &ret->redefinition_failures,
+                                      &ret->conflicts);
 }
 
 static void manager_metrics_changed(void *userdata) {
@@ -656,7 +656,7 @@ static void manager_persistent_one(void *userdata, const char *uuid, bool persis
 static void manager_persistence_lost(void *userdata);
 static void manager_restart_done(void *userdata, const struct wproto_restarted *r);
 
-static const struct watcher_ops watcher_ops = {
+static const struct watcher_link_ops watcher_link_ops = {
         .plan = manager_plan_redefine,
         .plan_restart = manager_plan_restart,
         .forget = manager_forget_domain,
@@ -672,8 +672,8 @@ static int start_watcher(struct manager *m) {
         const struct manager_config *cfg = &m->cfg;
         if (streq(cfg->libvirt_uri, "none"))
                 return 0;
-        _cleanup_free_ char *found = cfg->watcher_program ? NULL : watcher_find_program();
-        const struct watcher_config wc = {
+        _cleanup_free_ char *found = cfg->watcher_program ? NULL : watcher_link_find_program();
+        const struct watcher_link_config wc = {
                 .program = cfg->watcher_program ? cfg->watcher_program : found,
                 .uri = cfg->libvirt_uri,
                 .log_target = cfg->log_target ? cfg->log_target : "auto",
@@ -684,7 +684,7 @@ static int start_watcher(struct manager *m) {
                 .stand_ins_file = cfg->stand_ins_file,
 #endif
         };
-        return watcher_start(&wc, &watcher_ops, m, m->event, &m->watcher);
+        return watcher_link_start(&wc, &watcher_link_ops, m, m->event, &m->watcher);
 }
 
 static void memo_answer_free(void *v);
@@ -720,7 +720,7 @@ static void drop_parked(struct manager *m);
 struct manager *manager_free(struct manager *m) {
         if (!m)
                 return NULL;
-        watcher_stop(m->watcher);
+        watcher_link_stop(m->watcher);
         /* The server first: its connections let go of their jobs; then
          * the jobs that are running end, and the rest are dropped. */
         server_free(m->server);
@@ -1106,7 +1106,7 @@ static void hook_job_run(struct worker_job *w) {
         struct hook_job *j = (struct hook_job *) w;
         hook_job_decide(j);
         json_object *resp = hook_job_answer(j);
-        if (proto_frame_encode(resp, &j->frame, &j->frame_len) < 0)
+        if (frame_encode(resp, &j->frame, &j->frame_len) < 0)
                 j->frame = NULL;
         json_object_put(resp);
         /* The XML answer is in the frame now (up to 4 MiB). */
@@ -1146,8 +1146,8 @@ static void hook_job_apply(struct hook_job *j) {
                  * client that defines it while it starts: virt-install). */
                 if (d->restart_if_persistent && d->uuid)
                         restart_note_conditional(&m->restarts, d->uuid, j->ctx.now);
-                watcher_restart(m->watcher, d->uuid, m->policy->restart_window_ms, j->ctx.now,
-                                (const char *const *) d->boot_files, d->n_boot_files, d->restart_if_persistent);
+                watcher_link_restart(m->watcher, d->uuid, m->policy->restart_window_ms, j->ctx.now,
+                                     (const char *const *) d->boot_files, d->n_boot_files, d->restart_if_persistent);
         }
         /* A start that found the layout out of date: make sure the
          * watcher looks at this domain, even if it missed an event.
@@ -1156,7 +1156,7 @@ static void hook_job_apply(struct hook_job *j) {
          * comes when the restart is over (manager_restart_done). */
         if (m->watcher && d->result && d->result->verdict == PLAN_APPLY && !d->result->already_planned && d->uuid &&
             d->verdict != DECIDE_RESTART && !d->restart_if_persistent)
-                watcher_recheck_domain(m->watcher, d->uuid);
+                watcher_link_recheck_domain(m->watcher, d->uuid);
         /* From the request's arrival: a worker's wait and run included. */
         metrics_request(m->metrics, "hook", now_usec(CLOCK_MONOTONIC) - j->t0);
 }
@@ -1277,7 +1277,7 @@ static void unpark(struct manager *m, struct hook_job *j) {
                 return;         /* a worker answers it; or nobody waits */
         char *frame = NULL;
         size_t len = 0;
-        if (proto_frame_encode(resp, &frame, &len) < 0)
+        if (frame_encode(resp, &frame, &len) < 0)
                 frame = NULL;
         server_reply(c, frame, len);
 }
@@ -1474,7 +1474,7 @@ json_object *manager_status(struct manager *m) {
         json_object_object_add(o, "uptime_sec", json_u64((now_usec(CLOCK_MONOTONIC) - m->start_mono) / 1000000u));
         json_object_object_add(o, "socket", json_object_new_string(m->cfg.socket_path));
         json_object_object_add(o, "libvirt_uri", json_object_new_string(m->cfg.libvirt_uri));
-        json_object_object_add(o, "libvirt", m->watcher ? watcher_status(m->watcher) : NULL);
+        json_object_object_add(o, "libvirt", m->watcher ? watcher_link_status(m->watcher) : NULL);
         json_object_object_add(o, "hostmap", status_hostmap(m, now));
         json_object_object_add(o, "policy", status_policy(m));
         json_object_object_add(o, "requests", status_requests(m));
@@ -1639,5 +1639,5 @@ static void manager_restart_done(void *userdata, const struct wproto_restarted *
                 metrics_restart(m->metrics, r->outcome == WPROTO_OUTCOME_RESTARTED);
         /* Now its persistent definition, if any, gets its plan. */
         if (m->watcher)
-                watcher_recheck_domain(m->watcher, r->uuid);
+                watcher_link_recheck_domain(m->watcher, r->uuid);
 }

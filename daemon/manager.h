@@ -17,7 +17,7 @@ struct manager_config {
         const char *policy_file;        /* may not exist: then the built-in default */
         const char *socket_path;
         const char *libvirt_uri;        /* "none" disables the libvirt watcher */
-        const char *watcher_program;    /* NULL: watcher_find_program() */
+        const char *watcher_program;    /* NULL: watcher_link_find_program() */
         const char *log_target;         /* passed on to the watcher: journal, stderr, auto */
         unsigned settle_ms;             /* passed on: quiet time before a domain is redefined */
         const char *state_dir;          /* passed on: pre-images go to STATE_DIR/preimages */

@@ -26,7 +26,7 @@ struct conn {
         int fd;
         sd_event_source *io;
         uint64_t deadline;      /* CLOCK_MONOTONIC: when its request must be complete */
-        struct proto_decoder dec;
+        struct frame_decoder dec;
         char *out;
         size_t out_len, out_off;
         bool close_after_write;
@@ -102,7 +102,7 @@ static void conn_free(struct conn *c) {
                 close(c->fd);
         /* A descriptor is free: a paused accept can go on. */
         server_resume_accept(s);
-        proto_decoder_reset(&c->dec);
+        frame_decoder_reset(&c->dec);
         free(c->out);
         free(c);
 }
@@ -152,7 +152,7 @@ static int conn_flush(struct conn *c) {
 static int conn_send(struct conn *c, json_object *o) {
         _cleanup_free_ char *frame = NULL;
         size_t len = 0;
-        int r = proto_frame_encode(o, &frame, &len);
+        int r = frame_encode(o, &frame, &len);
         if (r < 0)
                 return r;
         /* Responses are sent in order; append to what is pending. */
@@ -171,7 +171,7 @@ static int conn_fail(struct conn *c, const char *why) {
         c->server->stats.n_bad++;
         _cleanup_json_ json_object *o = proto_response_new_error("%s", why);
         c->close_after_write = true;
-        proto_decoder_reset(&c->dec);
+        frame_decoder_reset(&c->dec);
         return conn_send(c, o);
 }
 
@@ -184,7 +184,7 @@ static int conn_feed(struct conn *c, const char *buf, size_t n) {
                 json_object *req = NULL;
                 _cleanup_free_ char *err = NULL;
                 size_t used = 0;
-                int r = proto_decoder_feed(&c->dec, buf + off, n - off, &used, &req, &err);
+                int r = frame_decoder_feed(&c->dec, buf + off, n - off, &used, &req, &err);
                 if (r < 0)
                         return conn_fail(c, err ? err : "malformed frame");
                 off += used;
@@ -269,7 +269,7 @@ static int on_conn_io(sd_event_source *src, int fd, uint32_t revents, void *user
                 return 0;
         }
         if (n == 0) {
-                if (proto_decoder_busy(&c->dec)) {
+                if (frame_decoder_busy(&c->dec)) {
                         struct log_fields f = {0};
                         log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) c->pid);
                         log_event(LOG_WARNING, PCINUMA_MID_PROTOCOL_ERROR, &f,
@@ -287,7 +287,7 @@ static int on_conn_io(sd_event_source *src, int fd, uint32_t revents, void *user
 }
 
 static void conn_timeout(struct conn *c) {
-        if (proto_decoder_busy(&c->dec)) {
+        if (frame_decoder_busy(&c->dec)) {
                 struct log_fields f = {0};
                 log_fields_add(&f, "PCINUMA_PEER_PID", "%d", (int) c->pid);
                 log_event(LOG_WARNING, PCINUMA_MID_PROTOCOL_ERROR, &f,

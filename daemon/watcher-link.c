@@ -14,9 +14,9 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "frame.h"
 #include "log.h"
 #include "paths.h"
-#include "protocol.h"
 #include "wproto.h"
 #include "util.h"
 
@@ -44,8 +44,8 @@
 #define ANSWER_DEADLINE_MS 60000
 #define OUT_SLACK (1024u * 1024u)
 
-struct watcher {
-        const struct watcher_ops *ops;  /* the owner's, with userdata */
+struct watcher_link {
+        const struct watcher_link_ops *ops;  /* the owner's, with userdata */
         void *userdata;
         sd_event *event;
         char *program;
@@ -62,7 +62,7 @@ struct watcher {
         uint64_t started_usec;
         int fd;                         /* our end of the socketpair, -1 when not running */
         sd_event_source *io_src, *child_src, *restart_timer;
-        struct proto_decoder dec;
+        struct frame_decoder dec;
         char *out;                      /* frames not yet written */
         size_t out_len;
         size_t frame_max, out_max;      /* the link's limits (see above) */
@@ -83,7 +83,7 @@ struct watcher {
         struct wproto_status child_status;  /* its last status message's counters (last_error: above) */
 };
 
-char *watcher_find_program(void) {
+char *watcher_link_find_program(void) {
         char self[PATH_MAX];
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
         if (n > 0) {
@@ -100,17 +100,17 @@ char *watcher_find_program(void) {
         return xstrdup(PCINUMA_WATCHER_PATH);
 }
 
-static void child_gone(struct watcher *w);
-static int spawn(struct watcher *w);
+static void child_gone(struct watcher_link *w);
+static int spawn(struct watcher_link *w);
 
 /* --- writing ---------------------------------------------------------- */
 
-static void close_link(struct watcher *w);
+static void close_link(struct watcher_link *w);
 
 /* Kill a watcher that broke the link's rules (it is restarted with backoff
  * when its exit is reported); what it did goes to the log and status. */
 _printf_(2, 3)
-static void kill_watcher(struct watcher *w, const char *fmt, ...) {
+static void kill_watcher(struct watcher_link *w, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
         _cleanup_free_ char *what = xvasprintf(fmt, ap);
@@ -131,14 +131,14 @@ static void kill_watcher(struct watcher *w, const char *fmt, ...) {
 /* Bytes sent to the watcher that it has not read yet: what the kernel
  * holds for it (SIOCOUTQ: freed as the peer reads) and what waits here.
  * A drop since the last look means the watcher reads. */
-static size_t queued(struct watcher *w) {
+static size_t queued(struct watcher_link *w) {
         int n = 0;
         if (w->fd < 0 || ioctl(w->fd, SIOCOUTQ, &n) < 0 || n < 0)
                 n = 0;
         return (size_t) n + w->out_len;
 }
 
-static void look_at_link(struct watcher *w) {
+static void look_at_link(struct watcher_link *w) {
         size_t q = queued(w);
         if (q < w->last_queued)
                 w->progress = true;
@@ -148,7 +148,7 @@ static void look_at_link(struct watcher *w) {
 }
 
 static int on_stall_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        struct watcher *w = userdata;
+        struct watcher_link *w = userdata;
         if (w->fd < 0)
                 return 0;
         look_at_link(w);
@@ -166,7 +166,7 @@ static int on_stall_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static void flush_out(struct watcher *w) {
+static void flush_out(struct watcher_link *w) {
         size_t off = 0;
         while (off < w->out_len) {
                 ssize_t n = write(w->fd, w->out + off, w->out_len - off);
@@ -183,7 +183,7 @@ static void flush_out(struct watcher *w) {
         (void) sd_event_source_set_io_events(w->io_src, EPOLLIN | (w->out_len ? EPOLLOUT : 0));
 }
 
-static void send_frame(struct watcher *w, const char *buf, size_t len, bool answer) {
+static void send_frame(struct watcher_link *w, const char *buf, size_t len, bool answer) {
         if (w->fd < 0)
                 return;
         look_at_link(w);
@@ -235,20 +235,20 @@ static struct wproto_field *answer_fields(const struct redefine_plan *p, bool na
 /* The answer to plan request id, as a frame.  Never one over the link's
  * limit (the watcher would drop the link): an error answer says why
  * instead, and the watcher logs it. */
-static int encode_answer(struct watcher *w, uint64_t id, const struct redefine_plan *p, char **ret, size_t *ret_len) {
+static int encode_answer(struct watcher_link *w, uint64_t id, const struct redefine_plan *p, char **ret, size_t *ret_len) {
         _cleanup_free_ struct wproto_field *fields = NULL, *names = NULL;
         struct wproto_planned a = { .id = id, .redefine = p->redefine, .xml = p->out_xml, .summary = p->summary,
                                     .prio = p->prio };
         a.fields = fields = answer_fields(p, false, &a.n_fields);
         int r = wproto_encode_planned(&a, ret, ret_len);
-        if (r >= 0 && *ret_len - PROTO_HEADER_SIZE <= w->frame_max)
+        if (r >= 0 && *ret_len - FRAME_HEADER_SIZE <= w->frame_max)
                 return 0;
         if (r < 0 && r != -EMSGSIZE)
                 return r;
 
         _cleanup_free_ char *why = r < 0 ? xasprintf("the answer is over the link's limit of %zu bytes", w->frame_max)
                                          : xasprintf("the answer would be %zu bytes, over the link's limit of %zu bytes",
-                                                     *ret_len - PROTO_HEADER_SIZE, w->frame_max);
+                                                     *ret_len - FRAME_HEADER_SIZE, w->frame_max);
         _cleanup_free_ char *summary = xasprintf("cannot be redefined: %s; definition left as it is", why);
         struct wproto_planned e = { .id = id, .redefine = false, .error = why, .summary = summary, .prio = LOG_ERR };
         e.fields = names = answer_fields(p, true, &e.n_fields);
@@ -258,7 +258,7 @@ static int encode_answer(struct watcher *w, uint64_t id, const struct redefine_p
 }
 
 /* Send the answer p to request id, and free p. */
-static void send_answer(struct watcher *w, uint64_t id, struct redefine_plan *p) {
+static void send_answer(struct watcher_link *w, uint64_t id, struct redefine_plan *p) {
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
         int r = encode_answer(w, id, p, &buf, &len);
@@ -267,7 +267,7 @@ static void send_answer(struct watcher *w, uint64_t id, struct redefine_plan *p)
                 send_frame(w, buf, len, true);
 }
 
-static void on_plan(struct watcher *w, const struct wproto_plan *req) {
+static void on_plan(struct watcher_link *w, const struct wproto_plan *req) {
         struct redefine_plan p = {0};
         w->ops->plan(w->userdata, req->xml, req->xml_len, &p);
         send_answer(w, req->id, &p);
@@ -275,21 +275,21 @@ static void on_plan(struct watcher *w, const struct wproto_plan *req) {
 
 /* The watcher asks for the plan of a running domain's live XML, to
  * restart it into the plan. */
-static void on_plan_restart(struct watcher *w, const struct wproto_plan_restart *req) {
+static void on_plan_restart(struct watcher_link *w, const struct wproto_plan_restart *req) {
         struct redefine_plan p = {0};
         w->ops->plan_restart(w->userdata, req->uuid, req->xml, req->xml_len, &p);
         send_answer(w, req->id, &p);
 }
 
-void watcher_counters(struct watcher *w, bool *ret_connected, uint64_t *ret_redefinitions, uint64_t *ret_failures,
-                      uint64_t *ret_conflicts) {
+void watcher_link_counters(struct watcher_link *w, bool *ret_connected, uint64_t *ret_redefinitions, uint64_t *ret_failures,
+                           uint64_t *ret_conflicts) {
         *ret_connected = w->connected;
         *ret_redefinitions = w->base_redefined + w->n_redefined;
         *ret_failures = w->base_failed + w->n_failed;
         *ret_conflicts = w->base_conflicts + w->child_status.conflicts;
 }
 
-static void on_status(struct watcher *w, const struct wproto_status *st) {
+static void on_status(struct watcher_link *w, const struct wproto_status *st) {
         bool was = w->connected;
         w->connected = st->connected;
         w->n_redefined = st->redefinitions;
@@ -307,7 +307,7 @@ static void on_status(struct watcher *w, const struct wproto_status *st) {
 }
 
 static void handle_msg(json_object *o, void *userdata) {
-        struct watcher *w = userdata;
+        struct watcher_link *w = userdata;
         if (w->fd < 0)
                 return;   /* killed while this read was being handled */
         struct wproto_msg msg;
@@ -337,7 +337,7 @@ static void handle_msg(json_object *o, void *userdata) {
 }
 
 static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        struct watcher *w = userdata;
+        struct watcher_link *w = userdata;
         if (revents & EPOLLOUT)
                 flush_out(w);
         if (!(revents & (EPOLLIN | EPOLLHUP | EPOLLERR)))
@@ -352,14 +352,14 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
                 return 0;
         }
         _cleanup_free_ char *err = NULL;
-        if (proto_decoder_feed_all(&w->dec, buf, (size_t) n, handle_msg, w, &err) < 0)
+        if (frame_decoder_feed_all(&w->dec, buf, (size_t) n, handle_msg, w, &err) < 0)
                 kill_watcher(w, "sent a bad message (%s)", err ? err : "?");
         return 0;
 }
 
 /* --- the child's life ------------------------------------------------- */
 
-static void close_link(struct watcher *w) {
+static void close_link(struct watcher_link *w) {
         w->io_src = sd_event_source_disable_unref(w->io_src);
         if (w->stall_timer)
                 (void) sd_event_source_set_enabled(w->stall_timer, SD_EVENT_OFF);
@@ -371,7 +371,7 @@ static void close_link(struct watcher *w) {
         free(w->out);
         w->out = NULL;
         w->out_len = 0;
-        proto_decoder_reset(&w->dec);
+        frame_decoder_reset(&w->dec);
 }
 
 static char *describe_exit(const siginfo_t *si) {
@@ -381,13 +381,13 @@ static char *describe_exit(const siginfo_t *si) {
 }
 
 static int on_restart(sd_event_source *s, uint64_t usec, void *userdata) {
-        struct watcher *w = userdata;
+        struct watcher_link *w = userdata;
         w->restarts++;
         (void) spawn(w);
         return 0;
 }
 
-static void schedule_restart(struct watcher *w) {
+static void schedule_restart(struct watcher_link *w) {
         int ms = w->restart_ms;
         w->restart_ms = ms * 2 > RESTART_MAX_MS ? RESTART_MAX_MS : ms * 2;
         int r = sd_event_source_set_time_relative(w->restart_timer, (uint64_t) ms * USEC_PER_MSEC);
@@ -398,7 +398,7 @@ static void schedule_restart(struct watcher *w) {
 }
 
 static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
-        struct watcher *w = userdata;
+        struct watcher_link *w = userdata;
         _cleanup_free_ char *how = describe_exit(si);
         bool stable = now_usec(CLOCK_MONOTONIC) - w->started_usec >= RESTART_STABLE_USEC;
         if (stable)
@@ -424,7 +424,7 @@ static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
         return 0;
 }
 
-static void child_gone(struct watcher *w) {
+static void child_gone(struct watcher_link *w) {
         w->base_redefined += w->n_redefined;
         w->base_failed += w->n_failed;
         w->base_conflicts += w->child_status.conflicts;
@@ -438,7 +438,7 @@ static void child_gone(struct watcher *w) {
         w->ops->counters_changed(w->userdata);
 }
 
-static int spawn(struct watcher *w) {
+static int spawn(struct watcher_link *w) {
         int sv[2];
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
                 int r = log_errno(LOG_ERR, -errno, "Cannot create the socket for pcinuma-watcher: %m");
@@ -508,7 +508,7 @@ static int spawn(struct watcher *w) {
 
 /* --- the API ------------------------------------------------------------ */
 
-static void send_recheck(struct watcher *w, const char *uuid) {
+static void send_recheck(struct watcher_link *w, const char *uuid) {
         if (!w || w->fd < 0)
                 return;   /* a (re)started watcher checks every domain anyway */
         _cleanup_free_ char *buf = NULL;
@@ -517,17 +517,17 @@ static void send_recheck(struct watcher *w, const char *uuid) {
                 send_frame(w, buf, len, false);
 }
 
-void watcher_recheck_all(struct watcher *w) {
+void watcher_link_recheck_all(struct watcher_link *w) {
         send_recheck(w, NULL);
 }
 
-void watcher_recheck_domain(struct watcher *w, const char *uuid) {
+void watcher_link_recheck_domain(struct watcher_link *w, const char *uuid) {
         if (uuid && strlen(uuid) < 64)
                 send_recheck(w, uuid);
 }
 
-void watcher_restart(struct watcher *w, const char *uuid, unsigned window_ms, uint64_t since_usec,
-                     const char *const *files, size_t n_files, bool if_persistent) {
+void watcher_link_restart(struct watcher_link *w, const char *uuid, unsigned window_ms, uint64_t since_usec,
+                          const char *const *files, size_t n_files, bool if_persistent) {
         if (!w || w->fd < 0 || !uuid)
                 return;
         _cleanup_free_ char *buf = NULL;
@@ -550,10 +550,10 @@ static int add_idle_timer(sd_event *e, sd_event_source **ret, uint64_t usec, sd_
         return 0;
 }
 
-int watcher_start(const struct watcher_config *cfg, const struct watcher_ops *ops, void *userdata, sd_event *e,
-                  struct watcher **ret) {
+int watcher_link_start(const struct watcher_link_config *cfg, const struct watcher_link_ops *ops, void *userdata, sd_event *e,
+                       struct watcher_link **ret) {
         const char *program = cfg->program;
-        struct watcher *w = xcalloc(1, sizeof(*w));
+        struct watcher_link *w = xcalloc(1, sizeof(*w));
         w->ops = ops;
         w->userdata = userdata;
         w->event = sd_event_ref(e);
@@ -568,20 +568,20 @@ int watcher_start(const struct watcher_config *cfg, const struct watcher_ops *op
 #endif
         w->fd = -1;
         w->restart_ms = RESTART_MIN_MS;
-        w->frame_max = PROTO_MAX_PAYLOAD;
+        w->frame_max = FRAME_MAX_PAYLOAD;
         w->deadline_usec = ANSWER_DEADLINE_MS * USEC_PER_MSEC;
         uint64_t v;
         const char *env = getenv("PCINUMA_WATCHER_FRAME_MAX");
-        if (env && parse_uint(env, 10, PROTO_MAX_PAYLOAD, &v) == 0 && v >= 1024)
+        if (env && parse_uint(env, 10, FRAME_MAX_PAYLOAD, &v) == 0 && v >= 1024)
                 w->frame_max = (size_t) v;
         env = getenv("PCINUMA_WATCHER_TIMEOUT_MS");
         if (env && parse_uint(env, 10, 3600 * 1000, &v) == 0 && v > 0)
                 w->deadline_usec = v * USEC_PER_MSEC;
-        w->out_max = 2 * (w->frame_max + PROTO_HEADER_SIZE) + OUT_SLACK;
+        w->out_max = 2 * (w->frame_max + FRAME_HEADER_SIZE) + OUT_SLACK;
 
         if (access(program, X_OK) < 0) {
                 int r = log_errno(LOG_ERR, -errno, "Cannot start the libvirt watcher: %s: %m", program);
-                watcher_stop(w);
+                watcher_link_stop(w);
                 return r;
         }
         int r = add_idle_timer(e, &w->restart_timer, 0, on_restart, w, "libvirt-watcher-restart");
@@ -590,19 +590,19 @@ int watcher_start(const struct watcher_config *cfg, const struct watcher_ops *op
                                    "libvirt-watcher-answer-deadline");
         if (r < 0) {
                 log_errno(LOG_ERR, r, "Cannot start the libvirt watcher: timer: %m");
-                watcher_stop(w);
+                watcher_link_stop(w);
                 return r;
         }
         r = spawn(w);
         if (r < 0) {
-                watcher_stop(w);
+                watcher_link_stop(w);
                 return r;
         }
         *ret = w;
         return 0;
 }
 
-struct watcher *watcher_stop(struct watcher *w) {
+struct watcher_link *watcher_link_stop(struct watcher_link *w) {
         if (!w)
                 return NULL;
         if (w->pid > 0) {
@@ -645,7 +645,7 @@ struct watcher *watcher_stop(struct watcher *w) {
         return NULL;
 }
 
-json_object *watcher_status(struct watcher *w) {
+json_object *watcher_link_status(struct watcher_link *w) {
         json_object *o = json_object_new_object();
         json_object_object_add(o, "uri", json_object_new_string(w->uri));
         json_object_object_add(o, "connected", json_object_new_boolean(w->connected));

@@ -7,7 +7,7 @@
  * watcher/pcinuma-watcher.c).  This module starts it with one end of a
  * socketpair, restarts it with backoff when it dies, holds the link's
  * limits, passes the watcher's requests on to its owner (the manager,
- * through struct watcher_ops: it plans on the sd-event loop, so the host
+ * through struct watcher_link_ops: it plans on the sd-event loop, so the host
  * map and the policy stay single-threaded, in pcinumad), and keeps the
  * watcher's last reported status for `pcinumactl status`.  pcinumad never
  * calls libvirt, so the hook path never waits on it (docs/design.md
@@ -22,7 +22,7 @@
 #include "log.h"
 #include "wproto.h"
 
-struct watcher;
+struct watcher_link;
 
 /* The owner's answer to a plan request of the watcher (wproto "planned"). */
 struct redefine_plan {
@@ -34,8 +34,8 @@ struct redefine_plan {
 };
 void redefine_plan_done(struct redefine_plan *p);
 
-/* What to start and how; the strings are copied by watcher_start(). */
-struct watcher_config {
+/* What to start and how; the strings are copied by watcher_link_start(). */
+struct watcher_link_config {
         const char *program;            /* pcinuma-watcher's path */
         const char *uri;                /* libvirt's */
         const char *log_target;         /* passed on: "journal", "stderr" or "auto" */
@@ -48,8 +48,8 @@ struct watcher_config {
 };
 
 /* What the watcher asks of its owner and tells it: the owner's calls, on
- * the event loop, with the userdata given to watcher_start(). */
-struct watcher_ops {
+ * the event loop, with the userdata given to watcher_link_start(). */
+struct watcher_link_ops {
         /* Plan a persistent definition (wproto "plan"). */
         void (*plan)(void *userdata, const char *xml, size_t len, struct redefine_plan *ret);
         /* Plan the live XML of running domain uuid for a restart into the
@@ -66,31 +66,31 @@ struct watcher_ops {
         void (*persistence_lost)(void *userdata);
         /* How a restart into the plan ended (wproto "restarted"). */
         void (*restarted)(void *userdata, const struct wproto_restarted *r);
-        /* watcher_counters() changed. */
+        /* watcher_link_counters() changed. */
         void (*counters_changed)(void *userdata);
 };
 
 /* Where pcinuma-watcher is: beside our own executable when it is there (a
  * build tree, where daemon/meson.build links it in from watcher/), else
  * the installed path.  The caller owns the string. */
-char *watcher_find_program(void);
+char *watcher_link_find_program(void);
 
 /* Start pcinuma-watcher (cfg->program) for cfg->uri; it connects, and
  * reconnects with backoff, on its own.  SIGCHLD must be blocked. */
-int watcher_start(const struct watcher_config *cfg, const struct watcher_ops *ops, void *userdata, sd_event *e,
-                  struct watcher **ret);
+int watcher_link_start(const struct watcher_link_config *cfg, const struct watcher_link_ops *ops, void *userdata, sd_event *e,
+                       struct watcher_link **ret);
 
 /* Stop the child (closing its socket; SIGKILL after 5 s) and free
  * everything.  Accepts NULL. */
-struct watcher *watcher_stop(struct watcher *w);
+struct watcher_link *watcher_link_stop(struct watcher_link *w);
 
 /* Ask the watcher to look at every persistent domain again (the host map
  * or the policy changed). */
-void watcher_recheck_all(struct watcher *w);
+void watcher_link_recheck_all(struct watcher_link *w);
 
 /* Ask the watcher to look at one domain (by UUID) soon, e.g. after the
  * prepare gate refused it. */
-void watcher_recheck_domain(struct watcher *w, const char *uuid);
+void watcher_link_recheck_domain(struct watcher_link *w, const char *uuid);
 
 /* The prepare gate let domain uuid start without its plan (at
  * CLOCK_MONOTONIC since_usec): ask the watcher to restart it into the plan
@@ -98,15 +98,15 @@ void watcher_recheck_domain(struct watcher *w, const char *uuid);
  * from directly, for the watcher to keep until then.  if_persistent: only
  * if it is persistent by then (a transient domain a client defines while
  * it starts; decide.h, restart_if_persistent). */
-void watcher_restart(struct watcher *w, const char *uuid, unsigned window_ms, uint64_t since_usec,
-                     const char *const *files, size_t n_files, bool if_persistent);
+void watcher_link_restart(struct watcher_link *w, const char *uuid, unsigned window_ms, uint64_t since_usec,
+                          const char *const *files, size_t n_files, bool if_persistent);
 
 /* The counters the metrics file reports (metrics.h): whether the watcher
  * is connected to libvirt, and its redefinitions, failed ones and
  * conflicts since pcinumad started (its restarts' added up). */
-void watcher_counters(struct watcher *w, bool *ret_connected, uint64_t *ret_redefinitions, uint64_t *ret_failures,
-                      uint64_t *ret_conflicts);
+void watcher_link_counters(struct watcher_link *w, bool *ret_connected, uint64_t *ret_redefinitions, uint64_t *ret_failures,
+                           uint64_t *ret_conflicts);
 
 /* {"uri", "connected", "redefinitions", "failures", "last_error",
  *  "process": {"program", "pid", "restarts", "last_exit"}} */
-json_object *watcher_status(struct watcher *w);
+json_object *watcher_link_status(struct watcher_link *w);

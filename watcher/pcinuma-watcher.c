@@ -365,7 +365,7 @@ static void teardown(struct watcher *w) {
         if (w->schema)
                 xmlRelaxNGFree(w->schema);
         free(w->last_error);
-        proto_decoder_reset(&w->dec);
+        frame_decoder_reset(&w->dec);
 }
 
 /* Parse the command line (exit 2 on a bad one), open the pre-image store

@@ -150,7 +150,7 @@ bool link_read_msgs(struct watcher *w, bool wait, struct wproto_msg *ret_planned
                 }
                 struct msg_ctx ctx = { w, ret_planned };
                 _cleanup_free_ char *err = NULL;
-                if (proto_decoder_feed_all(&w->dec, buf, (size_t) n, handle_msg, &ctx, &err) < 0) {
+                if (frame_decoder_feed_all(&w->dec, buf, (size_t) n, handle_msg, &ctx, &err) < 0) {
                         log_msg(LOG_ERR, "Bad message from pcinumad: %s; exiting", err ? err : "?");
                         w->parent_gone = true;
                         return false;

@@ -12,9 +12,9 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "frame.h"
 #include "log.h"
 #include "preimage.h"
-#include "protocol.h"
 #include "restarter.h"
 #include "util.h"
 #include "wproto.h"
@@ -75,7 +75,7 @@ struct queued_event {
 struct watcher {
         char *uri;
         int fd;                         /* to pcinumad */
-        struct proto_decoder dec;
+        struct frame_decoder dec;
         atomic_bool parent_gone;
         uint64_t next_id;
         pthread_mutex_t write_lock;     /* frames to pcinumad come from both threads */

@@ -112,7 +112,7 @@ static int daemon_send(int fd, const char *buf, size_t len, int64_t deadline, un
 
 /* Read one response frame before the deadline. */
 static int daemon_receive(int fd, int64_t deadline, unsigned timeout_ms, json_object **ret, char **reason) {
-        struct proto_decoder d = {.header_len = 0};
+        struct frame_decoder d = {.header_len = 0};
         char *buf = xmalloc(CHUNK);
         int r;
 
@@ -143,12 +143,12 @@ static int daemon_receive(int fd, int64_t deadline, unsigned timeout_ms, json_ob
                 }
                 if (k == 0) {
                         r = set_error(reason, -ECONNRESET,
-                                      proto_decoder_busy(&d) ? "the daemon closed the connection in the middle of its answer"
+                                      frame_decoder_busy(&d) ? "the daemon closed the connection in the middle of its answer"
                                                              : "the daemon closed the connection without answering");
                         break;
                 }
 
-                r = proto_decoder_feed(&d, buf, (size_t) k, &used, ret, &err);
+                r = frame_decoder_feed(&d, buf, (size_t) k, &used, ret, &err);
                 if (r < 0) {
                         r = set_error(reason, r, "malformed answer from the daemon: %s", strna(err));
                         break;
@@ -160,7 +160,7 @@ static int daemon_receive(int fd, int64_t deadline, unsigned timeout_ms, json_ob
                         break;
                 }
         }
-        proto_decoder_reset(&d);
+        frame_decoder_reset(&d);
         free(buf);
         return r;
 }
@@ -168,7 +168,7 @@ static int daemon_receive(int fd, int64_t deadline, unsigned timeout_ms, json_ob
 int client_call(const char *socket_path, json_object *req, unsigned timeout_ms, json_object **ret, char **ret_error) {
         _cleanup_free_ char *frame = NULL;
         size_t len = 0;
-        int r = proto_frame_encode(req, &frame, &len);
+        int r = frame_encode(req, &frame, &len);
         if (r < 0)
                 return set_error(ret_error, r, "cannot encode the request: %s", strerror(-r));
         return client_call_frame(socket_path, frame, len, timeout_ms, ret, ret_error);

@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-#include "protocol.h"
+#include "frame.h"
 
 /* Connect to socket_path, send req, and read one response frame, all
  * within timeout_ms.  Returns 0 with *ret (the caller owns it), or a

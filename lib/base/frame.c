@@ -9,14 +9,14 @@
 #include "fastjson.h"
 #include "util.h"
 
-void proto_frame_header(char *buf, size_t len) {
+void frame_header(char *buf, size_t len) {
         buf[0] = (char) ((len >> 24) & 0xff);
         buf[1] = (char) ((len >> 16) & 0xff);
         buf[2] = (char) ((len >> 8) & 0xff);
         buf[3] = (char) (len & 0xff);
 }
 
-int proto_frame_encode(json_object *o, char **ret, size_t *ret_len) {
+int frame_encode(json_object *o, char **ret, size_t *ret_len) {
         size_t len = 0;
         const char *s;
         char *buf;
@@ -27,35 +27,35 @@ int proto_frame_encode(json_object *o, char **ret, size_t *ret_len) {
         s = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
         if (!s)
                 return -ENOMEM;
-        if (len == 0 || len > PROTO_MAX_PAYLOAD)
+        if (len == 0 || len > FRAME_MAX_PAYLOAD)
                 return -EMSGSIZE;
 
-        buf = xmalloc(PROTO_HEADER_SIZE + len);
-        proto_frame_header(buf, len);
-        memcpy(buf + PROTO_HEADER_SIZE, s, len);
+        buf = xmalloc(FRAME_HEADER_SIZE + len);
+        frame_header(buf, len);
+        memcpy(buf + FRAME_HEADER_SIZE, s, len);
 
         *ret = buf;
-        *ret_len = PROTO_HEADER_SIZE + len;
+        *ret_len = FRAME_HEADER_SIZE + len;
         return 0;
 }
 
-void proto_decoder_reset(struct proto_decoder *d) {
+void frame_decoder_reset(struct frame_decoder *d) {
         if (!d)
                 return;
         free(d->payload);
-        *d = (struct proto_decoder) {.header_len = 0};
+        *d = (struct frame_decoder) {.header_len = 0};
 }
 
-int proto_decoder_feed_all(struct proto_decoder *d, const void *data, size_t n,
+int frame_decoder_feed_all(struct frame_decoder *d, const void *data, size_t n,
                            void (*handle)(json_object *o, void *userdata), void *userdata, char **ret_error) {
         const char *p = data;
         size_t off = 0;
         while (off < n) {
                 size_t used = 0;
                 json_object *o = NULL;
-                int r = proto_decoder_feed(d, p + off, n - off, &used, &o, ret_error);
+                int r = frame_decoder_feed(d, p + off, n - off, &used, &o, ret_error);
                 if (r < 0) {
-                        proto_decoder_reset(d);
+                        frame_decoder_reset(d);
                         return r;
                 }
                 off += used;
@@ -67,11 +67,11 @@ int proto_decoder_feed_all(struct proto_decoder *d, const void *data, size_t n,
         return 0;
 }
 
-bool proto_decoder_busy(const struct proto_decoder *d) {
+bool frame_decoder_busy(const struct frame_decoder *d) {
         return d && (d->header_len > 0 || d->payload_have > 0);
 }
 
-int proto_decoder_feed(struct proto_decoder *d, const void *data, size_t n, size_t *consumed,
+int frame_decoder_feed(struct frame_decoder *d, const void *data, size_t n, size_t *consumed,
                        json_object **ret, char **ret_error) {
         const uint8_t *p = data;
         size_t used = 0;
@@ -82,14 +82,14 @@ int proto_decoder_feed(struct proto_decoder *d, const void *data, size_t n, size
         if (!d || !ret || (n > 0 && !data))
                 return set_error(ret_error, -EINVAL, "invalid arguments");
 
-        while (d->header_len < PROTO_HEADER_SIZE) {
+        while (d->header_len < FRAME_HEADER_SIZE) {
                 if (used == n) {
                         if (consumed)
                                 *consumed = used;
                         return 0;
                 }
                 d->header[d->header_len++] = p[used++];
-                if (d->header_len == PROTO_HEADER_SIZE) {
+                if (d->header_len == FRAME_HEADER_SIZE) {
                         uint32_t len = (uint32_t) d->header[0] << 24 | (uint32_t) d->header[1] << 16 |
                                        (uint32_t) d->header[2] << 8 | (uint32_t) d->header[3];
 
@@ -98,10 +98,10 @@ int proto_decoder_feed(struct proto_decoder *d, const void *data, size_t n, size
                         /* Refuse from the header alone, before allocating. */
                         if (len == 0)
                                 return set_error(ret_error, -EMSGSIZE, "frame length 0");
-                        if (len > PROTO_MAX_PAYLOAD)
+                        if (len > FRAME_MAX_PAYLOAD)
                                 return set_error(ret_error, -EMSGSIZE,
                                                  "frame of %" PRIu32 " bytes exceeds the %u byte limit",
-                                                 len, PROTO_MAX_PAYLOAD);
+                                                 len, FRAME_MAX_PAYLOAD);
                         d->payload_len = len;
                         d->payload = xmalloc((size_t) len + 1);
                         d->payload_have = 0;
@@ -127,7 +127,7 @@ int proto_decoder_feed(struct proto_decoder *d, const void *data, size_t n, size
                 return r;
 
         /* Ready for the next frame. */
-        proto_decoder_reset(d);
+        frame_decoder_reset(d);
         return 1;
 }
 

@@ -162,7 +162,7 @@ int proto_frame_encode_hook(const char *const argv[4], const char *xml, size_t x
         char *buf, *p;
 
         /* header, head, 4 strings, 3 commas, ']', key, the bad offset, '}' */
-        cap = PROTO_HEADER_SIZE + sizeof head + 4 + sizeof xml_key + 32 + 1;
+        cap = FRAME_HEADER_SIZE + sizeof head + 4 + sizeof xml_key + 32 + 1;
         for (size_t i = 0; i < 4; i++) {
                 args[i] = argv ? strempty(argv[i]) : "";
                 arg_len[i] = strlen(args[i]);
@@ -172,7 +172,7 @@ int proto_frame_encode_hook(const char *const argv[4], const char *xml, size_t x
                 /* Room for the worst case (every byte escaped as \u00XX),
                  * reserved once; what is not written is never touched. */
                 buf = xmalloc(cap + (xml ? FASTJSON_ESCAPE_MAX(xml_len) : 0));
-                p = buf + PROTO_HEADER_SIZE;
+                p = buf + FRAME_HEADER_SIZE;
                 memcpy(p, head, sizeof head - 1);
                 p += sizeof head - 1;
                 for (size_t i = 0; i < 4; i++) {
@@ -201,13 +201,13 @@ int proto_frame_encode_hook(const char *const argv[4], const char *xml, size_t x
                 p += sprintf(p, ",\"xml_invalid_utf8\":%ld", bad);
         *p++ = '}';
 
-        size_t len = (size_t) (p - buf) - PROTO_HEADER_SIZE;
-        if (len > PROTO_MAX_PAYLOAD) {
+        size_t len = (size_t) (p - buf) - FRAME_HEADER_SIZE;
+        if (len > FRAME_MAX_PAYLOAD) {
                 free(buf);
                 return -EMSGSIZE;
         }
-        proto_frame_header(buf, len);
-        *ret_len = PROTO_HEADER_SIZE + len;
+        frame_header(buf, len);
+        *ret_len = FRAME_HEADER_SIZE + len;
         *ret = buf;
         return 0;
 }

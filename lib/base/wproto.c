@@ -83,7 +83,7 @@ static json_object *new_string_or_null(const char *s) {
 
 /* Frame o and drop it. */
 static int finish(json_object *o, char **ret, size_t *ret_len) {
-        int r = proto_frame_encode(o, ret, ret_len);
+        int r = frame_encode(o, ret, ret_len);
         json_object_put(o);
         return r;
 }

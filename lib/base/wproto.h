@@ -172,7 +172,7 @@ struct wproto_msg {
 };
 
 /* Each writes one frame (header + payload) to *ret, which the caller
- * owns.  0, or -EMSGSIZE when the payload would exceed PROTO_MAX_PAYLOAD,
+ * owns.  0, or -EMSGSIZE when the payload would exceed FRAME_MAX_PAYLOAD,
  * -EINVAL for a message that the reader would refuse (a NULL string where
  * one is needed, a priority out of range). */
 int wproto_encode_plan(const struct wproto_plan *m, char **ret, size_t *ret_len);
@@ -188,7 +188,7 @@ int wproto_encode_restart(const struct wproto_restart *m, char **ret, size_t *re
 /* Whichever kind m is. */
 int wproto_encode(const struct wproto_msg *m, char **ret, size_t *ret_len);
 
-/* Read one object (as proto_decoder_feed() returns it) into *ret, which
+/* Read one object (as frame_decoder_feed() returns it) into *ret, which
  * then takes a reference to o.  0, or -EPROTO with *ret_error, a phrase
  * naming the fault that reads after "sent" or "refused": "a message of
  * unknown type reboot", "a plan request without id or xml", "a status

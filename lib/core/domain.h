@@ -11,7 +11,7 @@
 #include "hostmap.h"
 #include "pciaddr.h"
 #include "util.h"
-#include "work.h"
+#include "work-budget.h"
 #include "xmlutil.h"
 
 /* Domain XML larger than this is refused (docs/design.md §9). */
@@ -158,9 +158,9 @@ struct domain {
         size_t n_memnodes;
 
         xmlNodePtr mark;                /* <pcinuma:topology> (xml_locate_mark()), or NULL */
-        /* The request's work budget (work.h), the caller's: the engine sets
-         * it after domain_parse() and the phases that read the domain spend
-         * from it.  NULL: no budget. */
+        /* The request's work budget (work-budget.h), the caller's: the
+         * engine sets it after domain_parse() and the phases that read the
+         * domain spend from it.  NULL: no budget. */
         struct work *work;
         char *requested_policy;         /* <pcinuma:policy name=...> */
         char *policy_tag;               /* <pcinuma:policy tag=...> */

@@ -30,7 +30,7 @@ struct engine_result {
         char *revert_warning;         /* what the in-memory revert could not restore exactly, or NULL */
         char *mismatch;               /* APPLY and not already planned: how the input differs from the plan */
         char *stale_mark;             /* the input's mark does not describe the plan: which part (mark_mismatch()), or NULL */
-        struct work work;             /* the request's work budget (work.h) and what it spent */
+        struct work work;             /* the request's work budget (work-budget.h) and what it spent */
 };
 
 /* Plan xml[0..len).  The policy comes from 'forced' when non-NULL, else
@@ -74,7 +74,7 @@ struct incoming_result {
         char *policy;                   /* the mark's policy, when it is a mode name; or NULL */
         char *uuid;                     /* the domain's, or NULL */
         struct migrate_map map;         /* ACCEPT: what went where */
-        struct work work;               /* the request's work budget (work.h) and what it spent */
+        struct work work;               /* the request's work budget (work-budget.h) and what it spent */
 };
 void incoming_result_done(struct incoming_result *r);
 

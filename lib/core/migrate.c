@@ -177,7 +177,7 @@ struct search {
         size_t n_bind;
         size_t steps, budget;           /* candidates tried; the most to try */
         bool free_only;                 /* skip candidates another domain uses */
-        struct work *work;              /* the request's budget (work.h), or NULL */
+        struct work *work;              /* the request's budget (work-budget.h), or NULL */
 };
 
 #define PHASE_MATCH "matching the devices with this host's (migration)"

@@ -6,6 +6,8 @@
  *                       life (plan_free()), what the host map says of each
  *                       device, eligibility, and the order of the steps
  *                       (plan_domain())
+ *   planner-notes.c     the notes every step adds to the plan: warnings,
+ *                       causes, a device's reason
  *   planner-place.c     placement: each device's guest cell, and what the
  *                       moves share (slots, I/O space) (docs/design.md §6)
  *   planner-layout.c    layout: expander buses, the port tree, controller
@@ -33,7 +35,7 @@
 
 #define BUSNR_TOP 255   /* exclusive: libvirt accepts busNr 1..254 */
 
-/* --- planner.c: building a plan ------------------------------------------- */
+/* --- planner-notes.c: the plan's notes ------------------------------------ */
 
 /* Add a warning to p. */
 _printf_(2, 3) void plan_add_warning(struct plan *p, const char *fmt, ...);

@@ -74,7 +74,7 @@ static void set_guest_address(xmlNodePtr addr, const struct pci_addr *a) {
         xml_set_pci_address(addr, a);
 }
 
-/* The phases' names in a refusal for want of work (work.h). */
+/* The phases' names in a refusal for want of work (work-budget.h). */
 #define PHASE_APPLY "writing the plan into the domain XML"
 #define PHASE_REVERT "undoing the pcinuma mark"
 

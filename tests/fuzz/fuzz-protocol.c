@@ -4,13 +4,13 @@
  * length starts) is a raw byte stream; any other input is a JSON payload,
  * framed here, so that the fuzzer can work on the JSON directly.
  *
- * The stream goes through proto_decoder_feed() three ways: all at once,
+ * The stream goes through frame_decoder_feed() three ways: all at once,
  * one byte at a time, and in chunks of pseudo-random sizes.  All three
  * must decode the same frames and stop at the same error.  Each decoded
  * object goes through proto_request_parse() and proto_response_parse(); a
  * hook request then through decide_hook(), as the daemon answers it (on
  * the sample host, so an embedded domain XML reaches the engine), and the
- * object must survive proto_frame_encode() and decoding again. */
+ * object must survive frame_encode() and decoding again. */
 #include "fuzz.h"
 
 #include "decide.h"
@@ -67,7 +67,7 @@ static void serve(json_object *o) {
                                                                      decide_verdict_to_string(d.verdict));
                         _cleanup_free_ char *frame = NULL;
                         size_t frame_len;
-                        if (proto_frame_encode(answer, &frame, &frame_len) < 0)
+                        if (frame_encode(answer, &frame, &frame_len) < 0)
                                 fuzz_fail("cannot encode the answer");
                         json_object_put(answer);
                         decision_done(&d);
@@ -81,13 +81,13 @@ static void serve(json_object *o) {
 /* Encode o and decode it again: the same object must come back. */
 static void round_trip(json_object *o) {
         _cleanup_free_ char *frame = NULL, *err = NULL, *a = NULL, *b = NULL;
-        struct proto_decoder dec = {0};
+        struct frame_decoder dec = {0};
         json_object *back = NULL;
         size_t frame_len, consumed;
 
-        if (proto_frame_encode(o, &frame, &frame_len) < 0)
+        if (frame_encode(o, &frame, &frame_len) < 0)
                 return;   /* too big to send */
-        int r = proto_decoder_feed(&dec, frame, frame_len, &consumed, &back, &err);
+        int r = frame_decoder_feed(&dec, frame, frame_len, &consumed, &back, &err);
         if (r != 1 || consumed != frame_len)
                 fuzz_fail("an encoded frame does not decode: %d (%s), %zu of %zu bytes", r, strna(err), consumed,
                           frame_len);
@@ -96,13 +96,13 @@ static void round_trip(json_object *o) {
         if (!streq(a, b))
                 fuzz_fail("frame round trip changed the object:\n%s\n%s", a, b);
         json_object_put(back);
-        proto_decoder_reset(&dec);
+        frame_decoder_reset(&dec);
 }
 
 /* Feed the stream in chunks whose sizes next_chunk() picks. */
 static void run(const uint8_t *data, size_t size, size_t (*next_chunk)(uint32_t *state, size_t left),
                 uint32_t seed, bool check, struct outcome *out) {
-        struct proto_decoder dec = {0};
+        struct frame_decoder dec = {0};
         uint32_t state = seed;
         size_t pos = 0;
 
@@ -114,24 +114,24 @@ static void run(const uint8_t *data, size_t size, size_t (*next_chunk)(uint32_t 
                         json_object *o = NULL;
                         size_t consumed = SIZE_MAX;
 
-                        int r = proto_decoder_feed(&dec, data + pos, end - pos, &consumed, &o, &err);
+                        int r = frame_decoder_feed(&dec, data + pos, end - pos, &consumed, &o, &err);
                         if (consumed > end - pos)
-                                fuzz_fail("proto_decoder_feed() consumed %zu of %zu bytes", consumed, end - pos);
+                                fuzz_fail("frame_decoder_feed() consumed %zu of %zu bytes", consumed, end - pos);
                         if (r < 0) {
                                 if (!err)
-                                        fuzz_fail("proto_decoder_feed() failed without a message");
+                                        fuzz_fail("frame_decoder_feed() failed without a message");
                                 out->error = r;
-                                proto_decoder_reset(&dec);
+                                frame_decoder_reset(&dec);
                                 return;
                         }
                         if (r == 0 && consumed != end - pos)
-                                fuzz_fail("proto_decoder_feed() wants more but left %zu bytes", end - pos - consumed);
+                                fuzz_fail("frame_decoder_feed() wants more but left %zu bytes", end - pos - consumed);
                         pos += consumed;
                         if (r == 0)
                                 break;
                         if (!o)
-                                fuzz_fail("proto_decoder_feed() returned 1 without an object");
-                        if (proto_decoder_busy(&dec))
+                                fuzz_fail("frame_decoder_feed() returned 1 without an object");
+                        if (frame_decoder_busy(&dec))
                                 fuzz_fail("the decoder is busy right after a frame");
                         out->frames[out->n_frames++] = to_text(o);
                         if (check) {
@@ -143,8 +143,8 @@ static void run(const uint8_t *data, size_t size, size_t (*next_chunk)(uint32_t 
                                 break;
                 }
         }
-        out->busy = proto_decoder_busy(&dec);
-        proto_decoder_reset(&dec);
+        out->busy = frame_decoder_busy(&dec);
+        frame_decoder_reset(&dec);
 }
 
 static size_t chunk_all(uint32_t *state, size_t left) {

@@ -10,19 +10,19 @@
  * send), decode from that frame, and encode to the very same bytes. */
 #include "fuzz.h"
 
-#include "protocol.h"
+#include "frame.h"
 #include "wproto.h"
 
 #define MAX_FRAMES 64
 
 /* Decode one frame that must hold exactly one object. */
 static json_object *decode_frame(const char *frame, size_t len) {
-        struct proto_decoder dec = {0};
+        struct frame_decoder dec = {0};
         _cleanup_free_ char *err = NULL;
         json_object *o = NULL;
         size_t consumed = 0;
-        int r = proto_decoder_feed(&dec, frame, len, &consumed, &o, &err);
-        proto_decoder_reset(&dec);
+        int r = frame_decoder_feed(&dec, frame, len, &consumed, &o, &err);
+        frame_decoder_reset(&dec);
         if (r != 1 || consumed != len)
                 fuzz_fail("an encoded message does not decode as a frame: %d (%s)", r, strna(err));
         return o;
@@ -80,11 +80,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         framed = fuzz_frame_input(&data, &size);
 
-        struct proto_decoder dec = {0};
+        struct frame_decoder dec = {0};
         struct stream s = {0};
         _cleanup_free_ char *err = NULL;
-        if (proto_decoder_feed_all(&dec, data, size, on_frame, &s, &err) < 0 && !err)
-                fuzz_fail("proto_decoder_feed_all() failed without a message");
-        proto_decoder_reset(&dec);
+        if (frame_decoder_feed_all(&dec, data, size, on_frame, &s, &err) < 0 && !err)
+                fuzz_fail("frame_decoder_feed_all() failed without a message");
+        frame_decoder_reset(&dec);
         return 0;
 }

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "hostmap.h"
-#include "protocol.h"
+#include "frame.h"
 #include "util.h"
 
 /* A fuzz target must return 0 and must not keep the input. */
@@ -39,13 +39,13 @@ static inline uint8_t *fuzz_frame_input(const uint8_t **data, size_t *size) {
         size_t n = *size;
         if (n == 0 || (*data)[0] <= 1)
                 return NULL;
-        uint8_t *framed = xmalloc(n + PROTO_HEADER_SIZE);
+        uint8_t *framed = xmalloc(n + FRAME_HEADER_SIZE);
         framed[0] = (uint8_t) (n >> 24);
         framed[1] = (uint8_t) (n >> 16);
         framed[2] = (uint8_t) (n >> 8);
         framed[3] = (uint8_t) n;
-        memcpy(framed + PROTO_HEADER_SIZE, *data, n);
+        memcpy(framed + FRAME_HEADER_SIZE, *data, n);
         *data = framed;
-        *size = n + PROTO_HEADER_SIZE;
+        *size = n + FRAME_HEADER_SIZE;
         return framed;
 }

@@ -1011,7 +1011,7 @@ static void test_incoming_bounded_by_host(void **state) {
         incoming_result_done(&r);
 }
 
-/* The search spends the request's budget (work.h) as it goes: a forged
+/* The search spends the request's budget (work-budget.h) as it goes: a forged
  * mark that the placement limit alone would let run for 50,000
  * placements of a big mark stops when the budget is spent, naming the
  * phase. */

@@ -1,4 +1,4 @@
-/* Tests for protocol.h: frame encoding, the incremental decoder (any
+/* Tests for frame.h and protocol.h: frame encoding, the incremental decoder (any
  * fragmentation, several frames per buffer, bad lengths, bad payloads),
  * and request/response validation with the exact error messages. */
 #include <stdarg.h>
@@ -11,27 +11,27 @@
 
 /* A raw frame around an arbitrary payload (len bytes of p). */
 static char *raw_frame(const char *p, size_t len, size_t *ret_len) {
-        char *b = xmalloc(PROTO_HEADER_SIZE + len);
+        char *b = xmalloc(FRAME_HEADER_SIZE + len);
 
         b[0] = (char) (len >> 24);
         b[1] = (char) (len >> 16);
         b[2] = (char) (len >> 8);
         b[3] = (char) len;
         memcpy(b + 4, p, len);
-        *ret_len = PROTO_HEADER_SIZE + len;
+        *ret_len = FRAME_HEADER_SIZE + len;
         return b;
 }
 
 /* Decode exactly one frame from a whole buffer; returns what feed returned. */
 static int decode_one(const char *buf, size_t len, json_object **ret, char **ret_error) {
-        struct proto_decoder d = {.header_len = 0};
+        struct frame_decoder d = {.header_len = 0};
         size_t used = 0;
         int r;
 
-        r = proto_decoder_feed(&d, buf, len, &used, ret, ret_error);
+        r = frame_decoder_feed(&d, buf, len, &used, ret, ret_error);
         if (r == 1)
                 assert_int_equal(used, len);
-        proto_decoder_reset(&d);
+        frame_decoder_reset(&d);
         return r;
 }
 
@@ -70,11 +70,11 @@ static void test_roundtrip(void **state) {
         uint32_t plen;
 
         req = proto_request_new_hook(test_argv, xml_text, strlen(xml_text));
-        assert_int_equal(proto_frame_encode(req, &frame, &len), 0);
-        assert_true(len > PROTO_HEADER_SIZE);
+        assert_int_equal(frame_encode(req, &frame, &len), 0);
+        assert_true(len > FRAME_HEADER_SIZE);
         plen = (uint32_t) (uint8_t) frame[0] << 24 | (uint32_t) (uint8_t) frame[1] << 16 |
                (uint32_t) (uint8_t) frame[2] << 8 | (uint8_t) frame[3];
-        assert_int_equal(plen, len - PROTO_HEADER_SIZE);
+        assert_int_equal(plen, len - FRAME_HEADER_SIZE);
         assert_int_equal(frame[4], '{');
 
         assert_int_equal(decode_one(frame, len, &back, &err), 1);
@@ -97,7 +97,7 @@ static void test_encode_bad(void **state) {
         char *frame = NULL;
         size_t len = 0;
 
-        assert_int_equal(proto_frame_encode(NULL, &frame, &len), -EINVAL);
+        assert_int_equal(frame_encode(NULL, &frame, &len), -EINVAL);
         assert_null(frame);
 }
 
@@ -105,29 +105,29 @@ static void test_byte_at_a_time(void **state) {
         (void) state;
         _cleanup_json_ json_object *req = NULL, *back = NULL;
         _cleanup_free_ char *frame = NULL, *err = NULL;
-        struct proto_decoder d = {.header_len = 0};
+        struct frame_decoder d = {.header_len = 0};
         struct proto_request r = {.xml = NULL};
         size_t len = 0;
 
         req = proto_request_new_hook(test_argv, xml_text, strlen(xml_text));
-        assert_int_equal(proto_frame_encode(req, &frame, &len), 0);
+        assert_int_equal(frame_encode(req, &frame, &len), 0);
 
-        assert_false(proto_decoder_busy(&d));
+        assert_false(frame_decoder_busy(&d));
         for (size_t i = 0; i < len; i++) {
                 size_t used = 99;
-                int k = proto_decoder_feed(&d, frame + i, 1, &used, &back, &err);
+                int k = frame_decoder_feed(&d, frame + i, 1, &used, &back, &err);
 
                 assert_int_equal(used, 1);
                 if (i + 1 < len) {
                         assert_int_equal(k, 0);
                         assert_null(back);
-                        assert_true(proto_decoder_busy(&d));
+                        assert_true(frame_decoder_busy(&d));
                 } else
                         assert_int_equal(k, 1);
         }
         assert_null(err);
         assert_non_null(back);
-        assert_false(proto_decoder_busy(&d));
+        assert_false(frame_decoder_busy(&d));
 
         assert_int_equal(proto_request_parse(back, &r, &err), 0);
         assert_string_equal(r.argv[0], "gpu-vm-1");
@@ -139,34 +139,34 @@ static void test_byte_at_a_time(void **state) {
                 size_t used = 99;
                 json_object *o = NULL;
 
-                assert_int_equal(proto_decoder_feed(&d, NULL, 0, &used, &o, &err), 0);
+                assert_int_equal(frame_decoder_feed(&d, NULL, 0, &used, &o, &err), 0);
                 assert_int_equal(used, 0);
                 assert_null(o);
         }
-        proto_decoder_reset(&d);
+        frame_decoder_reset(&d);
 }
 
 static void test_two_frames_one_buffer(void **state) {
         (void) state;
         _cleanup_json_ json_object *a = NULL, *b = NULL, *oa = NULL, *ob = NULL;
         _cleanup_free_ char *fa = NULL, *fb = NULL, *both = NULL, *err = NULL;
-        struct proto_decoder d = {.header_len = 0};
+        struct frame_decoder d = {.header_len = 0};
         struct proto_request r = {.xml = NULL};
         size_t la = 0, lb = 0, used = 0;
 
         a = proto_request_new_status();
         b = proto_request_new_hook(test_argv, NULL, 0);
-        assert_int_equal(proto_frame_encode(a, &fa, &la), 0);
-        assert_int_equal(proto_frame_encode(b, &fb, &lb), 0);
+        assert_int_equal(frame_encode(a, &fa, &la), 0);
+        assert_int_equal(frame_encode(b, &fb, &lb), 0);
         both = xmalloc(la + lb);
         memcpy(both, fa, la);
         memcpy(both + la, fb, lb);
 
-        assert_int_equal(proto_decoder_feed(&d, both, la + lb, &used, &oa, &err), 1);
+        assert_int_equal(frame_decoder_feed(&d, both, la + lb, &used, &oa, &err), 1);
         assert_int_equal(used, la);
-        assert_int_equal(proto_decoder_feed(&d, both + used, la + lb - used, &used, &ob, &err), 1);
+        assert_int_equal(frame_decoder_feed(&d, both + used, la + lb - used, &used, &ob, &err), 1);
         assert_int_equal(used, lb);
-        assert_false(proto_decoder_busy(&d));
+        assert_false(frame_decoder_busy(&d));
 
         assert_int_equal(proto_request_parse(oa, &r, &err), 0);
         assert_int_equal(r.type, PROTO_REQUEST_STATUS);
@@ -175,7 +175,7 @@ static void test_two_frames_one_buffer(void **state) {
         assert_int_equal(r.type, PROTO_REQUEST_HOOK);
         assert_null(r.xml);
         proto_request_done(&r);
-        proto_decoder_reset(&d);
+        frame_decoder_reset(&d);
 }
 
 /* Every way of cutting three frames into pieces of a given size. */
@@ -189,14 +189,14 @@ static void test_fragmentation(void **state) {
                 _cleanup_free_ char *f = NULL;
                 size_t l = 0;
 
-                assert_int_equal(proto_frame_encode(o, &f, &l), 0);
+                assert_int_equal(frame_encode(o, &f, &l), 0);
                 stream = xrealloc(stream, total + l);
                 memcpy(stream + total, f, l);
                 total += l;
         }
 
         for (size_t piece = 1; piece <= total; piece++) {
-                struct proto_decoder d = {.header_len = 0};
+                struct frame_decoder d = {.header_len = 0};
                 int seen = 0;
 
                 for (size_t off = 0; off < total;) {
@@ -206,7 +206,7 @@ static void test_fragmentation(void **state) {
                                 _cleanup_json_ json_object *o = NULL;
                                 _cleanup_free_ char *err = NULL;
                                 size_t used = 0;
-                                int k = proto_decoder_feed(&d, stream + off, n, &used, &o, &err);
+                                int k = frame_decoder_feed(&d, stream + off, n, &used, &o, &err);
 
                                 assert_true(k == 0 || k == 1);
                                 assert_true(used <= n);
@@ -224,30 +224,30 @@ static void test_fragmentation(void **state) {
                         }
                 }
                 assert_int_equal(seen, 3);
-                assert_false(proto_decoder_busy(&d));
-                proto_decoder_reset(&d);
+                assert_false(frame_decoder_busy(&d));
+                frame_decoder_reset(&d);
         }
 }
 
 static void test_length_zero(void **state) {
         (void) state;
-        struct proto_decoder d = {.header_len = 0};
+        struct frame_decoder d = {.header_len = 0};
         const char hdr[] = {0, 0, 0, 0, '{', '}'};
         json_object *o = NULL;
         char *err = NULL;
         size_t used = 0;
 
-        assert_int_equal(proto_decoder_feed(&d, hdr, sizeof(hdr), &used, &o, &err), -EMSGSIZE);
+        assert_int_equal(frame_decoder_feed(&d, hdr, sizeof(hdr), &used, &o, &err), -EMSGSIZE);
         assert_string_equal(err, "frame length 0");
         assert_int_equal(used, 4);
         assert_null(o);
         free(err);
-        proto_decoder_reset(&d);
+        frame_decoder_reset(&d);
 }
 
 static void test_oversize(void **state) {
         (void) state;
-        struct proto_decoder d = {.header_len = 0};
+        struct frame_decoder d = {.header_len = 0};
         /* 20000000 = 0x01312d00 */
         const uint8_t hdr[] = {0x01, 0x31, 0x2d, 0x00};
         json_object *o = NULL;
@@ -257,46 +257,46 @@ static void test_oversize(void **state) {
         /* Refused from the header alone, fed byte by byte, before any
          * payload byte arrives and before anything is allocated. */
         for (size_t i = 0; i < 3; i++)
-                assert_int_equal(proto_decoder_feed(&d, hdr + i, 1, &used, &o, &err), 0);
-        assert_int_equal(proto_decoder_feed(&d, hdr + 3, 1, &used, &o, &err), -EMSGSIZE);
+                assert_int_equal(frame_decoder_feed(&d, hdr + i, 1, &used, &o, &err), 0);
+        assert_int_equal(frame_decoder_feed(&d, hdr + 3, 1, &used, &o, &err), -EMSGSIZE);
         assert_string_equal(err, "frame of 20000000 bytes exceeds the 16777216 byte limit");
         assert_null(d.payload);
         assert_null(o);
         free(err);
         err = NULL;
-        proto_decoder_reset(&d);
+        frame_decoder_reset(&d);
 
         /* One byte over the limit. */
         {
-                uint32_t n = PROTO_MAX_PAYLOAD + 1;
+                uint32_t n = FRAME_MAX_PAYLOAD + 1;
                 const uint8_t h2[] = {(uint8_t) (n >> 24), (uint8_t) (n >> 16), (uint8_t) (n >> 8), (uint8_t) n};
 
-                assert_int_equal(proto_decoder_feed(&d, h2, 4, &used, &o, &err), -EMSGSIZE);
+                assert_int_equal(frame_decoder_feed(&d, h2, 4, &used, &o, &err), -EMSGSIZE);
                 assert_string_equal(err, "frame of 16777217 bytes exceeds the 16777216 byte limit");
                 free(err);
                 err = NULL;
-                proto_decoder_reset(&d);
+                frame_decoder_reset(&d);
         }
         /* 0xffffffff */
         {
                 const uint8_t h3[] = {0xff, 0xff, 0xff, 0xff};
 
-                assert_int_equal(proto_decoder_feed(&d, h3, 4, &used, &o, &err), -EMSGSIZE);
+                assert_int_equal(frame_decoder_feed(&d, h3, 4, &used, &o, &err), -EMSGSIZE);
                 assert_string_equal(err, "frame of 4294967295 bytes exceeds the 16777216 byte limit");
                 free(err);
                 err = NULL;
-                proto_decoder_reset(&d);
+                frame_decoder_reset(&d);
         }
         /* Exactly the limit is accepted (and waits for the payload). */
         {
-                uint32_t n = PROTO_MAX_PAYLOAD;
+                uint32_t n = FRAME_MAX_PAYLOAD;
                 const uint8_t h4[] = {(uint8_t) (n >> 24), (uint8_t) (n >> 16), (uint8_t) (n >> 8), (uint8_t) n};
 
-                assert_int_equal(proto_decoder_feed(&d, h4, 4, &used, &o, &err), 0);
-                assert_true(proto_decoder_busy(&d));
+                assert_int_equal(frame_decoder_feed(&d, h4, 4, &used, &o, &err), 0);
+                assert_true(frame_decoder_busy(&d));
                 assert_null(err);
-                proto_decoder_reset(&d);
-                assert_false(proto_decoder_busy(&d));
+                frame_decoder_reset(&d);
+                assert_false(frame_decoder_busy(&d));
         }
 }
 
@@ -410,7 +410,7 @@ static void test_decoder_same_as_tokener(void **state) {
 /* After an error and a reset, the decoder decodes the next frame. */
 static void test_reset_after_error(void **state) {
         (void) state;
-        struct proto_decoder d = {.header_len = 0};
+        struct frame_decoder d = {.header_len = 0};
         _cleanup_free_ char *bad = NULL, *good = NULL;
         _cleanup_json_ json_object *o = NULL;
         char *err = NULL;
@@ -418,21 +418,21 @@ static void test_reset_after_error(void **state) {
 
         bad = raw_frame("[1]", 3, &lb);
         good = raw_frame("{\"version\":1}", 13, &lg);
-        assert_int_equal(proto_decoder_feed(&d, bad, lb, &used, &o, &err), -EBADMSG);
+        assert_int_equal(frame_decoder_feed(&d, bad, lb, &used, &o, &err), -EBADMSG);
         assert_non_null(err);
         free(err);
         err = NULL;
-        proto_decoder_reset(&d);
-        assert_int_equal(proto_decoder_feed(&d, good, lg, &used, &o, &err), 1);
+        frame_decoder_reset(&d);
+        assert_int_equal(frame_decoder_feed(&d, good, lg, &used, &o, &err), 1);
         assert_null(err);
         assert_int_equal(used, lg);
 
         /* A reset in the middle of a frame frees what it had. */
-        proto_decoder_reset(&d);
-        assert_int_equal(proto_decoder_feed(&d, good, lg - 2, &used, &o, &err), 0);
-        assert_true(proto_decoder_busy(&d));
-        proto_decoder_reset(&d);
-        assert_false(proto_decoder_busy(&d));
+        frame_decoder_reset(&d);
+        assert_int_equal(frame_decoder_feed(&d, good, lg - 2, &used, &o, &err), 0);
+        assert_true(frame_decoder_busy(&d));
+        frame_decoder_reset(&d);
+        assert_false(frame_decoder_busy(&d));
 }
 
 /* ---- requests ---------------------------------------------------------- */
@@ -547,7 +547,7 @@ static void test_response_hook(void **state) {
         size_t len;
 
         o = proto_response_new_hook(1, xml_text, "pcinuma: refused\n", "refuse");
-        assert_int_equal(proto_frame_encode(o, &frame, &len), 0);
+        assert_int_equal(frame_encode(o, &frame, &len), 0);
         assert_int_equal(decode_one(frame, len, &back, &err), 1);
         assert_int_equal(proto_response_parse(back, &r, &err), 0);
         assert_null(r.error);
@@ -643,11 +643,11 @@ static void test_fast_hook_encoder(void **state) {
         char *frame = NULL;
         size_t len = 0;
         assert_int_equal(proto_frame_encode_hook(argv, xml, sizeof xml - 1, &frame, &len), 0);
-        struct proto_decoder d = {0};
+        struct frame_decoder d = {0};
         json_object *o = NULL;
         char *err = NULL;
         size_t used = 0;
-        assert_int_equal(proto_decoder_feed(&d, frame, len, &used, &o, &err), 1);
+        assert_int_equal(frame_decoder_feed(&d, frame, len, &used, &o, &err), 1);
         assert_int_equal(used, len);
         struct proto_request req = {0};
         assert_int_equal(proto_request_parse(o, &req, &err), 0);
@@ -658,7 +658,7 @@ static void test_fast_hook_encoder(void **state) {
         assert_memory_equal(req.xml, xml, sizeof xml - 1);
         proto_request_done(&req);
         json_object_put(o);
-        proto_decoder_reset(&d);
+        frame_decoder_reset(&d);
         free(frame);
         free(err);
 }

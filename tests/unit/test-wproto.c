@@ -7,18 +7,20 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "protocol.h"
+#include "frame.h"
+#include "json-cleanup.h"
+#include "util.h"
 #include "wproto.h"
 
 /* The payload of a frame, checking its header. */
 static char *payload_of(const char *frame, size_t len) {
-        assert_true(len > PROTO_HEADER_SIZE);
+        assert_true(len > FRAME_HEADER_SIZE);
         size_t n = ((size_t) (uint8_t) frame[0] << 24) | ((size_t) (uint8_t) frame[1] << 16) |
                    ((size_t) (uint8_t) frame[2] << 8) | (uint8_t) frame[3];
-        assert_int_equal(n, len - PROTO_HEADER_SIZE);
+        assert_int_equal(n, len - FRAME_HEADER_SIZE);
         /* The payload is not NUL-terminated: copy exactly n bytes. */
         char *s = xmalloc(n + 1);
-        memcpy(s, frame + PROTO_HEADER_SIZE, n);
+        memcpy(s, frame + FRAME_HEADER_SIZE, n);
         s[n] = 0;
         return s;
 }
@@ -400,7 +402,7 @@ static void test_encode_refused(void **state) {
         assert_null(f);
 
         /* Over the frame limit. */
-        size_t n = PROTO_MAX_PAYLOAD + 1;
+        size_t n = FRAME_MAX_PAYLOAD + 1;
         _cleanup_free_ char *big = xmalloc(n + 1);
         memset(big, 'x', n);
         big[n] = 0;

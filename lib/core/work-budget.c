@@ -1,5 +1,5 @@
-/* A request's work budget (work.h).  Pure. */
-#include "work.h"
+/* A request's work budget (work-budget.h).  Pure. */
+#include "work-budget.h"
 
 #include <errno.h>
 #include <inttypes.h>
