@@ -44,7 +44,6 @@
 #include "hostmap.h"
 #include "rewrite.h"
 #include "sha256.h"
-#include "standins.h"
 #include "xmlutil.h"
 
 static const char *const who = "pcinuma-kubevirt-hook";
@@ -74,9 +73,7 @@ static void usage(FILE *f) {
                 "\n"
                 "Exit status: 0 planned or unchanged (the domain on stdout), 1 refused by the\n"
                 "policy (nothing on stdout: KubeVirt does not start the VMI), 2 bad input.\n");
-#if PCINUMA_STAND_INS
         fputs(CTL_USAGE_STAND_INS, f);
-#endif
 }
 
 static const char *env_or(const char *name, const char *dflt) {
@@ -291,7 +288,7 @@ static char *undo_previous_pass(const struct ctl_plan_args *a, struct domain *in
 }
 
 int main(int argc, char **argv) {
-        struct ctl_plan_args a = {
+        _cleanup_(ctl_plan_args_done) struct ctl_plan_args a = {
                 .who = who,
                 .root = ctl_default_sysfs_root(),
                 .input = "--domain",
@@ -303,12 +300,9 @@ int main(int argc, char **argv) {
 
         size_t len = strlen(o.domain);
         _cleanup_free_ char *err = NULL;
-#if PCINUMA_STAND_INS
-        _cleanup_standins_ struct standins *stand_ins = NULL;
-        r = ctl_load_stand_ins(&a, &stand_ins);
+        r = ctl_load_stand_ins(&a);
         if (r != 0)
                 return r;
-#endif
         _cleanup_domain_ struct domain *in = NULL;
         if (parse_domain(&a, o.domain, len, &in, &err) < 0)
                 return ctl_error(CTL_EXIT_BAD_INPUT, who, "--domain: %s", err);
