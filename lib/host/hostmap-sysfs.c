@@ -17,6 +17,7 @@
  * hostmap_read_cpu_id() reads the one thing the host map holds that sysfs
  * does not: this machine's CPU identity (uname, /proc/cpuinfo). */
 #include "hostmap.h"
+#include "hostmap-sysfs.h"
 
 #include <ctype.h>
 #include <dirent.h>

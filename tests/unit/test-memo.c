@@ -38,6 +38,7 @@
 #include "decide.h"
 #include "engine.h"
 #include "hostmap.h"
+#include "hostmap-sysfs.h"
 #include "memo.h"
 #include "policy.h"
 #include "util.h"

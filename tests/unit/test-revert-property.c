@@ -34,6 +34,7 @@
 #include "domain.h"
 #include "engine.h"
 #include "hostmap.h"
+#include "hostmap-sysfs.h"
 #include "policy.h"
 #include "util.h"
 
