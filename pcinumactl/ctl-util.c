@@ -109,18 +109,25 @@ void ctl_plan_args_env(struct ctl_plan_args *a) {
                 a->policy_file = e;
 }
 
+void ctl_plan_args_done(struct ctl_plan_args *a) {
 #if PCINUMA_STAND_INS
-int ctl_load_stand_ins(struct ctl_plan_args *a, struct standins **ret) {
+        a->stand_ins = standins_free(a->stand_ins);
+#else
+        (void) a;
+#endif
+}
+
+int ctl_load_stand_ins(struct ctl_plan_args *a) {
+#if PCINUMA_STAND_INS
         _cleanup_free_ char *err = NULL;
-        *ret = NULL;
-        if (!a->stand_ins_file)
-                return 0;
-        if (standins_load_file(a->stand_ins_file, ret, &err) < 0)
+        a->stand_ins = standins_free(a->stand_ins);
+        if (a->stand_ins_file && standins_load_file(a->stand_ins_file, &a->stand_ins, &err) < 0)
                 return ctl_error(CTL_EXIT_BAD_INPUT, a->who, "%s", err);
-        a->stand_ins = *ret;
+#else
+        (void) a;
+#endif
         return 0;
 }
-#endif
 
 /* The options of ctl_parse_args() and ctl_parse_adapter_args(), and with
  * 'version' --version.  Returns -1 when the caller goes on to the

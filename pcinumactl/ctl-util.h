@@ -62,6 +62,8 @@ enum {
         "  --stand-ins FILE    FILE is a JSON object {\"MAC\": \"host BDF\", ...}: a virtio\n"                  \
         "                      <interface type='user'> with such a MAC is planned as the\n"                     \
         "                      passthrough device at that host address\n"
+#else
+#define CTL_USAGE_STAND_INS ""
 #endif
 
 /* The end of an orchestrator adapter's option table, after its own
@@ -124,11 +126,16 @@ struct ctl_plan_args {
 #if PCINUMA_STAND_INS
         /* A stand_ins build only: --stand-ins FILE, or NULL; and the
          * stand-in table to hang on the host map (standins.h), or NULL,
-         * which ctl_load_stand_ins() reads and the caller keeps. */
+         * which ctl_load_stand_ins() reads and ctl_plan_args_done() frees. */
         const char *stand_ins_file;
-        const struct standins *stand_ins;
+        struct standins *stand_ins;
 #endif
 };
+
+/* Free what a owns (in a stand_ins build, the stand-in table that
+ * ctl_load_stand_ins() read); the strings it points to are the caller's.
+ * For _cleanup_(ctl_plan_args_done). */
+void ctl_plan_args_done(struct ctl_plan_args *a);
 
 /* Store one of --sysfs-root, --policy or --policy-file (and in a
  * stand_ins build --stand-ins), as getopt_long returned it (c, optarg), in
@@ -140,13 +147,11 @@ bool ctl_plan_args_option(struct ctl_plan_args *a, int c, const char *arg);
  * policy file unless --policy or --policy-file was given. */
 void ctl_plan_args_env(struct ctl_plan_args *a);
 
-#if PCINUMA_STAND_INS
-/* A stand_ins build only: read a->stand_ins_file (if set) into *ret, which
- * the caller owns and keeps while a is used, and set a->stand_ins.  A bad
- * table is bad input: its message (naming the file and the entry) on
- * stderr and 2; else 0. */
-int ctl_load_stand_ins(struct ctl_plan_args *a, struct standins **ret);
-#endif
+/* In a stand_ins build, read a->stand_ins_file (if set) into
+ * a->stand_ins, which a owns (ctl_plan_args_done()).  A bad table is bad
+ * input: its message (naming the file and the entry) on stderr and 2;
+ * else 0.  In any other build: nothing, 0. */
+int ctl_load_stand_ins(struct ctl_plan_args *a);
 
 /* A verb's own option: getopt_long's value and optarg; true if the verb
  * took it, false for a bad option. */

@@ -31,13 +31,13 @@
 #include <inttypes.h>
 #include <libvirt/virterror.h>
 #include <libxml/parser.h>
-#include <libxml/xpath.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "util.h"
+#include "xmlutil.h"
 
 #define USEC_PER_MSEC UINT64_C(1000)
 /* Restarts at once: more wait in the queue. */
@@ -441,33 +441,42 @@ static void queue_job(struct restarter *r, struct job *j) {
         }
 }
 
+/* path, if it is an absolute path that is not there; else NULL. */
+static char *missing_path(const char *path) {
+        struct stat st;
+        return path && path[0] == '/' && stat(path, &st) < 0 ? xstrdup(path) : NULL;
+}
+
 /* The first file the XML starts from that is not there (its kernel,
  * initrd, device tree, a disk or CD-ROM image), or NULL: a domain whose
- * start could not be repeated is not destroyed. */
+ * start could not be repeated is not destroyed.  libvirt's elements, in
+ * no namespace (xmlutil.h), in this order: every <os>'s kernel, initrd,
+ * dtb, then the file of every <disk type='file'>'s <source>. */
 static char *missing_file(const char *xml) {
-        static const char *const paths[] = {
-                "/domain/os/kernel", "/domain/os/initrd", "/domain/os/dtb",
-                "/domain/devices/disk[@type='file']/source/@file",
-        };
-        xmlDocPtr doc = xmlReadMemory(xml, (int) strlen(xml), "live.xml", NULL,
-                                      XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+        static const char *const boot[] = { "kernel", "initrd", "dtb" };
+        _cleanup_xmldoc_ xmlDocPtr doc = xmlReadMemory(xml, (int) strlen(xml), "live.xml", NULL,
+                                                       XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
         if (!doc)
                 return xstrdup("(its live XML does not parse)");
-        xmlXPathContextPtr ctx = xmlXPathNewContext(doc);
+        xmlNodePtr root = xmlDocGetRootElement(doc);
+        if (!xml_is(root, "domain"))
+                return NULL;
         char *missing = NULL;
-        for (size_t i = 0; ctx && i < ELEMENTSOF(paths) && !missing; i++) {
-                xmlXPathObjectPtr o = xmlXPathEvalExpression(BAD_CAST paths[i], ctx);
-                for (int k = 0; o && o->nodesetval && k < o->nodesetval->nodeNr && !missing; k++) {
-                        xmlChar *v = xmlNodeGetContent(o->nodesetval->nodeTab[k]);
-                        struct stat st;
-                        if (v && v[0] == '/' && stat((const char *) v, &st) < 0)
-                                missing = xstrdup((const char *) v);
-                        xmlFree(v);
+        for (size_t i = 0; i < ELEMENTSOF(boot) && !missing; i++)
+                for (xmlNodePtr os = xml_child(root, "os"); os && !missing; os = xml_next_child(os, "os"))
+                        for (xmlNodePtr f = xml_child(os, boot[i]); f && !missing; f = xml_next_child(f, boot[i])) {
+                                _cleanup_free_ char *v = xml_content(f);
+                                missing = missing_path(v);
+                        }
+        for (xmlNodePtr devs = xml_child(root, "devices"); devs && !missing; devs = xml_next_child(devs, "devices"))
+                for (xmlNodePtr disk = xml_child(devs, "disk"); disk && !missing; disk = xml_next_child(disk, "disk")) {
+                        if (!xml_prop_is(disk, "type", "file"))
+                                continue;
+                        for (xmlNodePtr src = xml_child(disk, "source"); src && !missing; src = xml_next_child(src, "source")) {
+                                _cleanup_free_ char *v = xml_prop(src, "file");
+                                missing = missing_path(v);
+                        }
                 }
-                xmlXPathFreeObject(o);
-        }
-        xmlXPathFreeContext(ctx);
-        xmlFreeDoc(doc);
         return missing;
 }
 

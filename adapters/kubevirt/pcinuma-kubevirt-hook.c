@@ -44,7 +44,7 @@
 #include "hostmap.h"
 #include "rewrite.h"
 #include "sha256.h"
-#include "standins.h"
+#include "xmlutil.h"
 
 static const char *const who = "pcinuma-kubevirt-hook";
 
@@ -73,9 +73,7 @@ static void usage(FILE *f) {
                 "\n"
                 "Exit status: 0 planned or unchanged (the domain on stdout), 1 refused by the\n"
                 "policy (nothing on stdout: KubeVirt does not start the VMI), 2 bad input.\n");
-#if PCINUMA_STAND_INS
         fputs(CTL_USAGE_STAND_INS, f);
-#endif
 }
 
 static const char *env_or(const char *name, const char *dflt) {
@@ -205,29 +203,11 @@ static int parse_domain(const struct ctl_plan_args *a, const char *xml, size_t l
  * domain as KubeVirt made it, with what KubeVirt changed since.  NULL
  * (after a warning) when the revert refuses. */
 static char *undo_last_plan(struct domain *in, const struct domain *last) {
-        xmlNodePtr root = xmlDocGetRootElement(in->doc);
-        xmlNodePtr md = xml_child(root, "metadata");
-        if (!md) {
-                md = xmlNewDocNode(in->doc, NULL, (const xmlChar *) "metadata", NULL);
-                if (root->children)
-                        xmlAddPrevSibling(root->children, md);
-                else
-                        xmlAddChild(root, md);
-        }
-        /* After the last element, indented as it is, so that the revert
-         * (which takes the mark with the white space before it) gives
-         * back <metadata> byte for byte. */
-        xmlNodePtr mark = xmlDocCopyNode(last->mark, in->doc, 1);
-        xmlNodePtr prev = NULL;
-        for (xmlNodePtr n = md->children; n; n = n->next)
-                if (n->type == XML_ELEMENT_NODE)
-                        prev = n;
-        if (prev && xml_is_ws_text(prev->prev)) {
-                xmlNodePtr ws = xmlNewDocText(in->doc, prev->prev->content);
-                xmlAddNextSibling(prev, ws);
-                xmlAddNextSibling(ws, mark);
-        } else
-                xmlAddChild(md, mark);
+        /* A new <metadata> goes first; the mark after its last element,
+         * indented as it is, so that the revert (which takes the mark with
+         * the white space before it) gives back <metadata> byte for byte. */
+        xmlNodePtr md = xml_child_or_new(xmlDocGetRootElement(in->doc), "metadata");
+        xml_add_copy_indented(md, last->mark);
         _cleanup_free_ char *out = NULL, *warning = NULL, *err = NULL;
         if (domain_reload(in, &err) < 0 || rewrite_revert(in, &warning, &err) < 0 || domain_format(in, &out) < 0) {
                 ctl_error(0, who, "warning: domain %s: the plan of KubeVirt's previous define pass cannot be undone (%s); "
@@ -308,7 +288,7 @@ static char *undo_previous_pass(const struct ctl_plan_args *a, struct domain *in
 }
 
 int main(int argc, char **argv) {
-        struct ctl_plan_args a = {
+        _cleanup_(ctl_plan_args_done) struct ctl_plan_args a = {
                 .who = who,
                 .root = ctl_default_sysfs_root(),
                 .input = "--domain",
@@ -320,12 +300,9 @@ int main(int argc, char **argv) {
 
         size_t len = strlen(o.domain);
         _cleanup_free_ char *err = NULL;
-#if PCINUMA_STAND_INS
-        _cleanup_standins_ struct standins *stand_ins = NULL;
-        r = ctl_load_stand_ins(&a, &stand_ins);
+        r = ctl_load_stand_ins(&a);
         if (r != 0)
                 return r;
-#endif
         _cleanup_domain_ struct domain *in = NULL;
         if (parse_domain(&a, o.domain, len, &in, &err) < 0)
                 return ctl_error(CTL_EXIT_BAD_INPUT, who, "--domain: %s", err);

@@ -36,7 +36,6 @@
 #include "engine.h"
 #include "hostmap.h"
 #include "protocol.h"
-#include "standins.h"
 
 static const char *const who = "pcinuma-vdsm-hook";
 
@@ -62,9 +61,7 @@ static void usage(FILE *f) {
                 "Exit status: 0 done (planned, unchanged or allowed), 1 refused by the policy\n"
                 "(or the file could not be replaced), 2 bad input; the file is left as it was\n"
                 "unless the exit status is 0.\n");
-#if PCINUMA_STAND_INS
         fputs(CTL_USAGE_STAND_INS, f);
-#endif
 }
 
 /* The hook point from the path VDSM ran us by:
@@ -197,7 +194,7 @@ int main(int argc, char **argv) {
                 { "hook", required_argument, NULL, 'H' },
                 CTL_OPTIONS_ADAPTER,
         };
-        struct ctl_plan_args a = { .who = who, .root = ctl_default_sysfs_root() };
+        _cleanup_(ctl_plan_args_done) struct ctl_plan_args a = { .who = who, .root = ctl_default_sysfs_root() };
         _cleanup_free_ char *hook = NULL;
         /* VDSM passes no options: its own environment may name the
          * policy file (ctl_parse_adapter_args() reads it). */
@@ -217,11 +214,8 @@ int main(int argc, char **argv) {
                 return ctl_error(CTL_EXIT_BAD_INPUT, who,
                                  "$_hook_domxml is not set: VDSM names the domain XML file there when it runs a hook");
         a.input = path;
-#if PCINUMA_STAND_INS
-        _cleanup_standins_ struct standins *stand_ins = NULL;
-        r = ctl_load_stand_ins(&a, &stand_ins);
+        r = ctl_load_stand_ins(&a);
         if (r != 0)
                 return r;
-#endif
         return streq(hook, "before_vm_start") ? before_vm_start(&a) : before_vm_migrate_destination(&a);
 }

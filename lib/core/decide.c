@@ -172,10 +172,10 @@ static void boot_files(const struct domain *dom, struct decision *d) {
         for (xmlNodePtr n = xml_first_element(os); n; n = xml_next_element(n)) {
                 if (!xml_is(n, "kernel") && !xml_is(n, "initrd") && !xml_is(n, "dtb"))
                         continue;
-                xmlChar *path = xmlNodeGetContent(n);
+                char *path = xml_content(n);
                 if (path && path[0] == '/')
-                        *GROW(d->boot_files, d->n_boot_files) = xstrdup((const char *) path);
-                xmlFree(path);
+                        *GROW(d->boot_files, d->n_boot_files) = TAKE_PTR(path);
+                free(path);
         }
 }
 

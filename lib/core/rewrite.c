@@ -5,8 +5,9 @@
  *
  * Every element we add or remove is handled as a "unit": the element plus
  * the white-space text node in front of it.  Adding a unit copies the
- * indentation of its neighbour and removing one takes that text with it,
- * so a revert gives back the input's bytes, indentation included. */
+ * indentation of its neighbour (xmlutil's xml_insert_*_indented()) and
+ * removing one takes that text with it, so a revert gives back the
+ * input's bytes, indentation included. */
 #include "rewrite.h"
 
 #include <inttypes.h>
@@ -37,20 +38,6 @@ static void unlink_unit(struct domain *d, xmlNodePtr e) {
                 xmlFreeNode(ws);
         }
         domain_remove_node(d, e);
-}
-
-static void insert_unit_before(xmlNodePtr ref, xmlNodePtr e) {
-        xmlNodePtr ws = xml_is_ws_text(ref->prev) ? ref->prev : NULL;
-        xmlAddPrevSibling(ws ? ws : ref, e);
-        if (ws)
-                xmlAddPrevSibling(e, xmlNewText(ws->content));
-}
-
-static void insert_unit_after(xmlNodePtr ref, xmlNodePtr e) {
-        xmlNodePtr ws = xml_is_ws_text(ref->prev) ? ref->prev : NULL;
-        xmlAddNextSibling(ref, e);
-        if (ws)
-                xmlAddPrevSibling(e, xmlNewText(ws->content));
 }
 
 static char *node_dump(xmlDocPtr doc, xmlNodePtr n) {
@@ -237,9 +224,9 @@ static int add_controllers(struct domain *d, const struct plan *p, char **ret_er
                         xml_set_prop(a, "multifunction", "on");
                 add_text(e, nl, ind1);
                 if (anchor)
-                        insert_unit_after(anchor, e);
+                        xml_insert_after_indented(anchor, e);
                 else if (first)
-                        insert_unit_before(first, e);
+                        xml_insert_before_indented(first, e);
                 else
                         xmlAddChild(devices, e);
                 anchor = e;
@@ -332,7 +319,7 @@ static void clear_multifunction(struct domain *d, const char *slots_text) {
 static void append_child_unit(xmlNodePtr parent, xmlNodePtr e) {
         xmlNodePtr last = xml_last_element(parent);
         if (last) {
-                insert_unit_after(last, e);
+                xml_insert_after_indented(last, e);
                 return;
         }
         bool pretty = xml_is_ws_text(parent->prev);
@@ -435,9 +422,9 @@ static void apply_pcihole64(struct domain *d, const struct plan *p, struct mark 
                 xml_set_prop(e, "index", "0");
                 xml_set_prop(e, "model", "pcie-root");
                 if (anchor)
-                        insert_unit_after(anchor, e);
+                        xml_insert_after_indented(anchor, e);
                 else if (first)
-                        insert_unit_before(first, e);
+                        xml_insert_before_indented(first, e);
                 else
                         xmlAddChild(d->devices, e);
                 xmlNodePtr h = new_elem_text("pcihole64", v);
@@ -539,7 +526,7 @@ static char *add_fw_cfg(struct domain *d, struct mark *f, const char *value) {
         bool created = !cl;
         if (created) {
                 cl = xmlNewDocNode(d->doc, ns, (const xmlChar *) "commandline", NULL);
-                insert_unit_after(xml_last_element(root), cl);
+                xml_insert_after_indented(xml_last_element(root), cl);
         }
         xmlNodePtr a1 = xmlNewDocNode(d->doc, ns, (const xmlChar *) "arg", NULL);
         xml_set_prop(a1, "value", "-fw_cfg");
@@ -780,9 +767,9 @@ static void apply_cliques(struct domain *d, const struct plan *p, struct mark *m
                                 if (!addr || addr->parent != hd)
                                         addr = xml_child(hd, "address");
                                 if (addr)
-                                        insert_unit_before(addr, al);
+                                        xml_insert_before_indented(addr, al);
                                 else
-                                        insert_unit_after(xml_last_element(hd), al);
+                                        xml_insert_after_indented(xml_last_element(hd), al);
                         }
                 }
                 if (!ovr) {
@@ -793,7 +780,7 @@ static void apply_cliques(struct domain *d, const struct plan *p, struct mark *m
                                 mk->qemu_override = xstrdup("added");
                         else {
                                 ovr = xmlNewDocNode(d->doc, qemu_ns(d, NULL, mk), (const xmlChar *) "override", NULL);
-                                insert_unit_after(xml_last_element(root), ovr);
+                                xml_insert_after_indented(xml_last_element(root), ovr);
                                 mk->qemu_override = xstrdup("created");
                         }
                 }
@@ -887,7 +874,7 @@ static void place_mark(struct domain *d, xmlNodePtr md, xmlNodePtr mark, const s
         if (md) {
                 xmlNodePtr last = xml_last_element(md);
                 if (last)
-                        insert_unit_after(last, mark);
+                        xml_insert_after_indented(last, mark);
                 else
                         xmlAddChild(md, mark);
                 return;
@@ -899,9 +886,9 @@ static void place_mark(struct domain *d, xmlNodePtr md, xmlNodePtr mark, const s
                 if (xml_is(c, "name") || xml_is(c, "uuid") || xml_is(c, "genid") || xml_is(c, "title") || xml_is(c, "description"))
                         anchor = c;
         if (anchor)
-                insert_unit_after(anchor, md);
+                xml_insert_after_indented(anchor, md);
         else if (first)
-                insert_unit_before(first, md);
+                xml_insert_before_indented(first, md);
         else
                 xmlAddChild(root, md);
         if (!in->pretty) {
@@ -966,7 +953,7 @@ static void move_devices(struct domain *d, const struct plan *p, struct mark *mk
                                 xml_set_prop(a, "multifunction", "on");
                         xmlNodePtr last = xml_last_element(hd->elem);
                         if (last)
-                                insert_unit_after(last, a);
+                                xml_insert_after_indented(last, a);
                         else
                                 xmlAddChild(hd->elem, a);
                 }
@@ -1348,11 +1335,11 @@ static void restore_pruned(struct domain *d, struct revert_state *s) {
                         map.at[e_index] = e;
                 xmlNodePtr ref = element_at(d, devices, mk->removed[i].position);
                 if (ref)
-                        insert_unit_before(ref, e);
+                        xml_insert_before_indented(ref, e);
                 else {
                         xmlNodePtr last = xml_last_element(devices);
                         if (last)
-                                insert_unit_after(last, e);
+                                xml_insert_after_indented(last, e);
                         else
                                 xmlAddChild(devices, e);
                 }
@@ -1369,7 +1356,7 @@ static int restore_address(struct domain *d, struct revert_state *s, struct addr
                 addr = xmlNewDocNode(d->doc, NULL, (const xmlChar *) "address", NULL);
                 xmlNodePtr last = xml_last_element(hd);
                 if (last)
-                        insert_unit_after(last, addr);
+                        xml_insert_after_indented(last, addr);
                 else
                         xmlAddChild(hd, addr);
         }

@@ -28,6 +28,13 @@ xmlNodePtr xml_child_ns(xmlNodePtr parent, const char *href, const char *name) {
         return NULL;
 }
 
+xmlNodePtr xml_next_child(xmlNodePtr n, const char *name) {
+        for (n = n ? n->next : NULL; n; n = n->next)
+                if (xml_is(n, name))
+                        return n;
+        return NULL;
+}
+
 xmlNodePtr xml_next_element(xmlNodePtr n) {
         for (n = n ? n->next : NULL; n && n->type != XML_ELEMENT_NODE; n = n->next)
                 ;
@@ -79,6 +86,57 @@ char *xml_text(xmlNodePtr n) {
         char *r = xstrndup(s, l);
         xmlFree(v);
         return r;
+}
+
+char *xml_content(xmlNodePtr n) {
+        if (!n)
+                return NULL;
+        xmlChar *v = xmlNodeGetContent(n);
+        if (!v)
+                return NULL;
+        char *r = xstrdup((const char *) v);
+        xmlFree(v);
+        return r;
+}
+
+xmlNodePtr xml_child_or_new(xmlNodePtr parent, const char *name) {
+        xmlNodePtr c = xml_child(parent, name);
+        if (c)
+                return c;
+        c = xmlNewDocNode(parent->doc, NULL, (const xmlChar *) name, NULL);
+        if (!c)
+                abort();
+        if (parent->children)
+                xmlAddPrevSibling(parent->children, c);
+        else
+                xmlAddChild(parent, c);
+        return c;
+}
+
+void xml_insert_after_indented(xmlNodePtr ref, xmlNodePtr e) {
+        xmlNodePtr ws = xml_is_ws_text(ref->prev) ? ref->prev : NULL;
+        xmlAddNextSibling(ref, e);
+        if (ws)
+                xmlAddPrevSibling(e, xmlNewText(ws->content));
+}
+
+void xml_insert_before_indented(xmlNodePtr ref, xmlNodePtr e) {
+        xmlNodePtr ws = xml_is_ws_text(ref->prev) ? ref->prev : NULL;
+        xmlAddPrevSibling(ws ? ws : ref, e);
+        if (ws)
+                xmlAddPrevSibling(e, xmlNewText(ws->content));
+}
+
+xmlNodePtr xml_add_copy_indented(xmlNodePtr parent, xmlNodePtr e) {
+        xmlNodePtr copy = xmlDocCopyNode(e, parent->doc, 1);
+        if (!copy)
+                abort();
+        xmlNodePtr last = xml_last_element(parent);
+        if (last && xml_is_ws_text(last->prev))
+                xml_insert_after_indented(last, copy);
+        else
+                xmlAddChild(parent, copy);
+        return copy;
 }
 
 /* The attribute 'name' in no namespace, or NULL. */

@@ -41,6 +41,11 @@ xmlNodePtr xml_child(xmlNodePtr parent, const char *name);
 /* The first child element of parent that xml_is_ns(c, href, name). */
 xmlNodePtr xml_child_ns(xmlNodePtr parent, const char *href, const char *name);
 
+/* The next sibling of n that xml_is(c, name), or NULL: with xml_child(),
+ * a loop over every child element 'name' in no namespace,
+ *     for (c = xml_child(p, name); c; c = xml_next_child(c, name))  */
+xmlNodePtr xml_next_child(xmlNodePtr n, const char *name);
+
 /* The next sibling element of n (any name, any namespace), or NULL. */
 xmlNodePtr xml_next_element(xmlNodePtr n);
 
@@ -54,6 +59,30 @@ bool xml_is_ws_text(xmlNodePtr n);
 /* The text of element n, white space trimmed at both ends; malloc'ed, or
  * NULL for a NULL n. */
 char *xml_text(xmlNodePtr n);
+
+/* The text of element n as it is (all its text, nothing trimmed), as an
+ * XPath string value reads it; malloc'ed, or NULL for a NULL n. */
+char *xml_content(xmlNodePtr n);
+
+/* --- editing, indented as the document is ----------------------------------- */
+
+/* The first child element of parent that xml_is(c, name); if there is
+ * none, a new empty element 'name' in no namespace, made parent's first
+ * child node (before any text). */
+xmlNodePtr xml_child_or_new(xmlNodePtr parent, const char *name);
+
+/* Insert element e as the next sibling of ref, or as the previous one,
+ * with a copy of the white space in front of ref (if any) in front of e:
+ * e is indented as ref, and removing e with the white space in front of
+ * it gives back the document as it was. */
+void xml_insert_after_indented(xmlNodePtr ref, xmlNodePtr e);
+void xml_insert_before_indented(xmlNodePtr ref, xmlNodePtr e);
+
+/* Put a deep copy of element e (of any document) into parent: after
+ * parent's last child element, indented as it (xml_insert_after_indented())
+ * when white space is in front of that element; else as parent's last
+ * child node.  Returns the copy. */
+xmlNodePtr xml_add_copy_indented(xmlNodePtr parent, xmlNodePtr e);
 
 /* --- attributes (in no namespace) ------------------------------------------- */
 
