@@ -1,4 +1,5 @@
-/* The daemon's answer to each hook call (docs/design.md §8).  Pure. */
+/* The daemon's answer to each hook call (docs/design.md §8): the verdict;
+ * the texts that say it are the report module's (report_hook_*()).  Pure. */
 #include "decide.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* Reports: the texts and documents made from a finished engine_plan()
  * result: `--format explain`, the JSON document, the causes of refused or
- * staying devices and the refusal message.  They read the result and
+ * staying devices, the refusal message and the hook's messages.  They read the result and
  * never change it (every function takes it const).  The path fidelity
  * part reads what planner_fidelity() left in the plan: its owner calls
  * that first (once) when the report should have it; without it the
