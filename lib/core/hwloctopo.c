@@ -242,16 +242,6 @@ static void add_osdev(struct obj *o, uint32_t class, char *name) {
 
 /* --- the guest ------------------------------------------------------- */
 
-/* The host device behind plan device pd (an mdev: its parent), or NULL. */
-static const struct hostmap_device *host_device(const struct plan_device *pd, const struct domain *d, const struct hostmap *h) {
-        const struct domain_hostdev *hd = &d->hostdevs[pd->hostdev];
-        if (hd->kind == DOMAIN_HOSTDEV_MDEV) {
-                const struct hostmap_mdev *m = hostmap_find_mdev(h, hd->mdev_uuid);
-                return m ? hostmap_find_device(h, &m->parent) : NULL;
-        }
-        return hostmap_find_device(h, &hd->host);
-}
-
 /* The last bus number below port: its own secondary bus, or a bus of a
  * port below it. */
 static unsigned port_sub(const struct plan *p, const struct plan_port *port, unsigned guard) {
@@ -270,7 +260,7 @@ static unsigned port_sub(const struct plan *p, const struct plan_port *port, uns
  * infos are not drawn); its type says what kind of device it is. */
 static void add_device(struct obj *parent, const struct plan_device *pd, const struct domain *d, const struct hostmap *h,
                        const struct pci_addr *at) {
-        const struct hostmap_device *hd = host_device(pd, d, h);
+        const struct hostmap_device *hd = plan_host_device(h, &d->hostdevs[pd->hostdev]);
         struct obj *o = add_pcidev(parent, at, hd);
         obj_info(o, "PCINUMAHostBusID", "%s", pd->name);
         if (pd->known)

@@ -176,32 +176,6 @@ static void write_cpu(struct strbuf *b, const struct tree *t, int numaid, const 
         strbuf_append(b, "  </cpu>\n");
 }
 
-static const struct plan_port *find_port(const struct plan *p, int index) {
-        for (size_t i = 0; i < p->n_ports; i++)
-                if (p->ports[i].index == index)
-                        return &p->ports[i];
-        return NULL;
-}
-
-static const struct plan_pxb *find_pxb(const struct plan *p, int index) {
-        for (size_t i = 0; i < p->n_pxbs; i++)
-                if (p->pxbs[i].index == index)
-                        return &p->pxbs[i];
-        return NULL;
-}
-
-/* The host device a planned device is (an mdev: its parent), or NULL. */
-static const struct hostmap_device *host_device(const struct plan_device *pd, const struct domain *d,
-                                                const struct hostmap *h, bool *is_mdev) {
-        const struct domain_hostdev *hd = &d->hostdevs[pd->hostdev];
-        *is_mdev = hd->mdev_uuid[0] != 0;
-        if (*is_mdev) {
-                const struct hostmap_mdev *m = hostmap_find_mdev(h, hd->mdev_uuid);
-                return m ? hostmap_find_device(h, &m->parent) : NULL;
-        }
-        return hostmap_find_device(h, &hd->host);
-}
-
 /* The guest path of a moved device, top first, ending with the device:
  * hops[0..n]; n = the bridges above it.  false when a bus number is not
  * predicted. */
@@ -209,16 +183,16 @@ static bool guest_path(const struct plan *p, const struct plan_device *pd, const
                        const struct hostmap *h, struct hop *hops, size_t max, size_t *ret_n) {
         struct hop up[8];
         size_t n = 0;
-        for (const struct plan_port *port = find_port(p, pd->port_index); port;
-             port = find_port(p, port->parent_index)) {
+        for (const struct plan_port *port = plan_find_port(p, pd->port_index); port;
+             port = plan_find_port(p, port->parent_index)) {
                 if (n == ELEMENTSOF(up) || n + 1 >= max)
                         return false;
                 int bus;
-                const struct plan_port *parent = find_port(p, port->parent_index);
+                const struct plan_port *parent = plan_find_port(p, port->parent_index);
                 if (parent)
                         bus = parent->sec_bus;
                 else {
-                        const struct plan_pxb *x = find_pxb(p, port->parent_index);
+                        const struct plan_pxb *x = plan_find_pxb(p, port->parent_index);
                         bus = x ? x->bus_nr : 0;
                 }
                 if (bus <= 0 || bus > 255)
@@ -309,8 +283,8 @@ int nccltopo_guest(const struct plan *p, const struct domain *d, const struct ho
 
         for (size_t i = 0; i < p->n_devices; i++) {
                 const struct plan_device *pd = &p->devices[i];
-                bool is_mdev;
-                const struct hostmap_device *hdev = host_device(pd, d, h, &is_mdev);
+                bool is_mdev = d->hostdevs[pd->hostdev].kind == DOMAIN_HOSTDEV_MDEV;
+                const struct hostmap_device *hdev = plan_host_device(h, &d->hostdevs[pd->hostdev]);
                 if (!hdev || !nccltopo_wanted(hdev->class, hdev->vendor))
                         continue;
                 wanted++;

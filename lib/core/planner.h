@@ -282,6 +282,15 @@ bool planner_matches(const struct domain *current, const struct domain *base, co
  * differs. */
 char *planner_mismatch(const struct domain *current, const struct domain *base, const struct plan *p);
 
+/* Lookups in a finished plan (plan-lookup.c): the port or the expander
+ * bus with controller index 'index', or NULL. */
+const struct plan_port *plan_find_port(const struct plan *p, int index);
+const struct plan_pxb *plan_find_pxb(const struct plan *p, int index);
+
+/* The host's PCI device behind passthrough device hd (an mdev: its
+ * parent), or NULL when the host has none. */
+const struct hostmap_device *plan_host_device(const struct hostmap *h, const struct domain_hostdev *hd);
+
 const char *plan_verdict_to_string(enum plan_verdict v);
 const char *plan_action_to_string(enum plan_action a);
 

@@ -52,14 +52,12 @@ void redefine_decide(const struct engine_result *r, const char *error, struct re
         }
         /* What the plan warns about (a domain left untouched, devices
          * placed off their node, a window too small) and why the devices
-         * that stay on pcie.0 could not be placed (report_causes(), each
+         * that stay on pcie.0 could not be placed (report_warnings(), each
          * cause once with the devices it concerns) go with it, loud when
          * nothing else is said. */
         if (r->verdict != PLAN_REFUSED) {
-                struct strbuf said = {0};
-                for (size_t i = 0; i < pl->n_warnings; i++)
-                        strbuf_printf(&said, "%s\n", pl->warnings[i]);
-                _cleanup_free_ char *causes = report_causes(r, PLAN_STAY, said.buf);
+                _cleanup_free_ char *causes = NULL;
+                bool not_placed = report_warnings(r, &causes);
                 if (pl->n_warnings || *causes) {
                         /* A skip's own warning says what its summary says:
                          * it replaces the summary. */
@@ -69,8 +67,8 @@ void redefine_decide(const struct engine_result *r, const char *error, struct re
                                 strbuf_append(&b, d.summary);
                         for (size_t i = 0; i < pl->n_warnings; i++)
                                 strbuf_printf(&b, "%s%s%s", b.len ? "; " : "", skip ? "" : "warning: ", pl->warnings[i]);
-                        if (*causes && !pl->n_warnings)
-                                strbuf_printf(&b, "%snot every passthrough device could be placed", b.len ? "; warning: " : "");
+                        if (not_placed)
+                                strbuf_printf(&b, "%s" REPORT_NOT_PLACED, b.len ? "; warning: " : "");
                         for (char *line = causes, *nl; *line; line = nl + 1) {
                                 nl = strchr(line, '\n');
                                 if (!nl)
@@ -82,7 +80,6 @@ void redefine_decide(const struct engine_result *r, const char *error, struct re
                         if (!d.redefine)
                                 d.prio = LOG_WARNING;
                 }
-                strbuf_done(&said);
         }
         *ret = d;
 }

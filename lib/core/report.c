@@ -24,27 +24,20 @@ static const char *device_class_name(const struct plan_device *pd) {
         return hostmap_class_name(pd->class);
 }
 
-static const struct plan_port *port_of(const struct plan *p, int index) {
-        for (size_t i = 0; i < p->n_ports; i++)
-                if (p->ports[i].index == index)
-                        return &p->ports[i];
-        return NULL;
-}
-
 static char *controller_desc(const struct plan *p, const struct plan_device *pd, const struct domain *base) {
         if (pd->action == PLAN_MOVE && pd->port_index < 0)
                 return xstrdup("-");
         if (pd->action == PLAN_MOVE) {
                 /* From its port up: "switch 10 port 11, root port 9 on pxb 1". */
                 struct strbuf b = {0};
-                const struct plan_port *port = port_of(p, pd->port_index);
+                const struct plan_port *port = plan_find_port(p, pd->port_index);
                 for (size_t guard = 0; port && guard <= p->n_ports; guard++) {
                         if (b.len)
                                 strbuf_append(&b, ", ");
                         if (streq(port->model, PLAN_SWITCH_DOWN)) {
                                 strbuf_printf(&b, "switch %d port %d", port->parent_index, port->index);
-                                const struct plan_port *up = port_of(p, port->parent_index);
-                                port = up ? port_of(p, up->parent_index) : NULL;
+                                const struct plan_port *up = plan_find_port(p, port->parent_index);
+                                port = up ? plan_find_port(p, up->parent_index) : NULL;
                                 continue;
                         }
                         strbuf_printf(&b, "root port %d on pxb %d", port->index, port->pxb_index);
@@ -215,7 +208,7 @@ static void explain_switches(struct strbuf *b, const struct plan *p, const struc
                 const struct plan_port *up = &p->ports[k];
                 if (up->pxb_index != x->index || !streq(up->model, PLAN_SWITCH_UP))
                         continue;
-                const struct plan_port *below = port_of(p, up->parent_index);
+                const struct plan_port *below = plan_find_port(p, up->parent_index);
                 strbuf_printf(b, "    switch %d on %s %d, mirroring a host switch:", up->index,
                               below && streq(below->model, PLAN_SWITCH_DOWN) ? "downstream port" : "root port",
                               up->parent_index);
@@ -685,4 +678,14 @@ char *report_refusal(const struct engine_result *r) {
         _cleanup_free_ char *causes = report_causes(r, PLAN_REFUSE, reason);
         strbuf_append(&b, causes);
         return strbuf_steal(&b);
+}
+
+bool report_warnings(const struct engine_result *r, char **ret_causes) {
+        const struct plan *p = r->plan;
+        struct strbuf said = {0};
+        for (size_t i = 0; i < p->n_warnings; i++)
+                strbuf_printf(&said, "%s\n", p->warnings[i]);
+        *ret_causes = report_causes(r, PLAN_STAY, said.buf);
+        strbuf_done(&said);
+        return **ret_causes && !p->n_warnings;
 }

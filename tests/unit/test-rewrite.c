@@ -742,6 +742,36 @@ static void test_engine_default_policy(void **state) {
         _cleanup_free_ char *causes = report_causes(r, PLAN_STAY, NULL);
         assert_contains(causes, "the host reports no NUMA node for it");
         assert_contains(causes, "0000:80:00.0");
+        /* report_warnings(): the same causes, told what the plan's
+         * warnings say; the REPORT_NOT_PLACED heading only when no
+         * warning leads them */
+        _cleanup_free_ char *stay = NULL;
+        bool heading = report_warnings(r, &stay);
+        assert_contains(stay, "0000:80:00.0");
+        assert_true(heading == (r->plan->n_warnings == 0));
+        if (!r->plan->n_warnings)
+                assert_string_equal(stay, causes);
+        /* the shared lookups (plan-lookup.c): the moved device's port and
+         * expander bus, and the host device behind each hostdev */
+        size_t moved = 0;
+        for (size_t i = 0; i < r->plan->n_devices; i++) {
+                const struct plan_device *pd = &r->plan->devices[i];
+                const struct hostmap_device *hdev = plan_host_device(host, &r->base->hostdevs[pd->hostdev]);
+                assert_non_null(hdev);
+                assert_true(pci_addr_eq(&hdev->addr, &r->base->hostdevs[pd->hostdev].host));
+                if (pd->action != PLAN_MOVE)
+                        continue;
+                moved++;
+                const struct plan_port *port = plan_find_port(r->plan, pd->port_index);
+                assert_non_null(port);
+                assert_int_equal(port->index, pd->port_index);
+                const struct plan_pxb *x = plan_find_pxb(r->plan, port->pxb_index);
+                assert_non_null(x);
+                assert_int_equal(x->index, port->pxb_index);
+        }
+        assert_int_equal(moved, 1);
+        assert_null(plan_find_port(r->plan, -1));
+        assert_null(plan_find_pxb(r->plan, -1));
 }
 
 static void test_engine_refused(void **state) {
