@@ -15,11 +15,13 @@
 
 #include "decide.h"
 #include "hostmap.h"
+#include "hostmap-sysfs.h"
 #include "log.h"
 #include "mark.h"
 #include "memo.h"
 #include "metrics.h"
 #include "policy.h"
+#include "policy-file.h"
 #include "protocol.h"
 #include "recheck.h"
 #include "redefine.h"

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "fileio.h"
 #include "util.h"
 
 /* At most one write a second. */
@@ -59,15 +60,7 @@ struct metrics {
 };
 
 static double now_real(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
-
-static uint64_t now_mono(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+        return (double) now_usec(CLOCK_REALTIME) / 1e6;
 }
 
 /* --- the text -------------------------------------------------------- */
@@ -205,20 +198,6 @@ char *metrics_render(struct metrics *mt) {
 
 /* --- the file -------------------------------------------------------- */
 
-/* Write text to fd whole. */
-static int write_whole(int fd, const char *text, size_t len) {
-        while (len > 0) {
-                ssize_t n = write(fd, text, len);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        return n < 0 ? -errno : -EIO;
-                text += n;
-                len -= (size_t) n;
-        }
-        return 0;
-}
-
 static int write_file(struct metrics *mt) {
         _cleanup_free_ char *text = metrics_render(mt);
         _cleanup_free_ char *tmp = xasprintf("%s.tmp", mt->path);
@@ -232,7 +211,7 @@ static int write_file(struct metrics *mt) {
                 return -errno;
         /* node_exporter runs as another user: readable by all, whatever
          * the unit's UMask. */
-        int r = fchmod(fd, 0644) < 0 ? -errno : write_whole(fd, text, strlen(text));
+        int r = fchmod(fd, 0644) < 0 ? -errno : write_full_fd(fd, text, strlen(text));
         if (close(fd) < 0 && r == 0)
                 r = -errno;
         if (r == 0 && rename(tmp, mt->path) < 0)
@@ -248,7 +227,7 @@ static int write_file(struct metrics *mt) {
 static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct metrics *mt = userdata;
         mt->armed = false;
-        mt->last_write = now_mono();
+        mt->last_write = now_usec(CLOCK_MONOTONIC);
         int r = write_file(mt);
         /* Said once, not at every change while it lasts (a hook call a
          * second would make a warning a second). */
@@ -265,7 +244,7 @@ void metrics_changed(struct metrics *mt) {
         if (!mt || !mt->path || mt->armed)
                 return;
         uint64_t at = mt->last_write ? mt->last_write + WRITE_INTERVAL_USEC : 0;
-        uint64_t now = now_mono();
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
         int r = sd_event_source_set_time(mt->timer, at > now ? at : now);
         if (r >= 0)
                 r = sd_event_source_set_enabled(mt->timer, SD_EVENT_ONESHOT);

@@ -55,8 +55,8 @@ void metrics_stale_mark(struct metrics *mt, const char *phase);
 void metrics_hostmap_rebuild(struct metrics *mt, const char *trigger, bool ok);
 /* The policy was reloaded, or the reload failed (the last good one kept). */
 void metrics_policy_reload(struct metrics *mt, bool ok);
-/* A domain was restarted into its plan (docs/operations.md, issue 23's
- * "restart"), or the planned start failed and it was started as asked. */
+/* A domain was restarted into its plan (docs/operations.md, "Restart
+ * into the plan"), or the planned start failed and it was started as asked. */
 void metrics_restart(struct metrics *mt, bool planned);
 /* Something the snapshot reports changed (the watcher's counters):
  * write soon. */

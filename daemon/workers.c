@@ -35,12 +35,6 @@ struct workers {
         sd_event_source *src;
 };
 
-static uint64_t mono_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
-}
-
 static void push(struct queue *q, struct worker_job *w) {
         w->next = NULL;
         if (q->tail)
@@ -86,12 +80,12 @@ static void *thread_main(void *userdata) {
                 p->busy++;
                 if (w->large)
                         p->busy_large++;
-                w->started_usec = mono_usec();
+                w->started_usec = now_usec(CLOCK_MONOTONIC);
                 pthread_mutex_unlock(&p->lock);
 
                 w->run(w);
 
-                uint64_t now = mono_usec();
+                uint64_t now = now_usec(CLOCK_MONOTONIC);
                 pthread_mutex_lock(&p->lock);
                 w->finished_usec = now;
                 p->busy--;
@@ -249,7 +243,7 @@ int workers_submit(struct workers *p, struct worker_job *w) {
                         return r;
         }
         w->cancelled = false;
-        w->queued_usec = mono_usec();
+        w->queued_usec = now_usec(CLOCK_MONOTONIC);
         w->started_usec = w->finished_usec = 0;
         pthread_mutex_lock(&p->lock);
         if (w->large && p->large.n >= WORKERS_LARGE_QUEUED) {

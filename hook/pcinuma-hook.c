@@ -43,28 +43,6 @@ struct hook_conf {
 
 /* ---- small I/O helpers ------------------------------------------------- */
 
-/* Write all of buf, through partial writes, EINTR and EAGAIN. */
-static int write_all(int fd, const char *buf, size_t len) {
-        while (len > 0) {
-                ssize_t k = write(fd, buf, len);
-
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                                int r = client_wait_fd(fd, POLLOUT, -1);
-                                if (r < 0)
-                                        return r;
-                                continue;
-                        }
-                        return -errno;
-                }
-                buf += k;
-                len -= (size_t) k;
-        }
-        return 0;
-}
-
 /* read() that retries on EINTR and waits on EAGAIN (a non-blocking stdin). */
 static ssize_t read_some(int fd, char *buf, size_t len) {
         for (;;) {
@@ -500,14 +478,14 @@ static int ask_daemon(const char *const args[4], const char *xml, size_t xml_len
          * one means "keep the XML as it is"; a failed write there must not
          * pass for success.  In other phases stdout is thrown away. */
         if (resp.stdout_text) {
-                int k = write_all(STDOUT_FILENO, resp.stdout_text, strlen(resp.stdout_text));
+                int k = write_full_fd(STDOUT_FILENO, resp.stdout_text, strlen(resp.stdout_text));
                 if (k < 0 && (streq(args[1], "migrate") || streq(args[1], "restore"))) {
                         fprintf(stderr, "pcinuma: cannot write the domain XML to stdout: %s\n", strerror(-k));
                         r = EXIT_FAILURE;
                 }
         }
         if (resp.stderr_text)
-                (void) write_all(STDERR_FILENO, resp.stderr_text, strlen(resp.stderr_text));
+                (void) write_full_fd(STDERR_FILENO, resp.stderr_text, strlen(resp.stderr_text));
         proto_response_done(&resp);
         return r;
 }

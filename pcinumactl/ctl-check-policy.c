@@ -9,6 +9,7 @@
 #include "ctl.h"
 #include "paths.h"
 #include "policy.h"
+#include "policy-file.h"
 
 static const char *const who = "pcinumactl check-policy";
 

@@ -14,6 +14,7 @@
 #include "ctl.h"
 #include "fingerprint.h"
 #include "hostmap.h"
+#include "hostmap-sysfs.h"
 #include "protocol.h" /* _cleanup_json_ */
 
 #define WHO "pcinumactl fingerprint"

@@ -14,6 +14,7 @@
 #include "ctl-util.h"
 #include "ctl.h"
 #include "hostmap.h"
+#include "hostmap-sysfs.h"
 #include "hwloctopo.h"
 #include "protocol.h" /* _cleanup_json_ */
 

@@ -12,6 +12,7 @@
 #include "domain.h"
 #include "engine.h"
 #include "policy.h"
+#include "policy-file.h"
 
 static const char *const who = "pcinumactl revert";
 

@@ -15,7 +15,9 @@
 #include "engine.h"
 #include "fileio.h"
 #include "hostmap.h"
+#include "hostmap-sysfs.h"
 #include "policy.h"
+#include "policy-file.h"
 #include "report.h"
 #include "standins.h"
 

@@ -3,7 +3,8 @@
  * domains it keeps planned, one at a time, with pcinumad's plans.
  *
  * Users edit domains while this process redefines them, and libvirt has
- * no compare-and-swap (issue 13).  So:
+ * no compare-and-swap (docs/operations.md, "Edits while pcinuma
+ * redefines, and pre-images").  So:
  *   - a domain is looked at only once its DEFINED/UNDEFINED events have
  *     been quiet for --settle-ms, so a burst of edits settles first (a
  *     recheck pcinumad asks for, e.g. after a refused start, is acted on

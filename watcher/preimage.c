@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "fileio.h"
 #include "util.h"
 
 #define UUID_LEN 36
@@ -87,19 +88,6 @@ static char *file_prefix(const char *name, const char *uuid) {
         }
         clean[n] = 0;
         return xasprintf("%s_%s_", n ? clean : "_", uuid);
-}
-
-static int write_all(int fd, const char *buf, size_t len) {
-        while (len > 0) {
-                ssize_t n = write(fd, buf, len);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return -errno;
-                buf += n;
-                len -= (size_t) n;
-        }
-        return 0;
 }
 
 /* Create the file exclusively: two saves within one microsecond (a
@@ -318,7 +306,7 @@ int preimage_save(struct preimage_store *s, const char *name, const char *uuid, 
         _cleanup_close_ int fd = create_file(s->dirfd, prefix, &file);
         if (fd < 0)
                 return set_error(ret_error, fd, "cannot create a pre-image in %s: %s", s->dir, strerror(-fd));
-        r = write_all(fd, xml, strlen(xml));
+        r = write_full_fd(fd, xml, strlen(xml));
         if (r < 0) {
                 (void) unlinkat(s->dirfd, file, 0);
                 return set_error(ret_error, r, "cannot write the pre-image %s/%s: %s", s->dir, file, strerror(-r));

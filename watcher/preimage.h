@@ -1,6 +1,7 @@
 /* Pre-images: the persistent definitions pcinuma-watcher replaces, kept on
  * disk before every redefinition so an administrator can put one back with
- * 'virsh define FILE' (issue 13).  Only pcinuma-watcher uses this module.
+ * 'virsh define FILE' (docs/operations.md, "Edits while pcinuma
+ * redefines, and pre-images").  Only pcinuma-watcher uses this module.
  *
  * One file per redefinition, mode 0600, in one directory:
  *   NAME_UUID_YYYYMMDDTHHMMSS.UUUUUUZ.xml   (UTC, microseconds)
@@ -8,7 +9,7 @@
  * replaced by '_' (at most 64 of them); the UUID and the time stamp are
  * what the pruning reads back.
  *
- * The store is bounded (issue 24; docs/operations.md, "Pre-images"): it
+ * The store is bounded (docs/security.md, "Pre-images"): it
  * keeps the newest PREIMAGE_PER_DOMAIN files of each domain, and at most
  * PREIMAGE_TOTAL files and max_bytes bytes in all.  To keep under the
  * folder's limits it drops the oldest files that are not the newest of

@@ -1,6 +1,7 @@
 /* The client side of the hook protocol: one request, one answer, with a
  * deadline.  Shared by pcinuma-hook and pcinumactl. */
 #include "client.h"
+#include "util.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -11,10 +12,7 @@
 
 /* The clock of the deadlines: CLOCK_MONOTONIC in ms. */
 static int64_t client_now_ms(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        return (int64_t) (now_usec(CLOCK_MONOTONIC) / 1000u);
 }
 
 static int remaining_ms(int64_t deadline) {

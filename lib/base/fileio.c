@@ -2,6 +2,7 @@
 #include "fileio.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -40,5 +41,29 @@ int read_full_fd(int fd, size_t max, char **ret, size_t *ret_len) {
         if (ret_len)
                 *ret_len = len;
         *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+int write_full_fd(int fd, const void *buf, size_t len) {
+        const char *p = buf;
+
+        while (len > 0) {
+                ssize_t k = write(fd, p, len);
+
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                        struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+                        if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+                                return -errno;
+                        continue;
+                }
+                if (k < 0)
+                        return -errno;
+                if (k == 0)
+                        return -EIO;
+                p += k;
+                len -= (size_t) k;
+        }
         return 0;
 }

@@ -429,3 +429,18 @@ void strbuf_xml_attr(struct strbuf *b, const char *name, const char *value) {
                 }
         strbuf_append(b, "\"");
 }
+
+int uuid_canonical(const char *s, char ret[static 37]) {
+        if (!s || strlen(s) != 36)
+                return -EINVAL;
+        for (size_t i = 0; i < 36; i++) {
+                bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+                char c = s[i];
+                bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+                if (dash ? c != '-' : !hex)
+                        return -EINVAL;
+                ret[i] = (char) (c >= 'A' && c <= 'F' ? c - 'A' + 'a' : c);
+        }
+        ret[36] = 0;
+        return 0;
+}

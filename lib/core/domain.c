@@ -541,20 +541,6 @@ static int parse_controller(struct domain *d, xmlNodePtr c, char **ret_error) {
         return 0;
 }
 
-static int parse_uuid(const char *s, char out[37]) {
-        /* 8-4-4-4-12 hex */
-        if (strlen(s) != 36)
-                return -EINVAL;
-        for (int i = 0; i < 36; i++) {
-                bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-                if (dash ? s[i] != '-' : !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') || (s[i] >= 'A' && s[i] <= 'F')))
-                        return -EINVAL;
-                out[i] = (char) (dash ? '-' : (s[i] >= 'A' && s[i] <= 'F' ? s[i] - 'A' + 'a' : s[i]));
-        }
-        out[36] = 0;
-        return 0;
-}
-
 static int add_hostdev(struct domain *d, struct domain_hostdev *hd, const char *what, char **ret_error);
 
 static int parse_hostdev(struct domain *d, xmlNodePtr e, bool is_interface, char **ret_error) {
@@ -587,7 +573,7 @@ static int parse_hostdev(struct domain *d, xmlNodePtr e, bool is_interface, char
                         _cleanup_free_ char *uuid = xml_prop(saddr, "uuid");
                         if (!uuid)
                                 return set_error(ret_error, -EINVAL, "line %ld: mdev <hostdev> has no <source><address uuid=...>", line);
-                        if (parse_uuid(uuid, hd.mdev_uuid) < 0)
+                        if (uuid_canonical(uuid, hd.mdev_uuid) < 0)
                                 return set_error(ret_error, -EINVAL, "line %ld: mdev <hostdev>: '%s' is not a UUID", line, uuid);
                 } else if (!streq(type, "pci"))
                         return 0;

@@ -137,7 +137,8 @@ struct domain {
         size_t n_controllers;
         struct domain_pci_use *pci_uses;
         size_t n_pci_uses;
-        /* Lookups in time independent of the domain's size (issue 24):
+        /* Lookups in time independent of the domain's size (docs/security.md,
+         * "Bounded work"):
          * hostdev_slots, an open-addressing hash of the hostdevs by host
          * device (index + 1; 0 empty; n_hostdev_slots a power of two, at
          * least twice n_hostdevs), and controller_at, the PCI controller

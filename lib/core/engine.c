@@ -200,7 +200,7 @@ static int engine_apply(struct engine_result *res, const struct domain *cur, con
         /* Only the topology is compared, not the policy the mark names: a
          * policy change that places every device where it is (another mode
          * with the same outcome, a renamed rule) must not redefine the
-         * domain (issue 13). */
+         * domain (docs/operations.md, "What a change rechecks"). */
         res->stale_mark = cur->mark ? mark_mismatch(old, res->plan, res->base, cur) : NULL;
         if (cur->mark && !res->stale_mark && planner_matches(cur, res->base, res->plan)) {
                 res->xml = xstrndup(xml, len);

@@ -62,7 +62,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct engine_result *, engine_result_free)
 enum incoming_verdict {
         INCOMING_PASS,                  /* no mark (or XML that does not parse): unchanged */
         INCOMING_ACCEPT,                /* mapped: xml is the rewritten domain */
-        INCOMING_REFUSE_MARKED,         /* the mark says migratable="no" (as before issue 17) */
+        INCOMING_REFUSE_MARKED,         /* the mark says migratable="no" */
         INCOMING_REFUSE,                /* reason says why */
 };
 

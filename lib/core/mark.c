@@ -549,20 +549,6 @@ static bool is_hex(const char *s, size_t n) {
         return strlen(s) == n && is_in_set(s, HEX_CHARS);
 }
 
-/* 8-4-4-4-12 hex digits, as libvirt and sysfs spell an mdev's UUID. */
-static bool is_uuid(const char *s) {
-        static const size_t parts[] = { 8, 4, 4, 4, 12 };
-        for (size_t i = 0; i < 5; i++) {
-                if (strspn(s, HEX_CHARS) != parts[i])
-                        return false;
-                s += parts[i];
-                if (*s != (i < 4 ? '-' : 0))
-                        return false;
-                s += i < 4;
-        }
-        return true;
-}
-
 /* A position as fingerprint_position() writes it: kind:digest@name items
  * separated by spaces, the names BDFs, slots, host bridges or "none". */
 static bool is_position(const char *s) {
@@ -596,7 +582,7 @@ static int check_device(xmlNodePtr c, char **ret_error) {
                         continue;
                 if (i == 0 && pci_addr_parse(v, &a) < 0)
                         return bad_value(ret_error, "device", names[i], v, "a PCI address");
-                if (i == 1 && !is_uuid(v))
+                if (i == 1 && !uuid_is_valid(v))
                         return bad_value(ret_error, "device", names[i], v, "a UUID");
                 if (i == 2 && !hostmap_driver_name_ok(v))
                         return bad_value(ret_error, "device", names[i], v, "a driver name (printable, no blank, no '/')");

@@ -1,4 +1,4 @@
-/* Migration gated on topology (docs/policy.md "migration", issue 17): what
+/* Migration gated on topology (docs/policy.md "migration"): what
  * a plan records about where its devices sit (migrate_annotate(), for the
  * mark), and the matching an incoming planned domain needs: a mark, this
  * host's fingerprint and its host map in, a mapping out (migrate_map()):

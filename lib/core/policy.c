@@ -405,19 +405,6 @@ static int parse_default(const struct parse_ctx *c, json_object *v, struct polic
         return parse_features(c, "default", v, ret);
 }
 
-/* libvirt always prints a domain's UUID in the canonical 8-4-4-4-12 form,
- * so anything else in a rule could never match; say so at load time. */
-static bool uuid_is_canonical(const char *s) {
-        if (strlen(s) != 36)
-                return false;
-        for (size_t i = 0; i < 36; i++) {
-                bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-
-                if (dash ? s[i] != '-' : !strchr("0123456789abcdefABCDEF", s[i]))
-                        return false;
-        }
-        return true;
-}
 
 static int parse_match(const struct parse_ctx *c, const char *path, json_object *v, struct policy_rule *rule) {
         static const char *const keys[] = { "name", "uuid", "tag" };
@@ -440,7 +427,9 @@ static int parse_match(const struct parse_ctx *c, const char *path, json_object 
                 r = get_nonempty_string(c, p, f, &s);
                 if (r < 0)
                         return r;
-                if (fields[i] == &rule->uuid && !uuid_is_canonical(s))
+                /* libvirt prints a domain's UUID in the 8-4-4-4-12 form: anything
+                 * else could never match, so say so at load time. */
+                if (fields[i] == &rule->uuid && !uuid_is_valid(s))
                         return parse_error(c, p, "'%s' is not a UUID (expected the form "
                                            "01234567-89ab-cdef-0123-456789abcdef)", s);
                 *fields[i] = xstrdup(s);

@@ -135,10 +135,6 @@ struct policy *policy_new_default(void);
  * -EINVAL; the caller owns *ret. */
 int policy_parse(const char *buf, size_t len, const char *source, struct policy **ret, char **ret_error);
 
-/* Read and parse a file (lib/host/policy-file.c).  -errno (with
- * *ret_error naming the file) when it cannot be read. */
-int policy_load_file(const char *path, struct policy **ret, char **ret_error);
-
 struct policy *policy_free(struct policy *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct policy *, policy_free)
 #define _cleanup_policy_ _cleanup_(policy_freep)

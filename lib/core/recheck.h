@@ -1,6 +1,6 @@
 /* Which domains a change touches, so that pcinumad asks its libvirt
- * watcher to look again at those only (issue 13, "work in proportion to
- * what changed") instead of at every persistent domain.
+ * watcher to look again at those only (docs/operations.md, "What a change
+ * rechecks") instead of at every persistent domain.
  *
  * Three pure pieces, used by manager.c:
  *   - the host devices a domain uses (its hostdevs' BDFs, each VF's PF,

@@ -974,7 +974,7 @@ static void move_devices(struct domain *d, const struct plan *p, struct mark *mk
         }
 }
 
-/* The feature switches (issue 6); the mark records what they changed. */
+/* The feature switches (docs/policy.md); the mark records what they changed. */
 static void apply_features(struct domain *d, const struct plan *p, struct mark *mk) {
         if (p->add_distances)
                 apply_distances(d, p);

@@ -17,6 +17,7 @@
  * hostmap_read_cpu_id() reads the one thing the host map holds that sysfs
  * does not: this machine's CPU identity (uname, /proc/cpuinfo). */
 #include "hostmap.h"
+#include "hostmap-sysfs.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -893,19 +894,6 @@ static int read_pci_devices(const struct reader *rd, struct hostmap *h, int devi
         return 0;
 }
 
-static bool is_uuid(const char *s) {
-        if (strlen(s) != 36)
-                return false;
-        for (size_t i = 0; i < 36; i++) {
-                if (i == 8 || i == 13 || i == 18 || i == 23) {
-                        if (s[i] != '-')
-                                return false;
-                } else if (!isxdigit((unsigned char) s[i]))
-                        return false;
-        }
-        return true;
-}
-
 /* bus/mdev/devices/<uuid> -> ../../../devices/pci0000:00/0000:00:02.0/<uuid>:
  * the parent is the component before the uuid. */
 static void read_mdevs(const struct reader *rd, struct hostmap *h) {
@@ -929,7 +917,7 @@ static void read_mdevs(const struct reader *rd, struct hostmap *h) {
                 _cleanup_free_ char *target = NULL, *type = NULL;
                 struct pci_addr parent;
 
-                if (!is_uuid(de->d_name))
+                if (!uuid_is_valid(de->d_name))
                         continue;
                 if (readlink_at(fd, de->d_name, &target) < 0)
                         continue;

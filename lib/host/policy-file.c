@@ -2,6 +2,7 @@
  * POLICY_FILE_MAX) and hand it to the pure parser, policy_parse().  With
  * hostmap-sysfs.c, the only library code that reads files. */
 #include "policy.h"
+#include "policy-file.h"
 
 #include <assert.h>
 #include <fcntl.h>

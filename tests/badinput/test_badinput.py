@@ -50,7 +50,6 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -1029,12 +1028,7 @@ def main():
                 "workdir"):
         setattr(ARGS, opt, os.path.abspath(getattr(ARGS, opt)))
     ARGS.daemon_wrapper = ""
-    td.ARGS = ARGS
-    td.WORK = ARGS.workdir
-    shutil.rmtree(td.WORK, ignore_errors=True)
-    os.makedirs(td.WORK)
-    td.RUNTMP = tempfile.mkdtemp(prefix="pcinuma-bi-")
-    os.chmod(td.RUNTMP, 0o755)
+    td.start_run(ARGS, "pcinuma-bi-")
     signal.signal(signal.SIGTERM, lambda s, f: sys.exit(128 + s))
     t0 = time.monotonic()
     try:
@@ -1095,9 +1089,7 @@ def main():
                 td.check_clean_exit(d, d.stop())
         R.run("both daemons exit 0 on SIGTERM after the catalog", stop_all)
     finally:
-        td.reap_all()
-        if not ARGS.keep:
-            shutil.rmtree(td.RUNTMP, ignore_errors=True)
+        td.end_run(keep=ARGS.keep)
     return R.finish(t0)
 
 

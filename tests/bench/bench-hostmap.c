@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "hostmap.h"
+#include "hostmap-sysfs.h"
 
 static double now(void) {
         struct timespec ts;

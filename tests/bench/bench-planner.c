@@ -26,6 +26,7 @@
 #include "domain.h"
 #include "engine.h"
 #include "hostmap.h"
+#include "hostmap-sysfs.h"
 #include "planner.h"
 #include "policy.h"
 

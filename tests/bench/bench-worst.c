@@ -21,8 +21,10 @@
 #include "engine.h"
 #include "fileio.h"
 #include "hostmap.h"
+#include "hostmap-sysfs.h"
 #include "migrate.h"
 #include "policy.h"
+#include "policy-file.h"
 
 #include "benchutil.h"
 #include "report.h"

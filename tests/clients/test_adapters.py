@@ -59,24 +59,13 @@ import tempfile
 import xml.etree.ElementTree as ET
 
 from pcinumatest.fixtures import build_host
+from pcinumatest.lvenv import read, write
 from pcinumatest.session import SessionError, find_tool, reachable_copy, start_session
 from pcinumatest.tap import Tap
 
 NS = "urn:pcinuma:topology:1"
 MARK = "{%s}topology" % NS
 TIMEOUT = 60
-
-
-def read(path):
-    with open(path, encoding="utf-8") as f:
-        return f.read()
-
-
-def write(path, text, mode=0o644):
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(path, mode)
-    return path
 
 
 def run(argv, env=None, input=None, user=None):

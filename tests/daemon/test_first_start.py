@@ -37,7 +37,6 @@ import argparse
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,6 +44,7 @@ import threading
 import time
 
 from pcinumatest import FAKE_WATCHER
+from pcinumatest.fake_watcher import read_events
 from pcinumatest import daemon as td
 from pcinumatest.daemon import (MID, Daemon, Failure, Results, check, contains, eq, hook_and_decision,
                                 mkfakesysfs, read_text)
@@ -104,11 +104,7 @@ class Env:
             return None
 
     def events(self):
-        try:
-            with open(os.path.join(self.fw, "events.jsonl")) as f:
-                return [json.loads(line) for line in f]
-        except FileNotFoundError:
-            return []
+        return read_events(self.fw)
 
     def mark(self):
         return len(self.events())
@@ -422,12 +418,7 @@ def main():
     td.FACTOR = max(1.0, a.timeout_factor)
     for opt in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
         setattr(a, opt, os.path.abspath(getattr(a, opt)))
-    td.ARGS = a
-    td.WORK = a.workdir
-    shutil.rmtree(a.workdir, ignore_errors=True)
-    os.makedirs(a.workdir)
-    td.RUNTMP = tempfile.mkdtemp(prefix="pcinuma-fs-")
-    os.chmod(td.RUNTMP, 0o755)
+    td.start_run(a, "pcinuma-fs-")
     td.FIXTURE = os.path.join(td.RUNTMP, "sample-4n")
     t0 = time.monotonic()
     try:
@@ -439,8 +430,7 @@ def main():
         R.run("first_start refuse and allow; incoming migration and restore; watcher without libvirt",
               t_refuse_allow_incoming)
     finally:
-        td.reap_all()
-        shutil.rmtree(td.RUNTMP, ignore_errors=True)
+        td.end_run()
     return R.finish(t0)
 
 

@@ -42,6 +42,7 @@ import tempfile
 import time
 
 from pcinumatest import FAKE_WATCHER, promtool
+from pcinumatest.daemon import terminate
 from pcinumatest.tap import Tap
 
 PROMTOOL = None
@@ -180,13 +181,7 @@ class Env:
             return f.read()
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
 
 
 def unwritable(a, work):
@@ -233,12 +228,7 @@ def unwritable(a, work):
         check(os.path.exists(path) and "Wrote the metrics file %s again" % path in text,
               "once its folder exists, the file is written, and the journal says so", text[-2000:])
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc)
 
 
 def run(a):

@@ -38,13 +38,13 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+from pcinumatest.daemon import terminate
 from pcinumatest.tap import Tap
 
 HOSTS = ("sample-4n", "two-socket", "single-node", "snc2", "bmc-vga", "p5-like")
@@ -234,12 +234,7 @@ class Daemon:
         return run([a.hook, name, "prepare", "begin", "-"], stdin=xml, env=env)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        terminate(self.proc)
         self.log.close()
 
 

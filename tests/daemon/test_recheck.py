@@ -35,7 +35,9 @@ import tempfile
 import time
 
 from pcinumatest import FAKE_WATCHER
+from pcinumatest.fake_watcher import read_events
 from pcinumatest import uevent as U
+from pcinumatest.daemon import terminate
 from pcinumatest.tap import Tap
 
 LOG_NOTICE, LOG_DEBUG = 5, 7
@@ -114,11 +116,7 @@ class Env:
         return json.loads(r.stdout) if r.returncode == 0 else None
 
     def events(self):
-        try:
-            with open(os.path.join(self.fw, "events.jsonl")) as f:
-                return [json.loads(line) for line in f]
-        except FileNotFoundError:
-            return []
+        return read_events(self.fw)
 
     def log_text(self):
         self.log.flush()
@@ -193,13 +191,7 @@ class Env:
             return "did not stop within 30 s"
 
     def close(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        terminate(self.proc)
         shutil.rmtree(self.work, ignore_errors=True)
 
 

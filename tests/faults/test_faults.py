@@ -46,7 +46,6 @@ Output: "ok N - ..." / "not ok N - ..." with "#" diagnostics, then
 libvirtd/virsh is missing."""
 
 import argparse
-import json
 import os
 import select
 import shutil
@@ -59,6 +58,7 @@ import threading
 import time
 
 from pcinumatest import FAKE_WATCHER
+from pcinumatest.fake_watcher import read_events
 from pcinumatest import daemon as td
 from pcinumatest.daemon import Failure, check, eq, contains
 
@@ -498,6 +498,22 @@ def t_watcher_sigkill():
 
 # ---- (e) a watcher that sends garbage -------------------------------------------------------
 
+def watcher_restarted(d):
+    """Wait for pcinumad's line that it restarts the killed watcher and for
+    the restart in its status (checked); return the status's "libvirt"."""
+    d.wait_event(lambda e: "was killed by signal 9 (Killed); restarting it in" in e.message, timeout=10,
+                 what="the restart line")
+    t0 = time.monotonic()
+    st = {}
+    while time.monotonic() - t0 < td.T(10):
+        st = (d.status() or {}).get("libvirt") or {}
+        if (st.get("process") or {}).get("restarts", 0) >= 1:
+            break
+        time.sleep(0.05)
+    check((st.get("process") or {}).get("restarts", 0) >= 1, "status shows no restart: %s" % st)
+    return st
+
+
 def t_watcher_garbage():
     d = None
     tmp = tempfile.mkdtemp(prefix="pcinuma-fg-", dir="/tmp")
@@ -511,17 +527,7 @@ def t_watcher_garbage():
                       extra=["--libvirt-uri", "test:///default", "--watcher-program", fake]).start()
         d.wait_event(lambda e: "sent a bad message" in e.message, timeout=10,
                      what="'sent a bad message' in pcinumad's log")
-        d.wait_event(lambda e: "was killed by signal 9 (Killed); restarting it in" in e.message, timeout=10,
-                     what="the restart line")
-        t0 = time.monotonic()
-        st = {}
-        while time.monotonic() - t0 < td.T(10):
-            st = (d.status() or {}).get("libvirt") or {}
-            if (st.get("process") or {}).get("restarts", 0) >= 1:
-                break
-            time.sleep(0.05)
-        p = st.get("process") or {}
-        check(p.get("restarts", 0) >= 1, "status shows no restart: %s" % st)
+        st = watcher_restarted(d)
         eq(st.get("connected"), False, "libvirt.connected in status")
         contains(d.log_text(), "frame", "the bad-message line names the problem")
         line = [l for l in d.log_text().splitlines() if "sent a bad message" in l][0]
@@ -566,11 +572,7 @@ def fake_watcher_daemon(tag, mode, env):
 
 
 def fw_events(d):
-    try:
-        with open(os.path.join(d.fw, "events.jsonl")) as f:
-            return [json.loads(line) for line in f]
-    except FileNotFoundError:
-        return []
+    return read_events(d.fw)
 
 
 def killed_and_restarted(d, line):
@@ -578,16 +580,7 @@ def killed_and_restarted(d, line):
     answering hooks, and stops cleanly."""
     ev = d.wait_event(lambda e: line in e.message, timeout=30, what="%r in pcinumad's log" % line)
     print("# %s" % ev.message[:240])
-    d.wait_event(lambda e: "was killed by signal 9 (Killed); restarting it in" in e.message, timeout=10,
-                 what="the restart line")
-    t0 = time.monotonic()
-    st = {}
-    while time.monotonic() - t0 < td.T(10):
-        st = (d.status() or {}).get("libvirt") or {}
-        if (st.get("process") or {}).get("restarts", 0) >= 1:
-            break
-        time.sleep(0.05)
-    check((st.get("process") or {}).get("restarts", 0) >= 1, "status shows no restart: %s" % st)
+    st = watcher_restarted(d)
     # last_error is the running watcher's to report (a new one clears it when
     # it connects); why the previous one was killed stays in process.last_exit.
     contains((st.get("process") or {}).get("last_exit") or "", line.split(" (")[0], "libvirt.process.last_exit in status")
@@ -665,12 +658,7 @@ def main():
         print("1..0 # SKIP libvirtd or virsh missing")
         return SKIP
     ARGS.daemon_wrapper = ""
-    td.ARGS = ARGS
-    td.WORK = ARGS.workdir
-    shutil.rmtree(td.WORK, ignore_errors=True)
-    os.makedirs(td.WORK)
-    td.RUNTMP = tempfile.mkdtemp(prefix="pcinuma-fa-")
-    os.chmod(td.RUNTMP, 0o755)
+    td.start_run(ARGS, "pcinuma-fa-")
     t0 = time.monotonic()
     try:
         td.FIXTURE = os.path.join(td.RUNTMP, "sample-4n")
@@ -710,8 +698,7 @@ def main():
         R.run("(h) an answer over the link's frame limit becomes an error answer the watcher logs; "
               "the link stays up", t_oversized_answer)
     finally:
-        td.reap_all()
-        shutil.rmtree(td.RUNTMP, ignore_errors=True)
+        td.end_run()
     return R.finish(t0)
 
 

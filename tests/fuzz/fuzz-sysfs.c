@@ -34,6 +34,7 @@
  * tests/fuzz/seed-corpus.py turns a sysfs tree into this form. */
 #include "fuzz.h"
 #include "fingerprint.h"
+#include "hostmap-sysfs.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -301,9 +301,8 @@ FORGED_REMOVED = [
 ]
 
 
-def revert_seeds(outdir):
-    """Domains with real marks (the golden outputs), edited as a user would
-    edit them after planning, and forged marks."""
+def planned_golden_outputs():
+    """The golden cases' expected.xml that carry a mark, in case order."""
     golden = os.path.join(TOP, "tests", "golden")
     for case in sorted(os.listdir(golden)):
         p = os.path.join(golden, case, "expected.xml")
@@ -311,8 +310,14 @@ def revert_seeds(outdir):
             continue
         with open(p, encoding="utf-8") as f:
             x = f.read()
-        if "urn:pcinuma:topology:1" not in x:
-            continue
+        if "urn:pcinuma:topology:1" in x:
+            yield x
+
+
+def revert_seeds(outdir):
+    """Domains with real marks (the golden outputs), edited as a user would
+    edit them after planning, and forged marks."""
+    for x in planned_golden_outputs():
         put(outdir, "revert", x)
         # qemu elements of the user's, after the plan (the mmio64 cases
         # carry pcinuma's own <qemu:commandline>)
@@ -361,15 +366,7 @@ def migrate_seeds(outdir):
     reversed, a record twice, a record of a device the domain lacks, and
     the mark's other answers (migratable="no", an old fingerprint
     version)."""
-    golden = os.path.join(TOP, "tests", "golden")
-    for case in sorted(os.listdir(golden)):
-        p = os.path.join(golden, case, "expected.xml")
-        if not os.path.isfile(p):
-            continue
-        with open(p, encoding="utf-8") as f:
-            x = f.read()
-        if "urn:pcinuma:topology:1" not in x:
-            continue
+    for x in planned_golden_outputs():
         put(outdir, "migrate", x)
         put(outdir, "migrate", x.replace('migratable="no"', 'migratable="yes"'))
         put(outdir, "migrate", x.replace('fingerprint-version="2"', 'fingerprint-version="1"'))

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
+from pcinumatest.tap import Tap
+
 
 def c14n(text):
     return ET.canonicalize(xml_data=text)
@@ -21,21 +23,9 @@ def c14n(text):
 class Runner:
     def __init__(self, args):
         self.args = args
-        self.passed = 0
-        self.failed = 0
-        self.n = 0
+        self.tap = Tap()
+        self.report = self.tap.check
         self.hosts = {}
-
-    def report(self, ok, what, diag=""):
-        self.n += 1
-        if ok:
-            self.passed += 1
-            print(f"ok {self.n} - {what}")
-        else:
-            self.failed += 1
-            print(f"not ok {self.n} - {what}")
-            for line in diag.rstrip().splitlines():
-                print(f"#   {line}")
 
     def host(self, name):
         if name not in self.hosts:
@@ -122,8 +112,7 @@ class Runner:
         for c in cases:
             self.run_case(os.path.join(self.args.cases, c))
         print(f"# {len(cases)} golden cases")
-        print(f"{self.passed} passed, {self.failed} failed")
-        return 0 if self.failed == 0 and self.passed > 0 else 1
+        return self.tap.finish()
 
 
 def main():

@@ -228,9 +228,7 @@ def main():
     TAP.check(p.returncode == 2 and "unknown format 'hwlocx'" in p.stderr, "plan --format hwlocx: exit 2 naming it", p.stderr)
 
     shutil.rmtree(work, ignore_errors=True)
-    print("1..%d" % TAP.n)
-    print("# %d passed, %d failed" % (TAP.passed, TAP.failed))
-    return 1 if TAP.failed else 0
+    return TAP.finish_plan()
 
 
 if __name__ == "__main__":

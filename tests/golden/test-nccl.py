@@ -421,8 +421,7 @@ def main():
         for h in hosts:
             one_host(h, work)
         bad_input(work)
-    print("1..%d" % TAP.n)
-    return 1 if TAP.failed else 0
+    return TAP.finish_plan()
 
 
 if __name__ == "__main__":

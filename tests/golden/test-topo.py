@@ -288,9 +288,7 @@ def main():
            "rc %d out %r err %r" % (p.returncode, p.stdout, p.stderr))
 
     shutil.rmtree(work, ignore_errors=True)
-    print("1..%d" % TAP.n)
-    print("# %d passed, %d failed" % (TAP.passed, TAP.failed))
-    return 1 if TAP.failed else 0
+    return TAP.finish_plan()
 
 
 if __name__ == "__main__":

@@ -85,9 +85,9 @@ The required tools are NOT optional here: a missing kernel, busybox-static,
 cpio, qemu-system-x86_64, libvirtd, virsh or the kernel's virtio_net modules
 is a failure (they are installed by scripts/install-deps.sh), never a skip.
 
-Output: "ok N - ..." / "not ok N - ..." lines, "#" diagnostics (the guest's
-own lines as "# guest: ..."), final line "N passed, M failed"; exit 1 on any
-failure.
+Output (pcinumatest.tap.Tap): "ok N - ..." / "not ok N - ..." lines, "#"
+diagnostics (the guest's own lines as "guest: ..."), final line "N passed,
+M failed"; exit 1 on any failure, or when nothing passed.
 """
 
 import argparse
@@ -105,68 +105,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))   # run by hand t
 sys.path.insert(0, HERE)
 import pathtype                 # noqa: E402  (tests/guest/pathtype.py)
 from pcinumatest.guestvm import *  # noqa: E402,F401,F403
-
-# ---------------------------------------------------------------- output
-class Tap:
-    def __init__(self):
-        self.n = 0
-        self.passed = 0
-        self.failed = 0
-        self.todo = 0
-
-    def ok(self, cond, name, diag=None, todo=None):
-        """todo: a reason; a failure is then reported as a TAP TODO and
-        does not fail the run (PCINUMA_GUEST_PATHS=report)."""
-        self.n += 1
-        if cond:
-            self.passed += 1
-            print("ok %d - %s" % (self.n, name))
-        elif todo:
-            self.todo += 1
-            print("not ok %d - %s # TODO %s" % (self.n, name, todo))
-        else:
-            self.failed += 1
-            print("not ok %d - %s" % (self.n, name))
-        if diag and not cond:
-            self.diag(diag)
-        sys.stdout.flush()
-        return cond
-
-    @staticmethod
-    def diag(text):
-        for line in str(text).rstrip("\n").splitlines() or [""]:
-            print("# " + line)
-        sys.stdout.flush()
-
-    def summary(self):
-        if self.todo:
-            print("# %d failures reported only (TODO), not counted"
-                  % self.todo)
-        print("%d passed, %d failed" % (self.passed, self.failed))
-        sys.stdout.flush()
-
-
-
+from pcinumatest.tap import Tap    # noqa: E402
 
 # ---------------------------------------------------------------- domains
-SAMPLE_CELLS = """
-  <cpu mode='custom' match='exact'>
-    <model fallback='allow'>qemu64</model>
-    <numa>
-      <cell id='0' cpus='0-3' memory='256' unit='MiB'/>
-      <cell id='1' cpus='4-7' memory='256' unit='MiB'/>
-      <cell id='2' cpus='8-11' memory='256' unit='MiB'/>
-      <cell id='3' cpus='12-15' memory='256' unit='MiB'/>
-    </numa>
-  </cpu>
-  <numatune>
-    <memnode cellid='0' mode='strict' nodeset='0'/>
-    <memnode cellid='1' mode='strict' nodeset='1'/>
-    <memnode cellid='2' mode='strict' nodeset='2'/>
-    <memnode cellid='3' mode='strict' nodeset='3'/>
-  </numatune>"""
-
-
 def hostdev_xml(bdf):
     d, b, sf = bdf.split(":")
     s, f = sf.split(".")
@@ -175,53 +116,69 @@ def hostdev_xml(bdf):
             "</source></hostdev>\n" % (d, b, s, f))
 
 
+def hostdevs(bdfs):
+    return "".join(hostdev_xml(b) for b in bdfs)
+
+
+def domain_xml(name, cells, devices, memnodes=None, balloon="none",
+               loader=None, cpu_extra=()):
+    """A q35 domain under TCG as the cases write them: the guest NUMA
+    cells (cells: (vcpus, MiB) each, numbered in order; the domain's
+    vcpus and memory are their sums), their memory bound to host nodes
+    (memnodes: (cell, node) pairs; by default cell i on node i), the
+    <devices> lines (devices, after the <emulator>), the memballoon
+    model, an OVMF loader and extra lines in <cpu> when given."""
+    out = ["<domain type='qemu'>",
+           "  <name>%s</name>" % name,
+           "  <memory unit='MiB'>%d</memory>" % sum(mib for _n, mib in cells),
+           "  <vcpu placement='static'>%d</vcpu>" % sum(n for n, _mib in cells)]
+    if loader:
+        out += ["  <os>",
+                "    <type arch='x86_64' machine='q35'>hvm</type>",
+                "    <loader readonly='yes' type='pflash'>%s</loader>" % loader,
+                "  </os>"]
+    else:
+        out.append("  <os><type arch='x86_64' machine='q35'>hvm</type></os>")
+    out += ["  <features><acpi/><apic/></features>",
+            "  <cpu mode='custom' match='exact'>",
+            "    <model fallback='allow'>qemu64</model>",
+            "    <numa>"]
+    first = 0
+    for i, (n, mib) in enumerate(cells):
+        cpus = "%d" % first if n == 1 else "%d-%d" % (first, first + n - 1)
+        out.append("      <cell id='%d' cpus='%s' memory='%d' unit='MiB'/>" % (i, cpus, mib))
+        first += n
+    out.append("    </numa>")
+    out += ["    " + line for line in cpu_extra]
+    out += ["  </cpu>", "  <numatune>"]
+    if memnodes is None:
+        memnodes = [(i, i) for i in range(len(cells))]
+    out += ["    <memnode cellid='%d' mode='strict' nodeset='%d'/>" % m for m in memnodes]
+    out += ["  </numatune>",
+            "  <devices>",
+            "    <emulator>/usr/bin/qemu-system-x86_64</emulator>"]
+    return ("\n".join(out) + "\n" + devices
+            + "    <memballoon model='%s'/>\n  </devices>\n</domain>\n" % balloon)
+
+
 # (b) SNC2, one socket with nodes 0 and 1; the guest has two cells but only
 # cell 1 is backed (by host node 0).  Under `socket` the node-0 devices go to
 # cell 1 as local, the node-1 devices as "same socket, nearest".
-CASE_B_XML = """<domain type='qemu'>
-  <name>guest-b</name>
-  <memory unit='MiB'>256</memory>
-  <vcpu placement='static'>4</vcpu>
-  <os><type arch='x86_64' machine='q35'>hvm</type></os>
-  <features><acpi/><apic/></features>
-  <cpu mode='custom' match='exact'>
-    <model fallback='allow'>qemu64</model>
-    <numa>
-      <cell id='0' cpus='0-1' memory='128' unit='MiB'/>
-      <cell id='1' cpus='2-3' memory='128' unit='MiB'/>
-    </numa>
-  </cpu>
-  <numatune>
-    <memnode cellid='1' mode='strict' nodeset='0'/>
-  </numatune>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-%s    <memballoon model='virtio'/>
-  </devices>
-</domain>
-""" % "".join(hostdev_xml(b) for b in ("0000:21:00.0", "0000:22:00.0",
-                                        "0000:41:00.0", "0000:42:00.0"))
+CASE_B_XML = domain_xml("guest-b", [(2, 128), (2, 128)],
+                        hostdevs(("0000:21:00.0", "0000:22:00.0", "0000:41:00.0", "0000:42:00.0")),
+                        memnodes=[(1, 0)], balloon="virtio")
 
 # (c) legacy: an NVMe with no NUMA node (stays on pcie.0) beside one local
 # device per node, one of them an <interface type='hostdev'>.
-CASE_C_XML = """<domain type='qemu'>
-  <name>guest-c</name>
-  <memory unit='MiB'>1024</memory>
-  <vcpu placement='static'>16</vcpu>
-  <os><type arch='x86_64' machine='q35'>hvm</type></os>
-  <features><acpi/><apic/></features>%s
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-%s    <interface type='hostdev' managed='yes'>
+CASE_C_XML = domain_xml("guest-c", [(4, 256)] * 4,
+                        hostdevs(("0000:01:00.0", "0000:13:00.0"))
+                        + """    <interface type='hostdev' managed='yes'>
       <mac address='52:54:00:00:38:00'/>
       <source><address type='pci' domain='0x0000' bus='0x38' slot='0x00' function='0x0'/></source>
     </interface>
-%s    <memballoon model='virtio'/>
-  </devices>
-</domain>
-""" % (SAMPLE_CELLS,
-       "".join(hostdev_xml(b) for b in ("0000:01:00.0", "0000:13:00.0")),
-       "".join(hostdev_xml(b) for b in ("0000:54:00.0", "0000:77:00.0")))
+"""
+                        + hostdevs(("0000:54:00.0", "0000:77:00.0")),
+                        balloon="virtio")
 
 
 class Case:
@@ -711,29 +668,7 @@ def nccl_wanted(host_root, h):
 def two_cell_domain(name, bdfs):
     """A q35 domain with two guest cells backed by host nodes 0 and 1 and
     the host devices bdfs."""
-    return """<domain type='qemu'>
-  <name>%s</name>
-  <memory unit='MiB'>512</memory>
-  <vcpu placement='static'>8</vcpu>
-  <os><type arch='x86_64' machine='q35'>hvm</type></os>
-  <features><acpi/><apic/></features>
-  <cpu mode='custom' match='exact'>
-    <model fallback='allow'>qemu64</model>
-    <numa>
-      <cell id='0' cpus='0-3' memory='256' unit='MiB'/>
-      <cell id='1' cpus='4-7' memory='256' unit='MiB'/>
-    </numa>
-  </cpu>
-  <numatune>
-    <memnode cellid='0' mode='strict' nodeset='0'/>
-    <memnode cellid='1' mode='strict' nodeset='1'/>
-  </numatune>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-%s    <memballoon model='none'/>
-  </devices>
-</domain>
-""" % (name, "".join(hostdev_xml(b) for b in bdfs))
+    return domain_xml(name, [(4, 256), (4, 256)], hostdevs(bdfs))
 
 
 # (f) p5-like: 16 devices on six host root complexes, with switches and a
@@ -953,34 +888,10 @@ BAR64_GIB = 64
 OVMF_CODE = "/usr/share/OVMF/OVMF_CODE_4M.fd"
 OVMF_VARS = "/usr/share/OVMF/OVMF_VARS_4M.fd"
 MMIO64_CELL_MIB = 128           # OVMF wants more than the other cases' 64
-CASE_H_XML = """<domain type='qemu'>
-  <name>guest-h</name>
-  <memory unit='MiB'>512</memory>
-  <vcpu placement='static'>2</vcpu>
-  <os>
-    <type arch='x86_64' machine='q35'>hvm</type>
-    <loader readonly='yes' type='pflash'>%s</loader>
-  </os>
-  <features><acpi/><apic/></features>
-  <cpu mode='custom' match='exact'>
-    <model fallback='allow'>qemu64</model>
-    <numa>
-      <cell id='0' cpus='0' memory='256' unit='MiB'/>
-      <cell id='1' cpus='1' memory='256' unit='MiB'/>
-    </numa>
-    <feature policy='require' name='pdpe1gb'/>
-    <maxphysaddr mode='emulate' bits='42'/>
-  </cpu>
-  <numatune>
-    <memnode cellid='0' mode='strict' nodeset='0'/>
-    <memnode cellid='1' mode='strict' nodeset='1'/>
-  </numatune>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-%s    <memballoon model='none'/>
-  </devices>
-</domain>
-""" % (OVMF_CODE, "".join(hostdev_xml(b) for b in BAR64_GPUS))
+CASE_H_XML = domain_xml("guest-h", [(1, 256), (1, 256)], hostdevs(BAR64_GPUS),
+                        loader=OVMF_CODE,
+                        cpu_extra=("<feature policy='require' name='pdpe1gb'/>",
+                                   "<maxphysaddr mode='emulate' bits='42'/>"))
 
 
 def bar_start(res_line, bar):
@@ -1256,8 +1167,9 @@ def main():
         if sess is not None:
             sess.stop()
         tap.diag("total %.1f s" % (time.monotonic() - t_start))
-        tap.summary()
-    return 1 if tap.failed or tap.passed == 0 else 0
+        if tap.todo:
+            tap.diag("%d failures reported only (TODO), not counted" % tap.todo)
+    return tap.finish()
 
 
 if __name__ == "__main__":

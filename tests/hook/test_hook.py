@@ -8,7 +8,8 @@ scrubbed environment, as libvirt runs it, holding only PCINUMA_SOCKET and
 PCINUMA_HOOK_CONF, so no real daemon or config file is ever touched.
 
 Prints "ok N - ..." / "not ok N - ..." lines and a final "N passed, M
-failed" line; exits 1 if anything failed.
+failed" line (pcinumatest.tap.Tap, one check per test function); exits 1
+if anything failed or nothing passed.
 """
 
 import argparse
@@ -22,9 +23,9 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 
 from pcinumatest.daemon import encode as frame   # the hook protocol's frame
+from pcinumatest.tap import Tap
 
 HOOK = None
 TMP = None
@@ -911,24 +912,11 @@ def main():
     with tempfile.TemporaryDirectory(prefix="pcinuma-hook-test-") as tmp:
         TMP = tmp
         EMPTY_CONF = write_conf("# empty\n")
-        passed = failed = 0
-        selected = [t for t in TESTS if not args.tests or t.__name__ in args.tests]
-        for i, t in enumerate(selected, 1):
-            desc = "%s: %s" % (t.__name__, (t.__doc__ or "").strip())
-            try:
-                t()
-            except Exception as e:  # noqa: BLE001 - report and go on
-                failed += 1
-                print("not ok %d - %s" % (i, desc))
-                detail = str(e) if isinstance(e, AssertionError) else traceback.format_exc()
-                for line in detail.splitlines():
-                    print("#   " + line)
-            else:
-                passed += 1
-                print("ok %d - %s" % (i, desc))
-            sys.stdout.flush()
-        print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+        tap = Tap()
+        for t in TESTS:
+            if not args.tests or t.__name__ in args.tests:
+                tap.run("%s: %s" % (t.__name__, (t.__doc__ or "").strip()), t)
+        return tap.finish()
 
 
 if __name__ == "__main__":

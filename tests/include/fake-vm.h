@@ -13,12 +13,32 @@
 #define FAKE_VM_UUID "0b7a5b3e-8d4c-4a3f-9c55-1d7b2f1e6a02"
 #define FAKE_VM_POLICIES { "require", "socket", "preferred", "legacy", "off" }
 
-static inline struct hostmap *fake_vm_host(void) {
+/* The GPUs of the fixture host, and the same GPUs on other buses (a
+ * destination host of a migration), as initializers of const char *[4];
+ * FAKE_VM_NODES: each on its own node. */
+#define FAKE_VM_GPUS { "0000:10:00.0", "0000:30:00.0", "0000:50:00.0", "0000:70:00.0" }
+#define FAKE_VM_GPUS_MOVED { "0000:18:00.0", "0000:38:00.0", "0000:58:00.0", "0000:78:00.0" }
+#define FAKE_VM_NODES { 0, 1, 2, 3 }
+
+/* fake-host.h's host with a GPU (class 0x030200) at each of gpus[], the
+ * i-th on node nodes[i], not yet finished: the caller adds what else it
+ * wants (mdevs) and calls hostmap_finish(). */
+static inline struct hostmap *fake_vm_host_with(const char *const gpus[4], const int nodes[4]) {
         struct hostmap *h = fake_host_4n(fake_host_slit, fake_host_sockets);
-        fake_host_add_dev(h, "0000:10:00.0", 0, 0x030200);
-        fake_host_add_dev(h, "0000:30:00.0", 1, 0x030200);
-        fake_host_add_dev(h, "0000:50:00.0", 2, 0x030200);
-        fake_host_add_dev(h, "0000:70:00.0", 3, 0x030200);
+        for (size_t i = 0; i < 4; i++)
+                fake_host_add_dev(h, gpus[i], nodes[i], 0x030200);
+        return h;
+}
+
+static inline struct hostmap *fake_vm_host(void) {
+        struct hostmap *h = fake_vm_host_with((const char *const[]) FAKE_VM_GPUS, (const int[]) FAKE_VM_NODES);
+        hostmap_finish(h);
+        return h;
+}
+
+/* The fixture host with its GPUs on other buses (FAKE_VM_GPUS_MOVED). */
+static inline struct hostmap *fake_vm_host_renumbered(void) {
+        struct hostmap *h = fake_vm_host_with((const char *const[]) FAKE_VM_GPUS_MOVED, (const int[]) FAKE_VM_NODES);
         hostmap_finish(h);
         return h;
 }
@@ -69,11 +89,16 @@ static inline struct hostmap *fake_vm_host(void) {
         "  </devices>\n" \
         "</domain>\n"
 
-static const char fake_vm_xml[] =
-        "<domain type='kvm'>\n"
-        "  <name>" FAKE_VM_NAME "</name>\n"
-        "  <uuid>" FAKE_VM_UUID "</uuid>\n"
+/* The fixture domain up to its passthrough devices: a test that wants
+ * other devices writes FAKE_VM_XML_HEAD, its devices, FAKE_VM_XML_TAIL. */
+#define FAKE_VM_XML_HEAD \
+        "<domain type='kvm'>\n" \
+        "  <name>" FAKE_VM_NAME "</name>\n" \
+        "  <uuid>" FAKE_VM_UUID "</uuid>\n" \
         FAKE_VM_XML_BODY
+
+static const char fake_vm_xml[] =
+        FAKE_VM_XML_HEAD
         FAKE_VM_HOSTDEV("0x10")
         FAKE_VM_HOSTDEV("0x30")
         FAKE_VM_HOSTDEV("0x50")

@@ -612,11 +612,8 @@ static void test_migrate(void **state) {
          * place, and this host's devices of that kind once; every line
          * with the hook's prefix. */
         {
-                struct hostmap *c = fake_host_4n(fake_host_slit, fake_host_sockets);
-                fake_host_add_dev(c, "0000:18:00.0", 0, 0x030200);
-                fake_host_add_dev(c, "0000:38:00.0", 1, 0x030200);
-                fake_host_add_dev(c, "0000:58:00.0", 2, 0x030200);
-                fake_host_add_dev(c, "0000:78:00.0", 2, 0x030200);
+                struct hostmap *c = fake_vm_host_with((const char *const[]) FAKE_VM_GPUS_MOVED,
+                                                      (const int[]) { 0, 1, 2, 2 });
                 hostmap_finish(c);
                 struct proto_request rq = {
                         .type = PROTO_REQUEST_HOOK,

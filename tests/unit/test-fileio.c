@@ -1,6 +1,7 @@
 /* Tests for fileio.h: read_full_fd() on empty, small and multi-chunk
  * files, at and past its limit (0 and "no limit" included), through a
- * pipe, and with a read error. */
+ * pipe, and with a read error; write_full_fd() through a full
+ * non-blocking pipe and with a write error. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -9,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -94,12 +96,59 @@ static void test_error(void **state) {
         assert_null(buf);
 }
 
+/* The reader of test_write_nonblocking: everything until end of file. */
+static void *drain(void *arg) {
+        int fd = *(int *) arg;
+        char *buf = NULL;
+        size_t len = 0;
+        usleep(20000);          /* let the writer fill the pipe first */
+        if (read_full_fd(fd, SIZE_MAX, &buf, &len) < 0)
+                return NULL;
+        char *ok = buf && len == 1u << 20 && buf[len - 1] == (char) ('a' + (len - 1) % 26) ? buf : NULL;
+        if (!ok)
+                free(buf);
+        return ok;
+}
+
+static void test_write_nonblocking(void **state) {
+        /* A MiB through a pipe that holds 64 KiB, its write end
+         * non-blocking: write_full_fd() must wait for room, not fail
+         * with EAGAIN nor stop short. */
+        const size_t len = 1u << 20;
+        _cleanup_free_ char *data = xmalloc(len);
+        for (size_t i = 0; i < len; i++)
+                data[i] = (char) ('a' + i % 26);
+        int p[2];
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        assert_int_equal(fcntl(p[1], F_SETFL, O_NONBLOCK), 0);
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, drain, &p[0]), 0);
+        assert_int_equal(write_full_fd(p[1], data, len), 0);
+        close(p[1]);
+        void *got = NULL;
+        assert_int_equal(pthread_join(t, &got), 0);
+        close(p[0]);
+        assert_non_null(got);
+        assert_memory_equal(got, data, len);
+        free(got);
+}
+
+static void test_write_error(void **state) {
+        _cleanup_close_ int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        assert_int_equal(write_full_fd(fd, "x", 1), -EBADF);
+        assert_int_equal(write_full_fd(-1, "x", 1), -EBADF);
+        assert_int_equal(write_full_fd(-1, "", 0), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_sizes),
                 cmocka_unit_test(test_no_len),
                 cmocka_unit_test(test_pipe),
                 cmocka_unit_test(test_error),
+                cmocka_unit_test(test_write_nonblocking),
+                cmocka_unit_test(test_write_error),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "hostmap.h"
+#include "hostmap-sysfs.h"
 
 #ifndef FIXTURE_DIR
 #error "FIXTURE_DIR must be defined"

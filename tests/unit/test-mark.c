@@ -402,10 +402,7 @@ static void test_engine_stale_reason(void **state) {
 static void test_migratable_device_stays(void **state) {
         (void) state;
         static const char xml[] =
-                "<domain type='kvm'>\n"
-                "  <name>" FAKE_VM_NAME "</name>\n"
-                "  <uuid>" FAKE_VM_UUID "</uuid>\n"
-                FAKE_VM_XML_BODY
+                FAKE_VM_XML_HEAD
                 FAKE_VM_HOSTDEV("0x10")
                 FAKE_VM_HOSTDEV("0x30")
                 FAKE_VM_HOSTDEV("0xee")
@@ -468,10 +465,7 @@ static void test_migratable_device_stays(void **state) {
 static void test_migratable_not_fingerprinted(void **state) {
         (void) state;
         static const char xml[] =
-                "<domain type='kvm'>\n"
-                "  <name>" FAKE_VM_NAME "</name>\n"
-                "  <uuid>" FAKE_VM_UUID "</uuid>\n"
-                FAKE_VM_XML_BODY
+                FAKE_VM_XML_HEAD
                 FAKE_VM_HOSTDEV("0x10")
                 FAKE_VM_HOSTDEV("0x60")
                 FAKE_VM_XML_TAIL;

@@ -38,6 +38,7 @@
 #include "decide.h"
 #include "engine.h"
 #include "hostmap.h"
+#include "hostmap-sysfs.h"
 #include "memo.h"
 #include "policy.h"
 #include "util.h"
@@ -292,10 +293,6 @@ static char *case_policy(const char *dir, const char *args) {
         return xstrdup("{}");
 }
 
-static int cmp_str(const void *a, const void *b) {
-        return strcmp(*(char *const *) a, *(char *const *) b);
-}
-
 static void run_case(struct memo *m, const char *name, const char *dir) {
         _cleanup_free_ char *inp = xasprintf("%s/input.xml", dir), *hostp = xasprintf("%s/host", dir),
                             *argsp = xasprintf("%s/args", dir);
@@ -346,15 +343,8 @@ static void run_case(struct memo *m, const char *name, const char *dir) {
 static void test_memo_answers(void **state) {
         (void) state;
         assert_non_null(mkdtemp(scratch));
-        DIR *dir = opendir(GOLDEN_DIR);
-        assert_non_null(dir);
-        _cleanup_free_ char **names = NULL;
-        size_t n = 0;
-        for (struct dirent *de; (de = readdir(dir));)
-                if (de->d_name[0] != '.')
-                        *GROW(names, n) = xstrdup(de->d_name);
-        closedir(dir);
-        qsort(names, n, sizeof(*names), cmp_str);
+        size_t n;
+        _cleanup_free_ char **names = dir_names(GOLDEN_DIR, &n);
 
         struct memo m;
         memo_init(&m, kept_free);

@@ -695,17 +695,6 @@ static void test_mdev_refused(void **state) {
         assert_true(has(reason, "the mark records 3 mdevs; this host has only 2"));
 }
 
-/* The fake VM's host with its GPUs on other buses. */
-static struct hostmap *fake_vm_host_renumbered(void) {
-        struct hostmap *h = fake_host_4n(fake_host_slit, fake_host_sockets);
-        fake_host_add_dev(h, "0000:18:00.0", 0, 0x030200);
-        fake_host_add_dev(h, "0000:38:00.0", 1, 0x030200);
-        fake_host_add_dev(h, "0000:58:00.0", 2, 0x030200);
-        fake_host_add_dev(h, "0000:78:00.0", 3, 0x030200);
-        hostmap_finish(h);
-        return h;
-}
-
 static struct policy *policy_of(const char *json) {
         struct policy *p = NULL;
         _cleanup_free_ char *err = NULL;
@@ -719,7 +708,7 @@ static void test_incoming(void **state) {
         _cleanup_hostmap_ struct hostmap *b = fake_vm_host_renumbered();
         _cleanup_free_ char *planned = fake_vm_planned_fleet(a, "require");
         /* migration: same-topology, the fleet's opt-in (the default refuses). */
-        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
+        _cleanup_policy_ struct policy *pol = fake_vm_policy_fleet("require");
 
         struct incoming_result r = {0};
         engine_incoming(planned, strlen(planned), b, pol, NULL, &r);
@@ -759,7 +748,7 @@ static void test_incoming(void **state) {
 
         /* Under migration: refuse on the destination, spelt out or the default. */
         _cleanup_policy_ struct policy *refuse = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"refuse\"}}");
-        _cleanup_policy_ struct policy *dflt = policy_of("{\"default\": {\"policy\": \"require\"}}");
+        _cleanup_policy_ struct policy *dflt = fake_vm_policy("require");
         engine_incoming(planned, strlen(planned), b, dflt, NULL, &r);
         assert_int_equal(r.verdict, INCOMING_REFUSE);
         assert_true(has(r.reason, "migration: refuse"));
@@ -785,11 +774,7 @@ static void test_incoming(void **state) {
         incoming_result_done(&r);
 
         /* A destination lacking a GPU on node 3: refused, naming it. */
-        struct hostmap *c = fake_host_4n(fake_host_slit, fake_host_sockets);
-        fake_host_add_dev(c, "0000:18:00.0", 0, 0x030200);
-        fake_host_add_dev(c, "0000:38:00.0", 1, 0x030200);
-        fake_host_add_dev(c, "0000:58:00.0", 2, 0x030200);
-        fake_host_add_dev(c, "0000:78:00.0", 2, 0x030200);
+        struct hostmap *c = fake_vm_host_with((const char *const[]) FAKE_VM_GPUS_MOVED, (const int[]) { 0, 1, 2, 2 });
         hostmap_finish(c);
         engine_incoming(planned, strlen(planned), c, pol, NULL, &r);
         assert_int_equal(r.verdict, INCOMING_REFUSE);
@@ -820,10 +805,7 @@ static void test_incoming(void **state) {
 static void test_incoming_mdev(void **state) {
         (void) state;
         static const char xml[] =
-                "<domain type='kvm'>\n"
-                "  <name>" FAKE_VM_NAME "</name>\n"
-                "  <uuid>" FAKE_VM_UUID "</uuid>\n"
-                FAKE_VM_XML_BODY
+                FAKE_VM_XML_HEAD
                 "    <hostdev mode='subsystem' type='mdev' model='vfio-pci'>\n"
                 "      <source>\n"
                 "        <address uuid='" UA(1) "'/>\n"
@@ -834,25 +816,19 @@ static void test_incoming_mdev(void **state) {
                 FAKE_VM_HOSTDEV("0x70")
                 FAKE_VM_XML_TAIL;
         struct pci_addr p;
-        _cleanup_hostmap_ struct hostmap *a = fake_host_4n(fake_host_slit, fake_host_sockets);
-        fake_host_add_dev(a, "0000:10:00.0", 0, 0x030200);
-        fake_host_add_dev(a, "0000:30:00.0", 1, 0x030200);
-        fake_host_add_dev(a, "0000:50:00.0", 2, 0x030200);
-        fake_host_add_dev(a, "0000:70:00.0", 3, 0x030200);
+        _cleanup_hostmap_ struct hostmap *a = fake_vm_host_with((const char *const[]) FAKE_VM_GPUS,
+                                                                (const int[]) FAKE_VM_NODES);
         assert_int_equal(pci_addr_parse("0000:10:00.0", &p), 0);
         hostmap_add_mdev(a, UA(1), &p)->type = xstrdup("nvidia-63");
         hostmap_finish(a);
-        _cleanup_hostmap_ struct hostmap *b = fake_host_4n(fake_host_slit, fake_host_sockets);
-        fake_host_add_dev(b, "0000:18:00.0", 0, 0x030200);
-        fake_host_add_dev(b, "0000:38:00.0", 1, 0x030200);
-        fake_host_add_dev(b, "0000:58:00.0", 2, 0x030200);
-        fake_host_add_dev(b, "0000:78:00.0", 3, 0x030200);
+        _cleanup_hostmap_ struct hostmap *b = fake_vm_host_with((const char *const[]) FAKE_VM_GPUS_MOVED,
+                                                                (const int[]) FAKE_VM_NODES);
         assert_int_equal(pci_addr_parse("0000:38:00.0", &p), 0);
         hostmap_add_mdev(b, UB(2), &p)->type = xstrdup("nvidia-63");
         assert_int_equal(pci_addr_parse("0000:18:00.0", &p), 0);
         hostmap_add_mdev(b, UB(1), &p)->type = xstrdup("nvidia-63");
         hostmap_finish(b);
-        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
+        _cleanup_policy_ struct policy *pol = fake_vm_policy_fleet("require");
         _cleanup_(engine_result_freep) struct engine_result *e = NULL;
         _cleanup_free_ char *err = NULL;
         assert_int_equal(engine_plan(xml, strlen(xml), a, pol, NULL, &e, &err), 0);
@@ -874,11 +850,8 @@ static void test_incoming_mdev(void **state) {
         incoming_result_done(&r);
 
         /* Without an nvidia-63 on node 0's GPU: refused naming the mdev. */
-        _cleanup_hostmap_ struct hostmap *c = fake_host_4n(fake_host_slit, fake_host_sockets);
-        fake_host_add_dev(c, "0000:18:00.0", 0, 0x030200);
-        fake_host_add_dev(c, "0000:38:00.0", 1, 0x030200);
-        fake_host_add_dev(c, "0000:58:00.0", 2, 0x030200);
-        fake_host_add_dev(c, "0000:78:00.0", 3, 0x030200);
+        _cleanup_hostmap_ struct hostmap *c = fake_vm_host_with((const char *const[]) FAKE_VM_GPUS_MOVED,
+                                                                (const int[]) FAKE_VM_NODES);
         assert_int_equal(pci_addr_parse("0000:38:00.0", &p), 0);
         hostmap_add_mdev(c, UB(2), &p)->type = xstrdup("nvidia-63");
         hostmap_finish(c);
@@ -921,7 +894,7 @@ static void test_incoming_parser_differentials(void **state) {
         _cleanup_hostmap_ struct hostmap *a = fake_vm_host();
         _cleanup_hostmap_ struct hostmap *b = fake_vm_host_renumbered();
         _cleanup_free_ char *planned = fake_vm_planned_fleet(a, "require");
-        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
+        _cleanup_policy_ struct policy *pol = fake_vm_policy_fleet("require");
         const struct {
                 const char *what, *before, *text;
                 bool kept;              /* the text is in the output as it was */
@@ -966,7 +939,7 @@ static void test_incoming_duplicate_record(void **state) {
         _cleanup_hostmap_ struct hostmap *a = fake_vm_host();
         _cleanup_hostmap_ struct hostmap *b = fake_vm_host_renumbered();
         _cleanup_free_ char *planned = fake_vm_planned_fleet(a, "require");
-        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
+        _cleanup_policy_ struct policy *pol = fake_vm_policy_fleet("require");
         const char *rec = strstr(planned, "<pcinuma:device host=\"0000:10:00.0\"");
         assert_non_null(rec);
         const char *end = strstr(rec, "/>");
@@ -1006,7 +979,7 @@ static char *finding_xml(unsigned n) {
 static void test_incoming_bounded_by_host(void **state) {
         (void) state;
         _cleanup_hostmap_ struct hostmap *b = fake_vm_host_renumbered();
-        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
+        _cleanup_policy_ struct policy *pol = fake_vm_policy_fleet("require");
         _cleanup_free_ char *xml = finding_xml(2500);
         struct incoming_result r = {0};
         engine_incoming(xml, strlen(xml), b, pol, NULL, &r);
@@ -1047,7 +1020,7 @@ static void test_search_spends_budget(void **state) {
         _cleanup_hostmap_ struct hostmap *a = fake_vm_host();
         _cleanup_hostmap_ struct hostmap *b = fake_vm_host_renumbered();
         _cleanup_free_ char *planned = fake_vm_planned_fleet(a, "require");
-        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
+        _cleanup_policy_ struct policy *pol = fake_vm_policy_fleet("require");
         struct incoming_result r = {0};
         engine_incoming(planned, strlen(planned), b, pol, NULL, &r);
         assert_int_equal(r.verdict, INCOMING_ACCEPT);
@@ -1070,7 +1043,7 @@ static void test_incoming_host_bound(void **state) {
                 fake_host_add_dev(b, gpus[n], n, 0x030200)->driver = xstrdup(n == 3 ? "vfio-pci" : "nvidia");
         hostmap_finish(b);
         _cleanup_free_ char *planned = fake_vm_planned_fleet(a, "require");
-        _cleanup_policy_ struct policy *pol = policy_of("{\"default\": {\"policy\": \"require\", \"migration\": \"same-topology\"}}");
+        _cleanup_policy_ struct policy *pol = fake_vm_policy_fleet("require");
         struct incoming_result r = {0};
         engine_incoming(planned, strlen(planned), b, pol, NULL, &r);
         assert_int_equal(r.verdict, INCOMING_REFUSE);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "policy.h"
+#include "policy-file.h"
 
 #define SRC "test.json"
 

@@ -34,6 +34,7 @@
 #include "domain.h"
 #include "engine.h"
 #include "hostmap.h"
+#include "hostmap-sysfs.h"
 #include "policy.h"
 #include "util.h"
 
@@ -575,21 +576,9 @@ static char *generate(unsigned n) {
 
 /* ---- golden cases -------------------------------------------------------------------- */
 
-static int cmp_str(const void *a, const void *b) {
-        return strcmp(*(char *const *) a, *(char *const *) b);
-}
-
 static void run_golden(void) {
-        DIR *dir = opendir(golden_dir);
-        if (!dir)
-                fail_msg("cannot open %s", golden_dir);
-        _cleanup_free_ char **names = NULL;
-        size_t n = 0;
-        for (struct dirent *de; (de = readdir(dir));)
-                if (de->d_name[0] != '.')
-                        *GROW(names, n) = xstrdup(de->d_name);
-        closedir(dir);
-        qsort(names, n, sizeof(*names), cmp_str);
+        size_t n;
+        _cleanup_free_ char **names = dir_names(golden_dir, &n);
         unsigned cases = 0;
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *dirp = xasprintf("%s/%s", golden_dir, names[i]);

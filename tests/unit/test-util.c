@@ -617,6 +617,26 @@ static void test_pci_addr_cmp(void **state) {
                 assert_string_equal(pci_addr_format(&v[i], buf), out[i]);
 }
 
+static void test_uuid_canonical(void **state) {
+        char u[37];
+        assert_int_equal(uuid_canonical("0C8B1D2E-3F4A-4B5C-8D6E-7F8091A2B3C4", u), 0);
+        assert_string_equal(u, "0c8b1d2e-3f4a-4b5c-8d6e-7f8091a2b3c4");
+        assert_true(uuid_is_valid("0c8b1d2e-3f4a-4b5c-8d6e-7f8091a2b3c4"));
+        static const char *const bad[] = {
+                NULL, "", "0c8b1d2e3f4a4b5c8d6e7f8091a2b3c4",           /* no dashes */
+                "0c8b1d2e-3f4a-4b5c-8d6e-7f8091a2b3c",                  /* short */
+                "0c8b1d2e-3f4a-4b5c-8d6e-7f8091a2b3c4a",                /* long */
+                "0c8b1d2e-3f4a-4b5c-8d6e_7f8091a2b3c4",                 /* '_' for '-' */
+                "0c8b1d2g-3f4a-4b5c-8d6e-7f8091a2b3c4",                 /* 'g' */
+                "0c8b1d2-e3f4a-4b5c-8d6e-7f8091a2b3c4",                 /* dash moved */
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                memcpy(u, "untouched", 10);
+                assert_int_equal(uuid_canonical(bad[i], u), -EINVAL);
+                assert_false(uuid_is_valid(bad[i]));
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_parse_uint_ok),
@@ -636,6 +656,7 @@ int main(void) {
                 cmocka_unit_test(test_pci_addr_parse_bad),
                 cmocka_unit_test(test_pci_addr_format),
                 cmocka_unit_test(test_pci_addr_cmp),
+                cmocka_unit_test(test_uuid_canonical),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,13 +13,16 @@ RUNTMP, FIXTURE, XML, and optionally WRAPPER and FACTOR
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
-import traceback
+
+from pcinumatest.tap import Tap
 
 SKIP = 77
 WRAPPER_ERROR = 99     # valgrind --error-exitcode of scripts/test.sh
@@ -111,16 +114,14 @@ def shorten(s, n=1500):
     return s if len(s) <= n else s[:n] + "...[%d more]" % (len(s) - n)
 
 
-class Results:
-    """TAP lines for each case run; a case fails by raising, and skips by
-    returning a reason.  reap: kill the daemons a case left behind after
-    it (suites that keep one daemon across cases pass False)."""
+class Results(Tap):
+    """The daemon suites' Tap: run(name, fn) runs one case (Tap.run: it
+    fails by raising, skips by returning a reason) unless --only leaves it
+    out or a signal stopped the run.  reap: kill the daemons a case left
+    behind after it (suites that keep one daemon across cases pass False)."""
 
     def __init__(self, reap=True):
-        self.n = 0
-        self.passed = 0
-        self.failed = 0
-        self.skipped = 0
+        super().__init__()
         self.reap = reap
 
     def run(self, name, fn):
@@ -128,42 +129,49 @@ class Results:
             return
         if _interrupted:
             return
-        self.n += 1
-        t0 = time.monotonic()
-        diag = []
-        try:
-            skip = fn()
-        except Failure as e:
-            self.failed += 1
-            print("not ok %d - %s" % (self.n, name))
-            diag = str(e).splitlines()
-        except Exception:
-            self.failed += 1
-            print("not ok %d - %s" % (self.n, name))
-            diag = traceback.format_exc().splitlines()
-        else:
-            self.passed += 1
-            if isinstance(skip, str):
-                self.skipped += 1
-                print("ok %d - %s # SKIP %s" % (self.n, name, skip))
-            else:
-                print("ok %d - %s (%.2f s)" % (self.n, name, time.monotonic() - t0))
-        for line in diag:
-            print("# " + line)
-        sys.stdout.flush()
+        super().run(name, fn, expected=(Failure,), timed=True)
         if self.reap:
             reap_all()
 
     def finish(self, t0):
-        """The closing lines; the exit status (1 if any case failed)."""
+        """The closing lines; the exit status (Tap.finish())."""
         print("# total %.1f s" % (time.monotonic() - t0))
-        print("%d passed, %d failed" % (self.passed, self.failed))
-        return 1 if self.failed else 0
-
-
+        return super().finish()
 
 
 # ---- process hygiene -------------------------------------------------------
+
+def start_run(args, prefix):
+    """Point this module at a suite's run: ARGS = args, WORK = its
+    --workdir (emptied), RUNTMP = a new folder under /tmp named prefix...,
+    which other users may enter (0755)."""
+    global ARGS, WORK, RUNTMP
+    ARGS = args
+    WORK = args.workdir
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    RUNTMP = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(RUNTMP, 0o755)
+
+
+def end_run(keep=False):
+    """Kill the daemons the run left behind; remove RUNTMP unless keep."""
+    reap_all()
+    if not keep:
+        shutil.rmtree(RUNTMP, ignore_errors=True)
+
+
+def terminate(proc, grace=15):
+    """Stop a process a test started (a subprocess.Popen): SIGTERM while it
+    runs, SIGKILL after grace seconds; reaped either way."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
 
 def reap_all():
     """Kill every daemon process group a test left behind."""

@@ -61,6 +61,16 @@ def log(**ev):
         f.write(json.dumps(ev) + "\n")
 
 
+def read_events(folder):
+    """The tests' side of log(): the events a fake watcher with
+    FAKE_WATCHER_DIR=folder wrote so far, in order ([] before the first)."""
+    try:
+        with open(os.path.join(folder, "events.jsonl")) as f:
+            return [json.loads(line) for line in f]
+    except FileNotFoundError:
+        return []
+
+
 def send(obj):
     data = json.dumps(obj).encode()
     frame = struct.pack(">I", len(data)) + data

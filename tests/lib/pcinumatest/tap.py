@@ -2,8 +2,12 @@
 "not ok N - what" with "#" diagnostics, counts passes, failures and TODOs;
 Tap.finish() prints the closing "N passed, M failed" line and gives the
 exit status.  A suite with no other state keeps one Tap for the module:
-TAP = Tap(); check = TAP.check; ... sys.exit(TAP.finish())."""
+TAP = Tap(); check = TAP.check; ... sys.exit(TAP.finish()).  Tap.run()
+is the loop of suites made of case functions (one check per case, which
+fails by raising): the hook suite, and pcinumatest.daemon.Results."""
 import sys
+import time
+import traceback
 
 
 class Tap:
@@ -37,7 +41,7 @@ class Tap:
             # TAP TODO: a known, structural difference; not counted
             self.todo += 1
             print("not ok %d - %s # TODO %s" % (self.n, what, todo))
-            if diag and self.verbose:
+            if diag:
                 self.diag(diag)
             sys.stdout.flush()
             return False
@@ -59,6 +63,36 @@ class Tap:
     def ok(self, ok, what, diag=None, todo=None):
         """check() under the name pcinumatest.guestvm's helpers call."""
         return self.check(ok, what, diag, todo=todo)
+
+    def run(self, what, fn, expected=(AssertionError,), timed=False):
+        """Run one case as one check: fn() passes by returning, skips by
+        returning a string (the reason: "ok N - what # SKIP reason"), and
+        fails by raising.  The diagnostic of a failure is the exception's
+        message for the classes in expected, else the traceback.  timed:
+        the seconds taken follow what on a pass.  Returns False when it
+        failed."""
+        t0 = time.monotonic()
+        try:
+            skip = fn()
+        except expected as e:
+            return self.check(False, what, str(e))
+        except Exception:  # noqa: BLE001 - report it and go on
+            return self.check(False, what, traceback.format_exc())
+        if isinstance(skip, str):
+            self.skipped += 1
+            return self.check(True, what, note="SKIP " + skip)
+        if timed:
+            what = "%s (%.2f s)" % (what, time.monotonic() - t0)
+        return self.check(True, what)
+
+    def finish_plan(self):
+        """The close of a suite meson parses as TAP ('protocol' : 'tap' in
+        tests/meson.build): the plan "1..N" after the checks, the counts as
+        a comment; returns the exit status, 1 when a check failed."""
+        print("1..%d" % self.n)
+        print("# %d passed, %d failed" % (self.passed, self.failed))
+        sys.stdout.flush()
+        return 1 if self.failed else 0
 
     def finish(self):
         """Print the closing "N passed, M failed" line; return the exit
