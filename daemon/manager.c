@@ -56,9 +56,14 @@ struct manager {
         struct standins *stand_ins;     /* read once at start; every host map points to it */
 #endif
         uint64_t hostmap_loaded_usec;   /* CLOCK_REALTIME */
+        /* Host maps built (status "generation"): 1 at start, one more at
+         * each rescan.  A rescan that finds the map equal to the current
+         * one keeps the current object, whose shared generation (the
+         * memo's key) is the number of the rebuild it came from. */
         uint64_t hostmap_generation;
         struct policy *policy;
         struct shared *policy_ref;
+        uint64_t policy_generation;     /* policies in use so far (the same rule as the host map's) */
         bool policy_from_file;
         uint64_t policy_loaded_usec;
         char *policy_error;             /* the last reload's error, or NULL */
@@ -107,14 +112,16 @@ struct shared {
         unsigned n_ref;
         void *obj;
         void (*free_obj)(void *obj);
-        uint64_t generation;    /* unique to this object in the process: the memo's key (memo.h) */
+        /* The memo's key (memo.h): m->hostmap_generation or
+         * m->policy_generation when obj became current.  A reload that
+         * finds content equal to obj's (memo_same_hostmap(),
+         * memo_same_policy()) keeps obj, and so its generation. */
+        uint64_t generation;
 };
 
-static struct shared *shared_new(void *obj, void (*free_obj)(void *obj)) {
-        /* Main thread only, as every shared_new() call. */
-        static uint64_t generations;
+static struct shared *shared_new(void *obj, void (*free_obj)(void *obj), uint64_t generation) {
         struct shared *s = xcalloc(1, sizeof(*s));
-        *s = (struct shared) { .n_ref = 1, .obj = obj, .free_obj = free_obj, .generation = ++generations };
+        *s = (struct shared) { .n_ref = 1, .obj = obj, .free_obj = free_obj, .generation = generation };
         return s;
 }
 
@@ -143,12 +150,18 @@ static void free_policy(void *p) {
         policy_free(p);
 }
 
-/* Make h (p) the current host map (policy); the previous one goes when
- * its last job is done.  rescan() keeps the previous map a while longer
- * (it compares), so it does this itself. */
+/* Make p the current policy, unless it is equal in content to the
+ * current one: then p is freed and the current one stays, with its
+ * generation (the memo's answers stay good).  The previous one goes when
+ * its last job is done.  rescan() does the same for the host map. */
 static void set_policy(struct manager *m, struct policy *p) {
+        if (m->policy && memo_same_policy(m->policy, p)) {
+                policy_free(p);
+                log_msg(LOG_DEBUG, "The policy is unchanged: its answers in the memo stay good");
+                return;
+        }
         shared_unref(m->policy_ref);
-        m->policy_ref = shared_new(p, free_policy);
+        m->policy_ref = shared_new(p, free_policy, ++m->policy_generation);
         m->policy = p;
 }
 
@@ -250,18 +263,27 @@ static int rescan(struct manager *m, const char *why, struct shared **ret_old) {
                 log_msg(LOG_ERR, "Failed to rescan the host (%s): %s; keeping the previous host map", why, err);
                 return r;
         }
-        struct shared *old = m->hostmap_ref;
-        m->hostmap_ref = shared_new(h, free_hostmap);
 #if PCINUMA_STAND_INS
         h->stand_ins = m->stand_ins;
 #endif
-        m->hostmap = h;
+        m->hostmap_generation++;
+        struct shared *old = m->hostmap_ref;
+        if (memo_same_hostmap(m->hostmap, h)) {
+                /* The same host: keep the current map and its generation,
+                 * so the memo's answers stay good (memo.h). */
+                hostmap_free(h);
+                h = m->hostmap;
+                old = shared_ref(old);
+                log_msg(LOG_DEBUG, "Host map unchanged (%s): its answers in the memo stay good", why);
+        } else {
+                m->hostmap_ref = shared_new(h, free_hostmap, m->hostmap_generation);
+                m->hostmap = h;
+        }
         if (ret_old)
                 *ret_old = old;
         else
                 shared_unref(old);
         m->hostmap_loaded_usec = now_usec(CLOCK_REALTIME);
-        m->hostmap_generation++;
         log_hostmap_warnings(m, h);
         struct log_fields f = {0};
         log_fields_add(&f, "PCINUMA_DEVICES", "%zu", h->n_devices);
@@ -403,7 +425,8 @@ void manager_reload(struct manager *m) {
                 log_event(LOG_ERR, PCINUMA_MID_POLICY_INVALID, &f, "Policy reload failed, keeping the last good policy: %s", err);
                 log_fields_done(&f);
         } else {
-                set_policy(m, p);
+                set_policy(m, p);       /* p may be freed: the same as m->policy */
+                p = m->policy;
                 policy_changed = true;
                 m->policy_from_file = from_file;
                 m->policy_loaded_usec = now_usec(CLOCK_REALTIME);
@@ -523,7 +546,7 @@ static int start_policy(struct manager *m) {
                 log_fields_done(&f);
                 return r;
         }
-        m->policy_ref = shared_new(m->policy, free_policy);
+        m->policy_ref = shared_new(m->policy, free_policy, ++m->policy_generation);
         m->policy_loaded_usec = now_usec(CLOCK_REALTIME);
         if (!m->policy_from_file)
                 log_msg(LOG_WARNING, "No policy file at %s; the built-in default policy is in force (default %s, no rules)",
@@ -553,12 +576,12 @@ static int start_hostmap(struct manager *m) {
                 log_msg(LOG_ERR, "Cannot start: cannot read the host map: %s", err);
                 return r;
         }
-        m->hostmap_ref = shared_new(m->hostmap, free_hostmap);
+        m->hostmap_generation = 1;
+        m->hostmap_ref = shared_new(m->hostmap, free_hostmap, m->hostmap_generation);
 #if PCINUMA_STAND_INS
         m->hostmap->stand_ins = m->stand_ins;
 #endif
         m->hostmap_loaded_usec = now_usec(CLOCK_REALTIME);
-        m->hostmap_generation = 1;
         log_hostmap_warnings(m, m->hostmap);
         return 0;
 }
@@ -988,6 +1011,7 @@ struct hook_context {
         struct decide_context decide;   /* what the gate knows of the domain (restart.h); its uuid points to: */
         char uuid[37];
         uint64_t now;                   /* CLOCK_MONOTONIC, when it was filled */
+        bool await_define;              /* a prepare call whose define may be on its way (restart_define_awaited()) */
         struct migrate_in_use in_use;   /* migrate: the devices defined domains use (the recheck cache);
                                          * every string owned by the context */
 };
@@ -1028,6 +1052,8 @@ static void hook_context_fill(struct manager *m, const struct proto_request *req
          * connected: restart.h. */
         restart_context(&m->restarts, req->xml, req->xml_len, m->watcher != NULL, m->watcher != NULL, ret->now,
                         ret->uuid, &ret->decide);
+        ret->await_define = streq(req->argv[1], "prepare") && streq(req->argv[2], "begin") &&
+                            restart_define_awaited(&m->restarts, &ret->decide, ret->now);
         if (streq(req->argv[1], "migrate"))
                 devices_in_use(&m->cache, &ret->in_use);
 }
@@ -1045,6 +1071,7 @@ struct hook_job {
         /* Its output: */
         struct decision d;
         const struct decision_log *log; /* the memo's journal entry of d (not owned), or NULL: log d */
+        bool define_matters;            /* ctx.await_define, and a define would change d's verdict: wait for it */
         char *frame;                    /* a worker's answer, encoded; NULL if it could not be */
         size_t frame_len;
         /* While it waits for a define (manager.parked): */
@@ -1067,6 +1094,9 @@ static void hook_job_free(struct hook_job *j) {
 /* Any thread: the job's own data, the host map and the policy. */
 static void hook_job_decide(struct hook_job *j) {
         decide_hook(&j->req, j->hostmap->obj, j->policy->obj, &j->ctx.in_use, &j->ctx.decide, &j->d);
+        if (j->ctx.await_define)
+                j->define_matters = restart_define_matters(&j->req, j->hostmap->obj, j->policy->obj, &j->ctx.decide,
+                                                           &j->d);
         /* The path fidelity report the journal entry gives (log_decision()),
          * computed by the job that owns the plan. */
         if (j->d.result)
@@ -1161,12 +1191,18 @@ static void hook_job_apply(struct hook_job *j) {
         metrics_request(m->metrics, "hook", now_usec(CLOCK_MONOTONIC) - j->t0);
 }
 
+static int park(struct manager *m, struct hook_job *j);
+static int on_park_timer(sd_event_source *s, uint64_t usec, void *userdata);
+
 /* On the main thread, once a worker is done (or, cancelled, when
- * pcinumad stops: then only freed). */
+ * pcinumad stops: then only freed); or parked, when its decision says it
+ * waits for a define (park()). */
 static void hook_job_complete(struct worker_job *w) {
         struct hook_job *j = (struct hook_job *) w;
         struct manager *m = j->m;
         bool cancelled = w->cancelled;
+        if (!cancelled && j->define_matters && park(m, j) == 0)
+                return;         /* decided again once the define comes */
         if (!cancelled) {
                 hook_job_apply(j);
                 if (j->conn)
@@ -1217,6 +1253,10 @@ static json_object *answer_busy(struct manager *m, const struct proto_request *r
 static json_object *hook_job_start(struct manager *m, struct hook_job *j, struct hook_job **ret_job) {
         if (j->req.xml_len <= HOOK_INLINE_MAX) {
                 hook_job_decide_memo(j);
+                if (j->define_matters && park(m, j) == 0) {
+                        *ret_job = j;
+                        return NULL;
+                }
                 json_object *resp = hook_job_answer(j);
                 hook_job_apply(j);
                 hook_job_free(j);
@@ -1237,24 +1277,28 @@ static json_object *hook_job_start(struct manager *m, struct hook_job *j, struct
  * watcher reported undefined moments ago, may come from a client that
  * undefines and defines it right before each start, with the define's
  * event not yet through the watcher: libvirt orders nothing between its
- * events and its hook calls.  Such a call waits for that define, at most
- * RESTART_REDEFINE_WAIT_USEC (restart.h), off the main loop's path: the
- * server keeps the connection waiting, as for a worker's job.  Returns 0
- * if j was parked, -EAGAIN if it has nothing to wait for. */
-static int on_park_timer(sd_event_source *s, uint64_t usec, void *userdata);
-
+ * events and its hook calls.  When its verdict depends on that
+ * (j->define_matters: restart_define_matters(), restart.h), such a call
+ * waits for the define, at most RESTART_REDEFINE_WAIT_USEC, off the main
+ * loop's path: the server keeps the connection waiting, as for a worker's
+ * job.  Its decision is dropped, to be made again when it is unparked.
+ * Returns 0 if j was parked, a negative errno if it could not be (then j
+ * is answered as decided). */
 static int park(struct manager *m, struct hook_job *j) {
-        if (!streq(j->req.argv[1], "prepare") || !streq(j->req.argv[2], "begin") ||
-            !restart_define_awaited(&m->restarts, &j->ctx.decide, j->ctx.now))
-                return -EAGAIN;
         int r = sd_event_add_time_relative(m->event, &j->park_timer, CLOCK_MONOTONIC, RESTART_REDEFINE_WAIT_USEC, 0,
                                            on_park_timer, j);
         if (r < 0)
-                return r;       /* decided now, as before */
+                return r;
+        decision_done(&j->d);
+        j->log = NULL;
+        j->define_matters = false;
+        free(j->frame);
+        j->frame = NULL;
         j->park_next = m->parked;
         m->parked = j;
-        log_msg(LOG_DEBUG, "Start of domain %s: transient at the gate but undefined moments ago; waiting up to %llu ms "
-                "for its define", j->req.argv[0], (unsigned long long) (RESTART_REDEFINE_WAIT_USEC / 1000));
+        log_msg(LOG_DEBUG, "Start of domain %s: transient at the gate but undefined moments ago, and its verdict "
+                "depends on that; waiting up to %llu ms for its define",
+                j->req.argv[0], (unsigned long long) (RESTART_REDEFINE_WAIT_USEC / 1000));
         return 0;
 }
 
@@ -1288,6 +1332,9 @@ static int on_park_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct hook_job *j = userdata;
         log_msg(LOG_DEBUG, "Start of domain %s: no define came within %llu ms; deciding it as transient",
                 j->req.argv[0], (unsigned long long) (RESTART_REDEFINE_WAIT_USEC / 1000));
+        /* Undefined for good, most likely: the next start is not held. */
+        if (j->ctx.decide.uuid)
+                restart_define_missed(&j->m->restarts, j->ctx.decide.uuid);
         unpark(j->m, j);
         return 0;
 }
@@ -1357,10 +1404,6 @@ static json_object *manager_handle(void *userdata, json_object *request, struct 
         j->peer_pid = peer_pid;
         hook_context_fill(m, &req, &j->ctx);
         j->req = req;
-        if (park(m, j) == 0) {
-                *ret_job = j;
-                return NULL;
-        }
         return hook_job_start(m, j, ret_job);
 }
 

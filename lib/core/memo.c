@@ -176,3 +176,106 @@ bool memo_put(struct memo *m, const struct proto_request *req, uint64_t host_gen
         m->bytes += e.bytes;
         return true;
 }
+
+/* ---- keeping a generation across a reload that changes nothing --------- */
+
+/* The sizes of the structs compared below, on x86-64: a field added to one
+ * of them changes its size and stops the build here, until the comparison
+ * reads it too (a field it missed would let the memo answer with a host
+ * map or a policy that is not the one the answer was decided with). */
+#if defined(__x86_64__)
+_Static_assert(sizeof(struct hostmap) == (PCINUMA_STAND_INS ? 240 : 232), "compare the new field in memo_same_hostmap()");
+#endif
+#if defined(__x86_64__)
+_Static_assert(sizeof(struct hostmap_device) == 232, "compare the new field in memo_same_hostmap()");
+_Static_assert(sizeof(struct hostmap_mdev) == 64, "compare the new field in memo_same_hostmap()");
+_Static_assert(sizeof(struct hostmap_node) == 32, "compare the new field in memo_same_hostmap()");
+_Static_assert(sizeof(struct hostmap_cpu_id) == 140, "compare the new field in memo_same_hostmap()");
+_Static_assert(sizeof(struct policy) == 96, "compare the new field in memo_same_policy()");
+_Static_assert(sizeof(struct policy_settings) == 24, "compare the new field in memo_same_policy()");
+_Static_assert(sizeof(struct policy_rule) == 48, "compare the new field in memo_same_policy()");
+_Static_assert(sizeof(struct policy_pool_entry) == 32, "compare the new field in memo_same_policy()");
+#endif
+
+static bool same_device(const struct hostmap_device *a, const struct hostmap_device *b) {
+        if (!pci_addr_eq(&a->addr, &b->addr) || !streq(a->name, b->name) || a->class != b->class ||
+            a->vendor != b->vendor || a->device != b->device || a->sysfs_node != b->sysfs_node || a->node != b->node ||
+            !streq_ptr(a->driver, b->driver) || a->iommu_group != b->iommu_group || a->has_physfn != b->has_physfn ||
+            (a->has_physfn && !pci_addr_eq(&a->physfn, &b->physfn)) || a->n_vfs != b->n_vfs ||
+            !streq_ptr(a->host_bridge, b->host_bridge) || a->n_upstream != b->n_upstream ||
+            !streq(a->link_speed, b->link_speed) || a->link_width != b->link_width)
+                return false;
+        for (size_t i = 0; i < HOSTMAP_N_BARS; i++)
+                if (a->bars[i].type != b->bars[i].type || a->bars[i].prefetchable != b->bars[i].prefetchable ||
+                    a->bars[i].size != b->bars[i].size)
+                        return false;
+        for (size_t i = 0; i < a->n_upstream; i++)
+                if (!pci_addr_eq(&a->upstream[i], &b->upstream[i]))
+                        return false;
+        return true;
+}
+
+bool memo_same_hostmap(const struct hostmap *a, const struct hostmap *b) {
+        if (a->n_nodes != b->n_nodes || a->n_devices != b->n_devices || a->n_mdevs != b->n_mdevs ||
+            a->single_node != b->single_node || a->n_warnings != b->n_warnings ||
+            a->n_warnings_dropped != b->n_warnings_dropped || !streq(a->cpu_id.arch, b->cpu_id.arch) ||
+            !streq(a->cpu_id.vendor, b->cpu_id.vendor) || a->cpu_id.family != b->cpu_id.family ||
+            a->cpu_id.model != b->cpu_id.model)
+                return false;
+#if PCINUMA_STAND_INS
+        if (a->stand_ins != b->stand_ins)
+                return false;
+#endif
+        for (size_t i = 0; i < a->n_nodes; i++)
+                if (a->nodes[i].id != b->nodes[i].id || a->nodes[i].socket != b->nodes[i].socket ||
+                    !bitmap_equal(&a->nodes[i].cpus, &b->nodes[i].cpus))
+                        return false;
+        if (a->n_nodes && (!a->distance != !b->distance ||
+                           (a->distance && memcmp(a->distance, b->distance, a->n_nodes * a->n_nodes * sizeof(int)) != 0)))
+                return false;
+        for (size_t i = 0; i < a->n_devices; i++)
+                if (!same_device(&a->devices[i], &b->devices[i]))
+                        return false;
+        for (size_t i = 0; i < a->n_mdevs; i++)
+                if (!streq(a->mdevs[i].uuid, b->mdevs[i].uuid) || !pci_addr_eq(&a->mdevs[i].parent, &b->mdevs[i].parent) ||
+                    !streq_ptr(a->mdevs[i].type, b->mdevs[i].type) || a->mdevs[i].node != b->mdevs[i].node)
+                        return false;
+        for (size_t i = 0; i < a->n_warnings; i++)
+                if (!streq(a->warnings[i], b->warnings[i]))
+                        return false;
+        return true;
+}
+
+static bool same_settings(const struct policy_settings *a, const struct policy_settings *b) {
+        return a->mode == b->mode && a->topology == b->topology && a->mirror_switches == b->mirror_switches &&
+               a->mirror_distances == b->mirror_distances && a->mmio64_auto == b->mmio64_auto &&
+               a->io_port_check == b->io_port_check && a->managed_auto == b->managed_auto &&
+               a->nccl_topology == b->nccl_topology && a->migration_same_topology == b->migration_same_topology &&
+               a->gpudirect_clique_auto == b->gpudirect_clique_auto && a->first_start == b->first_start &&
+               a->transient_restart == b->transient_restart;
+}
+
+bool memo_same_policy(const struct policy *a, const struct policy *b) {
+        if (!same_settings(&a->def, &b->def) || a->allow_domain_policy != b->allow_domain_policy ||
+            a->n_rules != b->n_rules || a->hook_timeout_ms != b->hook_timeout_ms ||
+            a->n_variant_drivers != b->n_variant_drivers || a->n_pool != b->n_pool ||
+            a->hook_on_unreachable != b->hook_on_unreachable || a->restart_window_ms != b->restart_window_ms)
+                return false;
+        for (size_t i = 0; i < a->n_rules; i++) {
+                const struct policy_rule *x = &a->rules[i], *y = &b->rules[i];
+                if (!streq_ptr(x->name_glob, y->name_glob) || !streq_ptr(x->uuid, y->uuid) || !streq_ptr(x->tag, y->tag) ||
+                    !same_settings(&x->settings, &y->settings))
+                        return false;
+        }
+        for (size_t i = 0; i < a->n_variant_drivers; i++)
+                if (!streq(a->variant_drivers[i], b->variant_drivers[i]))
+                        return false;
+        for (size_t i = 0; i < a->n_pool; i++) {
+                const struct policy_pool_entry *x = &a->pool[i], *y = &b->pool[i];
+                if (!streq_ptr(x->text, y->text) || x->kind != y->kind || !pci_addr_eq(&x->addr, &y->addr) ||
+                    x->class != y->class || x->class_mask != y->class_mask || x->vendor != y->vendor ||
+                    x->device != y->device)
+                        return false;
+        }
+        return true;
+}

@@ -6,7 +6,9 @@
  *     XML's bytes (but for the digits of the root element's id='N', which
  *     libvirt numbers anew at every start and pcinuma never reads), and the
  *     generations of the host map and of the policy the caller decides
- *     with (numbers the caller changes whenever it replaces either).  The
+ *     with (numbers the caller changes whenever it replaces either; it
+ *     keeps the current one and its number when a reload reads one equal
+ *     in content: memo_same_hostmap(), memo_same_policy()).  The
  *     memo keeps a copy of them with each answer and gives the answer
  *     only to a request equal to it in all of these: compared byte for
  *     byte, not through a hash, so no collision can give a wrong answer;
@@ -35,6 +37,8 @@
 #include <stdint.h>
 
 #include "decide.h"
+#include "hostmap.h"
+#include "policy.h"
 #include "protocol.h"
 
 /* The most entries a memo keeps, and the most bytes of requests (domain
@@ -84,3 +88,14 @@ void *memo_get(struct memo *m, const struct proto_request *req, uint64_t host_ge
  * freed, false. */
 bool memo_put(struct memo *m, const struct proto_request *req, uint64_t host_generation, uint64_t policy_generation,
               void *value);
+
+/* Whether a reload's new host map (policy) b is equal in content to a,
+ * the one it replaces: everything decide_hook() may read of it (every
+ * field of every node, distance, device, mdev and warning, the CPU
+ * identity; every setting, rule, variant driver and pool entry of the
+ * policy, with their texts, which messages quote).  The caller then keeps
+ * a and its generation, so the memo stays warm across a rescan or reload
+ * that changed nothing, and b is dropped.  A field added to one of those
+ * structs stops the build (memo.c) until it is compared too. */
+bool memo_same_hostmap(const struct hostmap *a, const struct hostmap *b);
+bool memo_same_policy(const struct policy *a, const struct policy *b);

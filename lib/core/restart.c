@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memo.h"
 #include "util.h"
 
 /* libvirt's form: 8-4-4-4-12 hex digits (either case). */
@@ -183,6 +184,27 @@ void restart_context(struct restart_state *s, const char *xml, size_t len, bool 
 bool restart_define_awaited(struct restart_state *s, const struct decide_context *ctx, uint64_t now) {
         return ctx->uuid && ctx->watcher && ctx->persistence == DECIDE_TRANSIENT &&
                note_find(s->undefined, &s->n_undefined, ctx->uuid, now) != NULL;
+}
+
+bool restart_define_matters(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
+                            const struct decide_context *ctx, const struct decision *d) {
+        if (memo_keeps(d))
+                return false;           /* a function of the request, the host map and the policy alone */
+        struct decide_context persistent = *ctx;
+        persistent.persistence = DECIDE_PERSISTENT;
+        struct decision as_persistent = {0};
+        decide_hook(req, h, pol, NULL, &persistent, &as_persistent);
+        bool matters = as_persistent.verdict != d->verdict;
+        decision_done(&as_persistent);
+        return matters;
+}
+
+void restart_define_missed(struct restart_state *s, const char *uuid) {
+        if (!canonical(uuid))
+                return;
+        char u[37];
+        lower(uuid, u);
+        note_remove(s->undefined, &s->n_undefined, u);
 }
 
 void restart_after_prepare(struct restart_state *s, const struct decide_context *ctx, enum decide_verdict v) {

@@ -27,7 +27,9 @@
  * that finds it transient may be a define ahead of the watcher's events
  * (a client that undefines and defines it right before each start), and
  * waits for that define at most RESTART_REDEFINE_WAIT_USEC
- * (restart_define_awaited()). */
+ * (restart_define_awaited()), if its verdict depends on it
+ * (restart_define_matters()).  A call that waited the whole time ends the
+ * note (restart_define_missed()). */
 #define RESTART_UNDEFINED_USEC (10ull * 1000 * 1000)
 #define RESTART_REDEFINE_WAIT_USEC (2ull * 1000 * 1000)
 
@@ -52,8 +54,8 @@ struct restart_state {
          * domain that was persistent once up). */
         struct restart_note *conditional;
         size_t n_conditional;
-        /* Domains reported undefined, until RESTART_UNDEFINED_USEC or
-         * their next define. */
+        /* Domains reported undefined, until RESTART_UNDEFINED_USEC, their
+         * next define, or a prepare call's wait for it in vain. */
         struct restart_note *undefined;
         size_t n_undefined;
 
@@ -97,13 +99,28 @@ void restart_note_conditional(struct restart_state *s, const char *uuid, uint64_
  * note is used is forgotten by restart_after_prepare(). */
 void restart_context(struct restart_state *s, const char *xml, size_t len, bool updating, bool connected, uint64_t now,
                      char uuid_buf[static 37], struct decide_context *ret);
-/* Whether the prepare call of ctx should wait for a define that may be
- * ahead of the watcher's events: the gate holds the domain transient,
- * and the watcher reported it undefined within RESTART_UNDEFINED_USEC.
- * Nothing orders libvirt's define events against its hook calls; the
- * caller waits for restart_set_one(uuid, true), at most
- * RESTART_REDEFINE_WAIT_USEC, then computes the context again. */
+/* Whether a define may be ahead of the watcher's events for the prepare
+ * call of ctx: the gate holds the domain transient, and the watcher
+ * reported it undefined within RESTART_UNDEFINED_USEC.  Nothing orders
+ * libvirt's define events against its hook calls.  If so, the caller
+ * decides the call, and if restart_define_matters() says the define
+ * would change its verdict, it drops that decision and waits for
+ * restart_set_one(uuid, true), at most RESTART_REDEFINE_WAIT_USEC, then
+ * computes the context again and decides the call then. */
 bool restart_define_awaited(struct restart_state *s, const struct decide_context *ctx, uint64_t now);
+/* Whether d, decide_hook()'s answer to the prepare call req under ctx
+ * (with h and pol), would have another verdict if the domain were
+ * persistent: decided again so when d is one that may depend on ctx at
+ * all (not memo_keeps(d), memo.h).  Under a policy where a transient
+ * start gets the verdict of a persistent one ("first_start": "refuse" or
+ * "allow", "transient": "restart"), for a planned domain, for one refused
+ * by its plan, and for an incoming one, there is nothing to wait for. */
+bool restart_define_matters(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
+                            const struct decide_context *ctx, const struct decision *d);
+/* A prepare call of uuid waited RESTART_REDEFINE_WAIT_USEC for its define
+ * in vain: the undefine note goes, so that the next start of a domain
+ * undefined for good is not held again. */
+void restart_define_missed(struct restart_state *s, const char *uuid);
 
 /* After the prepare decision of ctx: an incoming note is used up, a
  * conditional one is superseded (unless it is pcinuma's own start); a

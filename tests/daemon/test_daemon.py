@@ -1111,6 +1111,74 @@ def t_prepare_memo():
         eq((r6.rc, r6.err, dec6.fields), (r5.rc, r5.err, dec5.fields), "the memo's answer after the reload")
 
 
+def t_prepare_memo_reload():
+    """The memo of prepare answers stays warm across a reload (SIGHUP: the
+    policy and a rescan of the host) that finds the same policy and the
+    same host: pcinumad keeps its host map and policy, and their
+    generations, when the new ones are equal in content (memo.h).  A host
+    that changed, or a policy that changed in any setting, even one that
+    does not change this domain's answer, is decided in full again."""
+    desc = json.loads(read_text(os.path.join(ARGS.hosts, "sample-4n.json")))
+    d0 = fresh_dir("memo-reload")
+    tree = os.path.join(d0, "host")
+    desc_path = os.path.join(d0, "host.json")
+    write_json(desc_path, desc)
+    mkfakesysfs(desc_path, tree)
+    with Daemon("memo-reload", policy="require", sysfs=tree) as d:
+        def answers():
+            return d.status()["prepare_memo"]["answers"]
+
+        def prepare():
+            return hook_and_decision(d, "gpu-vm-1", "prepare", "begin", good)
+
+        good = planned("gpu-vm-1", "require", sysfs=tree)
+        r1, dec1 = prepare()
+        eq((r1.rc, r1.err, dec1.get("PCINUMA_VERDICT")), (0, "", "allow"), "first prepare of the planned domain: %r" % r1)
+        prepare()
+        base = answers()
+        eq(base, 1, "memo answers once warm")
+        st = d.status()
+        gen, devices = st["hostmap"]["generation"], st["hostmap"]["devices"]
+
+        # A reload that changes nothing: the same settings, written another
+        # way, and the same host.  The host map is rebuilt all the same.
+        write_policy(d.policy_file, json.dumps({"default": {"policy": "require", "topology": "paths"}}, indent=8) + "\n")
+        d.hup()
+        eq(d.status()["hostmap"]["generation"], gen + 1, "host map generation after the reload (one more rebuild)")
+        r2, dec2 = prepare()
+        eq(answers(), base + 1, "memo answers after a reload that found the same policy and host")
+        eq((r2.rc, r2.err, dec2.message, dec2.fields), (r1.rc, r1.err, dec1.message, dec1.fields),
+           "the memo's answer after the reload")
+        d.hup()
+        prepare()
+        eq(answers(), base + 2, "memo answers after a second reload that changed nothing")
+
+        # The host changes where this domain has no device (a GPU appears
+        # on node 3): the host map is not the one the answer was made with.
+        pci90 = [h for h in desc["hostbridges"] if h["name"] == "pci0000:90"][0]
+        pci90["devices"].append({"bdf": "0000:90:02.0", "kind": "rootport",
+                                 "devices": [{"bdf": "0000:92:00.0", "kind": "gpu"}]})
+        write_json(desc_path, desc)
+        mkfakesysfs(desc_path, tree)
+        d.hup()
+        eq(d.status()["hostmap"]["devices"], devices + 2, "devices after the rescan (root port + GPU)")
+        r3, dec3 = prepare()
+        eq(answers(), base + 2, "memo answers after the host changed")
+        eq((r3.rc, r3.err, dec3.get("PCINUMA_VERDICT")), (0, "", "allow"), "prepare after the host changed: %r" % r3)
+        prepare()
+        eq(answers(), base + 3, "memo answers after the host changed, again")
+
+        # A policy setting that this answer does not show (the hook's
+        # timeout): another policy all the same.
+        write_policy(d.policy_file, json.dumps({"default": {"policy": "require"}, "hook": {"timeout_ms": 9000}}) + "\n")
+        d.hup()
+        r4, dec4 = prepare()
+        eq(answers(), base + 3, "memo answers after the policy changed")
+        eq((r4.rc, r4.err, dec4.fields), (r1.rc, r1.err, dec1.fields), "the full decision after the policy changed")
+        prepare()
+        eq(answers(), base + 4, "memo answers after the policy changed, again")
+
+
 class FakeJournal:
     PATH = "/run/systemd/journal/socket"
 
@@ -1916,6 +1984,8 @@ def main():
     R.run("SIGHUP rescan sees a device added to the fixture tree", t_rescan)
     R.run("stderr log: MESSAGE_ID and PCINUMA_* fields per decision kind", t_log_fields)
     R.run("prepare memo: an unchanged planned domain answered as before, edits decided in full", t_prepare_memo)
+    R.run("prepare memo: warm across a reload that changes nothing, cold after a change of host or policy",
+          t_prepare_memo_reload)
     R.run("journal: native datagrams to /run/systemd/journal/socket carry the fields", t_journal)
     R.run("sd_notify: READY, STATUS, RELOADING+MONOTONIC_USEC then READY, STOPPING", t_sd_notify)
     R.run("socket activation: LISTEN_FDS=1 socket on fd 3 is served", t_socket_activation)

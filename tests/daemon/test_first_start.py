@@ -26,7 +26,9 @@ transient: restart, and under "restart" is restarted; a domain defined
 meanwhile ({"type":"domain"}) is restarted; a start whose define reaches the gate after the hook call (a
 client that undefines and defines the domain right before each start)
 waits for it and is restarted, and one whose define never comes is
-decided as transient once the wait is over; "first_start": "refuse" and
+decided as transient once the wait is over (and the next start is not
+held again); a start whose verdict a define would not change
+("transient": "restart") does not wait; "first_start": "refuse" and
 "allow" keep today's refusal and warning; an incoming migration is not
 restarted; a watcher that lost libvirt means no restart, and says so.
 Ends with 'N passed, M failed'.
@@ -320,6 +322,33 @@ def t_redefine():
         eq((r.rc, dec.get("PCINUMA_VERDICT")), (1, "refuse"), "a start of a domain undefined for good: %r" % (r,))
         contains(r.err, "a transient domain must be created from planned XML", "stderr")
         check(waited >= 1.9, "decided after %.2f s, before the wait for a define (2 s) was over" % waited)
+        # That wait ends the undefine's note: the next start is not held.
+        t0 = time.monotonic()
+        r, dec = e.prepare("vm-p", e.xml_p)
+        waited = time.monotonic() - t0
+        eq((r.rc, dec.get("PCINUMA_VERDICT")), (1, "refuse"), "the next start of a domain undefined for good: %r" % (r,))
+        check(waited < 1.5, "the next start waited %.2f s for a define again" % waited)
+    finally:
+        e.stop()
+
+
+def t_redefine_needless():
+    # Under "transient": "restart" a transient start is restarted like a
+    # persistent one: a define on its way changes nothing, so nothing
+    # waits for it.
+    e = Env({"default": {"policy": "require", "transient": "restart"}})
+    try:
+        e.send({"type": "domain", "uuid": P, "persistent": False})
+        m = e.mark()
+        t0 = time.monotonic()
+        r, dec = e.prepare("vm-p", e.xml_p)
+        waited = time.monotonic() - t0
+        eq((r.rc, dec.get("PCINUMA_VERDICT")), (0, "restart"), "a start undefined moments ago, transient: restart: %r"
+           % (r,))
+        contains(r.err, "restarts it into the plan (transient: restart)", "hook stderr")
+        check(waited < 1.5, "a start whose verdict does not depend on a define waited %.2f s for one" % waited)
+        e.wait(lambda: e.since(m, "restart_plan"), "its restart plan")
+        e.send({"type": "restarted", "uuid": P, "outcome": "restarted", "unplanned_us": 1, "total_us": 2})
     finally:
         e.stop()
 
@@ -397,6 +426,7 @@ def main():
         R.run("persistent: restarted; pcinuma's own starts pass; the watcher's report counted", t_persistent)
         R.run("transient: leave refuses (says how), restart restarts; a domain defined meanwhile", t_transient)
         R.run("a define that reaches the gate after the hook call is waited for; then transient", t_redefine)
+        R.run("no wait for a define that would not change the verdict (transient: restart)", t_redefine_needless)
         R.run("first_start refuse and allow; incoming migration and restore; watcher without libvirt",
               t_refuse_allow_incoming)
     finally:

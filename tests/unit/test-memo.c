@@ -484,6 +484,211 @@ static void test_memo_match_and_bounds(void **state) {
         memo_done(&m);
 }
 
+/* ---- memo_same_hostmap(), memo_same_policy() ------------------------------------------ */
+
+/* The fixture host name as a tree under dir, loaded. */
+static struct hostmap *load_host(const char *dir, const char *name) {
+        _cleanup_free_ char *root = xasprintf("%s/%s", dir, name);
+        struct stat st;
+        if (stat(root, &st) < 0) {
+                _cleanup_free_ char *cmd = xasprintf("python3 '%s' '%s/hosts/%s.json' '%s'", MKFAKESYSFS, FIXTURE_DIR,
+                                                     name, root);
+                if (system(cmd) != 0)
+                        fail_msg("command failed: %s", cmd);
+        }
+        struct hostmap *h = NULL;
+        _cleanup_free_ char *err = NULL;
+        if (hostmap_load_path(root, &h, &err) < 0)
+                fail_msg("host %s: %s", root, err);
+        return h;
+}
+
+static void set_str(char **s, const char *v) {
+        free(*s);
+        *s = v ? xstrdup(v) : NULL;
+}
+
+/* Change one thing, number k, of h's content: false when there is no
+ * number k.  d is a device with a driver, a host bridge and a bridge
+ * above it, v a VF. */
+static bool change_host(struct hostmap *h, unsigned k, size_t d, size_t v) {
+        struct hostmap_device *x = &h->devices[d];
+        switch (k) {
+        case 0: x->addr.func ^= 1; return true;
+        case 1: x->name[0] = 'x'; return true;
+        case 2: x->class ^= 1; return true;
+        case 3: x->vendor ^= 1; return true;
+        case 4: x->device ^= 1; return true;
+        case 5: x->sysfs_node = 3 - x->sysfs_node; return true;
+        case 6: x->node = 3 - x->node; return true;
+        case 7: set_str(&x->driver, "vfio-pci-other"); return true;
+        case 8: set_str(&x->driver, NULL); return true;
+        case 9: x->iommu_group++; return true;
+        case 10: h->devices[v].physfn.func ^= 1; return true;
+        case 11: h->devices[v].has_physfn = false; return true;
+        case 12: x->n_vfs++; return true;
+        case 13: x->bars[0].size += 4096; return true;
+        case 14: x->bars[0].prefetchable = !x->bars[0].prefetchable; return true;
+        case 15: x->bars[5].type = x->bars[5].type == HOSTMAP_BAR_IO ? HOSTMAP_BAR_MEM32 : HOSTMAP_BAR_IO; return true;
+        case 16: set_str(&x->host_bridge, "pci0000:ff"); return true;
+        case 17: x->upstream[0].bus ^= 1; return true;
+        case 18: x->n_upstream--; return true;
+        case 19: strcpy(x->link_speed, "2.5 GT/s PCIe"); return true;
+        case 20: x->link_width ^= 1; return true;
+        case 21: bitmap_set(&h->nodes[0].cpus, 4000); return true;
+        case 22: h->nodes[1].socket ^= 1; return true;
+        case 23: h->nodes[1].id = 7; return true;
+        case 24: h->distance[1] = 99; return true;
+        case 25: h->single_node = !h->single_node; return true;
+        case 26: set_str(&h->mdevs[0].type, "nvidia-999"); return true;
+        case 27: h->mdevs[0].parent.func ^= 1; return true;
+        case 28: h->mdevs[0].uuid[0] = h->mdevs[0].uuid[0] == 'a' ? 'b' : 'a'; return true;
+        case 29: h->mdevs[0].node = 3 - h->mdevs[0].node; return true;
+        case 30: hostmap_warn(h, "a warning"); return true;
+        case 31: h->n_warnings_dropped++; return true;
+        case 32: strcpy(h->cpu_id.arch, "arm64"); return true;
+        case 33: strcpy(h->cpu_id.vendor, "AuthenticAMD"); return true;
+        case 34: h->cpu_id.family = 25; return true;
+        case 35: h->cpu_id.model = 17; return true;
+        case 36: h->n_devices--; return true;
+        case 37: h->n_mdevs--; return true;
+        }
+        return false;
+}
+
+static void test_memo_same_hostmap(void **state) {
+        char dir[] = "/tmp/test-memo-same-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        /* The same tree read twice, and the same host spelt by another
+         * fixture file are the same; other hosts are not. */
+        _cleanup_hostmap_ struct hostmap *a = load_host(dir, "sample-4n");
+        _cleanup_hostmap_ struct hostmap *b = load_host(dir, "sample-4n");
+        assert_true(a != b && memo_same_hostmap(a, b) && memo_same_hostmap(b, a));
+        _cleanup_hostmap_ struct hostmap *fa = load_host(dir, "fleet-a");
+        _cleanup_hostmap_ struct hostmap *fb = load_host(dir, "fleet-b");
+        assert_false(memo_same_hostmap(a, fa));
+        assert_false(memo_same_hostmap(fa, fb));
+
+        /* A device with a driver, a host bridge, a bridge above it and a
+         * VF; the mdevs' parents too. */
+        size_t d = SIZE_MAX, v = SIZE_MAX;
+        for (size_t i = 0; i < a->n_devices; i++) {
+                const struct hostmap_device *x = &a->devices[i];
+                if (d == SIZE_MAX && x->driver && x->host_bridge && x->n_upstream > 0 && x->node >= 0)
+                        d = i;
+                if (v == SIZE_MAX && x->has_physfn)
+                        v = i;
+        }
+        assert_true(d != SIZE_MAX && v != SIZE_MAX && a->n_mdevs > 0 && a->n_nodes == 4);
+        /* Each change of the content, alone, makes another host. */
+        unsigned k = 0;
+        for (;; k++) {
+                _cleanup_hostmap_ struct hostmap *c = load_host(dir, "sample-4n");
+                size_t n_devices = c->n_devices, n_mdevs = c->n_mdevs, n_upstream = c->devices[d].n_upstream;
+                assert_true(memo_same_hostmap(a, c));
+                if (!change_host(c, k, d, v))
+                        break;
+                if (memo_same_hostmap(a, c) || memo_same_hostmap(c, a))
+                        fail_msg("change %u of the host map is not seen", k);
+                /* What hostmap_free() reads, as it was. */
+                c->n_devices = n_devices;
+                c->n_mdevs = n_mdevs;
+                c->devices[d].n_upstream = n_upstream;
+        }
+        assert_int_equal(k, 38);
+        _cleanup_free_ char *rm = xasprintf("rm -rf '%s'", dir);
+        assert_int_equal(system(rm), 0);
+}
+
+static void test_memo_same_policy(void **state) {
+        static const char base[] =
+                "{\"default\": {\"policy\": \"require\"}, \"rules\": [{\"match\": {\"name\": \"gpu-*\"}, \"policy\": "
+                "\"preferred\"}, {\"match\": {\"tag\": \"t\"}, \"policy\": \"socket\"}], \"vfio_variant_drivers\": "
+                "[\"mlx5_vfio_pci\"], \"passthrough_pool\": [\"0000:3b:00.0\", \"class:0x03\", \"10de:2330\"]}";
+        /* The same settings, written otherwise (defaults spelt out,
+         * another key order, other white space). */
+        static const char same[] =
+                "{\"passthrough_pool\": [\"0000:3b:00.0\", \"class:0x03\", \"10de:2330\"],\n"
+                "  \"vfio_variant_drivers\": [\"mlx5_vfio_pci\"],\n"
+                "  \"default\": {\"topology\": \"paths\", \"policy\": \"require\", \"first_start\": \"restart\"},\n"
+                "  \"rules\": [{\"match\": {\"name\": \"gpu-*\"}, \"policy\": \"preferred\"},\n"
+                "            {\"match\": {\"tag\": \"t\"}, \"policy\": \"socket\"}]}\n";
+        static const char *const other[] = {
+                "{\"default\": {\"policy\": \"preferred\"}, \"rules\": [{\"match\": {\"name\": \"gpu-*\"}, \"policy\": "
+                "\"preferred\"}, {\"match\": {\"tag\": \"t\"}, \"policy\": \"socket\"}], \"vfio_variant_drivers\": "
+                "[\"mlx5_vfio_pci\"], \"passthrough_pool\": [\"0000:3b:00.0\", \"class:0x03\", \"10de:2330\"]}",
+                /* a rule's pattern, setting, or the rules' order */
+                "{\"default\": {\"policy\": \"require\"}, \"rules\": [{\"match\": {\"name\": \"gpu-?\"}, \"policy\": "
+                "\"preferred\"}, {\"match\": {\"tag\": \"t\"}, \"policy\": \"socket\"}], \"vfio_variant_drivers\": "
+                "[\"mlx5_vfio_pci\"], \"passthrough_pool\": [\"0000:3b:00.0\", \"class:0x03\", \"10de:2330\"]}",
+                "{\"default\": {\"policy\": \"require\"}, \"rules\": [{\"match\": {\"name\": \"gpu-*\"}, \"policy\": "
+                "\"preferred\", \"mmio64\": \"off\"}, {\"match\": {\"tag\": \"t\"}, \"policy\": \"socket\"}], "
+                "\"vfio_variant_drivers\": [\"mlx5_vfio_pci\"], \"passthrough_pool\": [\"0000:3b:00.0\", "
+                "\"class:0x03\", \"10de:2330\"]}",
+                "{\"default\": {\"policy\": \"require\"}, \"rules\": [{\"match\": {\"tag\": \"t\"}, \"policy\": "
+                "\"socket\"}, {\"match\": {\"name\": \"gpu-*\"}, \"policy\": \"preferred\"}], \"vfio_variant_drivers\": "
+                "[\"mlx5_vfio_pci\"], \"passthrough_pool\": [\"0000:3b:00.0\", \"class:0x03\", \"10de:2330\"]}",
+                /* a variant driver, a pool entry */
+                "{\"default\": {\"policy\": \"require\"}, \"rules\": [{\"match\": {\"name\": \"gpu-*\"}, \"policy\": "
+                "\"preferred\"}, {\"match\": {\"tag\": \"t\"}, \"policy\": \"socket\"}], \"vfio_variant_drivers\": "
+                "[\"mlx5_vfio_pcj\"], \"passthrough_pool\": [\"0000:3b:00.0\", \"class:0x03\", \"10de:2330\"]}",
+                "{\"default\": {\"policy\": \"require\"}, \"rules\": [{\"match\": {\"name\": \"gpu-*\"}, \"policy\": "
+                "\"preferred\"}, {\"match\": {\"tag\": \"t\"}, \"policy\": \"socket\"}], \"vfio_variant_drivers\": "
+                "[\"mlx5_vfio_pci\"], \"passthrough_pool\": [\"0000:3b:00.0\", \"class:0x0302\", \"10de:2330\"]}",
+                "{\"default\": {\"policy\": \"require\"}, \"rules\": [{\"match\": {\"name\": \"gpu-*\"}, \"policy\": "
+                "\"preferred\"}, {\"match\": {\"tag\": \"t\"}, \"policy\": \"socket\"}], \"vfio_variant_drivers\": "
+                "[\"mlx5_vfio_pci\"], \"passthrough_pool\": [\"0000:3b:00.0\", \"class:0x03\"]}",
+        };
+        _cleanup_free_ char *err = NULL;
+        _cleanup_policy_ struct policy *a = NULL, *b = NULL;
+        if (policy_parse(base, strlen(base), "base", &a, &err) < 0 || policy_parse(same, strlen(same), "same", &b, &err) < 0)
+                fail_msg("%s", err);
+        assert_true(memo_same_policy(a, b) && memo_same_policy(b, a));
+        for (size_t i = 0; i < ELEMENTSOF(other); i++) {
+                _cleanup_policy_ struct policy *c = NULL;
+                if (policy_parse(other[i], strlen(other[i]), "other", &c, &err) < 0)
+                        fail_msg("other[%zu]: %s", i, err);
+                if (memo_same_policy(a, c) || memo_same_policy(c, a))
+                        fail_msg("other[%zu] is taken for the same policy", i);
+        }
+        /* Each setting, the hook's and the restart window too. */
+        for (unsigned k = 0;; k++) {
+                _cleanup_policy_ struct policy *c = NULL;
+                if (policy_parse(base, strlen(base), "base", &c, &err) < 0)
+                        fail_msg("%s", err);
+                struct policy_settings *s = k % 2 ? &c->rules[1].settings : &c->def;
+                switch (k / 2) {
+                case 0: s->topology = POLICY_TOPOLOGY_CELLS; break;
+                case 1: s->mirror_switches = !s->mirror_switches; break;
+                case 2: s->mirror_distances = !s->mirror_distances; break;
+                case 3: s->mmio64_auto = !s->mmio64_auto; break;
+                case 4: s->io_port_check = !s->io_port_check; break;
+                case 5: s->managed_auto = !s->managed_auto; break;
+                case 6: s->nccl_topology = !s->nccl_topology; break;
+                case 7: s->migration_same_topology = !s->migration_same_topology; break;
+                case 8: s->gpudirect_clique_auto = !s->gpudirect_clique_auto; break;
+                case 9: s->first_start = POLICY_FIRST_START_ALLOW; break;
+                case 10: s->transient_restart = !s->transient_restart; break;
+                case 11: s->mode = POLICY_OFF; break;
+                case 12: c->allow_domain_policy = !c->allow_domain_policy; break;
+                case 13: c->hook_timeout_ms++; break;
+                case 14: c->hook_on_unreachable = !c->hook_on_unreachable; break;
+                case 15: c->restart_window_ms++; break;
+                case 16: set_str(&c->rules[0].uuid, "6a1b7c32-9f0e-5d48-8b5e-2f3c4d5e6f70"); break;
+                case 17: set_str(&c->rules[1].tag, "u"); break;
+                case 18: c->pool[1].class_mask = 0xffff00; break;
+                case 19: c->pool[2].vendor++; break;
+                case 20: c->pool[2].device++; break;
+                case 21: c->pool[0].addr.slot++; break;
+                case 22: c->pool[0].kind = POLICY_POOL_VENDOR_DEVICE; break;
+                case 23: set_str(&c->pool[0].text, "0000:3b:00.1"); break;
+                default: return;
+                }
+                if (memo_same_policy(a, c) || memo_same_policy(c, a))
+                        fail_msg("change %u of the policy is not seen", k);
+        }
+}
+
 int main(int argc, char **argv) {
         for (int i = 1; i < argc; i++) {
                 if (streq(argv[i], "--drop") && i + 1 < argc)
@@ -496,6 +701,8 @@ int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_memo_match_and_bounds),
                 cmocka_unit_test(test_memo_answers),
+                cmocka_unit_test(test_memo_same_hostmap),
+                cmocka_unit_test(test_memo_same_policy),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

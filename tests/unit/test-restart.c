@@ -1,7 +1,7 @@
 /* Tests for restart.h, what pcinumad keeps for restarts into the plan: the
  * persistent set as the watcher reports it, pcinuma's own starts and the
  * incoming ones (and when they run out), the decide_context computed from
- * them, and the counters. */
+ * them, when a prepare call waits for a define, and the counters. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -10,6 +10,8 @@
 
 #include "restart.h"
 #include "util.h"
+
+#include "fake-vm.h"
 
 #define A "6f1c3a52-8d0e-4b7a-9c55-1e2f3a4b5c6d"
 #define B "11111111-0000-4000-8000-000000000001"
@@ -100,6 +102,83 @@ static void test_define_awaited(void **state) {
         assert_false(restart_define_awaited(&s, &c, t + 3));
         c.persistence = DECIDE_TRANSIENT;                         /* the note went with the define */
         assert_false(restart_define_awaited(&s, &c, t + 3));
+        restart_state_done(&s);
+}
+
+/* A call waits for a define only if its verdict depends on it: the start
+ * of an unplanned domain under "first_start": "restart" with "transient":
+ * "leave" (require and socket refuse a transient one, preferred and legacy
+ * warn, where a persistent one is restarted).  Not a planned domain, nor
+ * under off, "first_start": "refuse" or "allow", "transient": "restart",
+ * nor an incoming one. */
+static void test_define_matters(void **state) {
+        (void) state;
+        _cleanup_hostmap_ struct hostmap *h = fake_vm_host();
+        const char *const modes[] = FAKE_VM_POLICIES;
+        const struct decide_context transient = {
+                .uuid = FAKE_VM_UUID, .updating = true, .watcher = true, .persistence = DECIDE_TRANSIENT,
+        };
+        struct proto_request req = {
+                .type = PROTO_REQUEST_HOOK,
+                .argv = { (char *) FAKE_VM_NAME, (char *) "prepare", (char *) "begin", (char *) "-" },
+        };
+        unsigned n_matters = 0;
+        for (size_t i = 0; i < ELEMENTSOF(modes); i++)
+                for (int fs = POLICY_FIRST_START_RESTART; fs <= POLICY_FIRST_START_ALLOW; fs++)
+                        for (int tr = 0; tr < 2; tr++)
+                                for (int planned = 0; planned < 2; planned++)
+                                        for (int incoming = 0; incoming < 2; incoming++) {
+                _cleanup_policy_ struct policy *pol = fake_vm_policy(modes[i]);
+                pol->def.first_start = (enum policy_first_start) fs;
+                pol->def.transient_restart = tr;
+                _cleanup_free_ char *xml = planned ? fake_vm_planned(h, modes[i]) : xstrdup(fake_vm_xml);
+                req.xml = xml;
+                req.xml_len = strlen(xml);
+                struct decide_context c = transient;
+                c.incoming = incoming;
+                struct decision d = {0};
+                decide_hook(&req, h, pol, NULL, &c, &d);
+                bool want = !planned && !incoming && !streq(modes[i], "off") && fs == POLICY_FIRST_START_RESTART &&
+                            !tr;
+                bool got = restart_define_matters(&req, h, pol, &c, &d);
+                if (got != want)
+                        fail_msg("%s, first_start %s, transient %s, %s%s: waits %d, should %d", modes[i],
+                                 policy_first_start_to_string((enum policy_first_start) fs), tr ? "restart" : "leave",
+                                 planned ? "planned" : "unplanned", incoming ? ", incoming" : "", got, want);
+                if (want)
+                        assert_int_equal(d.verdict, streq(modes[i], "require") || streq(modes[i], "socket")
+                                                            ? DECIDE_REFUSE : DECIDE_WARN);
+                n_matters += got;
+                decision_done(&d);
+        }
+        assert_int_equal(n_matters, 4);
+}
+
+/* A call that waited the whole time for a define ends the note: the next
+ * start of a domain undefined for good is not held again. */
+static void test_define_missed(void **state) {
+        (void) state;
+        struct restart_state s = {0};
+        char buf[37];
+        const char *in[] = { A, B };
+        restart_set_persistent(&s, in, 2);
+        uint64_t t = 1000;
+        restart_set_one(&s, A, false, t);
+        restart_set_one(&s, B, false, t);
+        struct decide_context c = ctx_of(&s, XML(A), true, t + 1, buf);
+        assert_true(restart_define_awaited(&s, &c, t + 1));
+        restart_define_missed(&s, "6F1C3A52-8D0E-4B7A-9C55-1E2F3A4B5C6D");     /* A, in capitals */
+        c = ctx_of(&s, XML(A), true, t + 2, buf);
+        assert_int_equal(c.persistence, DECIDE_TRANSIENT);
+        assert_false(restart_define_awaited(&s, &c, t + 2));
+        c = ctx_of(&s, XML(B), true, t + 2, buf);                 /* another's note stays */
+        assert_true(restart_define_awaited(&s, &c, t + 2));
+        restart_define_missed(&s, "garbage");
+        assert_true(restart_define_awaited(&s, &c, t + 2));
+        /* Undefined once more: a new note, waited for again. */
+        restart_set_one(&s, A, false, t + 3);
+        c = ctx_of(&s, XML(A), true, t + 4, buf);
+        assert_true(restart_define_awaited(&s, &c, t + 4));
         restart_state_done(&s);
 }
 
@@ -198,6 +277,8 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_persistent_set),
                 cmocka_unit_test(test_define_awaited),
+                cmocka_unit_test(test_define_matters),
+                cmocka_unit_test(test_define_missed),
                 cmocka_unit_test(test_notes),
                 cmocka_unit_test(test_counters),
         };
