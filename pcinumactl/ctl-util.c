@@ -316,27 +316,22 @@ static void print_lines(const char *who, const char *s) {
 int ctl_report_plan(const char *who, const struct engine_result *res, bool warnings) {
         if (res->revert_warning)
                 ctl_error(0, who, "warning: undoing the earlier plan: %s", res->revert_warning);
-        struct strbuf said = {0};
-        for (size_t i = 0; i < res->plan->n_warnings && warnings; i++) {
+        for (size_t i = 0; i < res->plan->n_warnings && warnings; i++)
                 ctl_error(0, who, "warning: %s", res->plan->warnings[i]);
-                strbuf_printf(&said, "%s\n", res->plan->warnings[i]);
-        }
         if (res->verdict != PLAN_REFUSED) {
                 /* Devices that stay on pcie.0: each cause once, with its
                  * fix and the devices it concerns (a cause a warning
-                 * named: its fix only). */
+                 * named: its fix only), said loudly, as the start says
+                 * it (report_warnings()). */
                 if (warnings) {
-                        _cleanup_free_ char *s = report_causes(res, PLAN_STAY, said.buf);
-                        /* Said loudly, as the start says it (decide.c). */
-                        if (*s && !res->plan->n_warnings)
-                                ctl_error(0, who, "warning: not every passthrough device could be placed (policy %s):",
+                        _cleanup_free_ char *s = NULL;
+                        if (report_warnings(res, &s))
+                                ctl_error(0, who, "warning: " REPORT_NOT_PLACED " (policy %s):",
                                           policy_mode_to_string(res->settings.mode));
                         print_lines(who, s);
                 }
-                free(said.buf);
                 return 0;
         }
-        free(said.buf);
         /* The reason, then each cause once with its fix and the devices
          * it concerns (report_refusal()), each line with the prefix. */
         _cleanup_free_ char *s = report_refusal(res);

@@ -15,13 +15,6 @@ static const struct domain_hostdev *find_same_hostdev(const struct domain *d, co
         return NULL;
 }
 
-static const struct plan_port *find_port(const struct plan *p, int index) {
-        for (size_t k = 0; k < p->n_ports; k++)
-                if (p->ports[k].index == index)
-                        return &p->ports[k];
-        return NULL;
-}
-
 /* Pair planned controller index 'want' with the current domain's 'have':
  * each planned controller must stand for one current controller and the
  * other way round (map: NULL checks the shape only). */
@@ -52,7 +45,7 @@ static bool in_place(const struct domain *cur, const struct domain_hostdev *hd, 
         if (!hd->has_guest_addr || hd->guest.domain != 0 || hd->guest.slot != 0 || hd->guest.func != pd->guest.func)
                 return false;
         int have = hd->guest.bus;
-        const struct plan_port *want = find_port(p, pd->port_index);
+        const struct plan_port *want = plan_find_port(p, pd->port_index);
         for (size_t guard = 0; want && guard <= p->n_ports; guard++) {
                 const struct domain_controller *c = domain_find_controller(cur, have);
                 if (!c || !c->has_addr || c->addr.domain != 0 || !streq(c->model, want->model) || !bind(map, want->index, have))
@@ -71,7 +64,7 @@ static bool in_place(const struct domain *cur, const struct domain_hostdev *hd, 
                                 there += cur->pci_uses[u].addr.domain == 0 && cur->pci_uses[u].addr.bus == hd->guest.bus;
                         return planned == there;
                 }
-                want = find_port(p, want->parent_index);
+                want = plan_find_port(p, want->parent_index);
         }
         return false;
 }

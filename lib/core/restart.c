@@ -8,25 +8,6 @@
 #include "memo.h"
 #include "util.h"
 
-/* libvirt's form: 8-4-4-4-12 hex digits (either case). */
-static bool canonical(const char *uuid) {
-        if (!uuid || strlen(uuid) != 36)
-                return false;
-        for (size_t i = 0; i < 36; i++) {
-                bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-                char c = uuid[i];
-                if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
-                        return false;
-        }
-        return true;
-}
-
-static void lower(const char *uuid, char ret[static 37]) {
-        for (size_t i = 0; i < 36; i++)
-                ret[i] = (char) (uuid[i] >= 'A' && uuid[i] <= 'F' ? uuid[i] - 'A' + 'a' : uuid[i]);
-        ret[36] = 0;
-}
-
 static int cmp_uuid(const void *a, const void *b) {
         return strcmp((const char *) a, (const char *) b);
 }
@@ -68,8 +49,8 @@ void restart_set_persistent(struct restart_state *s, const char *const *uuids, s
         s->persistent = n ? xcalloc(n, sizeof(*s->persistent)) : NULL;
         size_t k = 0;
         for (size_t i = 0; i < n; i++)
-                if (canonical(uuids[i]))
-                        lower(uuids[i], s->persistent[k++]);
+                if (uuid_canonical(uuids[i], s->persistent[k]) == 0)
+                        k++;
         if (k)
                 qsort(s->persistent, k, sizeof(*s->persistent), cmp_uuid);
         /* No duplicates: the set is searched and edited by bisection. */
@@ -82,10 +63,9 @@ void restart_set_persistent(struct restart_state *s, const char *const *uuids, s
 }
 
 void restart_set_one(struct restart_state *s, const char *uuid, bool persistent, uint64_t now) {
-        if (!canonical(uuid))
-                return;
         char u[37];
-        lower(uuid, u);
+        if (uuid_canonical(uuid, u) < 0)
+                return;
         if (persistent)
                 note_remove(s->undefined, &s->n_undefined, u);
         else
@@ -111,10 +91,9 @@ void restart_forget_persistence(struct restart_state *s) {
 }
 
 bool restart_is_persistent(const struct restart_state *s, const char *uuid) {
-        if (!canonical(uuid))
-                return false;
         char u[37];
-        lower(uuid, u);
+        if (uuid_canonical(uuid, u) < 0)
+                return false;
         bool found;
         (void) find(s, u, &found);
         return found;
@@ -134,10 +113,9 @@ static struct restart_note *note_find(struct restart_note *v, size_t *n, const c
 }
 
 static void note_add(struct restart_note **v, size_t *n, const char *uuid, uint64_t now, uint64_t until) {
-        if (!canonical(uuid))
-                return;
         char u[37];
-        lower(uuid, u);
+        if (uuid_canonical(uuid, u) < 0)
+                return;
         struct restart_note *e = note_find(*v, n, u, now);
         if (!e) {
                 e = GROW(*v, *n);
@@ -200,10 +178,9 @@ bool restart_define_matters(const struct proto_request *req, const struct hostma
 }
 
 void restart_define_missed(struct restart_state *s, const char *uuid) {
-        if (!canonical(uuid))
-                return;
         char u[37];
-        lower(uuid, u);
+        if (uuid_canonical(uuid, u) < 0)
+                return;
         note_remove(s->undefined, &s->n_undefined, u);
 }
 
@@ -229,9 +206,8 @@ void restart_done(struct restart_state *s, const struct wproto_restarted *r) {
                 if (r->total_us > s->total_us_max)
                         s->total_us_max = r->total_us;
         }
-        if (canonical(r->uuid)) {
-                char u[37];
-                lower(r->uuid, u);
+        char u[37];
+        if (uuid_canonical(r->uuid, u) == 0) {
                 note_remove(s->own, &s->n_own, u);
                 /* A conditional restart the watcher went on with. */
                 for (size_t i = 0; i < s->n_conditional; i++)
