@@ -62,8 +62,6 @@
 #include "standins.h"
 #endif
 
-#define SETTLE_MS_DEFAULT 250
-#define SETTLE_MS_MAX 60000
 
 static void silent_error_func(void *userdata, virErrorPtr err) {
         (void) userdata;
@@ -151,7 +149,7 @@ static void usage(FILE *f) {
                 "redefines persistent domains with the topology pcinumad plans for them, once their\n"
                 "events have been quiet for N ms (default %d), keeping what it replaces in\n"
                 "DIR/preimages (default " PCINUMA_DEFAULT_STATE_DIR "), at most N bytes of them\n"
-                "(default %" PRIu64 ").\n", SETTLE_MS_DEFAULT, PREIMAGE_MAX_BYTES_DEFAULT);
+                "(default %" PRIu64 ").\n", WPROTO_SETTLE_MS_DEFAULT, PREIMAGE_MAX_BYTES_DEFAULT);
 #if PCINUMA_STAND_INS
         fprintf(f, "A test build: --stand-ins FILE reads pcinumad's stand-in table (pcinumad(8)).\n");
 #endif
@@ -213,8 +211,8 @@ static int parse_value_option(int c, char *arg, struct watcher *w, struct args *
                 w->fd = (int) v;
                 return 0;
         case ARG_SETTLE_MS:
-                if (parse_uint(arg, 10, SETTLE_MS_MAX, &v) < 0) {
-                        fprintf(stderr, "pcinuma-watcher: --settle-ms: expected 0..%d, not '%s'\n", SETTLE_MS_MAX, arg);
+                if (parse_uint(arg, 10, WPROTO_SETTLE_MS_MAX, &v) < 0) {
+                        fprintf(stderr, "pcinuma-watcher: --settle-ms: expected 0..%d, not '%s'\n", WPROTO_SETTLE_MS_MAX, arg);
                         return -EINVAL;
                 }
                 w->settle_ms = (unsigned) v;
@@ -373,7 +371,7 @@ static void teardown(struct watcher *w) {
  * on failure), then run until pcinumad goes: exit 0 then, 1 if the loop
  * failed. */
 int main(int argc, char **argv) {
-        struct watcher w = { .fd = 3, .lifecycle_cb = -1, .backoff_ms = BACKOFF_MIN_MS, .settle_ms = SETTLE_MS_DEFAULT,
+        struct watcher w = { .fd = 3, .lifecycle_cb = -1, .backoff_ms = BACKOFF_MIN_MS, .settle_ms = WPROTO_SETTLE_MS_DEFAULT,
                              .wake_fd = -1, .write_lock = PTHREAD_MUTEX_INITIALIZER,
                              .queue_lock = PTHREAD_MUTEX_INITIALIZER, .on_recheck = sync_recheck };
         struct args a;

@@ -50,6 +50,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* --settle-ms, which pcinumad passes on to pcinuma-watcher: how long a
+ * domain's events must be quiet before the watcher plans it (ms). */
+#define WPROTO_SETTLE_MS_DEFAULT 250
+#define WPROTO_SETTLE_MS_MAX 60000
+
 enum wproto_type {
         WPROTO_PLAN,
         WPROTO_FORGET,

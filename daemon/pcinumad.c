@@ -12,6 +12,7 @@
 #include "paths.h"
 #include "util.h"
 #include "workers.h"
+#include "wproto.h"
 
 static void usage(FILE *f) {
         fprintf(f,
@@ -125,7 +126,7 @@ static void args_defaults(struct args *a) {
                         .max_connections = 256,
                         .watch_udev = -1,
                         .log_target = "auto",
-                        .settle_ms = 250,
+                        .settle_ms = WPROTO_SETTLE_MS_DEFAULT,
                         .state_dir = env_state && env_state[0] == '/' ? env_state : PCINUMA_DEFAULT_STATE_DIR,
                         .preimage_max_bytes = UINT64_C(128) << 20,
                 },
@@ -173,8 +174,8 @@ static int parse_number_option(int c, const char *arg, struct manager_config *cf
                 cfg->allowed_uids[cfg->n_allowed_uids++] = (uid_t) v;
                 return 0;
         case ARG_SETTLE_MS:
-                if (parse_uint(arg, 10, 60000, &v) < 0) {
-                        fprintf(stderr, "pcinumad: --settle-ms: expected 0..60000, not '%s'\n", arg);
+                if (parse_uint(arg, 10, WPROTO_SETTLE_MS_MAX, &v) < 0) {
+                        fprintf(stderr, "pcinumad: --settle-ms: expected 0..%d, not '%s'\n", WPROTO_SETTLE_MS_MAX, arg);
                         return -EINVAL;
                 }
                 cfg->settle_ms = (unsigned) v;
