@@ -7,7 +7,7 @@
  *
  * It belongs to the event loop's thread, the main one: a count schedules
  * the write on that loop.  The worker threads count nothing themselves
- * (a decision made on one is counted in hook_job_apply(), manager.c, on
+ * (a decision made on one is counted in hook_job_apply(), hook-job.c, on
  * the main thread), so there is no lock. */
 #pragma once
 

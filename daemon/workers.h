@@ -3,7 +3,7 @@
  * the event loop, so that one heavy request never holds up another
  * domain's verdict, a status request, the watcher or the watchdog.  (The
  * manager decides ordinary requests, up to 64 KiB of domain XML, on the
- * main thread at once: see manager.c.)
+ * main thread at once: see hook-job.c.)
  *
  * The thread model (docs/hacking.md, "Threads"): the main thread owns all
  * of pcinumad's state and does all I/O.  A job carries everything its

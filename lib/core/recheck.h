@@ -2,7 +2,7 @@
  * watcher to look again at those only (docs/operations.md, "What a change
  * rechecks") instead of at every persistent domain.
  *
- * Three pure pieces, used by manager.c:
+ * Three pure pieces, used by daemon/rechecks.c and watcher-requests.c:
  *   - the host devices a domain uses (its hostdevs' BDFs, each VF's PF,
  *     each mdev and its parent) and the difference between two host maps,
  *     as sorted lists of device ids that can be intersected;

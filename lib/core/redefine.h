@@ -1,8 +1,8 @@
 /* What pcinuma-watcher does with a persistent domain's definition once the
  * engine has planned it: define the engine's XML or leave the definition
  * as it is, and the phrase (and its log priority) that says why.  Pure, next
- * to decide.c (the hook's decisions): manager.c adds the journal fields,
- * the recheck cache and the I/O. */
+ * to decide.c (the hook's decisions): daemon/watcher-requests.c adds the
+ * journal fields, the recheck cache and the I/O. */
 #pragma once
 
 #include <stdbool.h>
