@@ -11,8 +11,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include "hook-protocol.h"
 #include "metrics.h"
-#include "protocol.h"
 #include "server.h"
 #include "watcher-link.h"
 #include "workers.h"
@@ -110,7 +110,7 @@ static void memo_answer_decision(const struct memo_answer *a, const struct proto
 /* What a hook decision needs from the manager's state, copied when the
  * request arrives. */
 struct hook_context {
-        struct decide_context decide;   /* what the gate knows of the domain (restart.h); its uuid points to: */
+        struct decide_context decide;   /* what the gate knows of the domain (restart-state.h); its uuid points to: */
         char uuid[37];
         uint64_t now;                   /* CLOCK_MONOTONIC, when it was filled */
         bool await_define;              /* a prepare call whose define may be on its way (restart_define_awaited()) */
@@ -151,7 +151,7 @@ static void hook_context_fill(struct manager *m, const struct proto_request *req
         *ret = (struct hook_context) { .now = now_usec(CLOCK_MONOTONIC) };
         /* Is the domain persistent, is this start pcinuma's own, did a
          * migrate or restore call for it come just before, is a watcher
-         * connected: restart.h. */
+         * connected: restart-state.h. */
         restart_context(&m->restarts, req->xml, req->xml_len, m->watcher != NULL, m->watcher != NULL, ret->now,
                         ret->uuid, &ret->decide);
         ret->await_define = streq(req->argv[1], "prepare") && streq(req->argv[2], "begin") &&
@@ -261,7 +261,7 @@ static void hook_job_apply(struct hook_job *j) {
                 decision_log_emit(j->log);
         else
                 log_decision(d);
-        /* Restarts into the plan (restart.h): a prepare call uses up an
+        /* Restarts into the plan (restart-state.h): a prepare call uses up an
          * incoming note and asks the watcher for a restart; a migrate or
          * restore call notes that the prepare call that follows is not a
          * start to restart. */
@@ -380,7 +380,7 @@ static json_object *hook_job_start(struct manager *m, struct hook_job *j, struct
  * undefines and defines it right before each start, with the define's
  * event not yet through the watcher: libvirt orders nothing between its
  * events and its hook calls.  When its verdict depends on that
- * (j->define_matters: restart_define_matters(), restart.h), such a call
+ * (j->define_matters: restart_define_matters(), restart-state.h), such a call
  * waits for the define, at most RESTART_REDEFINE_WAIT_USEC, off the main
  * loop's path: the server keeps the connection waiting, as for a worker's
  * job.  Its decision is dropped, to be made again when it is unparked.

@@ -35,8 +35,8 @@
 #include "memo.h"
 #include "policy.h"
 #include "recheck.h"
-#include "restart.h"
-#include "wproto.h"
+#include "restart-state.h"
+#include "watcher-protocol.h"
 
 #if PCINUMA_STAND_INS
 #include "standins.h"
@@ -89,7 +89,7 @@ struct manager {
         uint64_t n_logged_once;         /* define-time summaries lowered to debug: told before */
 
         /* Restarts into the plan: persistent domains, pcinuma's own
-         * starts, incoming ones, counters (restart.h). */
+         * starts, incoming ones, counters (restart-state.h). */
         struct restart_state restarts;
 
         /* The answers to prepare calls of planned domains, by what they

@@ -11,8 +11,8 @@
 #include "metrics.h"
 #include "paths.h"
 #include "util.h"
+#include "watcher-protocol.h"
 #include "workers.h"
-#include "wproto.h"
 
 static void usage(FILE *f) {
         fprintf(f,

@@ -17,8 +17,8 @@
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
 
+#include "hook-protocol.h"
 #include "log.h"
-#include "protocol.h"
 
 struct conn {
         struct server *server;

@@ -9,8 +9,8 @@
 
 #include "server.h"
 #include "watcher-link.h"
+#include "watcher-protocol.h"
 #include "workers.h"
-#include "wproto.h"
 
 static json_object *json_u64(uint64_t v) {
         return json_object_new_int64((int64_t) v);

@@ -17,8 +17,8 @@
 #include "frame.h"
 #include "log.h"
 #include "paths.h"
-#include "wproto.h"
 #include "util.h"
+#include "watcher-protocol.h"
 
 /* Restart a child that died after RESTART_MIN_MS, doubling up to
  * RESTART_MAX_MS; one that ran for RESTART_STABLE_USEC starts the count

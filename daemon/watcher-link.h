@@ -20,7 +20,7 @@
 #include <systemd/sd-event.h>
 
 #include "log.h"
-#include "wproto.h"
+#include "watcher-protocol.h"
 
 struct watcher_link;
 

@@ -18,11 +18,11 @@
 #include <sys/un.h>
 #include <time.h>
 
-#include "client.h"
 #include "fileio.h"
+#include "hook-client.h"
+#include "hook-protocol.h"
 #include "mark-urn.h"
 #include "paths.h"
-#include "protocol.h"
 
 #ifndef PCINUMA_VERSION
 #define PCINUMA_VERSION "unknown"

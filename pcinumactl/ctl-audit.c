@@ -22,9 +22,9 @@
 #include "decide.h"
 #include "engine.h"
 #include "fileio.h"
+#include "hook-protocol.h" /* _cleanup_json_ */
 #include "hostmap.h"
 #include "policy.h"
-#include "protocol.h" /* _cleanup_json_ */
 
 static const char *const who = "pcinumactl audit";
 

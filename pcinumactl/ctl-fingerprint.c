@@ -13,9 +13,9 @@
 #include "ctl-util.h"
 #include "ctl.h"
 #include "fingerprint.h"
+#include "hook-protocol.h" /* _cleanup_json_ */
 #include "hostmap.h"
 #include "hostmap-sysfs.h"
-#include "protocol.h" /* _cleanup_json_ */
 
 #define WHO "pcinumactl fingerprint"
 

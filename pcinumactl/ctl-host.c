@@ -13,10 +13,10 @@
 #include "ctl-cpu.h"
 #include "ctl-util.h"
 #include "ctl.h"
+#include "hook-protocol.h" /* _cleanup_json_ */
 #include "hostmap.h"
 #include "hostmap-sysfs.h"
 #include "hwloctopo.h"
-#include "protocol.h" /* _cleanup_json_ */
 
 static void host_usage(FILE *f) {
         fprintf(f,

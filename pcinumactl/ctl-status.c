@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "client.h"
 #include "ctl-util.h"
 #include "ctl.h"
+#include "hook-client.h"
+#include "hook-protocol.h"
 #include "paths.h"
-#include "protocol.h"
 
 static const char *const who = "pcinumactl status";
 

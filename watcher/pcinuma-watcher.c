@@ -12,7 +12,7 @@
  * stops this process only, and pcinumad restarts it.
  *
  * pcinumad starts it with one end of a socketpair on fd 3 and talks the
- * watcher protocol over it (lib/base/wproto.h: plan requests, forget and
+ * watcher protocol over it (lib/base/watcher-protocol.h: plan requests, forget and
  * status messages to pcinumad; planned answers and recheck requests from
  * it).  All planning happens in pcinumad, which owns the host map and the
  * policy; this process only talks to libvirt, and logs what it did with

@@ -1,4 +1,4 @@
-/* pcinuma-watcher's side of the link to pcinumad (lib/base/wproto.h):
+/* pcinuma-watcher's side of the link to pcinumad (lib/base/watcher-protocol.h):
  * the frames it sends (both threads send: one frame at a time), the
  * messages it reads, and the plan requests it waits for an answer to.
  * All planning is pcinumad's; this file only asks and tells. */

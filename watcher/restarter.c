@@ -147,7 +147,7 @@ struct pending {
         char uuid[VIR_UUID_STRING_BUFLEN];
         uint64_t since, deadline;
         uint64_t window_ms;
-        bool if_persistent;             /* a conditional request (wproto.h) */
+        bool if_persistent;             /* a conditional request (watcher-protocol.h) */
         struct pins pins;               /* owned: dropped when the request ends */
 };
 

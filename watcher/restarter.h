@@ -22,7 +22,7 @@
 
 #include "log.h"
 #include "preimage.h"
-#include "wproto.h"
+#include "watcher-protocol.h"
 
 /* pcinumad's answer to a restart plan request. */
 struct restart_plan {

@@ -17,7 +17,7 @@
 #include "preimage.h"
 #include "restarter.h"
 #include "util.h"
-#include "wproto.h"
+#include "watcher-protocol.h"
 
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 30000

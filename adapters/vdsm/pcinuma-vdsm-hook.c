@@ -34,8 +34,8 @@
 #include "decide.h"
 #include "domain.h"
 #include "engine.h"
+#include "hook-protocol.h"
 #include "hostmap.h"
-#include "protocol.h"
 
 static const char *const who = "pcinuma-vdsm-hook";
 

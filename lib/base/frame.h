@@ -1,5 +1,5 @@
-/* The framing shared by the hook protocol (protocol.h) and the watcher
- * protocol (wproto.h): a frame is a 4-byte big-endian payload length
+/* The framing shared by the hook protocol (hook-protocol.h) and the watcher
+ * protocol (watcher-protocol.h): a frame is a 4-byte big-endian payload length
  * followed by that many bytes of UTF-8 JSON text holding one object.
  * Frames are written from json-c objects (or, on the hook's hot path,
  * straight into a buffer with frame_header()) and read back by an

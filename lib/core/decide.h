@@ -4,10 +4,10 @@
 #pragma once
 
 #include "engine.h"
+#include "hook-protocol.h"
 #include "hostmap.h"
 #include "migrate.h"
 #include "policy.h"
-#include "protocol.h"
 
 enum decide_verdict {
         DECIDE_PASS,            /* a phase we do not act on: allowed at once */

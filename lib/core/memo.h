@@ -37,9 +37,9 @@
 #include <stdint.h>
 
 #include "decide.h"
+#include "hook-protocol.h"
 #include "hostmap.h"
 #include "policy.h"
-#include "protocol.h"
 
 /* The most entries a memo keeps, and the most bytes of requests (domain
  * XML and arguments) it holds; the oldest go first. */

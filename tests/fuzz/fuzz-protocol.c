@@ -14,8 +14,8 @@
 #include "fuzz.h"
 
 #include "decide.h"
+#include "hook-protocol.h"
 #include "policy.h"
-#include "protocol.h"
 
 #define MAX_FRAMES 64
 

@@ -1,4 +1,4 @@
-/* Fuzz target: the watcher protocol (lib/base/wproto.h) as either side
+/* Fuzz target: the watcher protocol (lib/base/watcher-protocol.h) as either side
  * reads it from the link.
  *
  * An input whose first byte is 0x00 or 0x01 (where every valid frame
@@ -11,7 +11,7 @@
 #include "fuzz.h"
 
 #include "frame.h"
-#include "wproto.h"
+#include "watcher-protocol.h"
 
 #define MAX_FRAMES 64
 

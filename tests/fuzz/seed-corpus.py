@@ -148,7 +148,7 @@ def protocol_seeds(outdir):
 # ---- wproto -----------------------------------------------------------------
 
 def wproto_seeds(outdir):
-    """The watcher link's messages (lib/base/wproto.h), valid and broken."""
+    """The watcher link's messages (lib/base/watcher-protocol.h), valid and broken."""
     small = ("<domain type='kvm'><name>vm</name><uuid>0b8f6f43-1111-2222-3333-444455556666</uuid></domain>")
     fields = [["PCINUMA_DOMAIN", "vm"], ["PCINUMA_UUID", "0b8f6f43-1111-2222-3333-444455556666"]]
     counters = {"settle_ms": 250, "pending": 0, "events": 3, "conflicts": 0, "undone": 0,

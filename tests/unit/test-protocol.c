@@ -1,4 +1,4 @@
-/* Tests for frame.h and protocol.h: frame encoding, the incremental decoder (any
+/* Tests for frame.h and hook-protocol.h: frame encoding, the incremental decoder (any
  * fragmentation, several frames per buffer, bad lengths, bad payloads),
  * and request/response validation with the exact error messages. */
 #include <stdarg.h>
@@ -7,7 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "protocol.h"
+#include "hook-protocol.h"
 
 /* A raw frame around an arbitrary payload (len bytes of p). */
 static char *raw_frame(const char *p, size_t len, size_t *ret_len) {

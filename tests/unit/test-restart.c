@@ -1,4 +1,4 @@
-/* Tests for restart.h, what pcinumad keeps for restarts into the plan: the
+/* Tests for restart-state.h, what pcinumad keeps for restarts into the plan: the
  * persistent set as the watcher reports it, pcinuma's own starts and the
  * incoming ones (and when they run out), the decide_context computed from
  * them, when a prepare call waits for a define, and the counters. */
@@ -8,7 +8,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "restart.h"
+#include "restart-state.h"
 #include "util.h"
 
 #include "fake-vm.h"

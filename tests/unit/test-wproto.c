@@ -1,4 +1,4 @@
-/* Tests for wproto.h, the watcher protocol: every message kind is written
+/* Tests for watcher-protocol.h, the watcher protocol: every message kind is written
  * byte for byte as the link carries it and reads back the same, and every
  * kind of malformed message is refused with the error that names it. */
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 #include "frame.h"
 #include "json-cleanup.h"
 #include "util.h"
-#include "wproto.h"
+#include "watcher-protocol.h"
 
 /* The payload of a frame, checking its header. */
 static char *payload_of(const char *frame, size_t len) {

@@ -3,7 +3,7 @@
 
 pcinumad starts it as it starts the real one (--watcher-program: this file,
 with --uri and --log-target, its end of the link on fd 3).  It speaks the
-link's protocol (lib/base/wproto.h's opening comment), and behaves as
+link's protocol (lib/base/watcher-protocol.h's opening comment), and behaves as
 FAKE_WATCHER_MODE says:
 
   libvirt  (default) a tiny libvirt: the persistent definitions are the

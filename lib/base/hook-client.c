@@ -1,6 +1,6 @@
 /* The client side of the hook protocol: one request, one answer, with a
  * deadline.  Shared by pcinuma-hook and pcinumactl. */
-#include "client.h"
+#include "hook-client.h"
 #include "util.h"
 
 #include <poll.h>

@@ -2,7 +2,7 @@
  * response objects, and the hook's own request encoder.  The framing is
  * frame.c's, the fast JSON reader and string writer fastjson.c's.  Pure:
  * no I/O.  Compiled into pcinumad, pcinumactl and pcinuma-hook. */
-#include "protocol.h"
+#include "hook-protocol.h"
 
 #include <inttypes.h>
 

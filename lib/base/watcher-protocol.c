@@ -1,7 +1,7 @@
-/* The watcher protocol (wproto.h): the messages between pcinumad and
+/* The watcher protocol (watcher-protocol.h): the messages between pcinumad and
  * pcinuma-watcher, written from typed structs and read back into them.
  * Pure: no I/O; the framing is frame.c's. */
-#include "wproto.h"
+#include "watcher-protocol.h"
 
 #include <errno.h>
 

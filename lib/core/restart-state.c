@@ -1,6 +1,6 @@
 /* What pcinumad keeps for restarts into the plan, and the prepare gate's
- * context computed from it (restart.h).  Pure. */
-#include "restart.h"
+ * context computed from it (restart-state.h).  Pure. */
+#include "restart-state.h"
 
 #include <stdlib.h>
 #include <string.h>

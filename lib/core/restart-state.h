@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "decide.h"
-#include "wproto.h"
+#include "watcher-protocol.h"
 
 /* A pcinuma-watcher start stays "its own" at most this long after it asked
  * for the plan (its restarted message ends it sooner): a start of a guest
