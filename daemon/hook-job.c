@@ -173,7 +173,7 @@ struct hook_job {
         /* Its output: */
         struct decision d;
         const struct decision_log *log; /* the memo's journal entry of d (not owned), or NULL: log d */
-        bool define_matters;            /* ctx.await_define, and a define would change d's verdict: wait for it */
+        bool define_matters;            /* ctx.await_define, and a define would change d's answer: wait for it */
         char *frame;                    /* a worker's answer, encoded; NULL if it could not be */
         size_t frame_len;
         /* While it waits for a define (manager.parked): */
@@ -379,7 +379,7 @@ static json_object *hook_job_start(struct manager *m, struct hook_job *j, struct
  * watcher reported undefined moments ago, may come from a client that
  * undefines and defines it right before each start, with the define's
  * event not yet through the watcher: libvirt orders nothing between its
- * events and its hook calls.  When its verdict depends on that
+ * events and its hook calls.  When its answer depends on that
  * (j->define_matters: restart_define_matters(), restart-state.h), such a call
  * waits for the define, at most RESTART_REDEFINE_WAIT_USEC, off the main
  * loop's path: the server keeps the connection waiting, as for a worker's

@@ -66,6 +66,15 @@ enum {
 #define CTL_USAGE_STAND_INS ""
 #endif
 
+/* The adapters' usage lines of the shared three options (their defaults
+ * come from the environment as well: ctl_plan_args_env()). */
+#define CTL_USAGE_ADAPTER_ARGS                                                                                  \
+        "  --sysfs-root DIR    read the host map from DIR instead of /sys\n"                                    \
+        "                      (default: $PCINUMA_SYSFS_ROOT, else /sys)\n"                                     \
+        "  --policy NAME       off, legacy, preferred, socket, require (alias required)\n"                      \
+        "  --policy-file FILE  the policy file (default: $PCINUMA_POLICY_FILE, else\n"                          \
+        "                      " CTL_DEFAULT_POLICY_FILE " if it exists, else the built-in default)\n"
+
 /* The end of an orchestrator adapter's option table, after its own
  * options: the shared three, -h/--help, --version and, in a stand_ins
  * build, --stand-ins (ctl_parse_adapter_args()). */

@@ -61,11 +61,7 @@ static void usage(FILE *f) {
                 "\n"
                 "  --vmi JSON          the VirtualMachineInstance, as JSON (checked, not used)\n"
                 "  --domain XML        the domain XML KubeVirt is about to define\n"
-                "  --sysfs-root DIR    read the host map from DIR instead of /sys\n"
-                "                      (default: $PCINUMA_SYSFS_ROOT, else /sys)\n"
-                "  --policy NAME       off, legacy, preferred, socket, require (alias required)\n"
-                "  --policy-file FILE  the policy file (default: $PCINUMA_POLICY_FILE, else\n"
-                "                      " CTL_DEFAULT_POLICY_FILE " if it exists, else the built-in default)\n"
+                CTL_USAGE_ADAPTER_ARGS
                 "  --state-dir DIR     where the last plan of each domain is kept between\n"
                 "                      KubeVirt's define passes (default: $PCINUMA_KUBEVIRT_STATE_DIR,\n"
                 "                      else " DEFAULT_STATE_DIR ")\n"

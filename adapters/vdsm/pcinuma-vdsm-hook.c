@@ -51,11 +51,7 @@ static void usage(FILE *f) {
                 "\n"
                 "  --hook POINT        the VDSM hook point (default: the name of the directory\n"
                 "                      the program was run from, as VDSM runs it)\n"
-                "  --sysfs-root DIR    read the host map from DIR instead of /sys\n"
-                "                      (default: $PCINUMA_SYSFS_ROOT, else /sys)\n"
-                "  --policy NAME       off, legacy, preferred, socket, require (alias required)\n"
-                "  --policy-file FILE  the policy file (default: $PCINUMA_POLICY_FILE, else\n"
-                "                      " CTL_DEFAULT_POLICY_FILE " if it exists, else the built-in default)\n"
+                CTL_USAGE_ADAPTER_ARGS
                 "  --version           print the version\n"
                 "\n"
                 "Exit status: 0 done (planned, unchanged or allowed), 1 refused by the policy\n"

@@ -123,18 +123,19 @@ void strbuf_printf(struct strbuf *b, const char *fmt, ...) _printf_(2, 3);
 char *strbuf_steal(struct strbuf *b);
 void strbuf_done(struct strbuf *b);
 
-/* Parse an unsigned integer; base 0 accepts "0x" hex as libvirt does.
- * Rejects empty strings, trailing garbage (but allows trailing white
- * space) and overflow past 'max'. */
 /* A UUID as libvirt and sysfs print it: 8-4-4-4-12 hex digits, either
- * case.  Returns 0 and, when ret is not NULL, its lower-case form in ret;
- * -EINVAL for anything else (s may be NULL). */
+ * case.  Returns 0 with its lower-case form in ret, or -EINVAL for
+ * anything else (s may be NULL; ret is then untouched or partly
+ * written). */
 int uuid_canonical(const char *s, char ret[static 37]);
 static inline bool uuid_is_valid(const char *s) {
         char ignored[37];
         return uuid_canonical(s, ignored) == 0;
 }
 
+/* Parse an unsigned integer; base 0 accepts "0x" hex as libvirt does.
+ * Rejects empty strings, trailing garbage (but allows trailing white
+ * space) and overflow past 'max'. */
 int parse_uint(const char *s, int base, uint64_t max, uint64_t *ret);
 int parse_int(const char *s, int base, int64_t min, int64_t max, int64_t *ret);
 

@@ -41,6 +41,8 @@ struct hostmap_bar {
         uint64_t size;            /* bytes; end - start + 1 from 'resource' */
 };
 
+/* Each field of this struct must be compared in memo_same_hostmap() (memo.c),
+ * or pcinumad may keep answering from its memo after it changed. */
 struct hostmap_device {
         struct pci_addr addr;
         char name[PCI_ADDR_STRLEN];       /* "0000:3b:00.0" */
@@ -72,6 +74,8 @@ struct hostmap_device {
         unsigned link_width;
 };
 
+/* Each field of this struct must be compared in memo_same_hostmap() (memo.c),
+ * or pcinumad may keep answering from its memo after it changed. */
 struct hostmap_mdev {
         char uuid[37];
         struct pci_addr parent;
@@ -79,6 +83,8 @@ struct hostmap_mdev {
         int node;                         /* the parent's effective node */
 };
 
+/* Each field of this struct must be compared in memo_same_hostmap() (memo.c),
+ * or pcinumad may keep answering from its memo after it changed. */
 struct hostmap_node {
         int id;
         struct bitmap cpus;
@@ -95,6 +101,8 @@ struct hostmap_cpu_id {
         int family, model;                /* -1 unknown */
 };
 
+/* Each field of this struct must be compared in memo_same_hostmap() (memo.c),
+ * or pcinumad may keep answering from its memo after it changed. */
 struct hostmap {
         /* sorted by id */
         struct hostmap_node *nodes;

@@ -180,8 +180,9 @@ bool memo_put(struct memo *m, const struct proto_request *req, uint64_t host_gen
 /* ---- keeping a generation across a reload that changes nothing --------- */
 
 /* The sizes of the structs compared below, on x86-64: a field added to one
- * of them changes its size and stops the build here, until the comparison
- * reads it too (a field it missed would let the memo answer with a host
+ * of them that changes its size stops the build here, until the comparison
+ * reads it too (one that fits into padding does not: the comment above
+ * each struct's definition asks for it) (a field it missed would let the memo answer with a host
  * map or a policy that is not the one the answer was decided with). */
 #if defined(__x86_64__)
 _Static_assert(sizeof(struct hostmap) == (PCINUMA_STAND_INS ? 240 : 232), "compare the new field in memo_same_hostmap()");

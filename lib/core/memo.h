@@ -96,6 +96,8 @@ bool memo_put(struct memo *m, const struct proto_request *req, uint64_t host_gen
  * policy, with their texts, which messages quote).  The caller then keeps
  * a and its generation, so the memo stays warm across a rescan or reload
  * that changed nothing, and b is dropped.  A field added to one of those
- * structs stops the build (memo.c) until it is compared too. */
+ * structs must be compared here too: each struct says so above its
+ * definition, and on x86-64 a field that changes a struct's size stops
+ * the build (memo.c); one that fits into padding does not. */
 bool memo_same_hostmap(const struct hostmap *a, const struct hostmap *b);
 bool memo_same_policy(const struct policy *a, const struct policy *b);

@@ -52,6 +52,8 @@ const char *policy_first_start_to_string(enum policy_first_start f);
 
 /* What a rule (or the default) sets for a domain: the placement policy
  * and the feature switches (docs/policy.md). */
+/* Each field of this struct must be compared in memo_same_policy() (memo.c),
+ * or pcinumad may keep answering from its memo after it changed. */
 struct policy_settings {
         enum policy_mode mode;
         enum policy_topology topology;/* default paths */
@@ -71,6 +73,8 @@ struct policy_settings {
 /* The defaults above, with the given mode. */
 struct policy_settings policy_settings_default(enum policy_mode mode);
 
+/* Each field of this struct must be compared in memo_same_policy() (memo.c),
+ * or pcinumad may keep answering from its memo after it changed. */
 struct policy_rule {
         /* Each non-NULL field must match (AND); at least one is set. */
         char *name_glob;        /* fnmatch(3) glob on the domain name */
@@ -101,6 +105,8 @@ struct policy_pool_entry {
         uint16_t vendor, device;        /* VENDOR_DEVICE */
 };
 
+/* Each field of this struct must be compared in memo_same_policy() (memo.c),
+ * or pcinumad may keep answering from its memo after it changed. */
 struct policy {
         struct policy_settings def;   /* "default" */
         bool allow_domain_policy;     /* may a domain's own <pcinuma:policy name=...> choose? */

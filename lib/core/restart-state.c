@@ -172,7 +172,10 @@ bool restart_define_matters(const struct proto_request *req, const struct hostma
         persistent.persistence = DECIDE_PERSISTENT;
         struct decision as_persistent = {0};
         decide_hook(req, h, pol, NULL, &persistent, &as_persistent);
-        bool matters = as_persistent.verdict != d->verdict;
+        bool matters = as_persistent.verdict != d->verdict || as_persistent.exit_code != d->exit_code ||
+                       as_persistent.restart_transient != d->restart_transient ||
+                       as_persistent.restart_if_persistent != d->restart_if_persistent ||
+                       !streq_ptr(as_persistent.out, d->out) || !streq_ptr(as_persistent.message, d->message);
         decision_done(&as_persistent);
         return matters;
 }

@@ -27,7 +27,7 @@
  * that finds it transient may be a define ahead of the watcher's events
  * (a client that undefines and defines it right before each start), and
  * waits for that define at most RESTART_REDEFINE_WAIT_USEC
- * (restart_define_awaited()), if its verdict depends on it
+ * (restart_define_awaited()), if its answer depends on it
  * (restart_define_matters()).  A call that waited the whole time ends the
  * note (restart_define_missed()). */
 #define RESTART_UNDEFINED_USEC (10ull * 1000 * 1000)
@@ -109,12 +109,16 @@ void restart_context(struct restart_state *s, const char *xml, size_t len, bool 
  * computes the context again and decides the call then. */
 bool restart_define_awaited(struct restart_state *s, const struct decide_context *ctx, uint64_t now);
 /* Whether d, decide_hook()'s answer to the prepare call req under ctx
- * (with h and pol), would have another verdict if the domain were
- * persistent: decided again so when d is one that may depend on ctx at
- * all (not memo_keeps(d), memo.h).  Under a policy where a transient
- * start gets the verdict of a persistent one ("first_start": "refuse" or
- * "allow", "transient": "restart"), for a planned domain, for one refused
- * by its plan, and for an incoming one, there is nothing to wait for. */
+ * (with h and pol), would be another answer if the domain were
+ * persistent: another verdict, exit code, stdout or message, or other
+ * restart flags.  Decided again so when d is one that may depend on ctx
+ * at all (not memo_keeps(d), memo.h).  For a planned domain, one under
+ * "off" or skipped, one refused by its plan, and an incoming one, the
+ * answer is the same, and there is nothing to wait for; where only the
+ * wording differs (under "transient": "restart", or "first_start":
+ * "refuse" or "allow", the advice names the persistent definition), the
+ * call waits, so that it gets the words it got before the wait was
+ * refined. */
 bool restart_define_matters(const struct proto_request *req, const struct hostmap *h, const struct policy *pol,
                             const struct decide_context *ctx, const struct decision *d);
 /* A prepare call of uuid waited RESTART_REDEFINE_WAIT_USEC for its define

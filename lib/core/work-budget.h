@@ -1,4 +1,4 @@
-/* A request's work budget (issue 24; docs/security.md, "Bounded work"):
+/* A request's work budget (docs/security.md, "Bounded work"):
  * every engine request (plan, revert, an incoming migration) gets one, and
  * every phase whose cost can grow faster than its input (pairs of devices,
  * the migration's search, lookups of the mark's records in the domain)

@@ -1,4 +1,5 @@
-/* One reading of XML for all of pcinuma (issue 24): the element and
+/* One reading of XML for all of pcinuma (docs/security.md, "One reading
+ * of XML"): the element and
  * attribute helpers that the domain parser, the rewriter, the mark's
  * writer and parser and the migration rewrite all use (the NCCL and
  * clique code read the domain through the parser's model), so that no two

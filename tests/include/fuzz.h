@@ -40,10 +40,7 @@ static inline uint8_t *fuzz_frame_input(const uint8_t **data, size_t *size) {
         if (n == 0 || (*data)[0] <= 1)
                 return NULL;
         uint8_t *framed = xmalloc(n + FRAME_HEADER_SIZE);
-        framed[0] = (uint8_t) (n >> 24);
-        framed[1] = (uint8_t) (n >> 16);
-        framed[2] = (uint8_t) (n >> 8);
-        framed[3] = (uint8_t) n;
+        frame_header((char *) framed, n);
         memcpy(framed + FRAME_HEADER_SIZE, *data, n);
         *data = framed;
         *size = n + FRAME_HEADER_SIZE;

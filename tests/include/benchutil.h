@@ -1,12 +1,18 @@
 /* Helpers the C benchmarks share: a clock reading in seconds, a
  * comparison for qsort() of doubles (medians), and reading a whole input
- * file (exit 2 naming it when it cannot be read).  For benchmarks only. */
+ * file (exit 2 naming it when it cannot be read).  For benchmarks only
+ * (tests/bench). */
 #pragma once
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "fileio.h"
 #include "util.h"
 
 static inline double now(clockid_t c) {
@@ -22,21 +28,15 @@ static inline int cmp_double(const void *a, const void *b) {
 }
 
 static inline char *slurp(const char *path, size_t *len) {
-        FILE *f = fopen(path, "rb");
-        char *buf;
-        long n;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        char *buf = NULL;
+        int r = fd < 0 ? -errno : read_full_fd(fd, SIZE_MAX, &buf, len);
 
-        if (!f || fseek(f, 0, SEEK_END) < 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) < 0) {
-                perror(path);
+        if (fd >= 0)
+                close(fd);
+        if (r < 0) {
+                fprintf(stderr, "%s: %s\n", path, strerror(-r));
                 exit(2);
         }
-        buf = xmalloc((size_t) n + 1);
-        if (fread(buf, 1, (size_t) n, f) != (size_t) n) {
-                perror(path);
-                exit(2);
-        }
-        buf[n] = '\0';
-        fclose(f);
-        *len = (size_t) n;
         return buf;
 }
