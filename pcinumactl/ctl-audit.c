@@ -233,15 +233,8 @@ static int audit_domain(virDomainPtr dom, const struct hostmap *h, const struct 
  * no FILE).  *ret_source says which, for the summary line. */
 static int load_policy(const struct ctl_plan_args *a, struct policy **ret, char **ret_source) {
         if (a->policy_file && streq(a->policy_file, "-") && !a->policy_name) {
-                /* policy_parse() refuses more than its own limit, by name;
-                 * this bounds the read. */
-                _cleanup_free_ char *buf = NULL, *err = NULL;
-                size_t len = 0;
-                int r = read_full_fd(STDIN_FILENO, 16u << 20, &buf, &len);
-                if (r < 0)
-                        return ctl_error(CTL_EXIT_BAD_INPUT, who, "cannot read the policy from standard input: %s",
-                                         strerror(-r));
-                if (policy_parse(buf, len, "standard input", ret, &err) < 0)
+                _cleanup_free_ char *err = NULL;
+                if (ctl_read_policy_file("-", ret, &err) < 0)
                         return ctl_error(CTL_EXIT_BAD_INPUT, who, "%s", err);
                 *ret_source = xstrdup("standard input");
                 return 0;
