@@ -177,7 +177,28 @@ import json, sys
 deb = sys.argv.pop(2)
 fresh = sys.argv.pop(2)
 keys = ("OK", "FAIL", "SKIP", "EXPECTEDFAIL", "UNEXPECTEDPASS", "TIMEOUT", "ERROR")
+BAD = ("FAIL", "TIMEOUT", "ERROR", "UNEXPECTEDPASS")
 total = dict.fromkeys(keys, 0)
+failures = []           # (build dir, record) of every test that did not pass
+
+
+def failure_lines(rec, most=12):
+    """What names the fault: the TAP 'not ok' and error lines a test
+    printed (at most MOST), else the last lines of its output."""
+    out = (rec.get("stdout") or "") + "\n" + (rec.get("stderr") or "")
+    lines = [l for l in out.splitlines() if l.strip()]
+    picked, after = [], 0
+    for l in lines:
+        if l.startswith("not ok") or l.lstrip().startswith(("Bail out", "ERROR", "FAIL")) or "Traceback" in l:
+            picked.append(l)
+            after = 3           # and the diagnostics that follow it
+        elif after and l.startswith("#"):
+            picked.append(l)
+            after -= 1
+        else:
+            after = 0
+    return (picked or lines)[-most:]
+
 for path in sys.argv[2:]:
     counts = dict.fromkeys(keys, 0)
     try:
@@ -194,12 +215,24 @@ for path in sys.argv[2:]:
             print("test: %s: an unreadable line: %r" % (path, line[:200]))
             r = "ERROR"
         counts[r] = counts.get(r, 0) + 1
+        if r in BAD:
+            try:
+                failures.append((path.split("/meson-logs/")[0], json.loads(line)))
+            except ValueError:
+                pass
     for k in counts:
         total[k] = total.get(k, 0) + counts[k]
     if len(sys.argv) > 3:
         print("test: %s: %d passed, %d failed" % (
             path.split("/meson-logs/")[0], counts["OK"] + counts["EXPECTEDFAIL"],
             counts["FAIL"] + counts["TIMEOUT"] + counts["ERROR"] + counts["UNEXPECTEDPASS"]))
+# Name every test that failed, with the lines that say why, next to the
+# counts, where a reader of only the last lines of the output sees them.
+for where, rec in failures:
+    print("test: FAILED %s: %s (%s, exit %s, %.0f s)" % (where, rec.get("name", "?"), rec.get("result"),
+                                                        rec.get("returncode"), rec.get("duration") or 0))
+    for l in failure_lines(rec):
+        print("test:   | %s" % l[:300])
 passed = total["OK"] + total["EXPECTEDFAIL"]
 failed = total["FAIL"] + total["TIMEOUT"] + total["ERROR"] + total["UNEXPECTEDPASS"]
 failed += int(sys.argv[1])      # a sanitizer or stand_ins build that did not build counts as one failure
