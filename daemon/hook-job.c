@@ -398,6 +398,7 @@ static int park(struct manager *m, struct hook_job *j) {
         j->frame = NULL;
         j->park_next = m->parked;
         m->parked = j;
+        m->restarts.n_define_waits++;
         log_msg(LOG_DEBUG, "Start of domain %s: transient at the gate but undefined moments ago, and its verdict "
                 "depends on that; waiting up to %llu ms for its define",
                 j->req.argv[0], (unsigned long long) (RESTART_REDEFINE_WAIT_USEC / 1000));

@@ -94,6 +94,8 @@ static json_object *status_restarts(struct manager *m) {
         json_object_object_add(rt, "unplanned_us_max", json_u64(rs->unplanned_us_max));
         json_object_object_add(rt, "total_us_sum", json_u64(rs->total_us_sum));
         json_object_object_add(rt, "total_us_max", json_u64(rs->total_us_max));
+        json_object_object_add(rt, "define_waits", json_u64(rs->n_define_waits));
+        json_object_object_add(rt, "define_waits_in_vain", json_u64(rs->n_define_waits_in_vain));
         return rt;
 }
 

@@ -53,6 +53,10 @@ static void print_status(json_object *st) {
                 if (done > 0)
                         printf("; unplanned run %.0f ms on average, %.0f ms at most", I(rs, "unplanned_us_sum") / 1000.0 / done,
                                I(rs, "unplanned_us_max") / 1000.0);
+                /* (absent from a pcinumad older than the counters) */
+                if (I(rs, "define_waits") > 0)
+                        printf("; %lld start%s held for a define, %lld in vain", I(rs, "define_waits"),
+                               I(rs, "define_waits") == 1 ? "" : "s", I(rs, "define_waits_in_vain"));
                 printf("\n");
         }
         /* (absent from a pcinumad older than its worker threads) */

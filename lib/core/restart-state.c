@@ -184,6 +184,7 @@ void restart_define_missed(struct restart_state *s, const char *uuid) {
         char u[37];
         if (uuid_canonical(uuid, u) < 0)
                 return;
+        s->n_define_waits_in_vain++;
         note_remove(s->undefined, &s->n_undefined, u);
 }
 

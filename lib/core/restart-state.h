@@ -64,6 +64,8 @@ struct restart_state {
         uint64_t n_outcome[_WPROTO_OUTCOME_MAX];
         uint64_t unplanned_us_sum, unplanned_us_max;    /* restarted and fallback only */
         uint64_t total_us_sum, total_us_max;
+        uint64_t n_define_waits;        /* prepare calls held for a define (restart_define_matters()) */
+        uint64_t n_define_waits_in_vain;        /* ... that no define ended (restart_define_missed()) */
 };
 
 void restart_state_done(struct restart_state *s);
@@ -123,7 +125,7 @@ bool restart_define_matters(const struct proto_request *req, const struct hostma
                             const struct decide_context *ctx, const struct decision *d);
 /* A prepare call of uuid waited RESTART_REDEFINE_WAIT_USEC for its define
  * in vain: the undefine note goes, so that the next start of a domain
- * undefined for good is not held again. */
+ * undefined for good is not held again; counted in n_define_waits_in_vain. */
 void restart_define_missed(struct restart_state *s, const char *uuid);
 
 /* After the prepare decision of ctx: an incoming note is used up, a

@@ -32,7 +32,6 @@ import atexit
 import concurrent.futures
 import json
 import os
-import pwd
 import re
 import select
 import shutil
@@ -47,6 +46,7 @@ import threading
 import time
 
 from pcinumatest import daemon as td
+from pcinumatest import session
 from pcinumatest.daemon import *  # noqa: F401,F403
 from pcinumatest.daemon import _cleanup_at_exit, _cleanups, _interrupted, _live, _on_signal
 
@@ -411,16 +411,9 @@ def t_unreachable():
 
 def ensure_user():
     try:
-        pw = pwd.getpwnam(TEST_USER)
-        return pw.pw_uid
-    except KeyError:
-        pass
-    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-    p = subprocess.run([useradd, "-r", "-m", "-d", TEST_USER_HOME, "-s", "/usr/sbin/nologin", TEST_USER],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if p.returncode not in (0, 9):
-        raise Failure("useradd %s failed (%d): %s" % (TEST_USER, p.returncode, p.stdout))
-    return pwd.getpwnam(TEST_USER).pw_uid
+        return session.ensure_user(TEST_USER, TEST_USER_HOME)[0]
+    except session.SessionError as e:
+        raise Failure(str(e))
 
 
 def _nonroot_setup(d):
@@ -1513,7 +1506,8 @@ def t_status_cli():
         eq(st["verdicts"], {"allow": 1, "warn": 0, "refuse": 1, "pass": 2, "restart": 0}, "verdicts")
         eq(st["restarts"], {"window_ms": 5000, "persistent_domains": None, "requested": 0, "restarted": 0,
                             "fallback": 0, "lost": 0, "skipped": 0, "unplanned_us_sum": 0, "unplanned_us_max": 0,
-                            "total_us_sum": 0, "total_us_max": 0}, "restarts (no watcher)")
+                            "total_us_sum": 0, "total_us_max": 0, "define_waits": 0, "define_waits_in_vain": 0},
+           "restarts (no watcher)")
         # the large one was decided on a worker (the others at once); nothing runs now
         wk = dict(st["workers"])
         longest = wk.pop("longest_run_ms"), wk.pop("longest_wait_ms")

@@ -167,7 +167,9 @@ static void test_define_missed(void **state) {
         restart_set_one(&s, B, false, t);
         struct decide_context c = ctx_of(&s, XML(A), true, t + 1, buf);
         assert_true(restart_define_awaited(&s, &c, t + 1));
+        assert_int_equal(s.n_define_waits_in_vain, 0);
         restart_define_missed(&s, "6F1C3A52-8D0E-4B7A-9C55-1E2F3A4B5C6D");     /* A, in capitals */
+        assert_int_equal(s.n_define_waits_in_vain, 1);
         c = ctx_of(&s, XML(A), true, t + 2, buf);
         assert_int_equal(c.persistence, DECIDE_TRANSIENT);
         assert_false(restart_define_awaited(&s, &c, t + 2));
@@ -175,6 +177,7 @@ static void test_define_missed(void **state) {
         assert_true(restart_define_awaited(&s, &c, t + 2));
         restart_define_missed(&s, "garbage");
         assert_true(restart_define_awaited(&s, &c, t + 2));
+        assert_int_equal(s.n_define_waits_in_vain, 1);  /* not a domain: not counted */
         /* Undefined once more: a new note, waited for again. */
         restart_set_one(&s, A, false, t + 3);
         c = ctx_of(&s, XML(A), true, t + 4, buf);

@@ -88,11 +88,17 @@ def ensure_user(name=DEFAULT_USER, home=DEFAULT_HOME):
     useradd = find_tool("useradd")
     if not useradd:
         raise SessionError("useradd not found; cannot create user %s" % name)
-    r = subprocess.run([useradd, "-r", "-m", "-d", home,
-                        "-s", "/usr/sbin/nologin", name],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True)
-    # 9 = user exists (a concurrent run created it)
+    # On a fresh machine suites running side by side may all create it:
+    # 9 = the user exists (another one created it); 10 = the password
+    # file is locked (another useradd is at work): try again.
+    for attempt in range(20):
+        r = subprocess.run([useradd, "-r", "-m", "-d", home,
+                            "-s", "/usr/sbin/nologin", name],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+        if r.returncode != 10:
+            break
+        time.sleep(0.5)
     if r.returncode not in (0, 9):
         raise SessionError("useradd %s failed (%d): %s"
                            % (name, r.returncode, r.stdout.strip()))
