@@ -31,20 +31,18 @@ QEMU (the second stack's single-threaded TCG wrapper).
 Output: "ok N - ..." lines, "N passed, M failed".  Exit 1 on any failure,
 77 when libvirtd or virsh is not installed."""
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import time
 
 from pcinumatest import guestvm
 from pcinumatest.clients import (ClientHarness, MAC_OF, PLAIN_MAC, check_guest_numa, console_path,
                                  planned_cells, standin_domain_xml)
 from pcinumatest.lvenv import MID_WARNED, NS
-from pcinumatest.session import SessionError, reachable_copy, require_tools
-from pcinumatest.tap import Tap
+from pcinumatest.session import reachable_copy
+from pcinumatest.suite import run_session_suite, session_args
 
 MID_ALLOWED = "87dc1c2a46174a5ab53f60845dc67c20"
 STANDIN_BDFS = ("0000:21:00.0", "0000:22:00.0")
@@ -55,6 +53,8 @@ VMI = json.dumps({"kind": "VirtualMachineInstance", "apiVersion": "kubevirt.io/v
 
 
 class AdaptersGuest(ClientHarness):
+    GUESTS = ("kv-guest-1", "vdsm-guest-1")
+
     def start_and_check(self, name, xml, console, what, macs):
         """Define xml, start it, and check the prepare decision and the
         booted guest's NICs."""
@@ -121,41 +121,12 @@ class AdaptersGuest(ClientHarness):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    keys = ("pcinumad", "pcinumactl", "hook", "kubevirt_hook", "vdsm_hook", "mkfakesysfs", "hosts", "workdir")
-    for k in keys:
-        ap.add_argument("--" + k.replace("_", "-"), required=True)
-    ap.add_argument("-v", "--verbose", action="store_true")
-    a = ap.parse_args()
-    require_tools(("libvirtd", "virsh"))
-    for k in keys:
-        setattr(a, k, os.path.abspath(getattr(a, k)))
+    def add(ap):
+        ap.add_argument("--kubevirt-hook", required=True)
+        ap.add_argument("--vdsm-hook", required=True)
+    a = session_args(__doc__, add, paths=("kubevirt_hook", "vdsm_hook"))
     os.makedirs(a.workdir, exist_ok=True)
-    tap = Tap(a.verbose)
-    if os.geteuid() != 0:
-        tap.check(False, "runs as root",
-                  "the hook must be installed in /etc/libvirt/hooks/qemu.d "
-                  "and pcinumad must reach a session libvirtd as root")
-        print("%d passed, %d failed" % (tap.passed, tap.failed))
-        return 1
-    t0 = time.monotonic()
-    t = AdaptersGuest(a, tap)
-    try:
-        t.setup()
-        t.run()
-    except (SessionError, RuntimeError, OSError, guestvm.Fatal) as e:
-        tap.check(False, "setup", "%s: %s" % (type(e).__name__, e))
-    finally:
-        if t.s is not None:
-            for name in ("kv-guest-1", "vdsm-guest-1"):
-                try:
-                    t.s.virsh("destroy", name, timeout=30)
-                except Exception:   # noqa: BLE001
-                    pass
-        t.cleanup()
-    tap.diag("%.1fs in all" % (time.monotonic() - t0))
-    print("%d passed, %d failed" % (tap.passed, tap.failed))
-    return 1 if tap.failed or not tap.passed else 0
+    return run_session_suite(a, AdaptersGuest, errors=(guestvm.Fatal,))
 
 
 if __name__ == "__main__":

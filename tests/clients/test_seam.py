@@ -29,18 +29,15 @@ QEMU (the second stack's tests/stack2/qemu-tcg-single.sh).
 Output: "ok N - ..." lines, "# ..." diagnostics, "N passed, M failed".
 Exit 1 on any failure, 77 when libvirtd or virsh is not installed."""
 
-import argparse
 import os
 import sys
-import time
 
 from pcinumatest import guestvm
 from pcinumatest.clients import (ClientHarness, MAC_OF, PLAIN_MAC, STAND_INS,
                                  check_guest_numa, console_path, planned_cells,
                                  pxb_node_of, standin_domain_xml)
 from pcinumatest.lvenv import MID_WARNED, NS
-from pcinumatest.session import SessionError, require_tools
-from pcinumatest.tap import Tap
+from pcinumatest.suite import run_session_suite, session_args
 
 MID_ALLOWED = "87dc1c2a46174a5ab53f60845dc67c20"
 NAME = "seam-1"
@@ -48,6 +45,8 @@ STANDIN_BDFS = ("0000:21:00.0", "0000:22:00.0")
 
 
 class Seam(ClientHarness):
+    GUESTS = (NAME,)
+
     def run(self):
         macs = [MAC_OF[b] for b in STANDIN_BDFS]
         self.check("%d stand-ins from %s" % (len(STAND_INS), self.stand_ins_file) in self.d.log(),
@@ -108,41 +107,9 @@ class Seam(ClientHarness):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
-        ap.add_argument("--" + k, required=True)
-    ap.add_argument("-v", "--verbose", action="store_true")
-    a = ap.parse_args()
-    require_tools(("libvirtd", "virsh"))
-    for k in ("pcinumad", "pcinumactl", "hook", "mkfakesysfs", "hosts", "workdir"):
-        setattr(a, k, os.path.abspath(getattr(a, k)))
+    a = session_args(__doc__)
     os.makedirs(a.workdir, exist_ok=True)
-    tap = Tap(a.verbose)
-    if os.geteuid() != 0:
-        tap.check(False, "runs as root",
-                  "the hook must be installed in /etc/libvirt/hooks/qemu.d "
-                  "and pcinumad must reach a session libvirtd as root")
-        print("%d passed, %d failed" % (tap.passed, tap.failed))
-        return 1
-    t0 = time.monotonic()
-    t = Seam(a, tap)
-    try:
-        t.setup()
-        t.run()
-    except (SessionError, RuntimeError, OSError, guestvm.Fatal) as e:
-        tap.check(False, "setup", "%s: %s" % (type(e).__name__, e))
-    finally:
-        if t.s is not None:
-            try:
-                t.s.virsh("destroy", NAME, timeout=30)
-            except Exception:   # noqa: BLE001
-                pass
-        t.cleanup()
-    tap.diag("%.1fs in all" % (time.monotonic() - t0))
-    if tap.failures:
-        tap.diag("failed: " + "; ".join(tap.failures))
-    print("%d passed, %d failed" % (tap.passed, tap.failed))
-    return 1 if tap.failed or not tap.passed else 0
+    return run_session_suite(a, Seam, errors=(guestvm.Fatal,))
 
 
 if __name__ == "__main__":

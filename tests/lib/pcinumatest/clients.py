@@ -319,6 +319,7 @@ class ClientHarness(Harness):
     mkfakesysfs, hosts, workdir; tap: a pcinumatest.tap.Tap."""
 
     HOST = HOST
+    GUESTS = ()         # the domains cleanup() destroys first, if they run
 
     def setup(self, policy="require", rules=None):
         super().setup()
@@ -343,6 +344,16 @@ class ClientHarness(Harness):
             raise RuntimeError("pcinumad's watcher did not connect")
         self.kit = None
 
+
+    def cleanup(self):
+        """Destroy the GUESTS that still run, then Harness.cleanup()."""
+        if self.s is not None:
+            for name in self.GUESTS:
+                try:
+                    self.s.virsh("destroy", name, timeout=30)
+                except Exception:   # noqa: BLE001 - not running, or the session is gone
+                    pass
+        super().cleanup()
     def guest_kit(self):
         """The GuestKit, prepared once (raises guestvm.Fatal)."""
         if self.kit is None:

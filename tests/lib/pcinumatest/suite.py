@@ -3,8 +3,8 @@ lvenv.Harness (or a subclass): the arguments tests/meson.build passes to
 all of them, the tools and the root they need, and the run itself
 (setup, run, cleanup; an exception that stops it is one failed "setup"
 check; the time taken and the closing line).  The libvirt suites audit,
-integration, migrate, restart and race and the real-client suite
-clients-restart share it:
+integration, migrate, restart and race and the real-client suites
+clients-restart, clients-seam and clients-adapters-guest share it:
 
     def main():
         a = session_args(__doc__, add=lambda ap: ap.add_argument("--rounds", type=int))
