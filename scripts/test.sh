@@ -182,21 +182,25 @@ total = dict.fromkeys(keys, 0)
 failures = []           # (build dir, record) of every test that did not pass
 
 
-def failure_lines(rec, most=12):
-    """What names the fault: the TAP 'not ok' and error lines a test
-    printed (at most MOST), else the last lines of its output."""
+def failure_lines(rec, most=20):
+    """What names the fault: the TAP 'not ok', error and Traceback lines a
+    test printed, each with the diagnostics or traceback lines under it,
+    and its last line (at most MOST lines), else its last lines."""
     out = (rec.get("stdout") or "") + "\n" + (rec.get("stderr") or "")
     lines = [l for l in out.splitlines() if l.strip()]
-    picked, after = [], 0
+    picked, under = [], 0
     for l in lines:
-        if l.startswith("not ok") or l.lstrip().startswith(("Bail out", "ERROR", "FAIL")) or "Traceback" in l:
+        bare = l.lstrip("#").strip()
+        if l.startswith("not ok") or bare.startswith(("Bail out", "ERROR", "FAIL", "Traceback")):
             picked.append(l)
-            after = 3           # and the diagnostics that follow it
-        elif after and l.startswith("#"):
-            picked.append(l)
-            after -= 1
+            under = 12          # the lines that say more, below it
+        elif under and (l.startswith(("#", " ")) or ":" in bare[:40]):
+            picked.append(l)    # a diagnostic, a traceback's frame, or its exception line
+            under -= 1
         else:
-            after = 0
+            under = 0
+    if picked and lines[-1] not in picked:
+        picked.append(lines[-1])
     return (picked or lines)[-most:]
 
 for path in sys.argv[2:]:
@@ -233,6 +237,12 @@ for where, rec in failures:
                                                         rec.get("returncode"), rec.get("duration") or 0))
     for l in failure_lines(rec):
         print("test:   | %s" % l[:300])
+if int(sys.argv[1]):
+    print("test: FAILED: %s sanitizer or stand_ins build did not build (its ninja output is above)" % sys.argv[1])
+if deb == "fail":
+    print("test: FAILED: the Debian package check, tests/debian/test_deb.sh (its 'not ok' lines are above)")
+if fresh == "fail":
+    print("test: FAILED: the fresh-machine demo, tests/fresh/test_fresh_demo.sh (its log: meson-logs/fresh-demo.log)")
 passed = total["OK"] + total["EXPECTEDFAIL"]
 failed = total["FAIL"] + total["TIMEOUT"] + total["ERROR"] + total["UNEXPECTEDPASS"]
 failed += int(sys.argv[1])      # a sanitizer or stand_ins build that did not build counts as one failure

@@ -65,7 +65,7 @@ struct restart_state {
         uint64_t unplanned_us_sum, unplanned_us_max;    /* restarted and fallback only */
         uint64_t total_us_sum, total_us_max;
         uint64_t n_define_waits;        /* prepare calls held for a define (restart_define_matters()) */
-        uint64_t n_define_waits_in_vain;        /* ... that no define ended (restart_define_missed()) */
+        uint64_t n_define_waits_in_vain;        /* ... that waited the whole RESTART_REDEFINE_WAIT_USEC (restart_define_missed()) */
 };
 
 void restart_state_done(struct restart_state *s);

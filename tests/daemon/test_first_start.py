@@ -294,7 +294,7 @@ def t_transient():
 def waits(e):
     """The status's count of prepare calls held for a define, and of those
     that no define ended."""
-    rs = e.status()["restarts"]
+    rs = e.d.status()["restarts"]
     return rs["define_waits"], rs["define_waits_in_vain"]
 
 
@@ -309,7 +309,9 @@ def t_redefine():
         out = {}
         th = threading.Thread(target=lambda: out.update(got=e.prepare("vm-p", e.xml_p)))
         th.start()
-        time.sleep(0.5)
+        # Held: counted as such, and not answered (however slow the
+        # daemon is, the define below comes after the call was held).
+        e.wait(lambda: waits(e)[0] == waits0[0] + 1 or "got" in out, "the hook call held for its define")
         check(th.is_alive(), "the hook call of a domain undefined moments ago was answered before its define came: %r"
               % (out.get("got"),))
         e.send({"type": "domain", "uuid": P, "persistent": True})
@@ -337,6 +339,10 @@ def t_redefine():
         r, dec = e.prepare("vm-p", e.xml_p)
         eq((r.rc, dec.get("PCINUMA_VERDICT")), (1, "refuse"), "the next start of a domain undefined for good: %r" % (r,))
         eq(waits(e), (waits0[0] + 2, waits0[1] + 1), "the next start was held for a define again")
+        st = subprocess.run([td.ARGS.pcinumactl, "status", "--socket", e.d.sock], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, timeout=td.T(30))
+        contains(st.stdout, "; %d starts held for a define, %d in vain" % (waits0[0] + 2, waits0[1] + 1),
+                 "pcinumactl status")
     finally:
         e.stop()
 

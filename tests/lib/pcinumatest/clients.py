@@ -344,7 +344,6 @@ class ClientHarness(Harness):
             raise RuntimeError("pcinumad's watcher did not connect")
         self.kit = None
 
-
     def cleanup(self):
         """Destroy the GUESTS that still run, then Harness.cleanup()."""
         if self.s is not None:
@@ -354,6 +353,7 @@ class ClientHarness(Harness):
                 except Exception:   # noqa: BLE001 - not running, or the session is gone
                     pass
         super().cleanup()
+
     def guest_kit(self):
         """The GuestKit, prepared once (raises guestvm.Fatal)."""
         if self.kit is None:

@@ -89,14 +89,15 @@ def ensure_user(name=DEFAULT_USER, home=DEFAULT_HOME):
     if not useradd:
         raise SessionError("useradd not found; cannot create user %s" % name)
     # On a fresh machine suites running side by side may all create it:
-    # 9 = the user exists (another one created it); 10 = the password
-    # file is locked (another useradd is at work): try again.
+    # exit 9, the user exists (another one created it); a lock another
+    # useradd holds ("cannot lock /etc/passwd; try again later", exit 1,
+    # or 10 for the group file): try again.
     for attempt in range(20):
         r = subprocess.run([useradd, "-r", "-m", "-d", home,
                             "-s", "/usr/sbin/nologin", name],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True)
-        if r.returncode != 10:
+        if r.returncode not in (1, 10) or not re.search(r"cannot lock|try again later", r.stdout):
             break
         time.sleep(0.5)
     if r.returncode not in (0, 9):
