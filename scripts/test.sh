@@ -204,6 +204,7 @@ def failure_lines(rec, most=20):
     return (picked or lines)[-most:]
 
 for path in sys.argv[2:]:
+    where = path.split("/meson-logs/")[0]
     counts = dict.fromkeys(keys, 0)
     try:
         with open(path, "rb") as f:
@@ -214,22 +215,19 @@ for path in sys.argv[2:]:
         if not line.strip():
             continue
         try:
-            r = json.loads(line).get("result", "ERROR")
+            rec = json.loads(line)
         except ValueError:
             print("test: %s: an unreadable line: %r" % (path, line[:200]))
-            r = "ERROR"
+            rec = {"name": "(unreadable line)", "result": "ERROR", "stdout": line[:300].decode("utf-8", "replace")}
+        r = rec.get("result", "ERROR")
         counts[r] = counts.get(r, 0) + 1
         if r in BAD:
-            try:
-                failures.append((path.split("/meson-logs/")[0], json.loads(line)))
-            except ValueError:
-                pass
+            failures.append((where, rec))
     for k in counts:
         total[k] = total.get(k, 0) + counts[k]
     if len(sys.argv) > 3:
         print("test: %s: %d passed, %d failed" % (
-            path.split("/meson-logs/")[0], counts["OK"] + counts["EXPECTEDFAIL"],
-            counts["FAIL"] + counts["TIMEOUT"] + counts["ERROR"] + counts["UNEXPECTEDPASS"]))
+            where, counts["OK"] + counts["EXPECTEDFAIL"], sum(counts[k] for k in BAD)))
 # Name every test that failed, with the lines that say why, next to the
 # counts, where a reader of only the last lines of the output sees them.
 for where, rec in failures:
@@ -244,7 +242,7 @@ if deb == "fail":
 if fresh == "fail":
     print("test: FAILED: the fresh-machine demo, tests/fresh/test_fresh_demo.sh (its log: meson-logs/fresh-demo.log)")
 passed = total["OK"] + total["EXPECTEDFAIL"]
-failed = total["FAIL"] + total["TIMEOUT"] + total["ERROR"] + total["UNEXPECTEDPASS"]
+failed = sum(total[k] for k in BAD)
 failed += int(sys.argv[1])      # a sanitizer or stand_ins build that did not build counts as one failure
 for one in (deb, fresh):        # the two checks outside meson count one each
     passed += one == "pass"
